@@ -1,0 +1,1 @@
+// Core model of propbus; see Keys/, Properties/, Store/.

@@ -1,0 +1,1 @@
+// Exports the core model over D-Bus.
