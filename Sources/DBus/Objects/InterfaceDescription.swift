@@ -1,0 +1,126 @@
+/// A declarative description of one D-Bus interface, in the spirit of sd-bus vtables.
+///
+/// Introspection, `org.freedesktop.DBus.Properties`, argument checking and the standard error
+/// replies are all derived from it, so they cannot drift from what the object does.
+public struct InterfaceDescription {
+    /// The interface name.
+    public var name: String
+    /// Methods, by name.
+    public var methods: [String: MethodDescription]
+    /// The interface's properties, fixed or computed per object.
+    public var properties: PropertyTable
+    /// Signals, for introspection.
+    public var signals: [SignalDescription]
+    /// Interface-level annotations, e.g. `org.freedesktop.DBus.Property.EmitsChangedSignal`.
+    public var annotations: [(name: String, value: String)]
+
+    public init(_ name: String, methods: [MethodDescription] = [], properties: PropertyTable = .fixed([]),
+                signals: [SignalDescription] = [], annotations: [(name: String, value: String)] = []) {
+        self.name = name
+        self.methods = Dictionary(methods.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+        self.properties = properties
+        self.signals = signals
+        self.annotations = annotations
+    }
+}
+
+/// What a method handler returns: the reply arguments now, or a promise to reply later through
+/// ``MethodCall/reply(_:)``.
+public enum MethodResult {
+    case reply([DBusValue])
+    case deferred
+}
+
+/// A method of an interface.
+public struct MethodDescription {
+    public var name: String
+    /// Input arguments: names and one complete type each.
+    public var inArguments: [(name: String, type: DBusType)]
+    /// Output arguments.
+    public var outArguments: [(name: String, type: DBusType)]
+    /// Runs on the connection's queue with arguments already checked against `inArguments`.
+    public var handler: (MethodCall) throws(DBusError) -> MethodResult
+
+    public init(_ name: String, in inArguments: [(String, String)] = [], out outArguments: [(String, String)] = [],
+                handler: @escaping (MethodCall) throws(DBusError) -> MethodResult) {
+        self.name = name
+        // Signatures here are compile-time constants of this program; a bad one is a bug.
+        self.inArguments = inArguments.map { ($0.0, try! DBusType(parsing: $0.1)) }
+        self.outArguments = outArguments.map { ($0.0, try! DBusType(parsing: $0.1)) }
+        self.handler = handler
+    }
+
+    /// The signature callers must send.
+    public var inSignature: String { inArguments.map(\.type.signature).joined() }
+}
+
+/// A signal of an interface.
+public struct SignalDescription {
+    public var name: String
+    public var arguments: [(name: String, type: DBusType)]
+
+    public init(_ name: String, _ arguments: [(String, String)] = []) {
+        self.name = name
+        self.arguments = arguments.map { ($0.0, try! DBusType(parsing: $0.1)) }
+    }
+}
+
+/// How a property announces its changes (`org.freedesktop.DBus.Property.EmitsChangedSignal`).
+public enum ChangeSignal: String, Sendable {
+    /// PropertiesChanged carries the new value.
+    case emits = "true"
+    /// PropertiesChanged lists the name without a value.
+    case invalidates
+    /// Never changes.
+    case const
+    /// Changes are not signalled.
+    case none = "false"
+}
+
+/// A property of an interface, with its accessors.
+public struct PropertyDescription {
+    public enum Access: String, Sendable { case read, write, readwrite }
+
+    public var name: String
+    public var type: DBusType
+    public var access: Access
+    public var changeSignal: ChangeSignal
+    /// Reads the current value; runs on the connection's queue.
+    public var get: () throws(DBusError) -> DBusValue
+    /// Writes a value already checked against `type`; `nil` for read-only properties.
+    public var set: ((DBusValue, MethodCall) throws(DBusError) -> Void)?
+
+    public init(_ name: String, type: DBusType, access: Access = .read, changeSignal: ChangeSignal = .emits,
+                get: @escaping () throws(DBusError) -> DBusValue,
+                set: ((DBusValue, MethodCall) throws(DBusError) -> Void)? = nil) {
+        self.name = name
+        self.type = type
+        self.access = set == nil ? .read : access
+        self.changeSignal = changeSignal
+        self.get = get
+        self.set = set
+    }
+}
+
+/// An interface's properties: a fixed list, or a table computed per object (for objects whose
+/// properties are defined at run time, such as propbus groups).
+public enum PropertyTable {
+    case fixed([PropertyDescription])
+    case dynamic(names: () -> [String], lookup: (String) -> PropertyDescription?)
+
+    /// Every property, in introspection order.
+    public var all: [PropertyDescription] {
+        switch self {
+        case .fixed(let list): list
+        case .dynamic(let names, let lookup): names().compactMap(lookup)
+        }
+    }
+
+    /// One property by name.
+    public func lookup(_ name: String) -> PropertyDescription? {
+        switch self {
+        case .fixed(let list): list.first { $0.name == name }
+        case .dynamic(_, let lookup): lookup(name)
+        }
+    }
+}

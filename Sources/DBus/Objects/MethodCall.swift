@@ -1,0 +1,19 @@
+/// One incoming method call, as handed to a ``MethodDescription`` handler.
+public struct MethodCall {
+    /// The received message.
+    public let message: Message
+    /// The decoded arguments, already checked against the method's signature.
+    public let arguments: [DBusValue]
+    let tree: ObjectTree
+
+    /// The caller's unique name.
+    public var sender: String { message.sender ?? "" }
+    /// The object path the call was addressed to.
+    public var path: String { message.path ?? "/" }
+
+    /// Replies to a call whose handler returned ``MethodResult/deferred``.
+    public func reply(_ values: [DBusValue]) { tree.enqueueReply(to: message, .success(values)) }
+
+    /// Fails a call whose handler returned ``MethodResult/deferred``.
+    public func fail(_ error: DBusError) { tree.enqueueReply(to: message, .failure(error)) }
+}

@@ -1,0 +1,271 @@
+import CDBus
+import Dispatch
+
+/// The objects one connection exports, with the standard interfaces derived for each.
+///
+/// Every method call is routed here. Unknown objects, interfaces, methods and properties get the
+/// standard error reply at once, so no client ever waits for a timeout.
+///
+/// Work produced during a dispatch round is held back and flushed when the round ends, after the
+/// ``beforeFlush`` hooks ran (that is where a store commits): first InterfacesAdded/Removed,
+/// then one coalesced PropertiesChanged per object and interface (with no-op changes dropped),
+/// then the method replies. A client that gets a reply has therefore already been sent the
+/// signals for the change it made.
+///
+/// `@unchecked Sendable`: confined to the connection's queue, like the connection itself.
+public final class ObjectTree: @unchecked Sendable {
+    /// The connection the objects are exported on.
+    public let connection: Connection
+    private var objects: [String: ExportedObject] = [:]
+    private var managerPaths: Set<String> = []
+    private var pendingEvents: [() -> Message?] = []
+    private var pendingChanges: [ChangeKey: [String: DBusValue?]] = [:]
+    private var pendingChangeOrder: [ChangeKey] = []
+    private var pendingReplies: [Message] = []
+    private var beforeFlushHooks: [() -> Void] = []
+
+    private struct ChangeKey: Hashable {
+        var path: String
+        var interface: String
+    }
+
+    /// Starts routing the connection's method calls to this tree. Call on the connection's queue.
+    public init(connection: Connection) {
+        dispatchPrecondition(condition: .onQueue(connection.queue))
+        self.connection = connection
+        connection.methodCallHandler = { [unowned self] in handle($0) }
+        connection.addRoundEndHandler { [unowned self] in flush() }
+    }
+
+    // MARK: Registration
+
+    /// Exports an object at `path`. Emits InterfacesAdded if an object manager is above it.
+    public func export(_ object: ExportedObject, at path: String) {
+        objects[path] = object
+        if let manager = manager(above: path) {
+            pendingEvents.append { [unowned self] in
+                guard let object = objects[path] else { return nil }
+                let interfaces = object.interfaces()
+                return try? signal(manager, "org.freedesktop.DBus.ObjectManager", "InterfacesAdded", [
+                    .objectPath(path),
+                    .dictionary(key: .string, value: .dictionary(key: .string, value: .variant),
+                                interfaces.map { DictionaryEntry(.string($0.name), propertyDictionary($0)) }),
+                ])
+            }
+        }
+    }
+
+    /// Removes the object at `path`. Emits InterfacesRemoved if an object manager is above it.
+    public func unexport(_ path: String) {
+        guard let object = objects.removeValue(forKey: path) else { return }
+        let names = object.interfaces().map(\.name)
+        pendingChangeOrder.removeAll { $0.path == path }
+        pendingChanges = pendingChanges.filter { $0.key.path != path }
+        if let manager = manager(above: path) {
+            pendingEvents.append { [unowned self] in
+                try? signal(manager, "org.freedesktop.DBus.ObjectManager", "InterfacesRemoved",
+                            [.objectPath(path), .array(of: .string, names.map { .string($0) })])
+            }
+        }
+    }
+
+    /// The object exported at `path`, if any.
+    public func object(at path: String) -> ExportedObject? { objects[path] }
+
+    /// Makes the object at `path` (existing or not) an `org.freedesktop.DBus.ObjectManager` for
+    /// everything below it.
+    public func addObjectManager(at path: String) { managerPaths.insert(path) }
+
+    /// Runs before each flush, after the round's messages were handled; e.g. a store's commit.
+    public func addBeforeFlushHook(_ hook: @escaping () -> Void) { beforeFlushHooks.append(hook) }
+
+    // MARK: Change notification
+
+    /// Notes that a property may have changed; `oldValue` is its value before the change.
+    ///
+    /// At the end of the round the current value is compared with the oldest noted value, and
+    /// the change is dropped if they are equal (GDBus's no-op rule).
+    public func noteChange(path: String, interface: String, property: String, oldValue: DBusValue?) {
+        let key = ChangeKey(path: path, interface: interface)
+        if pendingChanges[key] == nil {
+            pendingChanges[key] = [:]
+            pendingChangeOrder.append(key)
+        }
+        if pendingChanges[key]![property] == nil {
+            pendingChanges[key]![property] = .some(oldValue)
+        }
+    }
+
+    /// Queues a signal to go out with the round's other signals.
+    public func emitAtFlush(path: String, interface: String, member: String, _ arguments: [DBusValue]) {
+        pendingEvents.append { [unowned self] in try? signal(path, interface, member, arguments) }
+    }
+
+    // MARK: Routing
+
+    private func handle(_ message: Message) {
+        let path = message.path ?? "/"
+        let member = message.member ?? ""
+        let interfaces: [InterfaceDescription]
+        if let object = objects[path] {
+            interfaces = standardInterfaces(for: path, exported: true) + object.interfaces()
+        } else if isIntermediateNode(path) {
+            interfaces = standardInterfaces(for: path, exported: false)
+        } else {
+            reply(to: message, .failure(.unknownObject("No such object path '\(path)'")))
+            return
+        }
+
+        let method: MethodDescription?
+        if let interfaceName = message.interface {
+            guard let interface = interfaces.first(where: { $0.name == interfaceName }) else {
+                reply(to: message, .failure(.unknownInterface("No such interface '\(interfaceName)' at object path '\(path)'")))
+                return
+            }
+            method = interface.methods[member]
+        } else {
+            method = interfaces.lazy.compactMap { $0.methods[member] }.first
+        }
+        guard let method else {
+            reply(to: message, .failure(.unknownMethod(
+                "No such method '\(member)' in interface '\(message.interface ?? "(any)")' at object path '\(path)' (signature '\(message.signature)')")))
+            return
+        }
+        let signature = message.signature
+        guard signature == method.inSignature else {
+            reply(to: message, .failure(.invalidArgs(
+                "Invalid arguments '\(signature)' to call \(message.interface ?? "").\(member)(), expecting '\(method.inSignature)'")))
+            return
+        }
+        do {
+            let call = MethodCall(message: message, arguments: try message.arguments(), tree: self)
+            switch try method.handler(call) {
+            case .reply(let values): reply(to: message, .success(values))
+            case .deferred: break
+            }
+        } catch {
+            reply(to: message, .failure(error))
+        }
+    }
+
+    private func reply(to message: Message, _ result: Result<[DBusValue], DBusError>) {
+        guard !message.noReply else { return }
+        var reply: Message?
+        switch result {
+        case .success(let values):
+            reply = message.makeReturn()
+            do {
+                try reply?.append(values)
+            } catch {
+                reply = message.makeError(.failed("cannot encode the reply: \(error.message)"))
+            }
+        case .failure(let error):
+            reply = message.makeError(error)
+        }
+        if let reply { pendingReplies.append(reply) }
+    }
+
+    /// Queues a reply produced outside the call's own round (deferred handlers).
+    func enqueueReply(to message: Message, _ result: Result<[DBusValue], DBusError>) {
+        dispatchPrecondition(condition: .onQueue(connection.queue))
+        reply(to: message, result)
+        connection.scheduleRound()
+    }
+
+    private func flush() {
+        guard !pendingEvents.isEmpty || !pendingChangeOrder.isEmpty || !pendingReplies.isEmpty else { return }
+        for hook in beforeFlushHooks { hook() }
+        let events = pendingEvents
+        pendingEvents = []
+        for event in events { if let message = event() { connection.send(message) } }
+        for key in pendingChangeOrder {
+            if let message = propertiesChanged(key, pendingChanges[key] ?? [:]) { connection.send(message) }
+        }
+        pendingChangeOrder = []
+        pendingChanges = [:]
+        let replies = pendingReplies
+        pendingReplies = []
+        for reply in replies { connection.send(reply) }
+    }
+
+    private func propertiesChanged(_ key: ChangeKey, _ changes: [String: DBusValue?]) -> Message? {
+        guard let object = objects[key.path],
+              let interface = object.interfaces().first(where: { $0.name == key.interface }) else { return nil }
+        var changed: [DictionaryEntry] = []
+        var invalidated: [DBusValue] = []
+        for (name, old) in changes.sorted(by: { $0.key < $1.key }) {
+            guard let property = interface.properties.lookup(name), let current = try? property.get() else { continue }
+            if current == old { continue }
+            switch property.changeSignal {
+            case .emits: changed.append(DictionaryEntry(.string(name), .variant(current)))
+            case .invalidates: invalidated.append(.string(name))
+            case .const, .none: continue
+            }
+        }
+        guard !changed.isEmpty || !invalidated.isEmpty else { return nil }
+        return try? signal(key.path, "org.freedesktop.DBus.Properties", "PropertiesChanged", [
+            .string(key.interface),
+            .dictionary(key: .string, value: .variant, changed),
+            .array(of: .string, invalidated),
+        ])
+    }
+
+    private func signal(_ path: String, _ interface: String, _ member: String, _ arguments: [DBusValue]) throws(DBusError) -> Message {
+        let message = try Message.signal(path: path, interface: interface, member: member)
+        try message.append(arguments)
+        return message
+    }
+
+    // MARK: Tree structure
+
+    /// The nearest object-manager path strictly above `path`.
+    private func manager(above path: String) -> String? {
+        managerPaths.filter { $0 != path && (path.hasPrefix($0 == "/" ? "/" : $0 + "/")) }.max { $0.count < $1.count }
+    }
+
+    private func isIntermediateNode(_ path: String) -> Bool {
+        let prefix = path == "/" ? "/" : path + "/"
+        return managerPaths.contains(path) || objects.keys.contains { $0.hasPrefix(prefix) }
+    }
+
+    /// Names of the direct children of `path`, for introspection.
+    func childNames(of path: String) -> [String] {
+        let prefix = path == "/" ? "/" : path + "/"
+        var names = Set<String>()
+        for key in objects.keys where key.hasPrefix(prefix) {
+            let rest = key.dropFirst(prefix.count)
+            if let first = rest.split(separator: "/").first { names.insert(String(first)) }
+        }
+        return names.sorted()
+    }
+
+    /// The interfaces exported at `path`, standard ones included (for introspection).
+    func allInterfaces(at path: String) -> [InterfaceDescription] {
+        standardInterfaces(for: path, exported: objects[path] != nil) + (objects[path]?.interfaces() ?? [])
+    }
+
+    /// The `a{sv}` a `GetAll` of `interface` returns: readable properties whose getter succeeds.
+    func propertyDictionary(_ interface: InterfaceDescription) -> DBusValue {
+        .dictionary(key: .string, value: .variant, interface.properties.all.compactMap { property in
+            guard property.access != .write, let value = try? property.get() else { return nil }
+            return DictionaryEntry(.string(property.name), .variant(value))
+        })
+    }
+
+    /// Objects strictly below `path`, for `GetManagedObjects`.
+    func managedObjects(below path: String) -> [(String, ExportedObject)] {
+        let prefix = path == "/" ? "/" : path + "/"
+        return objects.filter { $0.key.hasPrefix(prefix) }.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+    }
+
+    func isObjectManager(_ path: String) -> Bool { managerPaths.contains(path) }
+}
+
+/// An exported object: a provider of interface descriptions, asked afresh on each call so that
+/// objects whose interfaces change at run time stay truthful.
+public final class ExportedObject {
+    /// Returns the object's own interfaces (the standard ones are added by the tree).
+    public let interfaces: () -> [InterfaceDescription]
+
+    public init(interfaces: @escaping () -> [InterfaceDescription]) { self.interfaces = interfaces }
+}

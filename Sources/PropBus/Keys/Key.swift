@@ -1,0 +1,66 @@
+import DBus
+
+/// A property key, `group.name`, validated against SPEC §2.
+///
+/// The group maps to an object path below the root (`ui.switch` →
+/// `/org/propbus/PropBus1/ui/switch`) and the name is a D-Bus property of that object.
+public struct Key: Hashable, Sendable, Comparable, CustomStringConvertible {
+    /// The rule quoted in every `InvalidKey` error.
+    public static let rule = "a key is group.name: group segments match [A-Za-z0-9_]+ joined by '.', the name matches [A-Za-z_][A-Za-z0-9_]*, at most 255 bytes in all"
+    /// The maximum key length, in bytes.
+    public static let maximumLength = 255
+    /// The object path of the root object; groups live below it.
+    public static let rootPath = "/org/propbus/PropBus1"
+
+    /// The full key text.
+    public let text: String
+    /// The group part, e.g. `ui.switch`.
+    public let group: String
+    /// The name part, e.g. `on`.
+    public let name: String
+
+    public var description: String { text }
+
+    /// Parses and validates `text`.
+    public init(_ text: String) throws(PropBusError) {
+        func fail(_ detail: String) -> PropBusError {
+            PropBusError(.invalidKey, "invalid key '\(text)': \(detail); \(Key.rule)")
+        }
+        let bytes = Array(text.utf8)
+        guard !bytes.isEmpty else { throw fail("it is empty") }
+        guard bytes.count <= Self.maximumLength else { throw fail("it is \(bytes.count) bytes long") }
+        guard let lastDot = bytes.lastIndex(of: UInt8(ascii: ".")) else {
+            throw fail("it has no group (no '.')")
+        }
+        for (index, byte) in bytes.enumerated() where byte != UInt8(ascii: ".") && !ObjectPath.isElementByte(byte) {
+            let shown = byte < 0x80 ? String(UnicodeScalar(byte)) : "\\x" + String(byte, radix: 16, uppercase: true)
+            throw fail("character '\(shown)' at position \(index + 1) is not allowed")
+        }
+        let groupBytes = bytes[..<lastDot]
+        let nameBytes = bytes[(lastDot + 1)...]
+        guard let first = nameBytes.first else { throw fail("the name after the last '.' is empty") }
+        guard !(first >= 0x30 && first <= 0x39) else { throw fail("the name must not start with a digit") }
+        for segment in groupBytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false) where segment.isEmpty {
+            throw fail("it has an empty group segment")
+        }
+        self.text = text
+        self.group = String(decoding: groupBytes, as: UTF8.self)
+        self.name = String(decoding: nameBytes, as: UTF8.self)
+    }
+
+    /// The object path of this key's group.
+    public var objectPath: String { Key.objectPath(ofGroup: group) }
+
+    /// The object path of a group.
+    public static func objectPath(ofGroup group: String) -> String {
+        rootPath + "/" + group.replacingOccurrences(of: ".", with: "/")
+    }
+
+    /// The group whose object lives at `path`, if `path` is below the root.
+    public static func group(atPath path: String) -> String? {
+        guard path.hasPrefix(rootPath + "/") else { return nil }
+        return path.dropFirst(rootPath.count + 1).replacingOccurrences(of: "/", with: ".")
+    }
+
+    public static func < (lhs: Key, rhs: Key) -> Bool { lhs.text < rhs.text }
+}

@@ -1,1 +1,0 @@
-// Core model of propbus; see Keys/, Properties/, Store/.

@@ -1,0 +1,140 @@
+import DBus
+
+/// A registered property: its type, registered default and metadata.
+public struct PropertyDefinition: Hashable, Sendable {
+    public var key: Key
+    public var type: DBusType
+    /// The registered default, read whenever no value is stored.
+    public var defaultValue: DBusValue
+    /// Whether values survive restarts (`persistent`, default true).
+    public var persistent = true
+    /// Whether clients may set it (`writable`, default true).
+    public var writable = true
+    public var description = ""
+    /// Inclusive numeric bounds, for numeric types.
+    public var minimum: DBusValue?
+    public var maximum: DBusValue?
+    /// The allowed values, when restricted.
+    public var choices: [DBusValue]?
+    /// Who may write (SPEC §7); stored now, enforced with access control.
+    public var writers: [String]?
+    /// Whether only writers may read it (SPEC §7).
+    public var secret = false
+
+    public init(key: Key, type: DBusType, defaultValue: DBusValue) {
+        self.key = key
+        self.type = type
+        self.defaultValue = defaultValue
+    }
+
+    /// The option names `CreateProperty` accepts.
+    public static let optionNames = ["persistent", "writable", "description", "minimum", "maximum", "choices", "value", "writers", "secret"]
+
+    /// Applies `CreateProperty` options; returns the initial `value` option, if given.
+    public mutating func apply(options: [String: DBusValue]) throws(PropBusError) -> DBusValue? {
+        var initial: DBusValue?
+        for (name, raw) in options.sorted(by: { $0.key < $1.key }) {
+            let value = raw.unwrappingVariant
+            func expect(_ what: String) -> PropBusError {
+                .invalidArgs("option '\(name)' of \(key) must be \(what), got '\(value.signature)'")
+            }
+            switch name {
+            case "persistent":
+                guard let b = value.boolValue else { throw expect("a boolean (b)") }
+                persistent = b
+            case "writable":
+                guard let b = value.boolValue else { throw expect("a boolean (b)") }
+                writable = b
+            case "secret":
+                guard let b = value.boolValue else { throw expect("a boolean (b)") }
+                secret = b
+            case "description":
+                guard case .string(let s) = value else { throw expect("a string (s)") }
+                description = s
+            case "minimum", "maximum":
+                guard type.isNumeric else {
+                    throw .invalidArgs("option '\(name)' of \(key) needs a numeric type, but the type is '\(type.signature)'")
+                }
+                guard value.numericValue != nil else { throw expect("a number") }
+                if name == "minimum" { minimum = value } else { maximum = value }
+            case "choices":
+                guard case .array(_, let items) = value else { throw expect("an array of variants (av)") }
+                let unwrapped = items.map(\.unwrappingVariant)
+                for choice in unwrapped where choice.type != type {
+                    throw .invalidArgs("choice \(ValueDescription.short(choice)) of \(key) has type '\(choice.signature)', expected '\(type.signature)'")
+                }
+                choices = unwrapped
+            case "writers":
+                guard case .array(.string, let items) = value else { throw expect("an array of strings (as)") }
+                writers = items.compactMap(\.stringValue)
+            case "value":
+                initial = value
+            default:
+                throw .invalidArgs("unknown option '\(name)' for \(key); expected one of: \(Self.optionNames.joined(separator: ", "))")
+            }
+        }
+        if let minimum, let maximum, let lo = minimum.numericValue, let hi = maximum.numericValue, lo > hi {
+            throw .invalidArgs("minimum \(ValueDescription.short(minimum)) of \(key) is above maximum \(ValueDescription.short(maximum))")
+        }
+        return initial
+    }
+
+    /// Checks a value against the type, range and choices; `maximumSize` in wire bytes.
+    public func check(_ value: DBusValue, maximumSize: Int) throws(PropBusError) {
+        guard value.type == type else {
+            throw .invalidArgs("property \(key) has type '\(type.signature)', got '\(value.signature)'")
+        }
+        do { try value.validate() } catch {
+            throw PropBusError(.invalidValue, "invalid value for \(key): \(error.reason)")
+        }
+        let size = value.wireSize()
+        guard size <= maximumSize else {
+            throw PropBusError(.limitsExceeded, "value for \(key) is \(size) bytes; the limit is \(maximumSize) bytes")
+        }
+        if let number = value.numericValue {
+            let low = minimum?.numericValue, high = maximum?.numericValue
+            if (low.map { number < $0 } ?? false) || (high.map { number > $0 } ?? false) {
+                let range = "\(minimum.map(ValueDescription.short) ?? "…")…\(maximum.map(ValueDescription.short) ?? "…")"
+                throw PropBusError(.outOfRange, "value \(ValueDescription.short(value)) for \(key) is out of range \(range)")
+            }
+        }
+        if let choices, !choices.contains(value) {
+            throw PropBusError(.invalidValue, "value \(ValueDescription.short(value)) for \(key) is not one of: \(choices.map(ValueDescription.short).joined(separator: ", "))")
+        }
+    }
+
+    /// The metadata dictionary of `ListProperties`, without the per-value entries.
+    public var metadata: [String: DBusValue] {
+        var result: [String: DBusValue] = [
+            "default": defaultValue,
+            "persistent": .boolean(persistent),
+            "writable": .boolean(writable),
+            "description": .string(description),
+            "secret": .boolean(secret),
+        ]
+        if let minimum { result["minimum"] = minimum }
+        if let maximum { result["maximum"] = maximum }
+        if let choices { result["choices"] = .array(of: .variant, choices.map { .variant($0) }) }
+        if let writers { result["writers"] = .array(of: .string, writers.map { .string($0) }) }
+        return result
+    }
+}
+
+/// Short renderings of values for error messages.
+enum ValueDescription {
+    static func short(_ value: DBusValue) -> String {
+        switch value {
+        case .string(let s): return "'" + (s.count > 40 ? String(s.prefix(40)) + "…" : s) + "'"
+        case .boolean(let b): return b ? "true" : "false"
+        case .byte(let v): return String(v)
+        case .int16(let v): return String(v)
+        case .uint16(let v): return String(v)
+        case .int32(let v): return String(v)
+        case .uint32(let v): return String(v)
+        case .int64(let v): return String(v)
+        case .uint64(let v): return String(v)
+        case .double(let v): return String(v)
+        default: return "a '\(value.signature)' value"
+        }
+    }
+}

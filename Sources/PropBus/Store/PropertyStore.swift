@@ -1,0 +1,42 @@
+import DBus
+
+/// Where property definitions and values are kept between runs.
+///
+/// Writes are buffered until ``commit()``, which the service calls once per dispatch round
+/// (group commit) before any reply or signal for the round goes out.
+public protocol PropertyStore: AnyObject {
+    /// Everything stored: definitions created at run time and stored values.
+    func load() throws(PropBusError) -> StoredState
+    /// Records a run-time definition.
+    func saveDefinition(_ definition: PropertyDefinition)
+    /// Forgets a definition and its value.
+    func removeDefinition(_ key: Key)
+    /// Records a persistent property's value.
+    func saveValue(_ value: DBusValue, revision: UInt64, for key: Key)
+    /// Forgets a stored value (Reset).
+    func removeValue(for key: Key)
+    /// Makes everything recorded since the last commit durable.
+    func commit() throws(PropBusError)
+    /// Drops everything recorded since the last commit.
+    func rollback()
+}
+
+/// The contents of a store, as loaded at startup.
+public struct StoredState: Sendable {
+    public var definitions: [PropertyDefinition] = []
+    public var values: [Key: (value: DBusValue, revision: UInt64)] = [:]
+
+    public init() {}
+}
+
+/// A store that keeps nothing across runs.
+public final class MemoryStore: PropertyStore {
+    public init() {}
+    public func load() -> StoredState { StoredState() }
+    public func saveDefinition(_ definition: PropertyDefinition) {}
+    public func removeDefinition(_ key: Key) {}
+    public func saveValue(_ value: DBusValue, revision: UInt64, for key: Key) {}
+    public func removeValue(for key: Key) {}
+    public func commit() {}
+    public func rollback() {}
+}
