@@ -1,0 +1,72 @@
+import XCTest
+@testable import propctl
+
+/// Pins properties of the CLI declaration that the parser and help rely on.
+final class PropctlSpecTests: XCTestCase {
+    private let root = PropctlSpec.root
+
+    func testSubcommandsAreThoseOfTheContract() {
+        XCTAssertEqual(root.subcommands.map(\.name),
+                       ["get", "set", "reset", "list", "watch", "create", "delete", "status"])
+        XCTAssertEqual(root.options.map(\.long), ["system", "user", "address", "json", "help", "version"])
+    }
+
+    func testEveryExampleParsesAsTheCommandItIllustrates() throws {
+        let parser = CommandLineParser(root: root)
+        for command in [root] + root.subcommands {
+            XCTAssertFalse(command.examples.isEmpty, "\(command.name) has no example")
+            for example in command.examples {
+                let words = shellWords(example.commandLine)
+                XCTAssertEqual(words.first, "propctl", example.commandLine)
+                let result = try parser.parse(words.dropFirst())
+                guard case .command(let parsed) = result else {
+                    XCTFail("\(example.commandLine) gave \(result)")
+                    continue
+                }
+                if command.name != root.name {
+                    XCTAssertEqual(parsed.path, [command.name], example.commandLine)
+                }
+            }
+        }
+    }
+
+    func testNoSubcommandOptionShadowsAGlobalOne() {
+        let globals = Set(root.options.map(\.long))
+        for command in root.subcommands {
+            XCTAssertTrue(globals.isDisjoint(with: command.options.map(\.long)), command.name)
+        }
+    }
+
+    func testOnlyTheLastPositionalMayRepeat() {
+        for command in root.subcommands {
+            for positional in command.positionals.dropLast() {
+                XCTAssertFalse(positional.isRepeating, "\(command.name) \(positional.name)")
+            }
+        }
+    }
+
+    /// Splits a command line as a POSIX shell would, for the quoting the examples use.
+    private func shellWords(_ line: String) -> [String] {
+        var words: [String] = []
+        var word = ""
+        var inWord = false
+        var quote: Character?
+        for character in line {
+            if let open = quote {
+                if character == open { quote = nil } else { word.append(character) }
+            } else if character == "'" || character == "\"" {
+                quote = character
+                inWord = true
+            } else if character == " " {
+                if inWord { words.append(word) }
+                word = ""
+                inWord = false
+            } else {
+                word.append(character)
+                inWord = true
+            }
+        }
+        if inWord { words.append(word) }
+        return words
+    }
+}
