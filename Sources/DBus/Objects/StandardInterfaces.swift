@@ -97,8 +97,8 @@ extension ObjectTree {
 }
 
 extension DBusValue {
-    /// The payload of one `v` layer; a property of type `v` keeps its inner variant.
-    var unwrappingVariantOnce: DBusValue {
+    /// The payload of one `v` layer: a value of type `v` keeps its inner variant.
+    public var unwrappingVariantOnce: DBusValue {
         if case .variant(let inner) = self { return inner }
         return self
     }

@@ -88,7 +88,7 @@ enum MessageIterator {
             dbus_message_iter_recurse(&iter, &sub)
             var entries: [DictionaryEntry] = []
             while dbus_message_iter_get_arg_type(&sub) != 0 {
-                guard dbus_message_iter_get_arg_type(&sub) == TypeCode.dictBegin.cValue else {
+                guard dbus_message_iter_get_arg_type(&sub) == TypeCode.dictEntryValue.cValue else {
                     throw ValueError("expected a dict entry on the wire")
                 }
                 var entry = DBusMessageIter()
@@ -101,7 +101,7 @@ enum MessageIterator {
             }
             return .dictionary(key: keyType, value: valueType, entries)
         case .structure(let fieldTypes):
-            try expect(.structBegin)
+            try expect(.structValue)
             var sub = DBusMessageIter()
             dbus_message_iter_recurse(&iter, &sub)
             var fields: [DBusValue] = []
@@ -184,7 +184,7 @@ enum MessageIterator {
             try container(.array, "{" + key.signature + valueType.signature + "}") { (sub: inout DBusMessageIter) throws(ValueError) in
                 for entry in entries {
                     var entryIter = DBusMessageIter()
-                    guard dbus_message_iter_open_container(&sub, TypeCode.dictBegin.cValue, nil, &entryIter) != 0 else {
+                    guard dbus_message_iter_open_container(&sub, TypeCode.dictEntryValue.cValue, nil, &entryIter) != 0 else {
                         throw ValueError("out of memory opening a dict entry")
                     }
                     do throws(ValueError) {
@@ -198,7 +198,7 @@ enum MessageIterator {
                 }
             }
         case .structure(let fields):
-            try container(.structBegin, nil) { (sub: inout DBusMessageIter) throws(ValueError) in
+            try container(.structValue, nil) { (sub: inout DBusMessageIter) throws(ValueError) in
                 for field in fields { try append(field, to: &sub) }
             }
         }

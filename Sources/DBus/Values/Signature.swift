@@ -95,6 +95,7 @@ public struct Signature: Hashable, Sendable, CustomStringConvertible {
             case .structEnd: throw fail("unexpected ')'")
             case .dictBegin: throw fail("dict entry outside an array")
             case .dictEnd: throw fail("unexpected '}'")
+            case .structValue, .dictEntryValue: throw fail("unknown type code '\(code.character)'")
             }
         }
     }

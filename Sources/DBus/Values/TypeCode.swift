@@ -22,6 +22,10 @@ public enum TypeCode: UInt8, Sendable, CaseIterable {
     case structEnd = 0x29   // )
     case dictBegin = 0x7B   // {
     case dictEnd = 0x7D     // }
+    /// What libdbus's iterators report for a struct (`DBUS_TYPE_STRUCT`); signatures use `(`.
+    case structValue = 0x72 // r
+    /// What libdbus's iterators report for a dict entry (`DBUS_TYPE_DICT_ENTRY`); signatures use `{`.
+    case dictEntryValue = 0x65 // e
 
     /// The code as libdbus's `int` type argument.
     public var cValue: Int32 { Int32(rawValue) }

@@ -1,0 +1,54 @@
+import DBus
+import PropBus
+
+extension Service {
+    /// `org.propbus.PropBus1.Manager` on the root object.
+    func managerDescription() -> InterfaceDescription {
+        InterfaceDescription(Self.managerInterface, methods: [
+            MethodDescription("CreateProperty", in: [("key", "s"), ("type", "s"), ("default", "v"), ("options", "a{sv}")]) { [unowned self] call throws(DBusError) in
+                let args = call.arguments
+                let changes = try bridged { () throws(PropBusError) in
+                    try model.create(key: args[0].stringValue ?? "", type: args[1].stringValue ?? "",
+                                     defaultValue: args[2], options: args[3].stringKeyedEntries ?? [:])
+                }
+                publish(changes)
+                return .reply([])
+            },
+            MethodDescription("DeleteProperty", in: [("key", "s")]) { [unowned self] call throws(DBusError) in
+                publish(try bridged { () throws(PropBusError) in try model.delete(key: call.arguments[0].stringValue ?? "") })
+                return .reply([])
+            },
+            MethodDescription("ListProperties", in: [("prefix", "s")], out: [("properties", "a(ssva{sv})")]) { [unowned self] call in
+                let items = model.list(prefix: call.arguments[0].stringValue ?? "").map { entry in
+                    DBusValue.structure([
+                        .string(entry.definition.key.text),
+                        .string(entry.definition.type.signature),
+                        .variant(entry.value),
+                        Self.metadata(of: entry),
+                    ])
+                }
+                return .reply([.array(of: .structure([.string, .string, .variant, .dictionary(key: .string, value: .variant)]), items)])
+            },
+            MethodDescription("Apply", in: [("set", "a{sv}"), ("reset", "as")]) { [unowned self] call throws(DBusError) in
+                guard case .dictionary(_, _, let entries) = call.arguments[0], case .array(_, let resets) = call.arguments[1] else {
+                    throw .invalidArgs("Apply expects (a{sv} set, as reset)")
+                }
+                let assignments = entries.map { ($0.key.stringValue ?? "", $0.value.unwrappingVariantOnce) }
+                publish(try bridged { () throws(PropBusError) in
+                    try model.apply(set: assignments, reset: resets.compactMap(\.stringValue))
+                })
+                return .reply([])
+            },
+        ], properties: .fixed([
+            PropertyDescription("Version", type: .string, changeSignal: .const) { .string(Self.version) },
+        ]))
+    }
+
+    /// The metadata dictionary of `ListProperties`.
+    static func metadata(of entry: PropertyModel.Entry) -> DBusValue {
+        var items = entry.definition.metadata
+        items["is_set"] = .boolean(entry.storedValue != nil)
+        items["revision"] = .uint64(entry.revision)
+        return .vardict(items)
+    }
+}

@@ -1,1 +1,0 @@
-// Exports the core model over D-Bus.

@@ -1,0 +1,39 @@
+import DBus
+import PropBus
+
+extension Service {
+    /// `org.propbus.PropBus1.Values` for one group: a D-Bus property per key, typed and
+    /// introspected from the model, plus Reset, GetWithRevision and CompareAndSet.
+    func valuesDescription(group: String) -> InterfaceDescription {
+        let key = { (name: String) in group + "." + name }
+        return InterfaceDescription(Self.valuesInterface, methods: [
+            MethodDescription("Reset", in: [("name", "s")]) { [unowned self] call throws(DBusError) in
+                publish(try bridged { () throws(PropBusError) in try model.reset(key(call.arguments[0].stringValue ?? "")) })
+                return .reply([])
+            },
+            MethodDescription("GetWithRevision", in: [("name", "s")], out: [("value", "v"), ("revision", "t")]) { [unowned self] call throws(DBusError) in
+                let entry = try bridged { () throws(PropBusError) in try model.entry(key(call.arguments[0].stringValue ?? "")) }
+                return .reply([.variant(entry.value), .uint64(entry.revision)])
+            },
+            MethodDescription("CompareAndSet", in: [("name", "s"), ("revision", "t"), ("value", "v")], out: [("revision", "t")]) { [unowned self] call throws(DBusError) in
+                guard case .uint64(let expected) = call.arguments[1] else { throw .invalidArgs("revision must be 't'") }
+                let result = try bridged { () throws(PropBusError) in
+                    try model.compareAndSet(key(call.arguments[0].stringValue ?? ""), expectedRevision: expected,
+                                            to: call.arguments[2].unwrappingVariantOnce)
+                }
+                publish(result.changes)
+                return .reply([.uint64(result.revision)])
+            },
+        ], properties: .dynamic(names: { [unowned self] in model.names(inGroup: group) }, lookup: { [unowned self] name in
+            guard let parsed = try? Key(key(name)), let entry = model.entry(for: parsed) else { return nil }
+            return PropertyDescription(name, type: entry.definition.type,
+                                       access: entry.definition.writable ? .readwrite : .read,
+                                       get: { [unowned self] () throws(DBusError) in
+                                           try bridged { () throws(PropBusError) in try model.value(of: parsed.text) }
+                                       },
+                                       set: { [unowned self] value, _ throws(DBusError) in
+                                           publish(try bridged { () throws(PropBusError) in try model.set(parsed.text, to: value) })
+                                       })
+        }), annotations: [("org.freedesktop.DBus.Property.EmitsChangedSignal", "true")])
+    }
+}

@@ -1,0 +1,88 @@
+import DBus
+import PropBus
+
+/// propbusd's command line, declared once: parsing and `--help` both come from `table`.
+struct DaemonOptions {
+    var bus: BusAddress = .session
+    var limits = PropertyModel.Limits()
+
+    struct UsageError: Error { var message: String }
+
+    private struct Option: Sendable {
+        var name: String
+        var value: String?
+        var help: String
+        var apply: @Sendable (inout DaemonOptions, String) throws(UsageError) -> Void
+    }
+
+    private static let table: [Option] = [
+        Option(name: "--session", help: "Use the session bus (the default).") { o, _ in o.bus = .session },
+        Option(name: "--system", help: "Use the system bus.") { o, _ in o.bus = .system },
+        Option(name: "--address", value: "ADDR", help: "Use the bus at this D-Bus address.") { o, v in o.bus = .address(v) },
+        Option(name: "--max-value-size", value: "BYTES", help: "Refuse values larger than this (default 1048576).") { o, v throws(UsageError) in
+            o.limits.maximumValueSize = try positive(v, "--max-value-size")
+        },
+        Option(name: "--max-properties", value: "N", help: "Refuse to hold more than N properties (default 100000).") { o, v throws(UsageError) in
+            o.limits.maximumProperties = try positive(v, "--max-properties")
+        },
+    ]
+
+    private static func positive(_ text: String, _ name: String) throws(UsageError) -> Int {
+        guard let n = Int(text), n > 0 else { throw UsageError(message: "\(name) expects a positive integer, got '\(text)'") }
+        return n
+    }
+
+    /// The result of parsing: options to run with, or a request for help or the version.
+    enum Parsed { case run(DaemonOptions), help, version }
+
+    static func parse(_ arguments: [String]) throws(UsageError) -> Parsed {
+        var options = DaemonOptions()
+        var index = 0
+        while index < arguments.count {
+            var argument = arguments[index]
+            var inlineValue: String?
+            if let equals = argument.firstIndex(of: "="), argument.hasPrefix("--") {
+                inlineValue = String(argument[argument.index(after: equals)...])
+                argument = String(argument[..<equals])
+            }
+            switch argument {
+            case "--help", "-h": return .help
+            case "--version": return .version
+            default: break
+            }
+            guard let option = table.first(where: { $0.name == argument }) else {
+                throw UsageError(message: "unknown option '\(argument)'")
+            }
+            var value = ""
+            if option.value != nil {
+                if let inlineValue {
+                    value = inlineValue
+                } else {
+                    index += 1
+                    guard index < arguments.count else { throw UsageError(message: "\(argument) expects a value \(option.value!)") }
+                    value = arguments[index]
+                }
+            } else if inlineValue != nil {
+                throw UsageError(message: "\(argument) takes no value")
+            }
+            try option.apply(&options, value)
+            index += 1
+        }
+        return .run(options)
+    }
+
+    static var help: String {
+        let rows = table.map { ($0.name + ($0.value.map { " " + $0 } ?? ""), $0.help) } + [("--version", "Print the version."), ("-h, --help", "Show this help.")]
+        let width = rows.map(\.0.count).max() ?? 0
+        return """
+        USAGE: propbusd [--session | --system | --address ADDR] [OPTIONS]
+
+        Serves typed, observable properties on D-Bus as org.propbus.PropBus1.
+
+        OPTIONS:
+        \(rows.map { "  " + $0.0.padding(toLength: width, withPad: " ", startingAt: 0) + "  " + $0.1 }.joined(separator: "\n"))
+
+        On SIGTERM or SIGINT it releases its name and exits 0; if it loses the bus it exits 1.
+        """
+    }
+}
