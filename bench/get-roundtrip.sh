@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# Properties.Get round trip: propbusd vs a minimal C libdbus service, on one private bus.
+#
+#   bench/get-roundtrip.sh [--rounds N] [--calls N] [--self]
+#
+#   --rounds N   rounds, each timing both services (default 5, env ROUNDS)
+#   --calls N    synchronous Get calls per service per round (default 20000, env CALLS)
+#   --self       compare the reference with a second reference instance instead of propbusd
+#                (checks the harness; the ratios should be ~1.00)
+#
+# Prints a table (also saved under bench/out/). See bench/README.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v swift >/dev/null || export PATH="$PATH:/opt/swift/usr/bin"
+
+rounds=${ROUNDS:-5} calls=${CALLS:-20000} self=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --rounds) rounds=$2; shift 2 ;;
+    --calls) calls=$2; shift 2 ;;
+    --self) self=1; shift ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    *) echo "get-roundtrip: unknown argument '$1' (try --help)" >&2; exit 64 ;;
+  esac
+done
+
+OBJ=/org/propbus/PropBus1/bench IFACE=org.propbus.PropBus1.Values
+
+# --- build ---------------------------------------------------------------------------
+scripts/setup
+if ! command -v gcc >/dev/null; then
+  [ "$(id -u)" -eq 0 ] || { echo "get-roundtrip: gcc missing; run: sudo apt-get install gcc" >&2; exit 1; }
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gcc libc6-dev
+fi
+mkdir -p bench/build bench/out
+for prog in ref-service get-client; do
+  gcc -O2 -Wall -Wextra -o "bench/build/$prog" "bench/ref/$prog.c" $(pkg-config --cflags --libs dbus-1)
+done
+if [ "$self" -eq 0 ]; then
+  swift build -c release --product propbusd >&2
+  propbusd="$(swift build -c release --show-bin-path)/propbusd"
+fi
+
+# --- private bus and services ----------------------------------------------------------
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/propbus-bench.XXXXXX")
+pids=()
+cleanup() {
+  local pid
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+cat > "$tmp/bus.conf" <<CONF
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:path=$tmp/bus</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+  <limit name="max_replies_per_connection">50000</limit>
+  <limit name="max_match_rules_per_connection">50000</limit>
+</busconfig>
+CONF
+{ read -r ADDR; read -r bus_pid; } < <(dbus-daemon --config-file="$tmp/bus.conf" --fork --print-address=1 --print-pid=1)
+pids+=("$bus_pid")
+
+has_owner() {
+  busctl --address="$ADDR" call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus \
+    NameHasOwner s "$1" 2>/dev/null | grep -q true
+}
+wait_for_name() { # NAME PID LOG
+  for _ in $(seq 200); do
+    has_owner "$1" && return 0
+    kill -0 "$2" 2>/dev/null || { echo "get-roundtrip: $1 exited during startup:" >&2; tail -20 "$3" >&2; exit 1; }
+    sleep 0.1
+  done
+  echo "get-roundtrip: $1 did not appear on the bus within 20 s:" >&2; tail -20 "$3" >&2; exit 1
+}
+
+bench/build/ref-service "$ADDR" org.propbus.Ref1 >"$tmp/ref.log" 2>&1 &
+ref_pid=$!; pids+=("$ref_pid")
+wait_for_name org.propbus.Ref1 "$ref_pid" "$tmp/ref.log"
+
+if [ "$self" -eq 1 ]; then
+  subject=ref2 subject_name=org.propbus.Ref2
+  bench/build/ref-service "$ADDR" "$subject_name" >"$tmp/subject.log" 2>&1 &
+  subj_pid=$!; pids+=("$subj_pid")
+  wait_for_name "$subject_name" "$subj_pid" "$tmp/subject.log"
+else
+  subject=propbusd subject_name=org.propbus.PropBus1
+  # Own state dir, so the machine's real store is never touched.
+  STATE_DIRECTORY="$tmp/state" XDG_STATE_HOME="$tmp/xdg-state" "$propbusd" --address "$ADDR" \
+    >"$tmp/subject.log" 2>&1 &
+  subj_pid=$!; pids+=("$subj_pid")
+  wait_for_name "$subject_name" "$subj_pid" "$tmp/subject.log"
+  busctl --address="$ADDR" call org.propbus.PropBus1 /org/propbus/PropBus1 \
+    org.propbus.PropBus1.Manager CreateProperty 'ssva{sv}' bench.x i i 7 0
+fi
+for name in org.propbus.Ref1 "$subject_name"; do
+  got=$(busctl --address="$ADDR" get-property "$name" "$OBJ" "$IFACE" x)
+  [ "$got" = "i 7" ] || { echo "get-roundtrip: $name $OBJ x = '$got', expected 'i 7'" >&2; exit 1; }
+done
+
+# --- measure ---------------------------------------------------------------------------
+hz=$(getconf CLK_TCK)
+cpu_ticks() { # utime+stime of all threads of PID (fields 14, 15; comm may contain spaces)
+  local stat rest
+  read -r stat < "/proc/$1/stat"
+  rest=${stat##*) }
+  set -- $rest
+  echo $(( ${12} + ${13} ))
+}
+run_one() { # NAME PID -> "ns_per_call cpu_ns_per_call"
+  local before after ns
+  before=$(cpu_ticks "$2")
+  ns=$(bench/build/get-client "$ADDR" "$1" "$OBJ" "$IFACE" x "$calls" 1000)
+  after=$(cpu_ticks "$2")
+  echo "$ns $(( (after - before) * 1000000000 / hz / calls ))"
+}
+
+results=()  # "ref_ns ref_cpu subj_ns subj_cpu" per round
+for r in $(seq "$rounds"); do
+  if [ $((r % 2)) -eq 1 ]; then   # alternate the order so drift hits both sides alike
+    ref=$(run_one org.propbus.Ref1 "$ref_pid"); subj=$(run_one "$subject_name" "$subj_pid")
+  else
+    subj=$(run_one "$subject_name" "$subj_pid"); ref=$(run_one org.propbus.Ref1 "$ref_pid")
+  fi
+  results+=("$ref $subj")
+  echo "round $r/$rounds done" >&2
+done
+
+# --- report ----------------------------------------------------------------------------
+out="bench/out/get-roundtrip-$(date +%Y%m%d-%H%M%S).txt"
+printf '%s\n' "${results[@]}" | awk -v subj="$subject" -v calls="$calls" \
+  -v rev="$(git rev-parse --short HEAD 2>/dev/null || echo '?')" \
+  -v cpus="$(nproc)" -v load="$(cut -d' ' -f1-3 /proc/loadavg)" '
+  function median(a, n,   i, j, t) {
+    for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j > 0 && a[j] > t; j--) a[j+1] = a[j]; a[j+1] = t }
+    return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
+  }
+  {
+    n++; rn[n] = $1; rc[n] = $2; sn[n] = $3; sc[n] = $4
+    wr[n] = $3 / $1; cr[n] = ($2 > 0) ? $4 / $2 : 0
+  }
+  END {
+    printf "Properties.Get round trip, %d calls/round, git %s, %d CPUs, load %s\n", calls, rev, cpus, load
+    printf "wall = client-side us per synchronous call; cpu = service utime+stime us per call\n\n"
+    printf "%-6s %10s %10s %7s   %9s %9s %7s\n", "round", "ref wall", subj " wall", "ratio", "ref cpu", subj " cpu", "ratio"
+    for (i = 1; i <= n; i++) {
+      printf "%-6d %10.1f %10.1f %7.2f   %9.1f %9.1f %7.2f\n", i, rn[i]/1000, sn[i]/1000, wr[i], rc[i]/1000, sc[i]/1000, cr[i]
+      a1[i] = rn[i]; a2[i] = sn[i]; a3[i] = wr[i]; a4[i] = rc[i]; a5[i] = sc[i]; a6[i] = cr[i]
+    }
+    printf "%-6s %10.1f %10.1f %7.2f   %9.1f %9.1f %7.2f\n", "median", median(a1, n)/1000, median(a2, n)/1000,
+      median(a3, n), median(a4, n)/1000, median(a5, n)/1000, median(a6, n)
+  }' | tee "$out"
+echo "(saved to $out)" >&2
