@@ -1,1 +1,32 @@
-print("propctl")
+import Foundation
+
+// propctl: parse with the declarative spec, run one subcommand, exit with SPEC §9's codes.
+let parser = CommandLineParser(root: PropctlSpec.root)
+let help = HelpGenerator(root: PropctlSpec.root)
+
+let result: ParseResult
+do {
+    result = try parser.parse(CommandLine.arguments.dropFirst())
+} catch {
+    Output.error(help.errorText(for: error))
+    exit(CommandFailure.ExitCode.usage.rawValue)
+}
+
+switch result {
+case .help(let path):
+    Output.line(help.help(for: path))
+case .version:
+    Output.line("propctl 0.1.0")
+case .command(let parsed):
+    guard let name = parsed.subcommand, let command = Subcommands.all[name] else {
+        Output.error(help.help(for: []))
+        exit(CommandFailure.ExitCode.usage.rawValue)
+    }
+    do {
+        try await command.run(parsed)
+    } catch {
+        Output.error("propctl \(name): \(error.message)")
+        exit(error.code.rawValue)
+    }
+}
+exit(0)

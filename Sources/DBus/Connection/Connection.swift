@@ -60,17 +60,19 @@ public final class Connection: @unchecked Sendable {
         // Otherwise libdbus calls _exit(1) when the bus goes away.
         dbus_connection_set_exit_on_disconnect(raw, 0)
         let data = Unmanaged.passUnretained(self).toOpaque()
-        dbus_connection_add_filter(raw, { _, message, data in
-            let connection = Unmanaged<Connection>.fromOpaque(data!).takeUnretainedValue()
-            return connection.filter(Message(retaining: message!))
-        }, data, nil)
-        let loop = MainLoop(connection: raw, queue: queue) { [unowned self] in dispatchRound() }
+        dbus_connection_add_filter(raw, Self.filterFunction, data, nil)
+        let loop = MainLoop(connection: raw, queue: queue) { [weak self] in self?.dispatchRound() }
         loop.install()
         self.loop = loop
     }
 
     deinit {
+        // Detach every callback first: libdbus may call them while closing, after `self` is gone.
+        dbus_connection_set_dispatch_status_function(raw, nil, nil, nil)
+        dbus_connection_remove_filter(raw, Self.filterFunction, Unmanaged.passUnretained(self).toOpaque())
         if !closed { dbus_connection_close(raw) }
+        dbus_connection_set_watch_functions(raw, nil, nil, nil, nil, nil)
+        dbus_connection_set_timeout_functions(raw, nil, nil, nil, nil, nil)
         dbus_connection_unref(raw)
     }
 
@@ -123,6 +125,12 @@ public final class Connection: @unchecked Sendable {
     /// Asks for a dispatch round soon, e.g. after work produced outside of one.
     public func scheduleRound() {
         queue.async { [self] in loop?.scheduleDispatch() }
+    }
+
+    /// The one filter function; removal matches it by pointer and data.
+    private static let filterFunction: DBusHandleMessageFunction = { _, message, data in
+        let connection = Unmanaged<Connection>.fromOpaque(data!).takeUnretainedValue()
+        return connection.filter(Message(retaining: message!))
     }
 
     private func filter(_ message: Message) -> DBusHandlerResult {

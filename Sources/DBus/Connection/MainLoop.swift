@@ -90,7 +90,7 @@ final class MainLoop: @unchecked Sendable {
 /// is cancelled, and cancelled before it is dropped.
 private final class WatchSources: @unchecked Sendable { // confined to the loop's queue
     let watch: OpaquePointer
-    unowned let loop: MainLoop
+    let loop: MainLoop
     var read: DispatchSourceRead?
     var write: DispatchSourceWrite?
     var running = false
@@ -103,12 +103,12 @@ private final class WatchSources: @unchecked Sendable { // confined to the loop'
         // A watch may ask for both directions at once: test the bits.
         if flags & DBUS_WATCH_READABLE.rawValue != 0 {
             let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: loop.queue)
-            source.setEventHandler { [unowned self] in handle(DBUS_WATCH_READABLE.rawValue) }
+            source.setEventHandler { [weak self] in self?.handle(DBUS_WATCH_READABLE.rawValue) }
             read = source
         }
         if flags & DBUS_WATCH_WRITABLE.rawValue != 0 {
             let source = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: loop.queue)
-            source.setEventHandler { [unowned self] in handle(DBUS_WATCH_WRITABLE.rawValue) }
+            source.setEventHandler { [weak self] in self?.handle(DBUS_WATCH_WRITABLE.rawValue) }
             write = source
         }
     }
@@ -154,7 +154,7 @@ private final class WatchSources: @unchecked Sendable { // confined to the loop'
 /// The timer for one `DBusTimeout`; restarted whenever libdbus toggles it.
 private final class TimeoutSource: @unchecked Sendable { // confined to the loop's queue
     let timeout: OpaquePointer
-    unowned let loop: MainLoop
+    let loop: MainLoop
     var timer: DispatchSourceTimer?
 
     init(timeout: OpaquePointer, loop: MainLoop) {
@@ -172,7 +172,8 @@ private final class TimeoutSource: @unchecked Sendable { // confined to the loop
         let interval = DispatchTimeInterval.milliseconds(Int(dbus_timeout_get_interval(timeout)))
         let timer = DispatchSource.makeTimerSource(queue: loop.queue)
         timer.schedule(deadline: .now() + interval, repeating: interval)
-        timer.setEventHandler { [unowned self] in
+        timer.setEventHandler { [weak self] in
+            guard let self else { return }
             dbus_timeout_handle(timeout)
             loop.afterHandling()
         }

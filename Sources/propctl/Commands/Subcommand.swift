@@ -1,0 +1,19 @@
+/// One propctl subcommand's behaviour; its syntax lives in ``PropctlSpec``.
+protocol Subcommand: Sendable {
+    /// Runs the command; output goes through ``Output``.
+    static func run(_ parsed: ParsedCommand) async throws(CommandFailure)
+}
+
+/// The implementation of each subcommand in ``PropctlSpec``, by name.
+enum Subcommands {
+    static let all: [String: any Subcommand.Type] = [
+        "get": GetCommand.self,
+        "set": SetCommand.self,
+        "reset": ResetCommand.self,
+        "list": ListCommand.self,
+        "watch": WatchCommand.self,
+        "create": CreateCommand.self,
+        "delete": DeleteCommand.self,
+        "status": StatusCommand.self,
+    ]
+}

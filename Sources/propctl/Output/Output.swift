@@ -1,0 +1,33 @@
+import Foundation
+import PropBus
+
+/// Writes propctl's output, one flushed line at a time so pipes see changes as they happen.
+enum Output {
+    /// Writes `text` and a newline to stdout, then flushes.
+    static func line(_ text: String) {
+        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    }
+
+    /// Writes to stderr.
+    static func error(_ text: String) {
+        FileHandle.standardError.write(Data((text + "\n").utf8))
+    }
+
+    /// Whether stdout is a terminal: tables are aligned only there.
+    static var isTerminal: Bool { isatty(STDOUT_FILENO) != 0 }
+
+    /// Renders rows as an aligned table on a terminal, tab-separated otherwise.
+    static func table(header: [String], rows: [[String]]) -> String {
+        guard isTerminal else { return rows.map { $0.joined(separator: "\t") }.joined(separator: "\n") }
+        let all = [header] + rows
+        let widths = header.indices.map { column in all.map { $0[column].count }.max() ?? 0 }
+        return all.map { row in
+            row.enumerated().map { index, cell in
+                index == row.count - 1 ? cell : cell.padding(toLength: widths[index], withPad: " ", startingAt: 0)
+            }.joined(separator: "  ")
+        }.joined(separator: "\n")
+    }
+
+    /// Serializes a JSON document on one line.
+    static func json(_ value: JSONValue) -> String { value.serialized(pretty: false) }
+}
