@@ -157,12 +157,12 @@ printf '%s\n' "${results[@]}" | awk -v subj="$subject" -v calls="$calls" \
   END {
     printf "Properties.Get round trip, %d calls/round, git %s, %d CPUs, load %s\n", calls, rev, cpus, load
     printf "wall = client-side us per synchronous call; cpu = service utime+stime us per call\n\n"
-    printf "%-6s %10s %10s %7s   %9s %9s %7s\n", "round", "ref wall", subj " wall", "ratio", "ref cpu", subj " cpu", "ratio"
+    printf "%-6s %10s %13s %7s   %9s %12s %7s\n", "round", "ref wall", subj " wall", "ratio", "ref cpu", subj " cpu", "ratio"
     for (i = 1; i <= n; i++) {
-      printf "%-6d %10.1f %10.1f %7.2f   %9.1f %9.1f %7.2f\n", i, rn[i]/1000, sn[i]/1000, wr[i], rc[i]/1000, sc[i]/1000, cr[i]
+      printf "%-6d %10.1f %13.1f %7.2f   %9.1f %12.1f %7.2f\n", i, rn[i]/1000, sn[i]/1000, wr[i], rc[i]/1000, sc[i]/1000, cr[i]
       a1[i] = rn[i]; a2[i] = sn[i]; a3[i] = wr[i]; a4[i] = rc[i]; a5[i] = sc[i]; a6[i] = cr[i]
     }
-    printf "%-6s %10.1f %10.1f %7.2f   %9.1f %9.1f %7.2f\n", "median", median(a1, n)/1000, median(a2, n)/1000,
+    printf "%-6s %10.1f %13.1f %7.2f   %9.1f %12.1f %7.2f\n", "median", median(a1, n)/1000, median(a2, n)/1000,
       median(a3, n), median(a4, n)/1000, median(a5, n)/1000, median(a6, n)
   }' | tee "$out"
 echo "(saved to $out)" >&2
