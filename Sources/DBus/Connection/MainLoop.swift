@@ -15,6 +15,8 @@ final class MainLoop: @unchecked Sendable {
     /// Runs one dispatch round: called on `queue` when messages are waiting.
     let dispatchRound: () -> Void
     private var dispatchScheduled = false
+    /// True while libdbus handles I/O for us; a dispatch follows then anyway.
+    private var handlingIO = false
 
     init(connection: OpaquePointer, queue: DispatchQueue, dispatchRound: @escaping () -> Void) {
         self.connection = connection
@@ -52,9 +54,9 @@ final class MainLoop: @unchecked Sendable {
         scheduleDispatch()
     }
 
-    /// Queues a dispatch round unless one is already queued.
+    /// Queues a dispatch round unless one is already queued or about to run.
     func scheduleDispatch() {
-        guard !dispatchScheduled else { return }
+        guard !dispatchScheduled, !handlingIO else { return }
         dispatchScheduled = true
         queue.async { [self] in
             dispatchScheduled = false
@@ -76,10 +78,18 @@ final class MainLoop: @unchecked Sendable {
         return 1
     }
 
-    /// Called after libdbus handled I/O: more messages may be ready.
-    fileprivate func afterHandling() {
+    /// Called after libdbus handled I/O, on `queue` and outside any libdbus callback, so ready
+    /// messages are dispatched at once rather than after another hop through the queue.
+    fileprivate func handleIO(_ body: () -> Void) {
+        handlingIO = true
+        body()
+        handlingIO = false
+        afterHandling()
+    }
+
+    private func afterHandling() {
         if dbus_connection_get_dispatch_status(connection) == DBUS_DISPATCH_DATA_REMAINS {
-            scheduleDispatch()
+            dispatchRound()
         }
     }
 }
@@ -120,8 +130,7 @@ private final class WatchSources: @unchecked Sendable { // confined to the loop'
     private func handle(_ flag: UInt32) {
         // The watch may have been disabled by an earlier event in this turn.
         guard running else { return }
-        dbus_watch_handle(watch, flag)
-        loop.afterHandling()
+        loop.handleIO { _ = dbus_watch_handle(watch, flag) }
     }
 
     func updateEnabled() {
@@ -174,8 +183,7 @@ private final class TimeoutSource: @unchecked Sendable { // confined to the loop
         timer.schedule(deadline: .now() + interval, repeating: interval)
         timer.setEventHandler { [weak self] in
             guard let self else { return }
-            dbus_timeout_handle(timeout)
-            loop.afterHandling()
+            loop.handleIO { _ = dbus_timeout_handle(timeout) }
         }
         timer.resume()
         self.timer = timer

@@ -40,6 +40,8 @@ public struct MethodDescription {
     public var outArguments: [(name: String, type: DBusType)]
     /// Runs on the connection's queue with arguments already checked against `inArguments`.
     public var handler: (MethodCall) throws(DBusError) -> MethodResult
+    /// The signature callers must send; computed once, checked on every call.
+    public let inSignature: String
 
     public init(_ name: String, in inArguments: [(String, String)] = [], out outArguments: [(String, String)] = [],
                 handler: @escaping (MethodCall) throws(DBusError) -> MethodResult) {
@@ -48,10 +50,8 @@ public struct MethodDescription {
         self.inArguments = inArguments.map { ($0.0, try! DBusType(parsing: $0.1)) }
         self.outArguments = outArguments.map { ($0.0, try! DBusType(parsing: $0.1)) }
         self.handler = handler
+        inSignature = inArguments.map(\.1).joined()
     }
-
-    /// The signature callers must send.
-    public var inSignature: String { inArguments.map(\.type.signature).joined() }
 }
 
 /// A signal of an interface.

@@ -12,6 +12,11 @@ import Dispatch
 /// then the method replies. A client that gets a reply has therefore already been sent the
 /// signals for the change it made.
 ///
+/// A hook can fail the round (a store that cannot commit): then the replies of the round's
+/// successful write calls become the hook's error, and the round's pending signals are dropped,
+/// since they describe changes the hook undid. Write calls are `Properties.Set` and the methods
+/// named with ``declareWriteMethod(interface:member:)``.
+///
 /// `@unchecked Sendable`: confined to the connection's queue, like the connection itself.
 public final class ObjectTree: @unchecked Sendable {
     /// The connection the objects are exported on.
@@ -21,8 +26,24 @@ public final class ObjectTree: @unchecked Sendable {
     private var pendingEvents: [() -> Message?] = []
     private var pendingChanges: [ChangeKey: [String: DBusValue?]] = [:]
     private var pendingChangeOrder: [ChangeKey] = []
-    private var pendingReplies: [Message] = []
-    private var beforeFlushHooks: [() -> Void] = []
+    private var pendingReplies: [PendingReply] = []
+    /// Whether the round handled a write call, which must reach the hooks even without a reply.
+    private var roundHasWrites = false
+    private var beforeFlushHooks: [() -> DBusError?] = []
+    private var writeMethods: Set<MethodName> = [MethodName(interface: "org.freedesktop.DBus.Properties", member: "Set")]
+
+    private struct MethodName: Hashable {
+        var interface: String
+        var member: String
+    }
+
+    private struct PendingReply {
+        var message: Message
+        /// The call of a successful write, kept so a failed commit can still answer it with an error.
+        var writeCall: Message?
+    }
+    /// The standard interfaces, built once; their handlers read the path from the call.
+    private(set) lazy var standard = StandardInterfaces(tree: self)
 
     private struct ChangeKey: Hashable {
         var path: String
@@ -77,7 +98,16 @@ public final class ObjectTree: @unchecked Sendable {
     public func addObjectManager(at path: String) { managerPaths.insert(path) }
 
     /// Runs before each flush, after the round's messages were handled; e.g. a store's commit.
-    public func addBeforeFlushHook(_ hook: @escaping () -> Void) { beforeFlushHooks.append(hook) }
+    ///
+    /// Returning an error fails the round's successful writes with it and drops the round's
+    /// pending signals; the hook must itself have undone the round's changes.
+    public func addBeforeFlushHook(_ hook: @escaping () -> DBusError?) { beforeFlushHooks.append(hook) }
+
+    /// Marks a method as a write: if a before-flush hook fails the round, its reply becomes the
+    /// hook's error instead of a success that was never made durable.
+    public func declareWriteMethod(interface: String, member: String) {
+        writeMethods.insert(MethodName(interface: interface, member: member))
+    }
 
     // MARK: Change notification
 
@@ -106,25 +136,24 @@ public final class ObjectTree: @unchecked Sendable {
     private func handle(_ message: Message) {
         let path = message.path ?? "/"
         let member = message.member ?? ""
-        let interfaces: [InterfaceDescription]
-        if let object = objects[path] {
-            interfaces = standardInterfaces(for: path, exported: true) + object.interfaces()
-        } else if isIntermediateNode(path) {
-            interfaces = standardInterfaces(for: path, exported: false)
-        } else {
+        let object = objects[path]
+        guard object != nil || isIntermediateNode(path) else {
             reply(to: message, .failure(.unknownObject("No such object path '\(path)'")))
             return
         }
-
         let method: MethodDescription?
+        var resolvedInterface = message.interface
         if let interfaceName = message.interface {
-            guard let interface = interfaces.first(where: { $0.name == interfaceName }) else {
+            guard let interface = interface(named: interfaceName, at: path, object: object) else {
                 reply(to: message, .failure(.unknownInterface("No such interface '\(interfaceName)' at object path '\(path)'")))
                 return
             }
             method = interface.methods[member]
         } else {
-            method = interfaces.lazy.compactMap { $0.methods[member] }.first
+            let all = standardInterfaces(for: path, exported: object != nil) + (object?.interfaces() ?? [])
+            let interface = all.first { $0.methods[member] != nil }
+            method = interface?.methods[member]
+            resolvedInterface = interface?.name
         }
         guard let method else {
             reply(to: message, .failure(.unknownMethod(
@@ -139,8 +168,10 @@ public final class ObjectTree: @unchecked Sendable {
         }
         do {
             let call = MethodCall(message: message, arguments: try message.arguments(), tree: self)
+            let isWrite = writeMethods.contains(MethodName(interface: resolvedInterface ?? "", member: member))
+            if isWrite { roundHasWrites = true }
             switch try method.handler(call) {
-            case .reply(let values): reply(to: message, .success(values))
+            case .reply(let values): reply(to: message, .success(values), isWrite: isWrite)
             case .deferred: break
             }
         } catch {
@@ -148,7 +179,19 @@ public final class ObjectTree: @unchecked Sendable {
         }
     }
 
-    private func reply(to message: Message, _ result: Result<[DBusValue], DBusError>) {
+    /// The interface `name` at `path`: the object's own first, then the standard ones.
+    func interface(named name: String, at path: String, object: ExportedObject?) -> InterfaceDescription? {
+        if let own = object?.interface(named: name) { return own }
+        switch name {
+        case standard.peer.name: return standard.peer
+        case standard.introspectable.name: return standard.introspectable
+        case standard.properties.name: return object != nil ? standard.properties : nil
+        case standard.objectManager.name: return isObjectManager(path) ? standard.objectManager : nil
+        default: return nil
+        }
+    }
+
+    private func reply(to message: Message, _ result: Result<[DBusValue], DBusError>, isWrite: Bool = false) {
         guard !message.noReply else { return }
         var reply: Message?
         switch result {
@@ -162,7 +205,7 @@ public final class ObjectTree: @unchecked Sendable {
         case .failure(let error):
             reply = message.makeError(error)
         }
-        if let reply { pendingReplies.append(reply) }
+        if let reply { pendingReplies.append(PendingReply(message: reply, writeCall: isWrite ? message : nil)) }
     }
 
     /// Queues a reply produced outside the call's own round (deferred handlers).
@@ -173,8 +216,22 @@ public final class ObjectTree: @unchecked Sendable {
     }
 
     private func flush() {
-        guard !pendingEvents.isEmpty || !pendingChangeOrder.isEmpty || !pendingReplies.isEmpty else { return }
-        for hook in beforeFlushHooks { hook() }
+        guard roundHasWrites || !pendingEvents.isEmpty || !pendingChangeOrder.isEmpty || !pendingReplies.isEmpty else { return }
+        roundHasWrites = false
+        var failure: DBusError?
+        for hook in beforeFlushHooks {
+            if let error = hook(), failure == nil { failure = error }
+        }
+        if let failure {
+            pendingEvents = []
+            pendingChangeOrder = []
+            pendingChanges = [:]
+            for index in pendingReplies.indices {
+                if let call = pendingReplies[index].writeCall, let error = call.makeError(failure) {
+                    pendingReplies[index].message = error
+                }
+            }
+        }
         let events = pendingEvents
         pendingEvents = []
         for event in events { if let message = event() { connection.send(message) } }
@@ -185,7 +242,7 @@ public final class ObjectTree: @unchecked Sendable {
         pendingChanges = [:]
         let replies = pendingReplies
         pendingReplies = []
-        for reply in replies { connection.send(reply) }
+        for reply in replies { connection.send(reply.message) }
     }
 
     private func propertiesChanged(_ key: ChangeKey, _ changes: [String: DBusValue?]) -> Message? {
@@ -261,11 +318,26 @@ public final class ObjectTree: @unchecked Sendable {
     func isObjectManager(_ path: String) -> Bool { managerPaths.contains(path) }
 }
 
-/// An exported object: a provider of interface descriptions, asked afresh on each call so that
-/// objects whose interfaces change at run time stay truthful.
+/// An exported object: its own interface descriptions (the tree adds the standard ones).
+///
+/// The list is built once, on first use; what changes at run time lives in dynamic
+/// ``PropertyTable``s, which are consulted on every call.
 public final class ExportedObject {
-    /// Returns the object's own interfaces (the standard ones are added by the tree).
-    public let interfaces: () -> [InterfaceDescription]
+    private let make: () -> [InterfaceDescription]
+    private var cached: [InterfaceDescription]?
 
-    public init(interfaces: @escaping () -> [InterfaceDescription]) { self.interfaces = interfaces }
+    public init(interfaces: @escaping () -> [InterfaceDescription]) { make = interfaces }
+
+    /// The object's own interfaces.
+    public func interfaces() -> [InterfaceDescription] {
+        if let cached { return cached }
+        let built = make()
+        cached = built
+        return built
+    }
+
+    /// One of the object's own interfaces, by name.
+    public func interface(named name: String) -> InterfaceDescription? {
+        interfaces().first { $0.name == name }
+    }
 }

@@ -1,15 +1,21 @@
 import CDBus
 
-extension ObjectTree {
-    /// Peer, Introspectable and Properties for every node, ObjectManager where registered.
-    func standardInterfaces(for path: String, exported: Bool) -> [InterfaceDescription] {
-        var list = [peer(), introspectable(path)]
-        if exported { list.append(properties(path)) }
-        if isObjectManager(path) { list.append(objectManager(path)) }
-        return list
+/// Peer, Introspectable, Properties and ObjectManager, described once per tree like any other
+/// interface; their handlers take the object path from the call.
+struct StandardInterfaces {
+    let peer: InterfaceDescription
+    let introspectable: InterfaceDescription
+    let properties: InterfaceDescription
+    let objectManager: InterfaceDescription
+
+    init(tree: ObjectTree) {
+        peer = Self.peer()
+        introspectable = Self.introspectable(tree)
+        properties = Self.properties(tree)
+        objectManager = Self.objectManager(tree)
     }
 
-    private func peer() -> InterfaceDescription {
+    private static func peer() -> InterfaceDescription {
         InterfaceDescription("org.freedesktop.DBus.Peer", methods: [
             MethodDescription("Ping") { _ in .reply([]) },
             MethodDescription("GetMachineId", out: [("machine_uuid", "s")]) { _ throws(DBusError) in
@@ -23,69 +29,68 @@ extension ObjectTree {
         ])
     }
 
-    private func introspectable(_ path: String) -> InterfaceDescription {
+    private static func introspectable(_ tree: ObjectTree) -> InterfaceDescription {
         InterfaceDescription("org.freedesktop.DBus.Introspectable", methods: [
-            MethodDescription("Introspect", out: [("xml_data", "s")]) { [unowned self] _ in
-                .reply([.string(Introspection.xml(interfaces: allInterfaces(at: path), children: childNames(of: path)))])
+            MethodDescription("Introspect", out: [("xml_data", "s")]) { [unowned tree] call in
+                .reply([.string(Introspection.xml(interfaces: tree.allInterfaces(at: call.path), children: tree.childNames(of: call.path)))])
             },
         ])
     }
 
-    private func properties(_ path: String) -> InterfaceDescription {
-        func find(_ interfaceName: String, _ tree: ObjectTree) throws(DBusError) -> InterfaceDescription {
-            guard let interface = tree.allInterfaces(at: path).first(where: { $0.name == interfaceName }) else {
-                throw .unknownInterface("No such interface '\(interfaceName)' at object path '\(path)'")
+    private static func properties(_ tree: ObjectTree) -> InterfaceDescription {
+        func find(_ call: MethodCall, _ tree: ObjectTree) throws(DBusError) -> InterfaceDescription {
+            let name = call.arguments[0].stringValue ?? ""
+            guard let interface = tree.interface(named: name, at: call.path, object: tree.object(at: call.path)) else {
+                throw .unknownInterface("No such interface '\(name)' at object path '\(call.path)'")
             }
             return interface
         }
         func property(_ call: MethodCall, _ tree: ObjectTree) throws(DBusError) -> PropertyDescription {
-            let interface = try find(call.arguments[0].stringValue ?? "", tree)
+            let interface = try find(call, tree)
             let name = call.arguments[1].stringValue ?? ""
             guard let property = interface.properties.lookup(name) else {
-                throw .unknownProperty("No such property '\(name)' on interface '\(interface.name)' at object path '\(path)'")
+                throw .unknownProperty("No such property '\(name)' on interface '\(interface.name)' at object path '\(call.path)'")
             }
             return property
         }
         return InterfaceDescription("org.freedesktop.DBus.Properties", methods: [
-            MethodDescription("Get", in: [("interface_name", "s"), ("property_name", "s")], out: [("value", "v")]) { [unowned self] call throws(DBusError) in
-                let property = try property(call, self)
+            MethodDescription("Get", in: [("interface_name", "s"), ("property_name", "s")], out: [("value", "v")]) { [unowned tree] call throws(DBusError) in
+                let property = try property(call, tree)
                 guard property.access != .write else {
                     throw DBusError(name: DBusError.Name.accessDenied, message: "Property '\(property.name)' is write-only")
                 }
                 return .reply([.variant(try property.get())])
             },
-            MethodDescription("Set", in: [("interface_name", "s"), ("property_name", "s"), ("value", "v")]) { [unowned self] call throws(DBusError) in
-                let property = try property(call, self)
+            MethodDescription("Set", in: [("interface_name", "s"), ("property_name", "s"), ("value", "v")]) { [unowned tree] call throws(DBusError) in
+                let property = try property(call, tree)
                 guard let set = property.set else {
                     throw .propertyReadOnly("Property '\(property.name)' is not writable")
                 }
-                let value = call.arguments[2].unwrappingVariantOnce
-                try set(value, call)
+                try set(call.arguments[2].unwrappingVariantOnce, call)
                 return .reply([])
             },
-            MethodDescription("GetAll", in: [("interface_name", "s")], out: [("props", "a{sv}")]) { [unowned self] call throws(DBusError) in
-                let name = call.arguments[0].stringValue ?? ""
-                if name.isEmpty {
+            MethodDescription("GetAll", in: [("interface_name", "s")], out: [("props", "a{sv}")]) { [unowned tree] call throws(DBusError) in
+                if call.arguments[0].stringValue?.isEmpty ?? true {
                     // An empty name means every interface, as GDBus and sd-bus treat it.
                     var entries: [DictionaryEntry] = []
-                    for interface in allInterfaces(at: path) {
-                        if case .dictionary(_, _, let items) = propertyDictionary(interface) { entries += items }
+                    for interface in tree.allInterfaces(at: call.path) {
+                        if case .dictionary(_, _, let items) = tree.propertyDictionary(interface) { entries += items }
                     }
                     return .reply([.dictionary(key: .string, value: .variant, entries)])
                 }
-                return .reply([propertyDictionary(try find(name, self))])
+                return .reply([tree.propertyDictionary(try find(call, tree))])
             },
         ], signals: [
             SignalDescription("PropertiesChanged", [("interface_name", "s"), ("changed_properties", "a{sv}"), ("invalidated_properties", "as")]),
         ])
     }
 
-    private func objectManager(_ path: String) -> InterfaceDescription {
+    private static func objectManager(_ tree: ObjectTree) -> InterfaceDescription {
         InterfaceDescription("org.freedesktop.DBus.ObjectManager", methods: [
-            MethodDescription("GetManagedObjects", out: [("objpath_interfaces_and_properties", "a{oa{sa{sv}}}")]) { [unowned self] _ in
-                let entries = managedObjects(below: path).map { objectPath, object in
+            MethodDescription("GetManagedObjects", out: [("objpath_interfaces_and_properties", "a{oa{sa{sv}}}")]) { [unowned tree] call in
+                let entries = tree.managedObjects(below: call.path).map { objectPath, object in
                     DictionaryEntry(.objectPath(objectPath), .dictionary(key: .string, value: .dictionary(key: .string, value: .variant),
-                        object.interfaces().map { DictionaryEntry(.string($0.name), propertyDictionary($0)) }))
+                        object.interfaces().map { DictionaryEntry(.string($0.name), tree.propertyDictionary($0)) }))
                 }
                 return .reply([.dictionary(key: .objectPath, value: .dictionary(key: .string, value: .dictionary(key: .string, value: .variant)), entries)])
             },
@@ -93,6 +98,17 @@ extension ObjectTree {
             SignalDescription("InterfacesAdded", [("object_path", "o"), ("interfaces_and_properties", "a{sa{sv}}")]),
             SignalDescription("InterfacesRemoved", [("object_path", "o"), ("interfaces", "as")]),
         ])
+    }
+}
+
+extension ObjectTree {
+    /// Peer and Introspectable for every node, Properties where an object is exported,
+    /// ObjectManager where registered.
+    func standardInterfaces(for path: String, exported: Bool) -> [InterfaceDescription] {
+        var list = [standard.peer, standard.introspectable]
+        if exported { list.append(standard.properties) }
+        if isObjectManager(path) { list.append(standard.objectManager) }
+        return list
     }
 }
 

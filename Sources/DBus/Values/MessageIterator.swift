@@ -19,6 +19,11 @@ enum MessageIterator {
 
     /// Reads the single value at `iter`, using the signature libdbus reports for it.
     static func read(_ iter: inout DBusMessageIter) throws(ValueError) -> DBusValue {
+        // Basic types need no signature: skip the allocation and parse on the hot path.
+        if let code = TypeCode(rawValue: UInt8(truncatingIfNeeded: dbus_message_iter_get_arg_type(&iter))),
+           let basicType = basicTypes[code] {
+            return try read(&iter, as: basicType)
+        }
         guard let raw = dbus_message_iter_get_signature(&iter) else { throw ValueError("out of memory reading a signature") }
         defer { dbus_free(raw) }
         let text = String(cString: raw)
@@ -26,6 +31,12 @@ enum MessageIterator {
         do { type = try DBusType(parsing: text) } catch { throw ValueError("bad signature from the wire: \(error)") }
         return try read(&iter, as: type)
     }
+
+    private static let basicTypes: [TypeCode: DBusType] = [
+        .byte: .byte, .boolean: .boolean, .int16: .int16, .uint16: .uint16, .int32: .int32, .uint32: .uint32,
+        .int64: .int64, .uint64: .uint64, .double: .double, .string: .string, .objectPath: .objectPath,
+        .signature: .signature, .unixFD: .unixFD,
+    ]
 
     private static func basic<T>(_ iter: inout DBusMessageIter, _ zero: T) -> T {
         var value = zero
