@@ -16,14 +16,19 @@ let package = Package(
             pkgConfig: "dbus-1",
             providers: [.apt(["libdbus-1-dev"])]
         ),
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
         .target(name: "DBus", dependencies: ["CDBus"]),
-        .target(name: "PropBus", dependencies: ["DBus"]),
+        .target(name: "PropBus", dependencies: ["DBus", "CSQLite"]),
         .target(name: "PropBusService", dependencies: ["DBus", "PropBus"]),
         .executableTarget(name: "propbusd", dependencies: ["DBus", "PropBus", "PropBusService"]),
         .executableTarget(name: "propctl", dependencies: ["DBus", "PropBus"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus", "CDBus"]),
         .testTarget(name: "PropBusTests", dependencies: ["PropBus", "DBus"]),
         .testTarget(name: "PropctlTests", dependencies: ["propctl", "PropBus", "DBus"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["DBus", "PropBus"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["DBus", "PropBus", "CSQLite"]),
     ]
 )

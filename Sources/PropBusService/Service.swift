@@ -28,17 +28,38 @@ public final class Service {
         tree.addObjectManager(at: Key.rootPath)
         tree.export(ExportedObject { [unowned self] in [managerDescription()] }, at: Key.rootPath)
         for group in model.groupNames { exportGroup(group) }
+        for (interface, member) in Self.writeMethods { tree.declareWriteMethod(interface: interface, member: member) }
         tree.addBeforeFlushHook { [unowned self] in commit() }
     }
 
+    /// The methods whose success must not be reported when the round's commit fails
+    /// (`Properties.Set` is a write for the tree already).
+    static let writeMethods = [
+        (managerInterface, "CreateProperty"), (managerInterface, "DeleteProperty"), (managerInterface, "Apply"),
+        (valuesInterface, "Reset"), (valuesInterface, "CompareAndSet"),
+    ]
+
     /// Makes the round's writes durable before its replies and signals go out.
-    private func commit() {
+    ///
+    /// If the store cannot commit, the model goes back to the last commit and the round's
+    /// writes are answered with `StoreFailed` (by the tree); reads go on working.
+    private func commit() -> DBusError? {
         do {
             try store.commit()
+            model.commitRound()
+            return nil
         } catch {
-            // Durable stores (a later issue) turn this into StoreFailed replies; the memory
-            // store cannot fail.
             store.rollback()
+            let touched = model.rollbackRound()
+            // Groups created or emptied in the round were exported or unexported; undo that too.
+            // The tree drops the signals this queues, with the rest of the round's.
+            for group in Set(touched.map(\.group)) {
+                let exported = tree.object(at: Key.objectPath(ofGroup: group)) != nil
+                let exists = !model.names(inGroup: group).isEmpty
+                if exists, !exported { exportGroup(group) }
+                if !exists, exported { tree.unexport(Key.objectPath(ofGroup: group)) }
+            }
+            return error.dbusError
         }
     }
 

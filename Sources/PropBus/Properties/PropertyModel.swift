@@ -5,6 +5,9 @@ import DBus
 /// Single owner: the service confines the model to its connection's queue, so the model itself
 /// takes no locks. Mutations validate everything first and change nothing when they throw.
 /// Each returns the ``PropertyChange``s it made, which the caller turns into signals.
+///
+/// Mutations since the last ``commitRound()`` are recorded in an undo log, so that when the
+/// store cannot commit a round, ``rollbackRound()`` puts the model back as it was.
 public final class PropertyModel {
     /// Limits from the daemon's options.
     public struct Limits: Sendable {
@@ -37,18 +40,61 @@ public final class PropertyModel {
     private var groups: [String: Set<String>] = [:]
     /// The highest revision handed out; revisions grow across all keys.
     public private(set) var revision: UInt64 = 0
+    /// Stored values whose property is not defined yet (e.g. one a model file declares after
+    /// startup); a later ``create(key:type:defaultValue:options:)`` with the same type adopts it.
+    private var unclaimedValues: [Key: (value: DBusValue, revision: UInt64)] = [:]
+    /// Each key's entry as it was at the last commit (`nil`: it did not exist), first touch wins.
+    private var undoLog: [Key: Entry?] = [:]
+    private var undoUnclaimed: [Key: (value: DBusValue, revision: UInt64)] = [:]
+    private var revisionAtCommit: UInt64 = 0
 
     /// Loads what `store` holds.
     public init(store: PropertyStore, limits: Limits = Limits()) throws(PropBusError) {
         self.store = store
         self.limits = limits
         let state = try store.load()
+        unclaimedValues = state.values
+        revision = state.revision
         for definition in state.definitions {
-            let stored = state.values[definition.key]
+            let stored = unclaimedValues.removeValue(forKey: definition.key)
             let value = stored.flatMap { $0.value.type == definition.type ? $0.value : nil }
             insert(Entry(definition: definition, storedValue: value, revision: stored?.revision ?? 0))
             revision = max(revision, stored?.revision ?? 0)
         }
+        for stored in unclaimedValues.values { revision = max(revision, stored.revision) }
+        revisionAtCommit = revision
+    }
+
+    // MARK: Rounds
+
+    /// Forgets the undo log: the store committed everything done since the last round.
+    public func commitRound() {
+        undoLog.removeAll(keepingCapacity: true)
+        undoUnclaimed.removeAll(keepingCapacity: true)
+        revisionAtCommit = revision
+    }
+
+    /// Puts every entry back as it was at the last ``commitRound()``; returns the keys that
+    /// were touched since, so the caller can bring its exported objects back in line.
+    @discardableResult
+    public func rollbackRound() -> [Key] {
+        let touched = Array(undoLog.keys)
+        for (key, old) in undoLog {
+            if let old {
+                insert(old)
+            } else if entries.removeValue(forKey: key) != nil {
+                removeFromGroup(key)
+            }
+        }
+        for (key, stored) in undoUnclaimed { unclaimedValues[key] = stored }
+        revision = revisionAtCommit
+        commitRound()
+        return touched
+    }
+
+    /// Records `key`'s state before its first change in this round.
+    private func remember(_ key: Key) {
+        if undoLog[key] == nil { undoLog[key] = .some(entries[key]) }
     }
 
     // MARK: Reading
@@ -109,7 +155,15 @@ public final class PropertyModel {
             for choice in choices { try checked.check(choice, maximumSize: limits.maximumValueSize) }
         }
 
+        remember(key)
         var entry = existing ?? Entry(definition: definition, storedValue: nil, revision: 0)
+        if existing == nil, let stored = unclaimedValues[key], stored.value.type == type {
+            // A value stored in an earlier run, for a property declared again only now.
+            undoUnclaimed[key] = stored
+            unclaimedValues[key] = nil
+            entry.storedValue = stored.value
+            entry.revision = stored.revision
+        }
         let oldValue = existing?.value
         entry.definition = definition
         if let stored = entry.storedValue, (try? definition.check(stored, maximumSize: limits.maximumValueSize)) == nil {
@@ -126,6 +180,7 @@ public final class PropertyModel {
             revision += 1
             entry.revision = revision
             if let stored = entry.storedValue, definition.persistent { store.saveValue(stored, revision: revision, for: key) }
+            store.saveRevision(revision)
         }
         insert(entry)
         if existing == nil { return [.created(key)] }
@@ -135,9 +190,10 @@ public final class PropertyModel {
     /// Removes a property and its stored value.
     public func delete(key keyText: String) throws(PropBusError) -> [PropertyChange] {
         let key = try Key(keyText)
-        guard let entry = entries.removeValue(forKey: key) else { throw .unknownKey(keyText) }
-        groups[key.group]?.remove(key.name)
-        if groups[key.group]?.isEmpty == true { groups[key.group] = nil }
+        guard entries[key] != nil else { throw .unknownKey(keyText) }
+        remember(key)
+        let entry = entries.removeValue(forKey: key)!
+        removeFromGroup(key)
         store.removeDefinition(key)
         return [.deleted(key, old: entry.value)]
     }
@@ -188,6 +244,7 @@ public final class PropertyModel {
             let old = entry.value
             if newStored == nil && entry.storedValue == nil { continue }
             if let newStored, entry.value == newStored { continue }
+            remember(key)
             entry.storedValue = newStored
             if entry.definition.persistent {
                 if let newStored { store.saveValue(newStored, revision: revision + 1, for: key) } else { store.removeValue(for: key) }
@@ -198,6 +255,7 @@ public final class PropertyModel {
             entry.revision = revision
             entries[key] = entry
             if entry.value != old { changes.append(.valueChanged(key, old: old)) }
+            store.saveRevision(revision)
         }
         return changes
     }
@@ -206,6 +264,11 @@ public final class PropertyModel {
         let key = entry.definition.key
         entries[key] = entry
         groups[key.group, default: []].insert(key.name)
+    }
+
+    private func removeFromGroup(_ key: Key) {
+        groups[key.group]?.remove(key.name)
+        if groups[key.group]?.isEmpty == true { groups[key.group] = nil }
     }
 }
 

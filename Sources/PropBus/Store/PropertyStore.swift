@@ -15,6 +15,9 @@ public protocol PropertyStore: AnyObject {
     func saveValue(_ value: DBusValue, revision: UInt64, for key: Key)
     /// Forgets a stored value (Reset).
     func removeValue(for key: Key)
+    /// Records the model's highest revision, so revisions never go back across restarts even
+    /// when the latest change was a Reset (whose value is not stored).
+    func saveRevision(_ revision: UInt64)
     /// Makes everything recorded since the last commit durable.
     func commit() throws(PropBusError)
     /// Drops everything recorded since the last commit.
@@ -25,6 +28,8 @@ public protocol PropertyStore: AnyObject {
 public struct StoredState: Sendable {
     public var definitions: [PropertyDefinition] = []
     public var values: [Key: (value: DBusValue, revision: UInt64)] = [:]
+    /// The highest revision the model had handed out when it last committed.
+    public var revision: UInt64 = 0
 
     public init() {}
 }
@@ -37,6 +42,7 @@ public final class MemoryStore: PropertyStore {
     public func removeDefinition(_ key: Key) {}
     public func saveValue(_ value: DBusValue, revision: UInt64, for key: Key) {}
     public func removeValue(for key: Key) {}
+    public func saveRevision(_ revision: UInt64) {}
     public func commit() {}
     public func rollback() {}
 }

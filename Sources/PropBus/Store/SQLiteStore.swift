@@ -1,0 +1,209 @@
+import CSQLite
+import DBus
+
+/// The durable store: one SQLite database in WAL mode with `synchronous=FULL`.
+///
+/// Writes are buffered in memory (only the last write per key is kept) and written by
+/// ``commit()`` in one `BEGIN IMMEDIATE … COMMIT` transaction, so a dispatch round costs one
+/// WAL fsync however many writes it holds (group commit).
+///
+/// Single owner, like the model: the service confines it to its connection's queue.
+public final class SQLiteStore: PropertyStore {
+    /// The schema version this release writes (`PRAGMA user_version`).
+    public static let schemaVersion: Int64 = 1
+    /// The database file name inside the state directory.
+    public static let fileName = "propbus.db"
+
+    /// The database file.
+    public let path: String
+    private let database: SQLiteDatabase
+    private let statements: Statements
+    private var pendingDefinitions: [Key: Pending<PropertyDefinition>] = [:]
+    private var pendingValues: [Key: Pending<(value: DBusValue, revision: UInt64)>] = [:]
+    private var pendingRevision: UInt64?
+
+    private enum Pending<T> {
+        case save(T)
+        case delete
+    }
+
+    private struct Statements {
+        var saveDefinition: SQLiteStatement
+        var removeDefinition: SQLiteStatement
+        var saveValue: SQLiteStatement
+        var removeValue: SQLiteStatement
+        var saveRevision: SQLiteStatement
+    }
+
+    /// Opens (creating if needed) the database at `path`, checks its integrity and migrates its
+    /// schema. A corrupt or unreadable file throws `StoreFailed` naming it.
+    public init(path: String) throws(PropBusError) {
+        self.path = path
+        do {
+            database = try SQLiteDatabase(path: path)
+            // An unreadable or non-database file fails here, on the first statement that reads it.
+            let check = try database.textRows("PRAGMA quick_check")
+            guard check == ["ok"] else {
+                throw PropBusError(.storeFailed, "the store \(path) is corrupt: integrity check reported: \(check.prefix(5).joined(separator: "; "))")
+            }
+            let mode = try database.textRows("PRAGMA journal_mode=WAL")
+            guard mode == ["wal"] else {
+                throw PropBusError(.storeFailed, "the store \(path) cannot use WAL mode (journal_mode is \(mode.first ?? "unknown"))")
+            }
+            try database.execute("PRAGMA synchronous=FULL")
+            // Only another process (e.g. someone's sqlite3 shell) can hold the write lock.
+            try database.execute("PRAGMA busy_timeout=1000")
+            try Self.migrate(database, path: path)
+            statements = Statements(
+                saveDefinition: try database.prepare("INSERT OR REPLACE INTO definitions (key, type, default_value, options) VALUES (?1, ?2, ?3, ?4)"),
+                removeDefinition: try database.prepare("DELETE FROM definitions WHERE key = ?1"),
+                saveValue: try database.prepare("INSERT OR REPLACE INTO stored_values (key, value, revision) VALUES (?1, ?2, ?3)"),
+                removeValue: try database.prepare("DELETE FROM stored_values WHERE key = ?1"),
+                saveRevision: try database.prepare("INSERT OR REPLACE INTO meta (name, value) VALUES ('revision', ?1)"))
+        } catch let error as PropBusError {
+            throw error
+        } catch {
+            throw PropBusError(.storeFailed, "the store \(path) is corrupt or unreadable: \(error)")
+        }
+    }
+
+    private static func migrate(_ database: SQLiteDatabase, path: String) throws -> Void {
+        let version = Int64(try database.textRows("PRAGMA user_version").first ?? "0") ?? 0
+        if version == schemaVersion { return }
+        guard version == 0 else {
+            throw PropBusError(.storeFailed, "the store \(path) has schema version \(version); this propbusd reads only version \(schemaVersion)")
+        }
+        try database.execute("""
+            BEGIN IMMEDIATE;
+            CREATE TABLE definitions (
+                key TEXT PRIMARY KEY NOT NULL,
+                type TEXT NOT NULL,
+                default_value BLOB NOT NULL,
+                options BLOB NOT NULL
+            ) WITHOUT ROWID;
+            CREATE TABLE stored_values (
+                key TEXT PRIMARY KEY NOT NULL,
+                value BLOB NOT NULL,
+                revision INTEGER NOT NULL
+            ) WITHOUT ROWID;
+            CREATE TABLE meta (
+                name TEXT PRIMARY KEY NOT NULL,
+                value INTEGER NOT NULL
+            ) WITHOUT ROWID;
+            PRAGMA user_version = \(schemaVersion);
+            COMMIT;
+            """)
+    }
+
+    // MARK: PropertyStore
+
+    public func load() throws(PropBusError) -> StoredState {
+        var state = StoredState()
+        do {
+            let definitions = try database.prepare("SELECT key, type, default_value, options FROM definitions ORDER BY key")
+            while try definitions.step() {
+                let keyText = definitions.text(0) ?? ""
+                do {
+                    state.definitions.append(try Self.definition(key: keyText, type: definitions.text(1) ?? "",
+                                                                 defaultValue: definitions.blob(2), options: definitions.blob(3)))
+                } catch {
+                    throw PropBusError(.storeFailed, "the store \(path) holds an unreadable definition of \(keyText): \(error)")
+                }
+            }
+            let values = try database.prepare("SELECT key, value, revision FROM stored_values")
+            while try values.step() {
+                let keyText = values.text(0) ?? ""
+                do {
+                    let key = try Key(keyText)
+                    state.values[key] = (try ValueCodec.decode(values.blob(1)), UInt64(bitPattern: values.integer(2)))
+                } catch {
+                    throw PropBusError(.storeFailed, "the store \(path) holds an unreadable value of \(keyText): \(error)")
+                }
+            }
+            let revision = try database.prepare("SELECT value FROM meta WHERE name = 'revision'")
+            while try revision.step() { state.revision = UInt64(bitPattern: revision.integer(0)) }
+        } catch let error as PropBusError {
+            throw error
+        } catch {
+            throw PropBusError(.storeFailed, "cannot read the store \(path): \(error)")
+        }
+        return state
+    }
+
+    public func saveDefinition(_ definition: PropertyDefinition) { pendingDefinitions[definition.key] = .save(definition) }
+
+    public func removeDefinition(_ key: Key) {
+        pendingDefinitions[key] = .delete
+        pendingValues[key] = .delete
+    }
+
+    public func saveValue(_ value: DBusValue, revision: UInt64, for key: Key) { pendingValues[key] = .save((value, revision)) }
+
+    public func removeValue(for key: Key) { pendingValues[key] = .delete }
+
+    public func saveRevision(_ revision: UInt64) { pendingRevision = revision }
+
+    /// Whether writes are waiting for ``commit()``.
+    public var hasPendingWrites: Bool { !pendingDefinitions.isEmpty || !pendingValues.isEmpty || pendingRevision != nil }
+
+    public func commit() throws(PropBusError) {
+        guard hasPendingWrites else { return }
+        do {
+            try database.execute("BEGIN IMMEDIATE")
+            // Sorted, so a round's writes touch B-tree pages in order.
+            for (key, pending) in pendingDefinitions.sorted(by: { $0.key < $1.key }) {
+                switch pending {
+                case .save(let definition):
+                    try statements.saveDefinition.run([
+                        .text(key.text), .text(definition.type.signature),
+                        .blob(ValueCodec.encode(definition.defaultValue)), .blob(ValueCodec.encode(Self.options(of: definition))),
+                    ])
+                case .delete:
+                    try statements.removeDefinition.run([.text(key.text)])
+                }
+            }
+            for (key, pending) in pendingValues.sorted(by: { $0.key < $1.key }) {
+                switch pending {
+                case .save(let stored):
+                    try statements.saveValue.run([.text(key.text), .blob(ValueCodec.encode(stored.value)), .integer(Int64(bitPattern: stored.revision))])
+                case .delete:
+                    try statements.removeValue.run([.text(key.text)])
+                }
+            }
+            if let pendingRevision { try statements.saveRevision.run([.integer(Int64(bitPattern: pendingRevision))]) }
+            try database.execute("COMMIT")
+        } catch {
+            if database.inTransaction { try? database.execute("ROLLBACK") }
+            throw PropBusError(.storeFailed, "cannot commit to the store \(path): \(error)")
+        }
+        clearPending()
+    }
+
+    public func rollback() { clearPending() }
+
+    private func clearPending() {
+        pendingDefinitions.removeAll(keepingCapacity: true)
+        pendingValues.removeAll(keepingCapacity: true)
+        pendingRevision = nil
+    }
+
+    // MARK: Definitions
+
+    /// The `CreateProperty` options that rebuild `definition`'s metadata, as an `a{sv}`.
+    static func options(of definition: PropertyDefinition) -> DBusValue {
+        var options = definition.metadata
+        options["default"] = nil
+        return .vardict(options)
+    }
+
+    static func definition(key keyText: String, type typeText: String, defaultValue: [UInt8], options: [UInt8]) throws -> PropertyDefinition {
+        let key = try Key(keyText)
+        let type = try DBusType(parsing: typeText)
+        let value = try ValueCodec.decode(defaultValue)
+        guard value.type == type else { throw ValueCodecError("default has type '\(value.signature)', not '\(typeText)'") }
+        var definition = PropertyDefinition(key: key, type: type, defaultValue: value)
+        guard let entries = try ValueCodec.decode(options).stringKeyedEntries else { throw ValueCodecError("options are not an a{sv}") }
+        _ = try definition.apply(options: entries)
+        return definition
+    }
+}

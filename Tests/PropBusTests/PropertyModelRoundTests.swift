@@ -1,0 +1,101 @@
+import DBus
+import XCTest
+
+@testable import PropBus
+
+/// A store whose commit fails when asked to, as a full disk would.
+final class FailingStore: PropertyStore {
+    var failNextCommit = false
+    private(set) var committedValues: [Key: DBusValue] = [:]
+    private var pendingValues: [Key: DBusValue?] = [:]
+
+    func load() -> StoredState { StoredState() }
+    func saveDefinition(_ definition: PropertyDefinition) {}
+    func removeDefinition(_ key: Key) { pendingValues[key] = .some(nil) }
+    func saveValue(_ value: DBusValue, revision: UInt64, for key: Key) { pendingValues[key] = value }
+    func removeValue(for key: Key) { pendingValues[key] = .some(nil) }
+    func saveRevision(_ revision: UInt64) {}
+
+    func commit() throws(PropBusError) {
+        if failNextCommit {
+            failNextCommit = false
+            throw PropBusError(.storeFailed, "cannot commit: No space left on device")
+        }
+        for (key, value) in pendingValues { committedValues[key] = value }
+        pendingValues = [:]
+    }
+
+    func rollback() { pendingValues = [:] }
+}
+
+final class PropertyModelRoundTests: XCTestCase {
+    private let store = FailingStore()
+
+    /// What the service does at the end of a round.
+    private func endRound(_ model: PropertyModel) -> Bool {
+        do {
+            try store.commit()
+            model.commitRound()
+            return true
+        } catch {
+            store.rollback()
+            model.rollbackRound()
+            return false
+        }
+    }
+
+    func testFailedCommitRestoresValuesRevisionsAndDefinitions() throws {
+        let model = try PropertyModel(store: store)
+        _ = try model.create(key: "app.a", type: "i", defaultValue: .int32(1))
+        _ = try model.create(key: "app.b", type: "s", defaultValue: .string("b"))
+        _ = try model.set("app.b", to: .string("kept"))
+        XCTAssertTrue(endRound(model))
+        let before = (model.revision, try model.entry("app.a").revision, try model.entry("app.b").revision)
+
+        _ = try model.set("app.a", to: .int32(2))
+        _ = try model.set("app.a", to: .int32(3))
+        _ = try model.reset("app.b")
+        _ = try model.delete(key: "app.b")
+        _ = try model.create(key: "other.c", type: "b", defaultValue: .boolean(true))
+        store.failNextCommit = true
+        XCTAssertFalse(endRound(model))
+
+        XCTAssertEqual(try model.value(of: "app.a"), .int32(1))
+        XCTAssertEqual(try model.value(of: "app.b"), .string("kept"))
+        XCTAssertThrowsError(try model.entry("other.c"))
+        XCTAssertEqual(model.groupNames, ["app"])
+        XCTAssertEqual(model.names(inGroup: "app"), ["a", "b"])
+        XCTAssertEqual((model.revision, try model.entry("app.a").revision, try model.entry("app.b").revision).0, before.0)
+        XCTAssertEqual(try model.entry("app.a").revision, before.1)
+        XCTAssertEqual(try model.entry("app.b").revision, before.2)
+        XCTAssertEqual(store.committedValues[try Key("app.b")], .string("kept"))
+    }
+
+    func testRoundAfterAFailedOneStartsFromTheRestoredState() throws {
+        let model = try PropertyModel(store: store)
+        _ = try model.create(key: "app.a", type: "i", defaultValue: .int32(1))
+        XCTAssertTrue(endRound(model))
+        _ = try model.set("app.a", to: .int32(2))
+        store.failNextCommit = true
+        XCTAssertFalse(endRound(model))
+
+        let changes = try model.set("app.a", to: .int32(2))
+        XCTAssertEqual(changes, [.valueChanged(try Key("app.a"), old: .int32(1))], "the lost write is a change again")
+        XCTAssertTrue(endRound(model))
+        XCTAssertEqual(store.committedValues[try Key("app.a")], .int32(2))
+        // Nothing of the failed round lingers in the undo log.
+        store.failNextCommit = true
+        _ = try model.set("app.a", to: .int32(9))
+        XCTAssertFalse(endRound(model))
+        XCTAssertEqual(try model.value(of: "app.a"), .int32(2))
+    }
+
+    func testCommittedRoundsAreNotUndone() throws {
+        let model = try PropertyModel(store: store)
+        _ = try model.create(key: "app.a", type: "i", defaultValue: .int32(1))
+        _ = try model.set("app.a", to: .int32(5))
+        XCTAssertTrue(endRound(model))
+        XCTAssertEqual(model.rollbackRound(), [])
+        XCTAssertEqual(try model.value(of: "app.a"), .int32(5))
+    }
+}

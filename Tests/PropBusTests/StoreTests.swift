@@ -1,0 +1,196 @@
+import DBus
+import Foundation
+import XCTest
+
+@testable import PropBus
+
+final class StoreTests: XCTestCase {
+    private var directory: URL!
+
+    override func setUpWithError() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("propbus-store-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    private var path: String { directory.appendingPathComponent(SQLiteStore.fileName).path }
+
+    private func model(_ store: PropertyStore) throws -> PropertyModel { try PropertyModel(store: store) }
+
+    // MARK: Codec
+
+    func testCodecRoundTripsEveryTypeExactly() throws {
+        let values: [DBusValue] = [
+            .byte(255), .boolean(true), .boolean(false), .int16(-32768), .uint16(65535),
+            .int32(Int32.min), .uint32(UInt32.max), .int64(Int64.min), .int64(Int64.max), .uint64(UInt64.max),
+            .double(0.1), .double(-0.0), .double(.infinity), .double(-.infinity), .double(.leastNonzeroMagnitude),
+            .double(.greatestFiniteMagnitude), .double(1.0 / 3.0), .double(9007199254740993),
+            .string(""), .string("héllo\u{0}wörld ✓"), .objectPath("/a/b"), .signature("a{sv}"),
+            .variant(.variant(.int32(7))), .bytes([]), .bytes([0, 1, 255]),
+            .array(of: .string, []), .array(of: .int64, [.int64(1), .int64(-1)]),
+            .dictionary(key: .string, value: .variant, [DictionaryEntry(.string("k"), .variant(.array(of: .double, [.double(2.5)])))]),
+            .structure([.int32(1), .string("two"), .structure([.boolean(true)])]),
+        ]
+        for value in values {
+            XCTAssertEqual(try ValueCodec.decode(ValueCodec.encode(value)), value, "\(value)")
+        }
+        let nan = Double(nan: 0x1234, signaling: false)
+        guard case .double(let back) = try ValueCodec.decode(ValueCodec.encode(.double(nan))) else { return XCTFail() }
+        XCTAssertEqual(back.bitPattern, nan.bitPattern, "NaN payloads survive")
+        XCTAssertEqual(ValueCodec.encode(.int32(1)), [1, 1, UInt8(ascii: "i"), 1, 0, 0, 0], "format byte, signature, little-endian payload")
+    }
+
+    func testCodecRejectsTruncatedAndTrailingBytes() {
+        let bytes = ValueCodec.encode(.string("hello"))
+        XCTAssertThrowsError(try ValueCodec.decode(Array(bytes.dropLast())))
+        XCTAssertThrowsError(try ValueCodec.decode(bytes + [0]))
+        XCTAssertThrowsError(try ValueCodec.decode([1, 1, UInt8(ascii: "a")]), "an incomplete signature")
+        XCTAssertThrowsError(try ValueCodec.decode([1, 1, UInt8(ascii: "a"), 1, UInt8(ascii: "s"), 0xff, 0xff, 0xff, 0xff]), "a count beyond the data")
+    }
+
+    // MARK: SQLiteStore
+
+    func testValuesAndRuntimeDefinitionsSurviveReopening() throws {
+        do {
+            let store = try SQLiteStore(path: path)
+            let model = try model(store)
+            _ = try model.create(key: "app.volume", type: "d", defaultValue: .double(0.5),
+                                 options: ["minimum": .double(0), "maximum": .double(1), "description": .string("Volume")])
+            _ = try model.create(key: "app.name", type: "s", defaultValue: .string("x"), options: ["choices": .array(of: .variant, [.variant(.string("x")), .variant(.string("y"))])])
+            _ = try model.create(key: "app.big", type: "t", defaultValue: .uint64(0))
+            _ = try model.set("app.volume", to: .double(0.1))
+            _ = try model.set("app.name", to: .string("y"))
+            _ = try model.set("app.big", to: .uint64(UInt64.max))
+            try store.commit()
+            model.commitRound()
+        }
+        let store = try SQLiteStore(path: path)
+        let model = try model(store)
+        XCTAssertEqual(try model.value(of: "app.volume"), .double(0.1))
+        XCTAssertEqual(try model.value(of: "app.name"), .string("y"))
+        XCTAssertEqual(try model.value(of: "app.big"), .uint64(UInt64.max))
+        let volume = try model.entry("app.volume").definition
+        XCTAssertEqual(volume.minimum, .double(0))
+        XCTAssertEqual(volume.maximum, .double(1))
+        XCTAssertEqual(volume.description, "Volume")
+        XCTAssertEqual(volume.defaultValue, .double(0.5))
+        XCTAssertEqual(try model.entry("app.name").definition.choices, [.string("x"), .string("y")])
+        XCTAssertEqual(model.revision, 6, "revisions continue where the last run stopped")
+    }
+
+    func testUncommittedWritesAreNotStored() throws {
+        do {
+            let store = try SQLiteStore(path: path)
+            let model = try model(store)
+            _ = try model.create(key: "app.a", type: "i", defaultValue: .int32(0))
+            try store.commit()
+            _ = try model.set("app.a", to: .int32(5))
+            store.rollback()
+        }
+        XCTAssertEqual(try model(SQLiteStore(path: path)).value(of: "app.a"), .int32(0))
+    }
+
+    func testResetDeletesTheStoredValueSoANewDefaultShowsThrough() throws {
+        do {
+            let store = try SQLiteStore(path: path)
+            let model = try model(store)
+            _ = try model.create(key: "app.a", type: "i", defaultValue: .int32(1))
+            _ = try model.set("app.a", to: .int32(5))
+            _ = try model.reset("app.a")
+            try store.commit()
+        }
+        let store = try SQLiteStore(path: path)
+        let model = try model(store)
+        XCTAssertNil(try model.entry("app.a").storedValue)
+        _ = try model.create(key: "app.a", type: "i", defaultValue: .int32(2))
+        XCTAssertEqual(try model.value(of: "app.a"), .int32(2))
+        XCTAssertEqual(model.revision, 4, "a trailing Reset's revision survives too")
+    }
+
+    func testTransientValuesNeverReachTheStore() throws {
+        do {
+            let store = try SQLiteStore(path: path)
+            let model = try model(store)
+            _ = try model.create(key: "vm.search", type: "s", defaultValue: .string(""), options: ["persistent": .boolean(false)])
+            _ = try model.set("vm.search", to: .string("cats"))
+            try store.commit()
+        }
+        let model = try model(SQLiteStore(path: path))
+        XCTAssertEqual(try model.value(of: "vm.search"), .string(""), "the definition persists, the value does not")
+        XCTAssertEqual(try model.entry("vm.search").definition.persistent, false)
+    }
+
+    func testDeletedPropertiesStayDeleted() throws {
+        do {
+            let store = try SQLiteStore(path: path)
+            let model = try model(store)
+            _ = try model.create(key: "app.a", type: "i", defaultValue: .int32(1))
+            _ = try model.set("app.a", to: .int32(5))
+            try store.commit()
+            _ = try model.delete(key: "app.a")
+            try store.commit()
+        }
+        XCTAssertEqual(try model(SQLiteStore(path: path)).count, 0)
+    }
+
+    func testStoredValueOfAPropertyDeclaredLaterIsAdopted() throws {
+        do {
+            let store = try SQLiteStore(path: path)
+            let model = try model(store)
+            _ = try model.create(key: "app.a", type: "i", defaultValue: .int32(1))
+            _ = try model.set("app.a", to: .int32(5))
+            try store.commit()
+        }
+        // As a model file would: the definition is declared again after loading.
+        let model = try model(SQLiteStore(path: path))
+        _ = try model.create(key: "app.a", type: "i", defaultValue: .int32(1))
+        XCTAssertEqual(try model.value(of: "app.a"), .int32(5))
+    }
+
+    func testStoreUsesWALWithFullSync() throws {
+        _ = try SQLiteStore(path: path)
+        let database = try SQLiteDatabase(path: path)
+        XCTAssertEqual(try database.textRows("PRAGMA journal_mode"), ["wal"])
+        XCTAssertEqual(try database.textRows("PRAGMA user_version"), ["\(SQLiteStore.schemaVersion)"])
+    }
+
+    func testCorruptFileFailsWithStoreFailedNamingTheFile() throws {
+        try Data((0..<8192).map { UInt8(truncatingIfNeeded: $0 &* 7919) }).write(to: URL(fileURLWithPath: path))
+        XCTAssertThrowsError(try SQLiteStore(path: path)) { error in
+            let error = error as? PropBusError
+            XCTAssertEqual(error?.code, .storeFailed)
+            XCTAssertTrue(error?.message.contains(self.path) == true, error?.message ?? "")
+        }
+    }
+
+    func testNewerSchemaIsRefused() throws {
+        _ = try SQLiteStore(path: path)
+        try SQLiteDatabase(path: path).execute("PRAGMA user_version = 99")
+        XCTAssertThrowsError(try SQLiteStore(path: path)) { error in
+            XCTAssertTrue((error as? PropBusError)?.message.contains("schema version 99") == true, "\(error)")
+        }
+    }
+
+    func testMoveAsideKeepsEveryFile() throws {
+        let store = try SQLiteStore(path: path)
+        _ = try model(store).create(key: "app.a", type: "i", defaultValue: .int32(1))
+        try store.commit()
+        let moved = try SQLiteStore.moveAside(path, now: Date(timeIntervalSince1970: 0))
+        XCTAssertTrue(moved.contains(path + ".corrupt-19700101T000000Z"), "\(moved)")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path))
+        for file in moved { XCTAssertTrue(FileManager.default.fileExists(atPath: file)) }
+    }
+
+    // MARK: State directory
+
+    func testStateDirectoryOrder() {
+        XCTAssertEqual(StateDirectory.resolve(environment: ["STATE_DIRECTORY": "/run/sd:/other", "XDG_STATE_HOME": "/x"], option: "/opt", systemBus: false), "/run/sd")
+        XCTAssertEqual(StateDirectory.resolve(environment: ["XDG_STATE_HOME": "/x"], option: "/opt", systemBus: false), "/opt")
+        XCTAssertEqual(StateDirectory.resolve(environment: ["XDG_STATE_HOME": "/x"], option: nil, systemBus: false), "/x/propbus")
+        XCTAssertEqual(StateDirectory.resolve(environment: ["HOME": "/home/u"], option: nil, systemBus: false), "/home/u/.local/state/propbus")
+        XCTAssertEqual(StateDirectory.resolve(environment: ["XDG_STATE_HOME": "/x"], option: nil, systemBus: true), "/var/lib/propbus")
+    }
+}
