@@ -6,16 +6,52 @@ import PropBusService
 
 /// The daemon's lifecycle: connect, export, own the name, and shut down on a signal.
 ///
-/// `@unchecked Sendable`: `service` and `connection` are written once during start-up on the
-/// connection's queue and read afterwards only there.
+/// `@unchecked Sendable`: `store` and `model` are written once by ``openStore()`` before
+/// ``start()`` and afterwards touched only on the connection's queue; `service` and
+/// `connection` are written once during start-up on that queue and read afterwards only there.
 final class Daemon: @unchecked Sendable {
     let options: DaemonOptions
     let queue = DispatchQueue(label: "org.propbus.propbusd")
     private var connection: Connection?
     private var service: Service?
+    private var store: PropertyStore?
+    private var model: PropertyModel?
     private var signalSources: [DispatchSourceSignal] = []
 
     init(options: DaemonOptions) { self.options = options }
+
+    /// Opens and checks the store and loads the model, before anything touches the bus: a
+    /// damaged store must stop the daemon before it owns its name. On failure prints why and exits.
+    func openStore(environment: [String: String] = ProcessInfo.processInfo.environment) {
+        do {
+            let store: PropertyStore
+            if options.inMemory {
+                store = MemoryStore()
+            } else {
+                let systemBus = if case .system = options.bus { true } else { false }
+                let directory = StateDirectory.resolve(environment: environment, option: options.stateDirectory, systemBus: systemBus)
+                try StateDirectory.create(directory)
+                store = try openDatabase(directory + "/" + SQLiteStore.fileName)
+            }
+            self.model = try PropertyModel(store: store, limits: options.limits)
+            self.store = store
+        } catch {
+            Self.fail(error.message, code: 1)
+        }
+    }
+
+    private func openDatabase(_ path: String) throws(PropBusError) -> SQLiteStore {
+        do {
+            return try SQLiteStore(path: path)
+        } catch {
+            guard options.recover else {
+                throw PropBusError(error.code, error.message + "\npropbusd: start it with --recover to move the damaged files aside (they are kept) and start empty")
+            }
+            let moved = try SQLiteStore.moveAside(path)
+            FileHandle.standardError.write(Data("propbusd: \(error.message)\npropbusd: --recover: kept the damaged files as \(moved.joined(separator: ", ")); starting with an empty store\n".utf8))
+            return try SQLiteStore(path: path)
+        }
+    }
 
     /// Starts serving; on failure prints why and exits.
     func start() async {
@@ -24,8 +60,7 @@ final class Daemon: @unchecked Sendable {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
                 queue.async { [self] in
                     do {
-                        let store = MemoryStore()
-                        let model = try PropertyModel(store: store, limits: options.limits)
+                        guard let store, let model else { throw PropBusError(.storeFailed, "the store was not opened") }
                         // Export everything before owning the name: no client may see a half-built daemon.
                         service = Service(connection: connection, model: model, store: store)
                         self.connection = connection

@@ -5,6 +5,12 @@ import PropBus
 struct DaemonOptions {
     var bus: BusAddress = .session
     var limits = PropertyModel.Limits()
+    /// `--state-dir`; `$STATE_DIRECTORY` still wins (see ``StateDirectory``).
+    var stateDirectory: String?
+    /// `--recover`: move a damaged store aside and start with an empty one.
+    var recover = false
+    /// `--in-memory`: keep nothing on disk.
+    var inMemory = false
 
     struct UsageError: Error { var message: String }
 
@@ -25,6 +31,12 @@ struct DaemonOptions {
         Option(name: "--max-properties", value: "N", help: "Refuse to hold more than N properties (default 100000).") { o, v throws(UsageError) in
             o.limits.maximumProperties = try positive(v, "--max-properties")
         },
+        Option(name: "--state-dir", value: "DIR", help: "Keep the store in DIR (unless $STATE_DIRECTORY is set).") { o, v throws(UsageError) in
+            guard !v.isEmpty else { throw UsageError(message: "--state-dir expects a directory") }
+            o.stateDirectory = v
+        },
+        Option(name: "--recover", help: "If the store is damaged, move its files aside (kept) and start empty.") { o, _ in o.recover = true },
+        Option(name: "--in-memory", help: "Keep nothing on disk: values last until the daemon exits.") { o, _ in o.inMemory = true },
     ]
 
     private static func positive(_ text: String, _ name: String) throws(UsageError) -> Int {
@@ -81,6 +93,10 @@ struct DaemonOptions {
 
         OPTIONS:
         \(rows.map { "  " + $0.0.padding(toLength: width, withPad: " ", startingAt: 0) + "  " + $0.1 }.joined(separator: "\n"))
+
+        The store is DIR/propbus.db, DIR being $STATE_DIRECTORY, else --state-dir, else
+        $XDG_STATE_HOME/propbus (session bus, default ~/.local/state/propbus) or /var/lib/propbus
+        (system bus). A damaged store makes propbusd exit 1 naming the file, unless --recover.
 
         On SIGTERM or SIGINT it releases its name and exits 0; if it loses the bus it exits 1.
         """

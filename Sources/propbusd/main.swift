@@ -8,6 +8,7 @@ case .success(.version):
     print("propbusd 0.1.0")
 case .success(.run(let options)):
     let daemon = Daemon(options: options)
+    daemon.openStore()
     Task { await daemon.start() }
     dispatchMain()
 case .failure(let error):
