@@ -81,6 +81,21 @@ final class StoreTests: XCTestCase {
         XCTAssertEqual(model.revision, 6, "revisions continue where the last run stopped")
     }
 
+    func testVariantTypedPropertyKeepsOneVariantLevelAndSurvivesReopening() throws {
+        do {
+            let store = try SQLiteStore(path: path)
+            let model = try model(store)
+            // As CreateProperty passes it: the wire's `v` around the `v` default.
+            _ = try model.create(key: "app.any", type: "v", defaultValue: .variant(.variant(.string("x"))))
+            XCTAssertEqual(try model.value(of: "app.any"), .variant(.string("x")))
+            _ = try model.set("app.any", to: .variant(.array(of: .int32, [.int32(1)])))
+            try store.commit()
+        }
+        let model = try model(SQLiteStore(path: path))
+        XCTAssertEqual(try model.value(of: "app.any"), .variant(.array(of: .int32, [.int32(1)])))
+        XCTAssertEqual(try model.entry("app.any").definition.defaultValue, .variant(.string("x")))
+    }
+
     func testUncommittedWritesAreNotStored() throws {
         do {
             let store = try SQLiteStore(path: path)

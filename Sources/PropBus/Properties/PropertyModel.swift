@@ -138,7 +138,7 @@ public final class PropertyModel {
         do { type = try DBusType(parsing: typeText) } catch {
             throw .invalidArgs("type of \(key) is not a single complete D-Bus type: \(error)")
         }
-        var definition = PropertyDefinition(key: key, type: type, defaultValue: defaultValue.unwrappingVariant)
+        var definition = PropertyDefinition(key: key, type: type, defaultValue: Self.payload(defaultValue, for: type))
         let initial = try definition.apply(options: options)
         let existing = entries[key]
         if let existing, existing.definition.type != type {
@@ -258,6 +258,14 @@ public final class PropertyModel {
             store.saveRevision(revision)
         }
         return changes
+    }
+
+    /// A value as given for a property of `type`: callers may pass the wire argument (a `v`)
+    /// or the plain value. For a `v` property only the wire's own wrapper is removed.
+    private static func payload(_ value: DBusValue, for type: DBusType) -> DBusValue {
+        guard type == .variant else { return value.unwrappingVariant }
+        if case .variant(let inner) = value, inner.type == .variant { return inner }
+        return value.type == .variant ? value : .variant(value)
     }
 
     private func insert(_ entry: Entry) {
