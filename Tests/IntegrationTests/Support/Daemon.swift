@@ -70,7 +70,7 @@ final class Daemon: @unchecked Sendable {
 
 /// A test case with a fresh private bus, a fresh `propbusd` and a client connection per test.
 /// Starting all three costs tens of milliseconds, so every test gets its own world.
-class DaemonTestCase: XCTestCase, @unchecked Sendable {
+class DaemonTestCase: XCTestCase {
     var bus: PrivateBus!
     var daemon: Daemon!
     var client: Client!

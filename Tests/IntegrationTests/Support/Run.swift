@@ -40,7 +40,7 @@ final class ChildProcess: @unchecked Sendable {
         stdoutURL = directory.appendingPathComponent("stdout")
         stderrURL = directory.appendingPathComponent("stderr")
         let stdinURL = directory.appendingPathComponent("stdin")
-        FileManager.default.createFile(atPath: stdinURL.path, contents: Data((stdin ?? "").utf8))
+        _ = FileManager.default.createFile(atPath: stdinURL.path, contents: Data((stdin ?? "").utf8))
 
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)

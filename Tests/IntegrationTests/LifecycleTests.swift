@@ -1,0 +1,84 @@
+import DBus
+import XCTest
+
+/// Starting, stopping and losing the bus, as systemd would see it.
+final class LifecycleTests: DaemonTestCase {
+    func testDaemonOwnsItsNameAndAnswersPing() async throws {
+        let owned = try await client.nameHasOwner()
+        XCTAssertTrue(owned)
+        try await client.call(PropBusAPI.peer, "Ping")
+        let version = try await client.call(PropBusAPI.properties, "Get", [.string(PropBusAPI.manager), .string("Version")])
+        XCTAssertNotNil(version.first?.unwrappingVariant.stringValue)
+    }
+
+    func testSigtermExitsZeroAndReleasesTheName() async throws {
+        let ownerChanges = try await client.connection.callBus("GetNameOwner", [.string(PropBusAPI.busName)])
+        XCTAssertEqual(ownerChanges.count, 1)
+        let ended = await daemon.terminate()
+        XCTAssertEqual(ended, .exited(0), "stderr: \(daemon.stderr)")
+        let owned = try await client.nameHasOwner()
+        XCTAssertFalse(owned)
+    }
+
+    func testSigintExitsZero() async throws {
+        daemon.process.signal(SIGINT)
+        let ended = await daemon.process.waitForExit(timeout: 10)
+        XCTAssertEqual(ended, .exited(0), "stderr: \(daemon.stderr)")
+    }
+
+    func testNameIsReleasedBeforeTheConnectionCloses() async throws {
+        // NameOwnerChanged(name, old, "") must arrive; a subscriber can restart on it.
+        let rule = MatchRule(sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged",
+                             arg0: PropBusAPI.busName)
+        let recorder = SignalRecorder()
+        client.connection.queue.sync {
+            _ = client.connection.addSignalHandler(matching: rule) { recorder.append(ReceivedSignal($0)) }
+        }
+        try await client.connection.addMatch(rule)
+        _ = await daemon.terminate()
+        let signals = await recorder.wait(count: 1)
+        XCTAssertEqual(signals.first?.arguments.last, .string(""), "\(signals)")
+    }
+
+    func testLosingTheBusMakesTheDaemonExitNonZero() async throws {
+        client.close()
+        await bus.crash()
+        let ended = await daemon.process.waitForExit(timeout: 10)
+        XCTAssertNotNil(ended, "propbusd still runs after its bus died")
+        XCTAssertNotEqual(ended, .exited(0), "stderr: \(daemon.stderr)")
+        XCTAssertEqual(ended?.bySignal, false, "propbusd crashed instead of exiting: \(ended.map(\.description) ?? "") \(daemon.stderr)")
+        XCTAssertTrue(daemon.stderr.contains("bus"), "stderr should say why: \(daemon.stderr)")
+    }
+
+    func testSecondDaemonOnTheSameBusRefusesToStartAndExitsNonZero() async throws {
+        let second = try ChildProcess(BuildProducts.propbusd, ["--address", bus.address], environment: bus.environment)
+        let ended = await second.waitForExit(timeout: 10)
+        XCTAssertEqual(ended?.bySignal, false)
+        XCTAssertNotEqual(ended?.status, 0, "\(second.stderr)")
+        XCTAssertTrue(second.stderr.contains(PropBusAPI.busName), second.stderr)
+        // The first one is undisturbed.
+        try await client.call(PropBusAPI.peer, "Ping")
+    }
+
+    func testUnknownOptionIsAUsageErrorWith64() async throws {
+        let result = try await runCommand(BuildProducts.propbusd, ["--no-such-option"], environment: bus.environment)
+        XCTAssertEqual(result.status, 64, "\(result)")
+        XCTAssertTrue(result.stderr.contains("--no-such-option"), result.stderr)
+    }
+
+    func testHelpListsTheOptions() async throws {
+        let result = try await runCommand(BuildProducts.propbusd, ["--help"], environment: bus.environment)
+        XCTAssertEqual(result.status, 0, "\(result)")
+        for option in ["--address", "--system", "--session", "--max-value-size", "--max-properties"] {
+            XCTAssertTrue(result.stdout.contains(option), "--help lacks \(option):\n\(result.stdout)")
+        }
+    }
+
+    func testUnreachableBusExitsNonZeroWithAMessage() async throws {
+        let result = try await runCommand(BuildProducts.propbusd, ["--address", "unix:path=\(bus.directory.path)/nothing-here"],
+                                          environment: bus.environment)
+        XCTAssertFalse(result.timedOut)
+        XCTAssertNotEqual(result.status, 0, "\(result)")
+        XCTAssertFalse(result.stderr.isEmpty)
+    }
+}
