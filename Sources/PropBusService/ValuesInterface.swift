@@ -25,14 +25,18 @@ extension Service {
                 return .reply([.uint64(result.revision)])
             },
         ], properties: .dynamic(names: { [unowned self] in model.names(inGroup: group) }, lookup: { [unowned self] name in
-            guard let parsed = try? Key(key(name)), let entry = model.entry(for: parsed) else { return nil }
+            let key = Key(uncheckedGroup: group, name: name)
+            guard let entry = model.entry(for: key) else { return nil }
             return PropertyDescription(name, type: entry.definition.type,
                                        access: entry.definition.writable ? .readwrite : .read,
                                        get: { [unowned self] () throws(DBusError) in
-                                           try bridged { () throws(PropBusError) in try model.value(of: parsed.text) }
+                                           guard let current = model.entry(for: key) else {
+                                               throw PropBusError(.unknownKey, "no property named \(key)").dbusError
+                                           }
+                                           return current.value
                                        },
                                        set: { [unowned self] value, _ throws(DBusError) in
-                                           publish(try bridged { () throws(PropBusError) in try model.set(parsed.text, to: value) })
+                                           publish(try bridged { () throws(PropBusError) in try model.set(key.text, to: value) })
                                        })
         }), annotations: [("org.freedesktop.DBus.Property.EmitsChangedSignal", "true")])
     }

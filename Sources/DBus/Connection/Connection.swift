@@ -73,6 +73,7 @@ public final class Connection: @unchecked Sendable {
         if !closed { dbus_connection_close(raw) }
         dbus_connection_set_watch_functions(raw, nil, nil, nil, nil, nil)
         dbus_connection_set_timeout_functions(raw, nil, nil, nil, nil, nil)
+        loop?.stop()
         dbus_connection_unref(raw)
     }
 

@@ -1,12 +1,14 @@
 import CDBus
 import Dispatch
+import Foundation
 
 /// Drives one `DBusConnection` from one serial `DispatchQueue`.
 ///
 /// libdbus tells us what to wait for through watch, timeout and dispatch-status callbacks
 /// (`dbus_connection_set_watch_functions`, `_set_timeout_functions`,
-/// `_set_dispatch_status_function`); this turns them into dispatch sources on `queue`. Every
-/// libdbus call for the connection happens on `queue`.
+/// `_set_dispatch_status_function`); watches are waited for by a ``WatchPoller`` and timeouts by
+/// dispatch timers, and both are handled on `queue`. Every libdbus call for the connection
+/// happens on `queue`.
 ///
 /// `@unchecked Sendable`: all mutable state is touched only on `queue`.
 final class MainLoop: @unchecked Sendable {
@@ -17,6 +19,10 @@ final class MainLoop: @unchecked Sendable {
     private var dispatchScheduled = false
     /// True while libdbus handles I/O for us; a dispatch follows then anyway.
     private var handlingIO = false
+    /// The watches libdbus gave us, by the id stored as each watch's data.
+    private var watches: [Int: OpaquePointer] = [:]
+    private var nextWatchID = 1
+    private var poller: WatchPoller?
 
     init(connection: OpaquePointer, queue: DispatchQueue, dispatchRound: @escaping () -> Void) {
         self.connection = connection
@@ -29,13 +35,13 @@ final class MainLoop: @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(queue))
         let data = Unmanaged.passRetained(self).toOpaque()
         let release: DBusFreeFunction = { Unmanaged<MainLoop>.fromOpaque($0!).release() }
+        poller = WatchPoller(queue: queue) { [weak self] id, revents in self?.handleReady(id, revents) }
         dbus_connection_set_watch_functions(connection, { watch, data in
             Unmanaged<MainLoop>.fromOpaque(data!).takeUnretainedValue().add(watch: watch!)
-        }, { watch, _ in
-            WatchSources.of(watch!)?.cancel()
-            dbus_watch_set_data(watch, nil, nil)
-        }, { watch, _ in
-            WatchSources.of(watch!)?.updateEnabled()
+        }, { watch, data in
+            Unmanaged<MainLoop>.fromOpaque(data!).takeUnretainedValue().remove(watch: watch!)
+        }, { _, data in
+            Unmanaged<MainLoop>.fromOpaque(data!).takeUnretainedValue().publishWatches()
         }, data, nil)
         dbus_connection_set_timeout_functions(connection, { timeout, data in
             Unmanaged<MainLoop>.fromOpaque(data!).takeUnretainedValue().add(timeout: timeout!)
@@ -64,11 +70,52 @@ final class MainLoop: @unchecked Sendable {
         }
     }
 
+    /// Stops waiting for I/O; called when the connection goes away.
+    func stop() {
+        poller?.stop()
+        poller = nil
+    }
+
     private func add(watch: OpaquePointer) -> dbus_bool_t {
-        let sources = WatchSources(watch: watch, loop: self)
-        dbus_watch_set_data(watch, Unmanaged.passRetained(sources).toOpaque(), { Unmanaged<WatchSources>.fromOpaque($0!).release() })
-        sources.updateEnabled()
+        let id = nextWatchID
+        nextWatchID += 1
+        watches[id] = watch
+        // The id itself is the watch's data: nothing to allocate or free.
+        dbus_watch_set_data(watch, UnsafeMutableRawPointer(bitPattern: id), nil)
+        publishWatches()
         return 1
+    }
+
+    private func remove(watch: OpaquePointer) {
+        guard let data = dbus_watch_get_data(watch) else { return }
+        watches[Int(bitPattern: data)] = nil
+        dbus_watch_set_data(watch, nil, nil)
+        publishWatches()
+    }
+
+    /// Hands the enabled watches to the poller; libdbus toggles them as its buffers fill.
+    private func publishWatches() {
+        var entries: [WatchPoller.Entry] = []
+        for (id, watch) in watches where dbus_watch_get_enabled(watch) != 0 {
+            let flags = dbus_watch_get_flags(watch)
+            // A watch may ask for both directions at once: test the bits.
+            var events: Int16 = 0
+            if flags & DBUS_WATCH_READABLE.rawValue != 0 { events |= Int16(POLLIN) }
+            if flags & DBUS_WATCH_WRITABLE.rawValue != 0 { events |= Int16(POLLOUT) }
+            entries.append(.init(id: id, fd: dbus_watch_get_unix_fd(watch), events: events))
+        }
+        poller?.update(entries)
+    }
+
+    private func handleReady(_ id: Int, _ revents: Int16) {
+        // The watch may have gone or been disabled since the poll thread looked.
+        guard let watch = watches[id], dbus_watch_get_enabled(watch) != 0 else { return }
+        var flags: UInt32 = 0
+        if revents & Int16(POLLIN) != 0 { flags |= DBUS_WATCH_READABLE.rawValue }
+        if revents & Int16(POLLOUT) != 0 { flags |= DBUS_WATCH_WRITABLE.rawValue }
+        if revents & Int16(POLLHUP) != 0 { flags |= DBUS_WATCH_HANGUP.rawValue }
+        if revents & Int16(POLLERR) != 0 { flags |= DBUS_WATCH_ERROR.rawValue }
+        handleIO { _ = dbus_watch_handle(watch, flags) }
     }
 
     private func add(timeout: OpaquePointer) -> dbus_bool_t {
@@ -91,72 +138,6 @@ final class MainLoop: @unchecked Sendable {
         if dbus_connection_get_dispatch_status(connection) == DBUS_DISPATCH_DATA_REMAINS {
             dispatchRound()
         }
-    }
-}
-
-/// The read and write dispatch sources for one `DBusWatch`.
-///
-/// libdispatch traps when a suspended source is released, so every source is resumed before it
-/// is cancelled, and cancelled before it is dropped.
-private final class WatchSources: @unchecked Sendable { // confined to the loop's queue
-    let watch: OpaquePointer
-    let loop: MainLoop
-    var read: DispatchSourceRead?
-    var write: DispatchSourceWrite?
-    var running = false
-
-    init(watch: OpaquePointer, loop: MainLoop) {
-        self.watch = watch
-        self.loop = loop
-        let fd = dbus_watch_get_unix_fd(watch)
-        let flags = dbus_watch_get_flags(watch)
-        // A watch may ask for both directions at once: test the bits.
-        if flags & DBUS_WATCH_READABLE.rawValue != 0 {
-            let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: loop.queue)
-            source.setEventHandler { [weak self] in self?.handle(DBUS_WATCH_READABLE.rawValue) }
-            read = source
-        }
-        if flags & DBUS_WATCH_WRITABLE.rawValue != 0 {
-            let source = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: loop.queue)
-            source.setEventHandler { [weak self] in self?.handle(DBUS_WATCH_WRITABLE.rawValue) }
-            write = source
-        }
-    }
-
-    static func of(_ watch: OpaquePointer) -> WatchSources? {
-        dbus_watch_get_data(watch).map { Unmanaged<WatchSources>.fromOpaque($0).takeUnretainedValue() }
-    }
-
-    private func handle(_ flag: UInt32) {
-        // The watch may have been disabled by an earlier event in this turn.
-        guard running else { return }
-        loop.handleIO { _ = dbus_watch_handle(watch, flag) }
-    }
-
-    func updateEnabled() {
-        let enabled = dbus_watch_get_enabled(watch) != 0
-        guard enabled != running else { return }
-        running = enabled
-        if enabled {
-            read?.resume()
-            write?.resume()
-        } else {
-            read?.suspend()
-            write?.suspend()
-        }
-    }
-
-    func cancel() {
-        if !running {
-            read?.resume()
-            write?.resume()
-            running = true
-        }
-        read?.cancel()
-        write?.cancel()
-        read = nil
-        write = nil
-        running = false
     }
 }
 

@@ -32,9 +32,9 @@ public struct Key: Hashable, Sendable, Comparable, CustomStringConvertible {
         guard let lastDot = bytes.lastIndex(of: UInt8(ascii: ".")) else {
             throw fail("it has no group (no '.')")
         }
-        for (index, byte) in bytes.enumerated() where byte != UInt8(ascii: ".") && !ObjectPath.isElementByte(byte) {
-            let shown = byte < 0x80 ? String(UnicodeScalar(byte)) : "\\x" + String(byte, radix: 16, uppercase: true)
-            throw fail("character '\(shown)' at position \(index + 1) is not allowed")
+        for (index, scalar) in text.unicodeScalars.enumerated()
+        where scalar != "." && !(scalar.isASCII && ObjectPath.isElementByte(UInt8(scalar.value))) {
+            throw fail("character '\(scalar)' at position \(index + 1) is not allowed")
         }
         let groupBytes = bytes[..<lastDot]
         let nameBytes = bytes[(lastDot + 1)...]
@@ -47,6 +47,19 @@ public struct Key: Hashable, Sendable, Comparable, CustomStringConvertible {
         self.group = String(decoding: groupBytes, as: UTF8.self)
         self.name = String(decoding: nameBytes, as: UTF8.self)
     }
+
+    /// A key from parts that are already known to be valid, e.g. a registered group and a
+    /// name to look up. It skips validation, so use it for lookups only: a bad name simply
+    /// finds nothing.
+    public init(uncheckedGroup group: String, name: String) {
+        self.group = group
+        self.name = name
+        text = group + "." + name
+    }
+
+    // Identity is the text alone; group and name are derived from it.
+    public static func == (lhs: Key, rhs: Key) -> Bool { lhs.text == rhs.text }
+    public func hash(into hasher: inout Hasher) { hasher.combine(text) }
 
     /// The object path of this key's group.
     public var objectPath: String { Key.objectPath(ofGroup: group) }
