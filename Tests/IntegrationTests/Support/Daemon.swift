@@ -86,6 +86,10 @@ class DaemonTestCase: XCTestCase {
     }
 
     override func tearDown() async throws {
+        // A daemon that died of a signal during the test crashed: say so, with what it printed.
+        if let ended = daemon?.process.termination, ended.bySignal {
+            XCTFail("propbusd \(ended) during the test; stderr:\n\(daemon.stderr)")
+        }
         client?.close()
         await daemon?.stop()
         await bus?.stop()
