@@ -49,8 +49,16 @@ struct PropbusClient {
 
     /// The current value of `key` (`Properties.Get`).
     func value(of key: Key) async throws(CommandFailure) -> DBusValue {
-        let reply = try await call(key.objectPath, Self.propertiesInterface, "Get", [.string(Self.valuesInterface), .string(key.name)])
-        return reply.first?.unwrappingVariantOnce ?? .string("")
+        do {
+            let reply = try await connection.call(destination: Self.busName, path: key.objectPath, interface: Self.propertiesInterface,
+                                                  member: "Get", arguments: [.string(Self.valuesInterface), .string(key.name)])
+            return reply.first?.unwrappingVariantOnce ?? .string("")
+        } catch where error.name == DBusError.Name.unknownObject || error.name == DBusError.Name.unknownProperty {
+            // The bus speaks of objects and properties; the user asked for a key.
+            throw CommandFailure(DBusError(name: error.name, message: "no property named \(key) (\(error.message))"))
+        } catch {
+            throw CommandFailure(error)
+        }
     }
 
     /// Every property whose key starts with `prefix` (`Manager.ListProperties`).
