@@ -39,7 +39,7 @@ extension Service {
                 })
                 return .reply([])
             },
-        ], properties: .fixed([
+        ] + bindingMethods(), properties: .fixed([
             PropertyDescription("Version", type: .string, changeSignal: .const) { .string(Self.version) },
         ]))
     }

@@ -62,7 +62,7 @@ final class Daemon: @unchecked Sendable {
                     do {
                         guard let store, let model else { throw PropBusError(.storeFailed, "the store was not opened") }
                         // Export everything before owning the name: no client may see a half-built daemon.
-                        service = Service(connection: connection, model: model, store: store)
+                        service = Service(connection: connection, model: model, store: store, options: options.service)
                         self.connection = connection
                         connection.onDisconnect = {
                             Self.fail("lost the connection to the bus", code: 1)
@@ -73,6 +73,7 @@ final class Daemon: @unchecked Sendable {
                     }
                 }
             }
+            for rule in Service.matchRules { try await connection.addMatch(rule) }
             let reply = try await connection.requestName(Service.busName)
             guard reply == .primaryOwner || reply == .alreadyOwner else {
                 Self.fail("the name \(Service.busName) is already owned on this bus", code: 1)

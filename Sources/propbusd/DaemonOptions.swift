@@ -1,5 +1,6 @@
 import DBus
 import PropBus
+import PropBusService
 
 /// propbusd's command line, declared once: parsing and `--help` both come from `table`.
 struct DaemonOptions {
@@ -11,6 +12,7 @@ struct DaemonOptions {
     var recover = false
     /// `--in-memory`: keep nothing on disk.
     var inMemory = false
+    var service = Service.Options()
 
     struct UsageError: Error { var message: String }
 
@@ -30,6 +32,9 @@ struct DaemonOptions {
         },
         Option(name: "--max-properties", value: "N", help: "Refuse to hold more than N properties (default 100000).") { o, v throws(UsageError) in
             o.limits.maximumProperties = try positive(v, "--max-properties")
+        },
+        Option(name: "--max-bindings-per-client", value: "N", help: "Refuse more than N bindings from one connection (default 64).") { o, v throws(UsageError) in
+            o.service.maximumBindingsPerClient = try positive(v, "--max-bindings-per-client")
         },
         Option(name: "--state-dir", value: "DIR", help: "Keep the store in DIR (unless $STATE_DIRECTORY is set).") { o, v throws(UsageError) in
             guard !v.isEmpty else { throw UsageError(message: "--state-dir expects a directory") }

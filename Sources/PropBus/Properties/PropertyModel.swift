@@ -47,6 +47,10 @@ public final class PropertyModel {
     private var undoLog: [Key: Entry?] = [:]
     private var undoUnclaimed: [Key: (value: DBusValue, revision: UInt64)] = [:]
     private var revisionAtCommit: UInt64 = 0
+    /// The daemon-side channels (SPEC §5).
+    public private(set) var bindings = BindingTable()
+    /// The bindings as they were at the last commit, once the round changed them.
+    private var bindingsAtCommit: BindingTable?
 
     /// Loads what `store` holds.
     public init(store: PropertyStore, limits: Limits = Limits()) throws(PropBusError) {
@@ -62,6 +66,7 @@ public final class PropertyModel {
             revision = max(revision, stored?.revision ?? 0)
         }
         for stored in unclaimedValues.values { revision = max(revision, stored.revision) }
+        for binding in state.bindings { bindings.insert(binding) }
         revisionAtCommit = revision
     }
 
@@ -72,6 +77,7 @@ public final class PropertyModel {
         undoLog.removeAll(keepingCapacity: true)
         undoUnclaimed.removeAll(keepingCapacity: true)
         revisionAtCommit = revision
+        bindingsAtCommit = nil
     }
 
     /// Puts every entry back as it was at the last ``commitRound()``; returns the keys that
@@ -87,6 +93,7 @@ public final class PropertyModel {
             }
         }
         for (key, stored) in undoUnclaimed { unclaimedValues[key] = stored }
+        if let bindingsAtCommit { bindings = bindingsAtCommit }
         revision = revisionAtCommit
         commitRound()
         return touched
@@ -134,6 +141,9 @@ public final class PropertyModel {
     public func create(key keyText: String, type typeText: String, defaultValue: DBusValue,
                        options: [String: DBusValue] = [:]) throws(PropBusError) -> [PropertyChange] {
         let key = try Key(keyText)
+        if key.group == "bindings" || key.group.hasPrefix("bindings.") {
+            throw PropBusError(.invalidKey, "invalid key '\(key)': the group 'bindings' is reserved for binding objects (\(Key.rootPath)/bindings/N)")
+        }
         let type: DBusType
         do { type = try DBusType(parsing: typeText) } catch {
             throw .invalidArgs("type of \(key) is not a single complete D-Bus type: \(error)")
@@ -195,7 +205,9 @@ public final class PropertyModel {
         let entry = entries.removeValue(forKey: key)!
         removeFromGroup(key)
         store.removeDefinition(key)
-        return [.deleted(key, old: entry.value)]
+        // A channel cannot outlive one of its ends.
+        let ended = bindings.touching(key).map { removeBinding($0.id) }
+        return [.deleted(key, old: entry.value)] + ended
     }
 
     // MARK: Writing
@@ -221,25 +233,46 @@ public final class PropertyModel {
     }
 
     /// Sets and resets many keys atomically: everything is validated before anything changes.
+    ///
+    /// Every change spreads through the bindings in the same step; if a transform or a
+    /// propagated target rejects its value, the whole call fails and nothing changes.
     public func apply(set assignments: [(String, DBusValue)], reset resets: [String]) throws(PropBusError) -> [PropertyChange] {
         var planned: [(Key, DBusValue?)] = []
         for (keyText, value) in assignments {
-            let entry = try entry(keyText)
-            guard entry.definition.writable else {
-                throw PropBusError(.readOnly, "property \(keyText) is read-only")
-            }
+            let entry = try writableEntry(keyText)
             try entry.definition.check(value, maximumSize: limits.maximumValueSize)
             planned.append((entry.definition.key, value))
         }
         for keyText in resets {
-            let entry = try entry(keyText)
-            guard entry.definition.writable else {
-                throw PropBusError(.readOnly, "property \(keyText) is read-only")
+            planned.append((try writableEntry(keyText).definition.key, nil))
+        }
+        return try write(planned, frozen: [])
+    }
+
+    private func writableEntry(_ keyText: String) throws(PropBusError) -> Entry {
+        let entry = try entry(keyText)
+        guard entry.definition.writable else {
+            throw PropBusError(.readOnly, "property \(keyText) is read-only")
+        }
+        return entry
+    }
+
+    /// Propagates validated writes (`nil`: reset) through the bindings, checks every
+    /// propagated value against its target, then writes everything.
+    private func write(_ planned: [(Key, DBusValue?)], frozen: Set<Key>) throws(PropBusError) -> [PropertyChange] {
+        var all = planned
+        if !bindings.isEmpty {
+            let origins = planned.compactMap { key, value in
+                (value ?? entries[key]?.definition.defaultValue).map { (key, $0) }
             }
-            planned.append((entry.definition.key, nil))
+            for (target, value) in try propagation.expand(origins, frozen: frozen) {
+                let entry = try writableEntry(target.text)
+                try entry.definition.check(value, maximumSize: limits.maximumValueSize)
+                all.append((target, value))
+            }
         }
         var changes: [PropertyChange] = []
-        for (key, newStored) in planned {
+        for (key, newStored) in all {
             guard var entry = entries[key] else { continue }
             let old = entry.value
             if newStored == nil && entry.storedValue == nil { continue }
@@ -258,6 +291,118 @@ public final class PropertyModel {
             store.saveRevision(revision)
         }
         return changes
+    }
+
+    private var propagation: Propagation {
+        Propagation(bindings: bindings, currentValue: { [unowned self] in entries[$0]?.value },
+                    type: { [unowned self] in entries[$0]?.definition.type })
+    }
+
+    // MARK: Bindings
+
+    /// Makes `key` follow `to` (SPEC §5.1). `key` takes `to`'s mapped value now, and nothing is
+    /// written to `to` (for `direction=to`, the other way round: `to` takes `key`'s value).
+    ///
+    /// - Parameters:
+    ///   - owner: the caller's unique bus name; a non-persistent binding ends with it.
+    ///   - maximumPerOwner: the most bindings one connection may hold.
+    public func bind(key keyText: String, to toText: String, options: [String: DBusValue], owner: String?,
+                     maximumPerOwner: Int = .max) throws(PropBusError) -> (binding: Binding, changes: [PropertyChange]) {
+        let keyEntry = try entry(keyText)
+        let toEntry = try entry(toText)
+        let key = keyEntry.definition.key, to = toEntry.definition.key
+        guard key != to else { throw .invalidArgs("cannot bind \(key) to itself") }
+        var binding = Binding(id: 0, key: key, to: to, owner: owner)
+        for (name, raw) in options.sorted(by: { $0.key < $1.key }) {
+            let value = raw.unwrappingVariant
+            switch name {
+            case "direction":
+                guard let text = value.stringValue, let direction = Binding.Direction(rawValue: text) else {
+                    throw .invalidArgs("option 'direction' of the binding \(key) ↔ \(to) must be one of both, from, to; got \(ValueDescription.short(value))")
+                }
+                binding.direction = direction
+            case "to_key", "to_target":
+                guard case .string(let text) = value else {
+                    throw .invalidArgs("option '\(name)' of the binding \(key) ↔ \(to) must be an expression string (s), got '\(value.signature)'")
+                }
+                let expression = try Expression(parsing: text)
+                if name == "to_key" { binding.toKey = expression } else { binding.toTarget = expression }
+            case "persistent":
+                guard let flag = value.boolValue else {
+                    throw .invalidArgs("option 'persistent' of the binding \(key) ↔ \(to) must be a boolean (b), got '\(value.signature)'")
+                }
+                binding.persistent = flag
+            default:
+                throw .invalidArgs("unknown option '\(name)' for Bind; expected one of: \(Binding.optionNames.joined(separator: ", "))")
+            }
+        }
+        if let owner, bindings.count(ownedBy: owner) >= maximumPerOwner {
+            throw PropBusError(.limitsExceeded, "cannot bind \(key) to \(to): this connection already holds the maximum of \(maximumPerOwner) bindings")
+        }
+        try typeCheck(binding)
+
+        binding.id = bindings.makeID()
+        let previous = bindings
+        bindings.insert(binding)
+        // The leading side's value is mapped through the new binding only; the other side is
+        // frozen so the initial sync never writes back to the side that wins.
+        let changes: [PropertyChange]
+        do {
+            let (source, target, transform) = binding.flowsToKey ? (to, key, binding.toKey) : (key, to, binding.toTarget)
+            let mapped = try propagation.map(entries[source]!.value, through: transform, into: target, binding: binding)
+            let targetEntry = try writableEntry(target.text)
+            try targetEntry.definition.check(mapped, maximumSize: limits.maximumValueSize)
+            changes = try write([(target, mapped)], frozen: [source])
+        } catch {
+            bindings = previous
+            throw error
+        }
+        if bindingsAtCommit == nil { bindingsAtCommit = previous }
+        if binding.persistent { store.saveBinding(binding) }
+        return (binding, [.bound(binding)] + changes)
+    }
+
+    /// Ends a binding.
+    public func unbind(_ id: UInt64) throws(PropBusError) -> [PropertyChange] {
+        guard bindings[id] != nil else {
+            throw PropBusError(.unknownKey, "no binding \(id)")
+        }
+        return [removeBinding(id)]
+    }
+
+    /// Ends the non-persistent bindings a connection made; called when it leaves the bus.
+    public func unbindAll(ownedBy owner: String) -> [PropertyChange] {
+        bindings.all.filter { $0.owner == owner && !$0.persistent }.map { removeBinding($0.id) }
+    }
+
+    private func removeBinding(_ id: UInt64) -> PropertyChange {
+        if bindingsAtCommit == nil { bindingsAtCommit = bindings }
+        let binding = bindings.remove(id)!
+        if binding.persistent { store.removeBinding(id) }
+        return .unbound(binding)
+    }
+
+    /// Refuses a binding whose transforms cannot produce the other side's type.
+    private func typeCheck(_ binding: Binding) throws(PropBusError) {
+        let keyTypes = { [unowned self] (name: String) -> DBusType? in (try? Key(name)).flatMap { entries[$0]?.definition.type } }
+        func check(_ transform: Expression?, from source: Key, to target: Key, option: String) throws(PropBusError) {
+            guard let sourceType = entries[source]?.definition.type, let targetType = entries[target]?.definition.type else { return }
+            let produced = try transform?.resultType(valueType: sourceType, keyType: keyTypes) ?? sourceType
+            guard produced == targetType || Self.convertible(produced, to: targetType) else {
+                let what = transform == nil ? "without a transform, \(source) ('\(sourceType.signature)')" : "\(option) yields '\(produced.signature)', which"
+                throw PropBusError(.transformFailed, "cannot bind \(binding.key) to \(binding.to): \(what) cannot become \(target)'s type '\(targetType.signature)'")
+            }
+        }
+        if binding.flowsToKey { try check(binding.toKey, from: binding.to, to: binding.key, option: "to_key") }
+        if binding.flowsToTarget { try check(binding.toTarget, from: binding.key, to: binding.to, option: "to_target") }
+    }
+
+    /// Whether values of `source` can convert to `target` at all (ranges are checked later).
+    private static func convertible(_ source: DBusType, to target: DBusType) -> Bool {
+        if target == .variant || source == .variant { return true }
+        if source.isNumeric && target.isNumeric { return true }
+        let textual: Set<DBusType> = [.string, .objectPath, .signature]
+        return textual.contains(source) && textual.contains(target)
     }
 
     /// A value as given for a property of `type`: callers may pass the wire argument (a `v`)
@@ -290,11 +435,16 @@ public enum PropertyChange: Hashable, Sendable {
     case valueChanged(Key, old: DBusValue)
     /// A property was removed; `old` was its value.
     case deleted(Key, old: DBusValue)
+    /// A binding was made.
+    case bound(Binding)
+    /// A binding ended.
+    case unbound(Binding)
 
-    /// The key concerned.
+    /// The key concerned (a binding's following side).
     public var key: Key {
         switch self {
         case .created(let key), .redefined(let key), .valueChanged(let key, _), .deleted(let key, _): key
+        case .bound(let binding), .unbound(let binding): binding.key
         }
     }
 }

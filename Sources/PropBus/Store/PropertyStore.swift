@@ -18,6 +18,10 @@ public protocol PropertyStore: AnyObject {
     /// Records the model's highest revision, so revisions never go back across restarts even
     /// when the latest change was a Reset (whose value is not stored).
     func saveRevision(_ revision: UInt64)
+    /// Records a persistent binding.
+    func saveBinding(_ binding: Binding)
+    /// Forgets a persistent binding.
+    func removeBinding(_ id: UInt64)
     /// Makes everything recorded since the last commit durable.
     func commit() throws(PropBusError)
     /// Drops everything recorded since the last commit.
@@ -30,6 +34,8 @@ public struct StoredState: Sendable {
     public var values: [Key: (value: DBusValue, revision: UInt64)] = [:]
     /// The highest revision the model had handed out when it last committed.
     public var revision: UInt64 = 0
+    /// Persistent bindings.
+    public var bindings: [Binding] = []
 
     public init() {}
 }
@@ -43,6 +49,8 @@ public final class MemoryStore: PropertyStore {
     public func saveValue(_ value: DBusValue, revision: UInt64, for key: Key) {}
     public func removeValue(for key: Key) {}
     public func saveRevision(_ revision: UInt64) {}
+    public func saveBinding(_ binding: Binding) {}
+    public func removeBinding(_ id: UInt64) {}
     public func commit() {}
     public func rollback() {}
 }

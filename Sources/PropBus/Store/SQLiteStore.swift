@@ -10,7 +10,7 @@ import DBus
 /// Single owner, like the model: the service confines it to its connection's queue.
 public final class SQLiteStore: PropertyStore {
     /// The schema version this release writes (`PRAGMA user_version`).
-    public static let schemaVersion: Int64 = 1
+    public static let schemaVersion: Int64 = 2
     /// The database file name inside the state directory.
     public static let fileName = "propbus.db"
 
@@ -21,6 +21,7 @@ public final class SQLiteStore: PropertyStore {
     private var pendingDefinitions: [Key: Pending<PropertyDefinition>] = [:]
     private var pendingValues: [Key: Pending<(value: DBusValue, revision: UInt64)>] = [:]
     private var pendingRevision: UInt64?
+    private var pendingBindings: [UInt64: Pending<Binding>] = [:]
 
     private enum Pending<T> {
         case save(T)
@@ -33,6 +34,8 @@ public final class SQLiteStore: PropertyStore {
         var saveValue: SQLiteStatement
         var removeValue: SQLiteStatement
         var saveRevision: SQLiteStatement
+        var saveBinding: SQLiteStatement
+        var removeBinding: SQLiteStatement
     }
 
     /// Opens (creating if needed) the database at `path`, checks its integrity and migrates its
@@ -59,7 +62,9 @@ public final class SQLiteStore: PropertyStore {
                 removeDefinition: try database.prepare("DELETE FROM definitions WHERE key = ?1"),
                 saveValue: try database.prepare("INSERT OR REPLACE INTO stored_values (key, value, revision) VALUES (?1, ?2, ?3)"),
                 removeValue: try database.prepare("DELETE FROM stored_values WHERE key = ?1"),
-                saveRevision: try database.prepare("INSERT OR REPLACE INTO meta (name, value) VALUES ('revision', ?1)"))
+                saveRevision: try database.prepare("INSERT OR REPLACE INTO meta (name, value) VALUES ('revision', ?1)"),
+                saveBinding: try database.prepare("INSERT OR REPLACE INTO bindings (id, key, target, options) VALUES (?1, ?2, ?3, ?4)"),
+                removeBinding: try database.prepare("DELETE FROM bindings WHERE id = ?1"))
         } catch let error as PropBusError {
             throw error
         } catch {
@@ -70,29 +75,48 @@ public final class SQLiteStore: PropertyStore {
     private static func migrate(_ database: SQLiteDatabase, path: String) throws -> Void {
         let version = Int64(try database.textRows("PRAGMA user_version").first ?? "0") ?? 0
         if version == schemaVersion { return }
-        guard version == 0 else {
-            throw PropBusError(.storeFailed, "the store \(path) has schema version \(version); this propbusd reads only version \(schemaVersion)")
+        guard version < schemaVersion else {
+            throw PropBusError(.storeFailed, "the store \(path) has schema version \(version); this propbusd reads versions up to \(schemaVersion)")
         }
-        try database.execute("""
-            BEGIN IMMEDIATE;
-            CREATE TABLE definitions (
-                key TEXT PRIMARY KEY NOT NULL,
-                type TEXT NOT NULL,
-                default_value BLOB NOT NULL,
-                options BLOB NOT NULL
-            ) WITHOUT ROWID;
-            CREATE TABLE stored_values (
-                key TEXT PRIMARY KEY NOT NULL,
-                value BLOB NOT NULL,
-                revision INTEGER NOT NULL
-            ) WITHOUT ROWID;
-            CREATE TABLE meta (
-                name TEXT PRIMARY KEY NOT NULL,
-                value INTEGER NOT NULL
-            ) WITHOUT ROWID;
-            PRAGMA user_version = \(schemaVersion);
-            COMMIT;
-            """)
+        // Each step brings the schema from one version to the next, in one transaction.
+        let steps: [Int64: String] = [
+            0: """
+                CREATE TABLE definitions (
+                    key TEXT PRIMARY KEY NOT NULL,
+                    type TEXT NOT NULL,
+                    default_value BLOB NOT NULL,
+                    options BLOB NOT NULL
+                ) WITHOUT ROWID;
+                CREATE TABLE stored_values (
+                    key TEXT PRIMARY KEY NOT NULL,
+                    value BLOB NOT NULL,
+                    revision INTEGER NOT NULL
+                ) WITHOUT ROWID;
+                CREATE TABLE meta (
+                    name TEXT PRIMARY KEY NOT NULL,
+                    value INTEGER NOT NULL
+                ) WITHOUT ROWID;
+                """,
+            1: """
+                CREATE TABLE bindings (
+                    id INTEGER PRIMARY KEY NOT NULL,
+                    key TEXT NOT NULL,
+                    target TEXT NOT NULL,
+                    options BLOB NOT NULL
+                );
+                """,
+        ]
+        try database.execute("BEGIN IMMEDIATE")
+        do {
+            for from in version..<schemaVersion {
+                try database.execute(steps[from]!)
+            }
+            try database.execute("PRAGMA user_version = \(schemaVersion)")
+            try database.execute("COMMIT")
+        } catch {
+            try? database.execute("ROLLBACK")
+            throw error
+        }
     }
 
     // MARK: PropertyStore
@@ -122,6 +146,16 @@ public final class SQLiteStore: PropertyStore {
             }
             let revision = try database.prepare("SELECT value FROM meta WHERE name = 'revision'")
             while try revision.step() { state.revision = UInt64(bitPattern: revision.integer(0)) }
+            let bindings = try database.prepare("SELECT id, key, target, options FROM bindings ORDER BY id")
+            while try bindings.step() {
+                let id = UInt64(bitPattern: bindings.integer(0))
+                do {
+                    state.bindings.append(try Self.binding(id: id, key: bindings.text(1) ?? "", to: bindings.text(2) ?? "",
+                                                           options: bindings.blob(3)))
+                } catch {
+                    throw PropBusError(.storeFailed, "the store \(path) holds an unreadable binding \(id): \(error)")
+                }
+            }
         } catch let error as PropBusError {
             throw error
         } catch {
@@ -143,8 +177,14 @@ public final class SQLiteStore: PropertyStore {
 
     public func saveRevision(_ revision: UInt64) { pendingRevision = revision }
 
+    public func saveBinding(_ binding: Binding) { pendingBindings[binding.id] = .save(binding) }
+
+    public func removeBinding(_ id: UInt64) { pendingBindings[id] = .delete }
+
     /// Whether writes are waiting for ``commit()``.
-    public var hasPendingWrites: Bool { !pendingDefinitions.isEmpty || !pendingValues.isEmpty || pendingRevision != nil }
+    public var hasPendingWrites: Bool {
+        !pendingDefinitions.isEmpty || !pendingValues.isEmpty || pendingRevision != nil || !pendingBindings.isEmpty
+    }
 
     public func commit() throws(PropBusError) {
         guard hasPendingWrites else { return }
@@ -171,6 +211,15 @@ public final class SQLiteStore: PropertyStore {
                 }
             }
             if let pendingRevision { try statements.saveRevision.run([.integer(Int64(bitPattern: pendingRevision))]) }
+            for (id, pending) in pendingBindings.sorted(by: { $0.key < $1.key }) {
+                switch pending {
+                case .save(let binding):
+                    try statements.saveBinding.run([.integer(Int64(bitPattern: id)), .text(binding.key.text), .text(binding.to.text),
+                                                    .blob(ValueCodec.encode(Self.options(of: binding)))])
+                case .delete:
+                    try statements.removeBinding.run([.integer(Int64(bitPattern: id))])
+                }
+            }
             try database.execute("COMMIT")
         } catch {
             if database.inTransaction { try? database.execute("ROLLBACK") }
@@ -185,6 +234,7 @@ public final class SQLiteStore: PropertyStore {
         pendingDefinitions.removeAll(keepingCapacity: true)
         pendingValues.removeAll(keepingCapacity: true)
         pendingRevision = nil
+        pendingBindings.removeAll(keepingCapacity: true)
     }
 
     // MARK: Definitions
@@ -205,5 +255,27 @@ public final class SQLiteStore: PropertyStore {
         guard let entries = try ValueCodec.decode(options).stringKeyedEntries else { throw ValueCodecError("options are not an a{sv}") }
         _ = try definition.apply(options: entries)
         return definition
+    }
+
+    // MARK: Bindings
+
+    /// The `Bind` options that rebuild `binding`, as an `a{sv}`.
+    static func options(of binding: Binding) -> DBusValue {
+        var options = binding.options
+        options["owner"] = nil
+        return .vardict(options)
+    }
+
+    static func binding(id: UInt64, key: String, to: String, options: [UInt8]) throws -> Binding {
+        guard let entries = try ValueCodec.decode(options).stringKeyedEntries?.mapValues(\.unwrappingVariant) else {
+            throw ValueCodecError("options are not an a{sv}")
+        }
+        guard let direction = entries["direction"]?.stringValue.flatMap(Binding.Direction.init(rawValue:)) else {
+            throw ValueCodecError("no valid direction")
+        }
+        return Binding(id: id, key: try Key(key), to: try Key(to), direction: direction,
+                       toKey: try entries["to_key"]?.stringValue.map { try Expression(parsing: $0) },
+                       toTarget: try entries["to_target"]?.stringValue.map { try Expression(parsing: $0) },
+                       persistent: true, owner: nil)
     }
 }

@@ -1,0 +1,62 @@
+import DBus
+
+/// A daemon-side channel: `key` follows `to`, and, unless one-way, `to` follows `key`.
+///
+/// This is `RACChannelTo(view, key) = RACChannelTo(model, to)`: when the binding is made, `key`
+/// takes `to`'s (mapped) value and nothing is written to `to`.
+public struct Binding: Sendable, Hashable {
+    /// Which way values flow.
+    public enum Direction: String, Sendable, CaseIterable {
+        /// Both ways (the default).
+        case both
+        /// From `to` to `key` only, like GSettings' `G_SETTINGS_BIND_GET`.
+        case from
+        /// From `key` to `to` only.
+        case to
+    }
+
+    /// The binding's number, also its object path's last element.
+    public var id: UInt64
+    /// The following side.
+    public var key: Key
+    /// The leading side: it wins when the binding is made.
+    public var to: Key
+    public var direction: Direction
+    /// Maps a value of `to` into `key`'s domain (`to_key`); identity when `nil`.
+    public var toKey: Expression?
+    /// Maps a value of `key` into `to`'s domain (`to_target`); identity when `nil`.
+    public var toTarget: Expression?
+    /// Whether the binding is stored and survives restarts.
+    public var persistent: Bool
+    /// The unique bus name of the connection that made it; a non-persistent binding ends with it.
+    public var owner: String?
+
+    public init(id: UInt64, key: Key, to: Key, direction: Direction = .both, toKey: Expression? = nil,
+                toTarget: Expression? = nil, persistent: Bool = false, owner: String? = nil) {
+        self.id = id
+        self.key = key
+        self.to = to
+        self.direction = direction
+        self.toKey = toKey
+        self.toTarget = toTarget
+        self.persistent = persistent
+        self.owner = owner
+    }
+
+    /// Whether changes of `to` reach `key`.
+    public var flowsToKey: Bool { direction != .to }
+    /// Whether changes of `key` reach `to`.
+    public var flowsToTarget: Bool { direction != .from }
+
+    /// The option names `Bind` accepts.
+    public static let optionNames = ["direction", "to_key", "to_target", "persistent"]
+
+    /// The options dictionary of `ListBindings`.
+    public var options: [String: DBusValue] {
+        var result: [String: DBusValue] = ["direction": .string(direction.rawValue), "persistent": .boolean(persistent)]
+        if let toKey { result["to_key"] = .string(toKey.text) }
+        if let toTarget { result["to_target"] = .string(toTarget.text) }
+        if let owner { result["owner"] = .string(owner) }
+        return result
+    }
+}

@@ -1,0 +1,51 @@
+/// The bindings of a model, indexed by the keys they touch.
+public struct BindingTable: Sendable {
+    private(set) var byID: [UInt64: Binding] = [:]
+    private var byKey: [Key: Set<UInt64>] = [:]
+    /// The next id to hand out; ids are never reused within a run.
+    private(set) var nextID: UInt64 = 1
+
+    public init() {}
+
+    /// Whether there are no bindings: writes then skip propagation entirely.
+    public var isEmpty: Bool { byID.isEmpty }
+
+    /// Every binding, by id.
+    public var all: [Binding] { byID.values.sorted { $0.id < $1.id } }
+
+    /// The binding with this id.
+    public subscript(id: UInt64) -> Binding? { byID[id] }
+
+    /// Takes an id for a new binding.
+    mutating func makeID() -> UInt64 {
+        defer { nextID += 1 }
+        return nextID
+    }
+
+    mutating func insert(_ binding: Binding) {
+        byID[binding.id] = binding
+        byKey[binding.key, default: []].insert(binding.id)
+        byKey[binding.to, default: []].insert(binding.id)
+        nextID = max(nextID, binding.id + 1)
+    }
+
+    @discardableResult
+    mutating func remove(_ id: UInt64) -> Binding? {
+        guard let binding = byID.removeValue(forKey: id) else { return nil }
+        byKey[binding.key]?.remove(id)
+        byKey[binding.to]?.remove(id)
+        if byKey[binding.key]?.isEmpty == true { byKey[binding.key] = nil }
+        if byKey[binding.to]?.isEmpty == true { byKey[binding.to] = nil }
+        return binding
+    }
+
+    /// Bindings with `key` on either side, in id order so propagation is deterministic.
+    func touching(_ key: Key) -> [Binding] {
+        (byKey[key] ?? []).sorted().compactMap { byID[$0] }
+    }
+
+    /// How many bindings a connection made.
+    func count(ownedBy owner: String) -> Int {
+        byID.values.reduce(0) { $0 + ($1.owner == owner ? 1 : 0) }
+    }
+}

@@ -1,0 +1,85 @@
+import DBus
+
+/// Spreads a change through the bindings until it settles.
+///
+/// The rule that makes channels correct: a propagated value is compared with the *current value
+/// of the other side* (including what this same propagation already assigned), never with a
+/// remembered last value, so nothing can go stale, and a write that changes nothing produces no
+/// further writes (no echo). Each key is assigned at most once per propagation and the keys the
+/// change started from are never assigned, so chains and cycles settle in one pass and
+/// terminate even with transforms that are not inverses of each other.
+struct Propagation {
+    let bindings: BindingTable
+    /// The value a key has before this change (the model's current value).
+    let currentValue: (Key) -> DBusValue?
+    /// The type of a registered key.
+    let type: (Key) -> DBusType?
+
+    /// Returns the extra assignments the bindings make when `assignments` happen.
+    ///
+    /// - Parameter frozen: keys that must not be written (the origins, and at bind time the
+    ///   leading side).
+    func expand(_ assignments: [(Key, DBusValue)], frozen: Set<Key> = []) throws(PropBusError) -> [(Key, DBusValue)] {
+        var pending: [Key: DBusValue] = [:]
+        var visited = frozen
+        for (key, value) in assignments {
+            pending[key] = value
+            visited.insert(key)
+        }
+        var work = assignments
+        var result: [(Key, DBusValue)] = []
+        var index = 0
+        while index < work.count {
+            let (key, value) = work[index]
+            index += 1
+            for binding in bindings.touching(key) {
+                let target: Key
+                let transform: Expression?
+                if binding.key == key && binding.to != key {
+                    guard binding.flowsToTarget else { continue }
+                    (target, transform) = (binding.to, binding.toTarget)
+                } else if binding.to == key {
+                    guard binding.flowsToKey else { continue }
+                    (target, transform) = (binding.key, binding.toKey)
+                } else {
+                    continue
+                }
+                // A binding loaded from the store may wait for a key a model file declares later.
+                guard !visited.contains(target), type(target) != nil else { continue }
+                let mapped = try map(value, through: transform, into: target, binding: binding, pending: pending)
+                let current = pending[target] ?? currentValue(target)
+                if mapped == current { continue }
+                visited.insert(target)
+                pending[target] = mapped
+                result.append((target, mapped))
+                work.append((target, mapped))
+            }
+        }
+        return result
+    }
+
+    /// Applies a transform and converts the result to the target's type.
+    func map(_ value: DBusValue, through transform: Expression?, into target: Key, binding: Binding,
+             pending: [Key: DBusValue] = [:]) throws(PropBusError) -> DBusValue {
+        guard let targetType = type(target) else {
+            throw PropBusError(.unknownKey, "binding \(binding.id) targets \(target), which does not exist")
+        }
+        var result = value
+        if let transform {
+            do {
+                result = try transform.evaluate(value: value) { name in
+                    guard let key = try? Key(name) else { return nil }
+                    return pending[key] ?? currentValue(key)
+                }
+            } catch {
+                throw PropBusError(.transformFailed, "binding \(binding.id) (\(binding.key) ↔ \(binding.to)) cannot map the value for \(target): \(error.message)")
+            }
+        }
+        if result.type == targetType { return result }
+        do {
+            return try Expression.convert(result, to: targetType)
+        } catch {
+            throw PropBusError(.transformFailed, "binding \(binding.id) (\(binding.key) ↔ \(binding.to)) cannot map the value for \(target): \(error.message)")
+        }
+    }
+}
