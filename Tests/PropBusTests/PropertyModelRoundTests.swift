@@ -15,6 +15,8 @@ final class FailingStore: PropertyStore {
     func saveValue(_ value: DBusValue, revision: UInt64, for key: Key) { pendingValues[key] = value }
     func removeValue(for key: Key) { pendingValues[key] = .some(nil) }
     func saveRevision(_ revision: UInt64) {}
+    func saveBinding(_ binding: Binding) {}
+    func removeBinding(_ id: UInt64) {}
 
     func commit() throws(PropBusError) {
         if failNextCommit {
