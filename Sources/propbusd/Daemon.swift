@@ -33,10 +33,28 @@ final class Daemon: @unchecked Sendable {
                 try StateDirectory.create(directory)
                 store = try openDatabase(directory + "/" + SQLiteStore.fileName)
             }
-            self.model = try PropertyModel(store: store, limits: options.limits)
+            let model = try PropertyModel(store: store, limits: options.limits)
+            try loadModelFiles(into: model, environment: environment)
+            // Declarations are applied before the bus is reached, so commit them here.
+            try store.commit()
+            model.commitRound()
+            self.model = model
             self.store = store
         } catch {
             Self.fail(error.message, code: 1)
+        }
+    }
+
+    /// Registers what the config directory's model files and `--model` files declare.
+    private func loadModelFiles(into model: PropertyModel, environment: [String: String]) throws(PropBusError) {
+        let systemBus = if case .system = options.bus { true } else { false }
+        let paths = ModelFile.files(in: ModelFile.configDirectory(environment: environment, systemBus: systemBus)) + options.models
+        for path in paths {
+            let file = try ModelFile(contentsOf: path)
+            _ = try file.apply(to: model)
+            for command in file.commands {
+                FileHandle.standardError.write(Data("propbusd: \(path): \(command.key): commands are not served yet; the declaration was checked and skipped\n".utf8))
+            }
         }
     }
 

@@ -13,6 +13,8 @@ struct DaemonOptions {
     /// `--in-memory`: keep nothing on disk.
     var inMemory = false
     var service = Service.Options()
+    /// Model files given with `--model`, read after those of the config directory.
+    var models: [String] = []
 
     struct UsageError: Error { var message: String }
 
@@ -35,6 +37,9 @@ struct DaemonOptions {
         },
         Option(name: "--max-bindings-per-client", value: "N", help: "Refuse more than N bindings from one connection (default 64).") { o, v throws(UsageError) in
             o.service.maximumBindingsPerClient = try positive(v, "--max-bindings-per-client")
+        },
+        Option(name: "--model", value: "FILE", help: "Also read this model file (repeatable); the config directory's *.json come first.") { o, v in
+            o.models.append(v)
         },
         Option(name: "--state-dir", value: "DIR", help: "Keep the store in DIR (unless $STATE_DIRECTORY is set).") { o, v throws(UsageError) in
             guard !v.isEmpty else { throw UsageError(message: "--state-dir expects a directory") }

@@ -1,0 +1,241 @@
+import DBus
+import Foundation
+
+/// A JSON declaration of groups with their properties, commands and bindings, like a GSettings
+/// schema (SPEC §4, "Model files"). The format is documented in `docs/model-files.md`.
+///
+/// Declarations are applied at every start: properties are registered again (keeping their
+/// stored values), bindings are made again. Every error names the file, the key and the problem.
+public struct ModelFile: Sendable {
+    /// A property to register.
+    public struct PropertyDeclaration: Sendable {
+        public var key: Key
+        public var type: DBusType
+        public var defaultValue: DBusValue
+        /// `CreateProperty` options.
+        public var options: [String: DBusValue]
+    }
+
+    /// A command, checked for shape now and served once commands exist (SPEC §6).
+    public struct CommandDeclaration: Sendable {
+        public var key: Key
+        /// `CreateCommand` options.
+        public var options: [String: DBusValue]
+    }
+
+    /// A binding to make (`Manager.Bind`).
+    public struct BindingDeclaration: Sendable {
+        public var key: String
+        public var to: String
+        /// `Bind` options.
+        public var options: [String: DBusValue]
+    }
+
+    /// The file the declarations came from.
+    public let path: String
+    public private(set) var properties: [PropertyDeclaration] = []
+    public private(set) var commands: [CommandDeclaration] = []
+    public private(set) var bindings: [BindingDeclaration] = []
+
+    /// Reads and checks the file at `path`.
+    public init(contentsOf path: String) throws(PropBusError) {
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw PropBusError(.invalidArgs, "\(path): cannot read the model file: \(error.localizedDescription)")
+        }
+        try self.init(path: path, text: text)
+    }
+
+    /// Checks `text` as the content of a model file named `path`.
+    public init(path: String, text: String) throws(PropBusError) {
+        self.path = path
+        let json: JSONValue
+        do { json = try JSONValue.parse(text) } catch {
+            throw fail(nil, "invalid JSON at byte \(error.offset): \(error.reason)")
+        }
+        guard let top = json.objectMembers else { throw fail(nil, "the document must be a JSON object with \"groups\" (and optionally \"bindings\")") }
+        for member in top {
+            switch member.key {
+            case "groups":
+                guard let groups = member.value.objectMembers else { throw fail(nil, "\"groups\" must be an object of group names") }
+                for group in groups { try readGroup(group.key, group.value) }
+            case "bindings":
+                guard let items = member.value.arrayValue else { throw fail(nil, "\"bindings\" must be an array") }
+                for (index, item) in items.enumerated() { try readBinding(index, item) }
+            case "version", "description":
+                continue
+            default:
+                throw fail(nil, "unknown field \"\(member.key)\"; expected \"groups\", \"bindings\", \"description\" or \"version\"")
+            }
+        }
+    }
+
+    private func fail(_ key: String?, _ problem: String) -> PropBusError {
+        PropBusError(.invalidArgs, "\(path): " + (key.map { "\($0): " } ?? "") + problem)
+    }
+
+    private mutating func readGroup(_ group: String, _ json: JSONValue) throws(PropBusError) {
+        guard let members = json.objectMembers else { throw fail(group, "a group must be an object with \"properties\" and/or \"commands\"") }
+        for member in members {
+            guard let items = member.value.objectMembers else { throw fail(group, "\"\(member.key)\" must be an object of names") }
+            switch member.key {
+            case "properties":
+                for item in items { try readProperty(group + "." + item.key, item.value) }
+            case "commands":
+                for item in items { try readCommand(group + "." + item.key, item.value) }
+            default:
+                throw fail(group, "unknown field \"\(member.key)\"; expected \"properties\" or \"commands\"")
+            }
+        }
+    }
+
+    private func parseKey(_ text: String) throws(PropBusError) -> Key {
+        do { return try Key(text) } catch { throw fail(text, error.message) }
+    }
+
+    private mutating func readProperty(_ keyText: String, _ json: JSONValue) throws(PropBusError) {
+        let key = try parseKey(keyText)
+        guard let members = json.objectMembers else { throw fail(keyText, "a property must be an object with at least \"type\"") }
+        guard let typeText = json["type"]?.stringValue else { throw fail(keyText, "\"type\" (a D-Bus signature such as \"s\" or \"a{sv}\") is missing") }
+        let type: DBusType
+        do { type = try DBusType(parsing: typeText) } catch {
+            throw fail(keyText, "\"type\" \"\(typeText)\" is not a single complete D-Bus type: \(error.reason)")
+        }
+        func value(_ field: String, _ json: JSONValue, as type: DBusType) throws(PropBusError) -> DBusValue {
+            do { return try ValueText.value(from: json, as: type) } catch {
+                throw fail(keyText, "\"\(field)\" is not a valid '\(type.signature)' value: \(error.message)")
+            }
+        }
+        var defaultValue = type.zeroValue
+        var options: [String: DBusValue] = [:]
+        for member in members {
+            let field = member.key, item = member.value
+            switch field {
+            case "type":
+                continue
+            case "default":
+                defaultValue = try value(field, item, as: type)
+            case "value", "minimum", "maximum":
+                options[field] = try value(field, item, as: type)
+            case "persistent", "writable", "secret":
+                guard let flag = item.boolValue else { throw fail(keyText, "\"\(field)\" must be true or false") }
+                options[field] = .boolean(flag)
+            case "description":
+                guard let text = item.stringValue else { throw fail(keyText, "\"description\" must be a string") }
+                options[field] = .string(text)
+            case "choices":
+                guard let items = item.arrayValue else { throw fail(keyText, "\"choices\" must be an array of '\(type.signature)' values") }
+                var choices: [DBusValue] = []
+                for choice in items { choices.append(.variant(try value(field, choice, as: type))) }
+                options[field] = .array(of: .variant, choices)
+            case "writers":
+                guard let items = item.arrayValue, items.allSatisfy({ $0.stringValue != nil }) else {
+                    throw fail(keyText, "\"writers\" must be an array of user names and @groups")
+                }
+                options[field] = .array(of: .string, items.compactMap(\.stringValue).map { .string($0) })
+            default:
+                throw fail(keyText, "unknown field \"\(field)\"; expected type, default, \(PropertyDefinition.optionNames.joined(separator: ", "))")
+            }
+        }
+        properties.append(PropertyDeclaration(key: key, type: type, defaultValue: defaultValue, options: options))
+    }
+
+    private mutating func readCommand(_ keyText: String, _ json: JSONValue) throws(PropBusError) {
+        let key = try parseKey(keyText)
+        guard let members = json.objectMembers else { throw fail(keyText, "a command must be an object") }
+        var options: [String: DBusValue] = [:]
+        for member in members {
+            let field = member.key, item = member.value
+            switch field {
+            case "exec":
+                guard let argv = item.arrayValue, !argv.isEmpty, argv.allSatisfy({ $0.stringValue != nil }) else {
+                    throw fail(keyText, "\"exec\" must be a non-empty array of strings (an argv, run without a shell)")
+                }
+                options[field] = .array(of: .string, argv.compactMap(\.stringValue).map { .string($0) })
+            case "enabled_when":
+                guard let text = item.stringValue else { throw fail(keyText, "\"enabled_when\" must be an expression string") }
+                do { _ = try Expression(parsing: text) } catch { throw fail(keyText, "\"enabled_when\": \(error.message)") }
+                options[field] = .string(text)
+            case "handler", "concurrent", "persistent":
+                guard let flag = item.boolValue else { throw fail(keyText, "\"\(field)\" must be true or false") }
+                options[field] = .boolean(flag)
+            case "timeout":
+                guard let seconds = item.doubleValue, seconds > 0 else { throw fail(keyText, "\"timeout\" must be a positive number of seconds") }
+                options[field] = .double(seconds)
+            case "description":
+                guard let text = item.stringValue else { throw fail(keyText, "\"description\" must be a string") }
+                options[field] = .string(text)
+            default:
+                throw fail(keyText, "unknown field \"\(field)\"; expected exec, handler, enabled_when, concurrent, timeout, persistent, description")
+            }
+        }
+        guard (options["exec"] != nil) != (options["handler"]?.boolValue == true) else {
+            throw fail(keyText, "a command needs either \"exec\" or \"handler\": true")
+        }
+        commands.append(CommandDeclaration(key: key, options: options))
+    }
+
+    private mutating func readBinding(_ index: Int, _ json: JSONValue) throws(PropBusError) {
+        let label = "bindings[\(index)]"
+        guard let members = json.objectMembers, let key = json["key"]?.stringValue, let to = json["to"]?.stringValue else {
+            throw fail(label, "a binding must be an object with \"key\" and \"to\"")
+        }
+        _ = try parseKey(key)
+        _ = try parseKey(to)
+        var options: [String: DBusValue] = [:]
+        for member in members where member.key != "key" && member.key != "to" {
+            switch member.key {
+            case "direction", "to_key", "to_target":
+                guard let text = member.value.stringValue else { throw fail(label, "\"\(member.key)\" must be a string") }
+                if member.key != "direction" {
+                    do { _ = try Expression(parsing: text) } catch { throw fail(label, "\"\(member.key)\": \(error.message)") }
+                }
+                options[member.key] = .string(text)
+            default:
+                throw fail(label, "unknown field \"\(member.key)\"; expected key, to, direction, to_key, to_target")
+            }
+        }
+        bindings.append(BindingDeclaration(key: key, to: to, options: options))
+    }
+
+    /// Registers the properties, then makes the bindings. Errors name the file and the key.
+    public func apply(to model: PropertyModel) throws(PropBusError) -> [PropertyChange] {
+        var changes: [PropertyChange] = []
+        for property in properties {
+            do {
+                changes += try model.create(key: property.key.text, type: property.type.signature,
+                                            defaultValue: property.defaultValue, options: property.options)
+            } catch {
+                throw fail(property.key.text, error.message)
+            }
+        }
+        for (index, binding) in bindings.enumerated() {
+            do {
+                // Declared bindings belong to the file: made again at each start, never stored.
+                changes += try model.bind(key: binding.key, to: binding.to, options: binding.options, owner: nil).changes
+            } catch {
+                throw fail("bindings[\(index)] (\(binding.key) ↔ \(binding.to))", error.message)
+            }
+        }
+        return changes
+    }
+}
+
+extension ModelFile {
+    /// Where model files are read from at startup: `$XDG_CONFIG_HOME/propbus/models` (default
+    /// `~/.config/propbus/models`) for a session bus, `/etc/propbus/models` for the system bus.
+    public static func configDirectory(environment: [String: String], systemBus: Bool) -> String {
+        if systemBus { return "/etc/propbus/models" }
+        if let config = environment["XDG_CONFIG_HOME"], config.hasPrefix("/") { return config + "/propbus/models" }
+        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
+        return home + "/.config/propbus/models"
+    }
+
+    /// The `*.json` files of `directory`, sorted by name; none when it does not exist.
+    public static func files(in directory: String) -> [String] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        return names.filter { $0.hasSuffix(".json") }.sorted().map { directory + "/" + $0 }
+    }
+}
