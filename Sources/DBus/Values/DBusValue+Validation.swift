@@ -1,12 +1,46 @@
 /// Checks a value against the D-Bus wire rules before it is marshalled, so libdbus never sees
 /// something it would reject with a warning or an abort.
 extension DBusValue {
+    /// The deepest container nesting libdbus accepts in a received body
+    /// (`DBUS_MAXIMUM_TYPE_RECURSION_DEPTH * 2`).
+    static let maximumTotalDepth = 2 * Signature.maximumDepth
+
     /// Throws ``ValueError`` when the value cannot be sent on the wire.
+    ///
+    /// Two things are checked: every item (strings, paths, nested signatures, each item's type
+    /// against its container's declared type, the total nesting depth), and the declared type
+    /// of each container that starts a signature, so that an empty array of an impossible
+    /// element type is refused too.
     public func validate() throws(ValueError) {
-        try validate(arrayDepth: 0, structDepth: 0, variantDepth: 0)
+        try validateStartingSignature(depth: 0)
     }
 
-    private func validate(arrayDepth: Int, structDepth: Int, variantDepth: Int) throws(ValueError) {
+    /// Validates a value that starts a signature of its own: the top-level value or a variant's
+    /// payload, `depth` containers deep.
+    private func validateStartingSignature(depth: Int) throws(ValueError) {
+        try validateItems(depth: depth)
+        switch self {
+        case .array, .dictionary, .structure:
+            // Items only show what they hold; the declared type can still be impossible (an
+            // empty `a{vs}`, 40 nested empty arrays, 256 bytes of signature). Array and struct
+            // depth limits are signature limits, so they are enforced here too.
+            // Basic types and `ay` always have a valid signature, so they skip building one.
+            let text = signature
+            do { _ = try Signature(validating: text) } catch {
+                throw ValueError("type '\(text)' is invalid: \(error.reason)")
+            }
+        default:
+            break
+        }
+    }
+
+    /// Checks the items of a value that `depth` containers enclose.
+    ///
+    /// The total depth follows libdbus's body validation, which a peer or the bus applies on
+    /// receipt: variants, structs, dict entries and non-empty arrays of non-fixed types each
+    /// add a level, and no level may go past 64. Arrays of fixed types are checked as a block
+    /// without a level of their own.
+    private func validateItems(depth: Int) throws(ValueError) {
         switch self {
         case .string(let s):
             guard !s.utf8.contains(0) else { throw ValueError("string contains a NUL byte") }
@@ -15,38 +49,54 @@ extension DBusValue {
         case .signature(let g):
             do { _ = try Signature(validating: g) } catch { throw ValueError(error.description) }
         case .variant(let inner):
-            // The spec caps total nesting at 64 including variants.
-            guard arrayDepth + structDepth + variantDepth < 64 else { throw ValueError("variants nested too deeply") }
-            try inner.validate(arrayDepth: 0, structDepth: 0, variantDepth: variantDepth + arrayDepth + structDepth + 1)
+            guard depth < Self.maximumTotalDepth else {
+                throw ValueError("variants nested too deeply: more than \(Self.maximumTotalDepth) containers")
+            }
+            try inner.validateStartingSignature(depth: depth + 1)
         case .array(let element, let items):
-            guard arrayDepth < Signature.maximumDepth else { throw ValueError("arrays nested deeper than 32") }
+            guard element != .byte else {
+                throw ValueError("a byte array 'ay' must be .bytes, not .array(element: .byte); build arrays with DBusValue.array(of:_:)")
+            }
+            if !items.isEmpty, !Self.isFixed(element), depth >= Self.maximumTotalDepth {
+                throw ValueError("containers nested more than \(Self.maximumTotalDepth) deep")
+            }
             for item in items {
                 guard item.type == element else {
                     throw ValueError("array of '\(element.signature)' holds a '\(item.signature)'")
                 }
-                try item.validate(arrayDepth: arrayDepth + 1, structDepth: structDepth, variantDepth: variantDepth)
+                try item.validateItems(depth: depth + 1)
             }
         case .dictionary(let keyType, let valueType, let entries):
             guard keyType.isBasic else { throw ValueError("dict key type '\(keyType.signature)' is not basic") }
-            guard arrayDepth < Signature.maximumDepth else { throw ValueError("arrays nested deeper than 32") }
+            // Each entry is a container of its own inside the array.
+            if !entries.isEmpty, depth + 1 >= Self.maximumTotalDepth {
+                throw ValueError("containers nested more than \(Self.maximumTotalDepth) deep")
+            }
             for entry in entries {
                 guard entry.key.type == keyType, entry.value.type == valueType else {
                     throw ValueError("dict a{\(keyType.signature)\(valueType.signature)} holds an entry {\(entry.key.signature)\(entry.value.signature)}")
                 }
-                try entry.key.validate(arrayDepth: arrayDepth + 1, structDepth: structDepth, variantDepth: variantDepth)
-                try entry.value.validate(arrayDepth: arrayDepth + 1, structDepth: structDepth, variantDepth: variantDepth)
+                try entry.key.validateItems(depth: depth + 2)
+                try entry.value.validateItems(depth: depth + 2)
             }
         case .structure(let fields):
             guard !fields.isEmpty else { throw ValueError("empty struct") }
-            guard structDepth < Signature.maximumDepth else { throw ValueError("structs nested deeper than 32") }
+            guard depth < Self.maximumTotalDepth else {
+                throw ValueError("containers nested more than \(Self.maximumTotalDepth) deep")
+            }
             for field in fields {
-                try field.validate(arrayDepth: arrayDepth, structDepth: structDepth + 1, variantDepth: variantDepth)
+                try field.validateItems(depth: depth + 1)
             }
         default:
             break
         }
-        if case .structure = self, signature.utf8.count > Signature.maximumLength {
-            throw ValueError("signature longer than 255 bytes")
+    }
+
+    /// Whether `type` is fixed-size (`dbus_type_is_fixed`): arrays of it are one block.
+    static func isFixed(_ type: DBusType) -> Bool {
+        switch type {
+        case .byte, .boolean, .int16, .uint16, .int32, .uint32, .int64, .uint64, .double, .unixFD: true
+        default: false
         }
     }
 
@@ -87,12 +137,14 @@ extension DBusValue {
         }
     }
 
+    /// The wire alignment of a value of `type`.
     static func alignment(of type: DBusType) -> Int {
         switch type {
         case .byte, .signature, .variant: 1
         case .int16, .uint16: 2
-        case .boolean, .int32, .uint32, .unixFD, .string, .objectPath, .array: 4
-        case .int64, .uint64, .double, .structure, .dictionary: 8
+        // A `.dictionary` type is the array `a{…}`: aligned as an array; its entries align to 8.
+        case .boolean, .int32, .uint32, .unixFD, .string, .objectPath, .array, .dictionary: 4
+        case .int64, .uint64, .double, .structure: 8
         }
     }
 }

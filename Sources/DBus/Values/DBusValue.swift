@@ -18,7 +18,8 @@ public indirect enum DBusValue: Hashable, Sendable {
     case signature(String)
     case unixFD(Int32)
     case variant(DBusValue)
-    /// An array of `element`-typed values (never `y`: see ``bytes(_:)``).
+    /// An array of `element`-typed values (never `y`: see ``bytes(_:)``; ``validate()`` refuses
+    /// an array of `y`).
     case array(element: DBusType, [DBusValue])
     /// An `ay` byte array.
     case bytes([UInt8])

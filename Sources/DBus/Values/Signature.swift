@@ -39,16 +39,19 @@ public struct Signature: Hashable, Sendable, CustomStringConvertible {
 
         var atEnd: Bool { index >= bytes.count }
 
-        func fail(_ reason: String) -> SignatureError {
-            SignatureError(signature: text, reason: "\(reason) at position \(index)")
+        /// An error at `position`, the 0-based index of the offending byte; `index` by default,
+        /// which is the length of the text when the signature ends too early.
+        func fail(_ reason: String, at position: Int? = nil) -> SignatureError {
+            SignatureError(signature: text, reason: "\(reason) at position \(position ?? index)")
         }
 
         mutating func parseType(arrayDepth: Int, structDepth: Int) throws(SignatureError) -> DBusType {
             guard !atEnd else { throw fail("expected a type, found the end") }
+            let start = index
             let byte = bytes[index]
             index += 1
             guard let code = TypeCode(rawValue: byte) else {
-                throw fail("unknown type code '\(Character(Unicode.Scalar(byte)))'")
+                throw fail("unknown type code '\(Character(Unicode.Scalar(byte)))'", at: start)
             }
             switch code {
             case .byte: return .byte
@@ -66,7 +69,7 @@ public struct Signature: Hashable, Sendable, CustomStringConvertible {
             case .unixFD: return .unixFD
             case .variant: return .variant
             case .array:
-                guard arrayDepth < Signature.maximumDepth else { throw fail("arrays nested deeper than 32") }
+                guard arrayDepth < Signature.maximumDepth else { throw fail("arrays nested deeper than 32", at: start) }
                 if !atEnd, bytes[index] == TypeCode.dictBegin.rawValue {
                     index += 1
                     let key = try parseType(arrayDepth: arrayDepth + 1, structDepth: structDepth)
@@ -80,7 +83,7 @@ public struct Signature: Hashable, Sendable, CustomStringConvertible {
                 }
                 return .array(try parseType(arrayDepth: arrayDepth + 1, structDepth: structDepth))
             case .structBegin:
-                guard structDepth < Signature.maximumDepth else { throw fail("structs nested deeper than 32") }
+                guard structDepth < Signature.maximumDepth else { throw fail("structs nested deeper than 32", at: start) }
                 var fields: [DBusType] = []
                 while true {
                     guard !atEnd else { throw fail("expected ')' to close a struct") }
@@ -90,12 +93,12 @@ public struct Signature: Hashable, Sendable, CustomStringConvertible {
                     }
                     fields.append(try parseType(arrayDepth: arrayDepth, structDepth: structDepth + 1))
                 }
-                guard !fields.isEmpty else { throw fail("empty struct") }
+                guard !fields.isEmpty else { throw fail("empty struct", at: index - 1) }
                 return .structure(fields)
-            case .structEnd: throw fail("unexpected ')'")
-            case .dictBegin: throw fail("dict entry outside an array")
-            case .dictEnd: throw fail("unexpected '}'")
-            case .structValue, .dictEntryValue: throw fail("unknown type code '\(code.character)'")
+            case .structEnd: throw fail("unexpected ')'", at: start)
+            case .dictBegin: throw fail("dict entry outside an array", at: start)
+            case .dictEnd: throw fail("unexpected '}'", at: start)
+            case .structValue, .dictEntryValue: throw fail("unknown type code '\(code.character)'", at: start)
             }
         }
     }
