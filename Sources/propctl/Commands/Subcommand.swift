@@ -14,6 +14,9 @@ enum Subcommands {
         "watch": WatchCommand.self,
         "create": CreateCommand.self,
         "delete": DeleteCommand.self,
+        "bind": BindCommand.self,
+        "bindings": BindingsCommand.self,
+        "unbind": UnbindCommand.self,
         "status": StatusCommand.self,
     ]
 }

@@ -1,0 +1,334 @@
+import DBus
+import Dispatch
+import Foundation
+import PropBus
+
+/// A two-way binding between one bus key and a local endpoint (`propctl bind`).
+///
+/// The bus leads, as RACChannelTo's right-hand side does: at the start the local side takes
+/// the key's value and nothing is written to the bus.
+///
+/// No echo, never stale: a propagated value is compared with the **current** value of the
+/// other side, never with a remembered one and never through an "ignore the next event" flag.
+/// The current bus value is the last read plus every PropertiesChanged since; the current local
+/// value is read again from the endpoint each time. So a value that came back from the other
+/// side stops there, and a same-value write cannot swallow the next real change.
+///
+/// While one of our Sets is in flight, bus changes are not written locally: the local side is
+/// newer than they are. When the last Set is answered the local side is reconciled with the bus
+/// (propbusd sends a change's PropertiesChanged before the Set reply, so the tracked value is
+/// current then). A failed Set is printed and the local side goes back to the bus value.
+///
+/// `@unchecked Sendable`: every mutable field is touched only on the connection's queue; the
+/// signal handlers, the call completions and the endpoint callbacks all run there.
+final class ClientChannel: @unchecked Sendable {
+    private enum Phase { case reading, live, away }
+
+    let connection: Connection
+    let key: Key
+    let endpoint: LocalEndpoint
+    let transforms: ChannelTransforms
+    let direction: ChannelDirection
+    /// Where `--json` change events go, or nil without `--json`.
+    let events: FileHandle?
+
+    private var queue: DispatchQueue { connection.queue }
+    private var phase = Phase.reading
+    private var started = false
+    private var type: DBusType?
+    /// The bus value: the last read and every PropertiesChanged since; nil while unknown.
+    private var bus: DBusValue?
+    private var setsInFlight = 0
+    /// A local change that could not be sent yet (daemon away or being read again).
+    private var localPending = false
+    /// The local side ended; the channel ends with this once its last Set is answered.
+    private var ending: CommandFailure??
+    private var finished: CheckedContinuation<CommandFailure?, Never>?
+    private var signalSources: [DispatchSourceSignal] = []
+
+    init(connection: Connection, key: Key, endpoint: LocalEndpoint, transforms: ChannelTransforms,
+         direction: ChannelDirection, events: FileHandle?) {
+        self.connection = connection
+        self.key = key
+        self.endpoint = endpoint
+        self.transforms = transforms
+        self.direction = direction
+        self.events = events
+    }
+
+    private var changesRule: MatchRule {
+        MatchRule(sender: PropbusClient.busName, path: key.objectPath, interface: PropbusClient.propertiesInterface,
+                  member: "PropertiesChanged", arg0: PropbusClient.valuesInterface)
+    }
+
+    private static let ownerRule = MatchRule(sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                             interface: "org.freedesktop.DBus", member: "NameOwnerChanged",
+                                             arg0: PropbusClient.busName)
+
+    /// Runs the channel until the local side ends, a signal arrives or the bus goes away.
+    func run() async throws(CommandFailure) {
+        let failure: CommandFailure? = await withCheckedContinuation { continuation in
+            queue.async { [self] in
+                finished = continuation
+                connection.addSignalHandler(matching: changesRule) { [self] in busSignal($0) }
+                connection.addSignalHandler(matching: Self.ownerRule) { [self] in ownerChanged($0) }
+                connection.onDisconnect = { [self] in finish(CommandFailure(.unavailable, "lost the connection to the bus")) }
+                for number in [SIGINT, SIGTERM, SIGHUP] {
+                    // libdispatch on Linux takes the signal itself; the source lives as long as the channel.
+                    let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+                    source.setEventHandler { [self] in finish(nil) }
+                    source.resume()
+                    signalSources.append(source)
+                }
+                Task { await subscribe() }
+            }
+        }
+        if let failure { throw failure }
+    }
+
+    /// Subscribe first, then read: a change between an initial read and a later AddMatch would be lost.
+    private func subscribe() async {
+        do {
+            try await connection.addMatch(changesRule)
+            try await connection.addMatch(Self.ownerRule)
+        } catch {
+            queue.async { [self] in finish(CommandFailure(error)) }
+            return
+        }
+        queue.async { [self] in readBus() }
+    }
+
+    // MARK: Reading the bus
+
+    /// Reads the key's type and value, on the queue: the Get reply is handled in message order,
+    /// after every PropertiesChanged sent before it and before any sent after it.
+    private func readBus() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        phase = .reading
+        call(Key.rootPath, PropbusClient.managerInterface, "ListProperties", [.string(key.text)]) { [self] result in
+            switch result {
+            case .failure(let error):
+                readFailed(CommandFailure(error))
+            case .success(let reply):
+                let rows: [DBusValue]
+                if case .array(_, let items)? = reply.first { rows = items } else { rows = [] }
+                let listed = rows.lazy.compactMap { row -> String? in
+                    guard case .structure(let fields) = row, fields.count == 4, fields[0].stringValue == self.key.text else { return nil }
+                    return fields[1].stringValue
+                }.first
+                guard let signature = listed, let type = try? DBusType(parsing: signature) else {
+                    readFailed(CommandFailure(.dbusError, "org.propbus.PropBus1.Error.UnknownKey: no property named \(key)"))
+                    return
+                }
+                if !started {
+                    do throws(CommandFailure) { try transforms.check(against: type, key: key) } catch {
+                        finish(error)
+                        return
+                    }
+                }
+                self.type = type
+                readValue()
+            }
+        }
+    }
+
+    private func readValue() {
+        call(key.objectPath, PropbusClient.propertiesInterface, "Get", [.string(PropbusClient.valuesInterface), .string(key.name)]) { [self] result in
+            switch result {
+            case .failure(let error):
+                readFailed(CommandFailure(error))
+            case .success(let reply):
+                guard let value = reply.first?.unwrappingVariantOnce else {
+                    readFailed(CommandFailure(.dbusError, "propbusd answered Get for \(key) with \(reply)"))
+                    return
+                }
+                bus = value
+                becameLive()
+            }
+        }
+    }
+
+    /// At the start a failed read ends propctl; after a restart it is retried while the daemon
+    /// is there (it may still be registering its keys).
+    private func readFailed(_ failure: CommandFailure) {
+        guard started else {
+            finish(failure)
+            return
+        }
+        guard phase == .reading else { return }
+        report("cannot read \(key) from propbusd: \(failure.message); retrying")
+        queue.asyncAfter(deadline: .now() + .milliseconds(500)) { [self] in
+            if phase == .reading { readBus() }
+        }
+    }
+
+    private func becameLive() {
+        phase = .live
+        if !started {
+            started = true
+            do throws(CommandFailure) {
+                try endpoint.start(on: queue, changed: { [self] in localChanged() }, ended: { [self] in localEnded($0) })
+            } catch {
+                finish(error)
+                return
+            }
+            // The bus wins at the start, unless only local → bus is wanted.
+            if direction.towardsLocal { pushToLocal() } else { pushToBus() }
+            return
+        }
+        // Back after a restart: a local change made meanwhile goes to the bus; otherwise the
+        // local side is resynchronized from the bus.
+        if localPending, direction.towardsBus {
+            localPending = false
+            pushToBus()
+        } else {
+            localPending = false
+            pushToLocal()
+        }
+    }
+
+    // MARK: Bus events
+
+    private func busSignal(_ message: Message) {
+        guard message.path == key.objectPath, let arguments = try? message.arguments(), arguments.count == 3,
+              arguments[0].stringValue == PropbusClient.valuesInterface else { return }
+        if let value = arguments[1].stringKeyedEntries?[key.name] {
+            bus = value.unwrappingVariantOnce
+        } else if case .array(_, let names) = arguments[2], names.contains(.string(key.name)), phase == .live {
+            // Invalidated without a value: read it.
+            readValue()
+            return
+        } else {
+            return
+        }
+        guard phase == .live else { return }
+        pushToLocal()
+    }
+
+    private func ownerChanged(_ message: Message) {
+        guard let arguments = try? message.arguments(), arguments.count == 3,
+              arguments[0].stringValue == PropbusClient.busName, let newOwner = arguments[2].stringValue else { return }
+        guard started else { return }
+        if newOwner.isEmpty {
+            phase = .away
+            bus = nil
+            report("propbusd left the bus; waiting for it to come back")
+        } else {
+            report("propbusd is back; resynchronizing \(key)")
+            readBus()
+        }
+    }
+
+    // MARK: Local events
+
+    private func localChanged() {
+        guard direction.towardsBus else { return }
+        guard phase == .live else {
+            localPending = true
+            return
+        }
+        pushToBus()
+    }
+
+    private func localEnded(_ failure: CommandFailure?) {
+        ending = .some(failure)
+        if setsInFlight == 0 { finish(failure) }
+    }
+
+    // MARK: Propagation
+
+    /// Local → bus: Set the mapped local value unless the bus already has it.
+    private func pushToBus() {
+        guard direction.towardsBus, phase == .live, let type, let text = endpoint.current() else { return }
+        let value: DBusValue
+        do throws(ChannelError) {
+            value = try transforms.busValue(for: text, key: key, type: type, current: bus)
+        } catch {
+            report("\(endpoint.label): \(error.message)")
+            pushToLocal()
+            return
+        }
+        if value == bus { return }
+        setsInFlight += 1
+        call(key.objectPath, PropbusClient.propertiesInterface, "Set",
+             [.string(PropbusClient.valuesInterface), .string(key.name), .variant(value)]) { [self] result in
+            setsInFlight -= 1
+            switch result {
+            case .success:
+                event("to", ValueText.jsonValue(value))
+            case .failure(let error):
+                let failure = CommandFailure(error)
+                if failure.code == .unavailable {
+                    // The daemon is going away: the change is sent again once it is back.
+                    localPending = true
+                } else {
+                    report("cannot set \(key) to \(ValueText.format(value)): \(failure.message)")
+                }
+            }
+            guard setsInFlight == 0 else { return }
+            if let ending {
+                finish(ending)
+                return
+            }
+            // Bus changes that arrived meanwhile were held back; a failed Set leaves the local
+            // side to be put back. Either way: make local match the bus now.
+            pushToLocal()
+        }
+    }
+
+    /// Bus → local: write the mapped bus value unless the local side already shows it.
+    private func pushToLocal() {
+        guard direction.towardsLocal, phase == .live, let bus else { return }
+        // A local change that happened before this bus change was seen goes first.
+        endpoint.deliverPending()
+        guard setsInFlight == 0 else { return }
+        let text: String
+        do {
+            text = try transforms.localText(for: bus, key: key)
+        } catch {
+            report(error.message)
+            return
+        }
+        if endpoint.current() == text { return }
+        do {
+            try endpoint.write(text)
+            event("from", .string(text))
+        } catch {
+            report(error.message)
+        }
+    }
+
+    // MARK: Plumbing
+
+    private func call(_ path: String, _ interface: String, _ member: String, _ arguments: [DBusValue],
+                      completion: @escaping (Result<[DBusValue], DBusError>) -> Void) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        do {
+            let message = try Message.methodCall(destination: PropbusClient.busName, path: path, interface: interface, member: member)
+            try message.append(arguments)
+            connection.call(message, timeoutMilliseconds: 25_000) { result in
+                completion(result.flatMap { reply in Result { () throws(DBusError) in try reply.arguments() } })
+            }
+        } catch {
+            completion(.failure(error))
+        }
+    }
+
+    private func report(_ text: String) {
+        Output.error("propctl bind \(key): \(text)")
+    }
+
+    private func event(_ direction: String, _ value: JSONValue) {
+        guard let events else { return }
+        let line = Output.json(.object([("direction", .string(direction)), ("key", .string(key.text)), ("value", value)]))
+        events.write(Data((line + "\n").utf8))
+    }
+
+    private func finish(_ failure: CommandFailure?) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard let continuation = finished else { return }
+        finished = nil
+        endpoint.stop()
+        continuation.resume(returning: failure)
+    }
+}

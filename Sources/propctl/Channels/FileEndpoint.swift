@@ -1,0 +1,212 @@
+import Dispatch
+import Foundation
+import Glibc
+
+/// A file whose content, without its trailing newline, is the local value.
+///
+/// It is watched with inotify on both the directory and the file itself, so every way a program
+/// can change it is seen: writes (`echo x > f`), truncation, atomic replacement by rename (what
+/// editors do), deletion and re-creation, and writes through a symlink or a second hard link.
+///
+/// Values from the bus are written atomically (a temporary file in the same directory, then
+/// `rename`), or in place with `inPlace` for sysfs-like files that cannot be replaced. Either
+/// way the text is followed by one newline.
+///
+/// Confined to the channel's queue (see ``LocalEndpoint``).
+final class FileEndpoint: LocalEndpoint {
+    let path: String
+    let directory: String
+    let name: String
+    let inPlace: Bool
+    private var inotify: Int32 = -1
+    private var directoryWatch: Int32 = -1
+    private var fileWatch: Int32 = -1
+    private var source: DispatchSourceRead?
+    private var queue: DispatchQueue?
+    private var changed: (() -> Void)?
+    private var settle: DispatchWorkItem?
+
+    /// How long a modification without a close must stay quiet before the file is read: a
+    /// writer between its truncation and its write must not be read half-way.
+    static let settleDelay: DispatchTimeInterval = .milliseconds(30)
+
+    init(path: String, inPlace: Bool) {
+        let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        let url = URL(fileURLWithPath: absolute).standardized
+        self.path = url.path
+        self.directory = url.deletingLastPathComponent().path
+        self.name = url.lastPathComponent
+        self.inPlace = inPlace
+    }
+
+    var label: String { "file \(path)" }
+
+    func start(on queue: DispatchQueue, changed: @escaping () -> Void,
+               ended: @escaping (CommandFailure?) -> Void) throws(CommandFailure) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        self.queue = queue
+        self.changed = changed
+        inotify = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
+        guard inotify >= 0 else { throw CommandFailure(.dbusError, "inotify_init1: \(String(cString: strerror(errno)))") }
+        // The directory watch sees the name: creation, replacement by rename, deletion, and
+        // every write to whatever file has that name now.
+        let directoryMask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE | IN_MODIFY | IN_ATTRIB | IN_ONLYDIR
+        directoryWatch = inotify_add_watch(inotify, directory, UInt32(directoryMask))
+        guard directoryWatch >= 0 else {
+            let reason = String(cString: strerror(errno))
+            close(inotify)
+            throw CommandFailure(.usage, "cannot watch the directory \(directory) of --file: \(reason)")
+        }
+        watchFile()
+        let source = DispatchSource.makeReadSource(fileDescriptor: inotify, queue: queue)
+        source.setEventHandler { [weak self] in self?.readEvents() }
+        source.resume()
+        self.source = source
+    }
+
+    /// The file watch sees writes through other names (a symlink, a hard link). It follows the
+    /// inode, so it is set again whenever the name gets a new inode.
+    private func watchFile() {
+        let mask = IN_CLOSE_WRITE | IN_MODIFY | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF
+        let watch = inotify_add_watch(inotify, path, UInt32(mask))
+        fileWatch = watch >= 0 ? watch : -1
+    }
+
+    /// Reads every queued inotify event; a finished write or a rename onto the name is a change
+    /// now, a bare modification is one once it settles.
+    private func readEvents() {
+        var complete = false
+        var modified = false
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(inotify, $0.baseAddress, $0.count) }
+            if count <= 0 { break }
+            var offset = 0
+            while offset + MemoryLayout<inotify_event>.size <= count {
+                let (watch, mask, length) = buffer.withUnsafeBytes { raw -> (Int32, UInt32, Int) in
+                    let event = raw.loadUnaligned(fromByteOffset: offset, as: inotify_event.self)
+                    return (event.wd, event.mask, Int(event.len))
+                }
+                let nameStart = offset + MemoryLayout<inotify_event>.size
+                let eventName = length == 0 ? "" : String(decoding: buffer[nameStart..<(nameStart + length)].prefix { $0 != 0 }, as: UTF8.self)
+                offset = nameStart + length
+                if mask & UInt32(IN_Q_OVERFLOW) != 0 {
+                    complete = true
+                    continue
+                }
+                if watch == directoryWatch {
+                    guard eventName == name else { continue }
+                    if mask & UInt32(IN_CREATE | IN_MOVED_TO) != 0 { watchFile() }
+                    if mask & UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM) != 0 { complete = true }
+                    if mask & UInt32(IN_MODIFY | IN_ATTRIB | IN_CREATE) != 0 { modified = true }
+                } else if watch == fileWatch {
+                    if mask & UInt32(IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF) != 0 {
+                        if mask & UInt32(IN_IGNORED) != 0 { fileWatch = -1 }
+                        complete = true
+                    }
+                    if mask & UInt32(IN_CLOSE_WRITE) != 0 { complete = true }
+                    if mask & UInt32(IN_MODIFY | IN_ATTRIB) != 0 { modified = true }
+                }
+            }
+        }
+        if complete {
+            settle?.cancel()
+            settle = nil
+            changed?()
+        } else if modified, let queue {
+            settle?.cancel()
+            let work = DispatchWorkItem { [weak self] in
+                self?.settle = nil
+                self?.changed?()
+            }
+            settle = work
+            queue.asyncAfter(deadline: .now() + Self.settleDelay, execute: work)
+        }
+    }
+
+    func deliverPending() {
+        guard inotify >= 0 else { return }
+        readEvents()
+    }
+
+    func current() -> String? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            if count <= 0 { break }
+            bytes.append(contentsOf: chunk[0..<count])
+        }
+        if bytes.last == UInt8(ascii: "\n") { bytes.removeLast() }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    func write(_ text: String) throws(CommandFailure) {
+        let bytes = Array((text + "\n").utf8)
+        if inPlace {
+            let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
+            guard descriptor >= 0 else { throw failure("cannot open \(path) for writing") }
+            defer { close(descriptor) }
+            guard writeAll(descriptor, bytes) else { throw failure("cannot write \(path)") }
+            return
+        }
+        var template = Array("\(directory)/.\(name).propctl-XXXXXX".utf8CString)
+        let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard descriptor >= 0 else { throw failure("cannot create a temporary file in \(directory)") }
+        _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+        let temporary = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        // Keep the mode of the file being replaced, as editors do; a new file gets 0666 & ~umask.
+        var status = stat()
+        let mode: mode_t
+        if stat(path, &status) == 0 {
+            mode = status.st_mode & 0o7777
+        } else {
+            let mask = umask(0)
+            umask(mask)
+            mode = 0o666 & ~mask
+        }
+        fchmod(descriptor, mode)
+        let written = writeAll(descriptor, bytes) && fsync(descriptor) == 0
+        close(descriptor)
+        // A rename is all-or-nothing: a reader sees the old content or the new, never a part.
+        guard written, rename(temporary, path) == 0 else {
+            let error = failure("cannot replace \(path)")
+            unlink(temporary)
+            throw error
+        }
+    }
+
+    private func writeAll(_ descriptor: Int32, _ bytes: [UInt8]) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let count = bytes[offset...].withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { return false }
+            offset += count
+        }
+        return true
+    }
+
+    private func failure(_ what: String) -> CommandFailure {
+        CommandFailure(.dbusError, "\(what): \(String(cString: strerror(errno)))")
+    }
+
+    func stop() {
+        settle?.cancel()
+        settle = nil
+        if let source {
+            let descriptor = inotify
+            // The descriptor may be closed only once the source no longer watches it.
+            source.setCancelHandler { close(descriptor) }
+            source.cancel()
+        } else if inotify >= 0 {
+            close(inotify)
+        }
+        source = nil
+        inotify = -1
+    }
+}

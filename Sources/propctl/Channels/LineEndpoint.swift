@@ -1,0 +1,161 @@
+import Dispatch
+import Foundation
+import Glibc
+
+/// A stream of lines: each line read is a local change, each bus value is written as a line.
+/// Used for `--stdio` (propctl's own stdin and stdout) and `--exec` (a coprocess's stdout and
+/// stdin).
+///
+/// A stream has no state to read back, so its current value is the last line that went
+/// through it in either direction: what it said last, or what it was told last.
+///
+/// Confined to the channel's queue (see ``LocalEndpoint``).
+///
+/// `@unchecked Sendable`: the reading thread touches only the immutable descriptors and labels,
+/// and hands every line over to the queue; all mutable state is used on the queue only.
+final class LineEndpoint: LocalEndpoint, @unchecked Sendable {
+    let label: String
+    private let input: Int32
+    private let output: Int32
+    private let reads: Bool
+    private let coprocess: pid_t?
+    private var last: String?
+    private var stopped = false
+    private var changed: (() -> Void)?
+    private var ended: ((CommandFailure?) -> Void)?
+
+    /// `reads` false leaves `input` alone, for `--direction from`.
+    private init(label: String, input: Int32, output: Int32, reads: Bool, coprocess: pid_t?) {
+        self.label = label
+        self.input = input
+        self.output = output
+        self.reads = reads
+        self.coprocess = coprocess
+    }
+
+    /// propctl's own stdin and stdout.
+    static func standardStreams(reads: Bool) -> LineEndpoint {
+        LineEndpoint(label: "stdio", input: STDIN_FILENO, output: STDOUT_FILENO, reads: reads, coprocess: nil)
+    }
+
+    /// Starts `arguments` (a program and its arguments, looked up in PATH) with pipes on its stdin
+    /// and stdout; its stderr is propctl's.
+    static func coprocess(_ arguments: [String], reads: Bool) throws(CommandFailure) -> LineEndpoint {
+        var toChild: [Int32] = [-1, -1]
+        var fromChild: [Int32] = [-1, -1]
+        guard pipe(&toChild) == 0, pipe(&fromChild) == 0 else {
+            throw CommandFailure(.dbusError, "cannot create pipes for --exec: \(String(cString: strerror(errno)))")
+        }
+        // Close-on-exec everywhere, so a later coprocess or child never holds these pipes open.
+        for descriptor in toChild + fromChild { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        // dup2 clears close-on-exec on the copies; the originals close themselves at exec.
+        posix_spawn_file_actions_adddup2(&actions, toChild[0], STDIN_FILENO)
+        posix_spawn_file_actions_adddup2(&actions, fromChild[1], STDOUT_FILENO)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        // propctl ignores SIGPIPE for itself; the coprocess gets the default back.
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        sigaddset(&defaults, SIGPIPE)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF))
+        let argv = arguments.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var child: pid_t = 0
+        let result = posix_spawnp(&child, arguments[0], &actions, &attributes, argv, environ)
+        close(toChild[0])
+        close(fromChild[1])
+        guard result == 0 else {
+            close(toChild[1])
+            close(fromChild[0])
+            throw CommandFailure(.usage, "cannot start \(arguments[0]) for --exec: \(String(cString: strerror(result)))")
+        }
+        return LineEndpoint(label: "coprocess \(arguments.joined(separator: " "))", input: fromChild[0], output: toChild[1],
+                            reads: reads, coprocess: child)
+    }
+
+    func start(on queue: DispatchQueue, changed: @escaping () -> Void,
+               ended: @escaping (CommandFailure?) -> Void) throws(CommandFailure) {
+        guard reads else { return }
+        self.changed = changed
+        self.ended = ended
+        // A blocking reader on its own thread: no O_NONBLOCK is left on a terminal's stdin.
+        let reader = Thread { [self] in
+            var pending: [UInt8] = []
+            var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+            while true {
+                let count = chunk.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
+                if count < 0, errno == EINTR { continue }
+                if count <= 0 { break }
+                pending.append(contentsOf: chunk[0..<count])
+                var lines: [String] = []
+                while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                    lines.append(Self.line(pending[..<newline]))
+                    pending.removeSubrange(...newline)
+                }
+                if !lines.isEmpty {
+                    let batch = lines
+                    queue.async { self.received(batch) }
+                }
+            }
+            let rest = pending.isEmpty ? [] : [Self.line(pending[...])]
+            let failure = coprocess.flatMap { Self.reap($0, label: label) }
+            queue.async {
+                self.received(rest)
+                if !self.stopped { self.ended?(failure) }
+            }
+        }
+        reader.start()
+    }
+
+    private static func line(_ bytes: ArraySlice<UInt8>) -> String {
+        var bytes = bytes
+        if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Waits for the coprocess after its stdout closed; a failure unless it exited with 0.
+    private static func reap(_ child: pid_t, label: String) -> CommandFailure? {
+        var status: Int32 = 0
+        while waitpid(child, &status, 0) < 0, errno == EINTR {}
+        let signal = status & 0x7f
+        if signal != 0 { return CommandFailure(.dbusError, "the \(label) was killed by signal \(signal)") }
+        let code = (status >> 8) & 0xff
+        return code == 0 ? nil : CommandFailure(.dbusError, "the \(label) exited with status \(code)")
+    }
+
+    private func received(_ lines: [String]) {
+        for line in lines where !stopped {
+            last = line
+            changed?()
+        }
+    }
+
+    func current() -> String? { last }
+
+    func write(_ text: String) throws(CommandFailure) {
+        last = text
+        let bytes = Array((text + "\n").utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let count = bytes[offset...].withUnsafeBytes { Glibc.write(output, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { throw CommandFailure(.dbusError, "cannot write to the \(label): \(String(cString: strerror(errno)))") }
+            offset += count
+        }
+    }
+
+    func deliverPending() {}
+
+    func stop() {
+        stopped = true
+        if let coprocess {
+            close(output)
+            kill(coprocess, SIGTERM)
+        }
+    }
+}

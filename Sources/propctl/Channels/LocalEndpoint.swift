@@ -1,0 +1,30 @@
+import Dispatch
+
+/// The local side of a client channel (`propctl bind`): a file, a coprocess or stdin/stdout.
+///
+/// An endpoint is confined to the channel's queue: every method is called there, and every
+/// callback it makes runs there.
+protocol LocalEndpoint: AnyObject {
+    /// Starts watching the local side. `changed` runs whenever the local value may have changed
+    /// (the channel then reads ``current()``); `ended` runs once if the local side goes away for
+    /// good (EOF on a stream, the coprocess exiting), with a failure if that was abnormal.
+    func start(on queue: DispatchQueue, changed: @escaping () -> Void,
+               ended: @escaping (CommandFailure?) -> Void) throws(CommandFailure)
+
+    /// The local value now: a file is read again, a stream answers its last line in either
+    /// direction. `nil` when there is none (no file, nothing said yet).
+    func current() -> String?
+
+    /// Writes a value that came from the bus.
+    func write(_ text: String) throws(CommandFailure)
+
+    /// Handles local events that already happened but were not delivered yet, so that a bus
+    /// change is never applied over a local change it has not seen.
+    func deliverPending()
+
+    /// Stops watching and releases what the endpoint holds (a coprocess is terminated).
+    func stop()
+
+    /// How the endpoint is named in messages, e.g. `file /tmp/x`.
+    var label: String { get }
+}

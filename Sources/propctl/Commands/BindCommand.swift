@@ -1,0 +1,113 @@
+import DBus
+import Foundation
+import Glibc
+import PropBus
+
+/// `propctl bind KEY <endpoint> [--map EXPR] [--unmap EXPR] [--direction both|from|to]`: a
+/// client-side channel (``ClientChannel``) to a file, a coprocess or stdin/stdout, or with
+/// `--to` a daemon-side binding (`Manager.Bind`).
+enum BindCommand: Subcommand {
+    static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
+        let key = try PropbusClient.key(parsed.positional("KEY") ?? "")
+        let direction = try ChannelDirection(option: parsed.option("direction"))
+        let arguments = parsed.positionals("ARG")
+        if !arguments.isEmpty, parsed.option("exec") == nil {
+            throw CommandFailure(.usage, "extra arguments \(arguments.joined(separator: " ")) are only accepted with --exec")
+        }
+        if parsed.flag("in-place"), parsed.option("file") == nil {
+            throw CommandFailure(.usage, "--in-place is only meaningful with --file")
+        }
+        if parsed.flag("persist"), parsed.option("to") == nil {
+            throw CommandFailure(.usage, "--persist is only meaningful with --to")
+        }
+        if let target = parsed.option("to") {
+            try await bindInDaemon(key, to: try PropbusClient.key(target), direction: direction, parsed)
+            return
+        }
+        let transforms = try ChannelTransforms(map: parsed.option("map"), unmap: parsed.option("unmap"))
+        let endpoint: LocalEndpoint
+        let stdio = parsed.flag("stdio")
+        if let path = parsed.option("file") {
+            guard !path.isEmpty else { throw CommandFailure(.usage, "--file needs a path") }
+            endpoint = FileEndpoint(path: path, inPlace: parsed.flag("in-place"))
+        } else if let command = parsed.option("exec") {
+            let argv = arguments.isEmpty ? ["/bin/sh", "-c", command] : [command] + arguments
+            // A coprocess that exits must not kill propctl through a write to its closed stdin.
+            signal(SIGPIPE, SIG_IGN)
+            endpoint = try LineEndpoint.coprocess(argv, reads: direction.towardsBus)
+        } else if stdio {
+            signal(SIGPIPE, SIG_IGN)
+            endpoint = LineEndpoint.standardStreams(reads: direction.towardsBus)
+        } else {
+            throw CommandFailure(.usage, "bind needs one of --file PATH, --exec CMD, --stdio or --to KEY2")
+        }
+        let client: PropbusClient
+        do {
+            client = try await PropbusClient.connect(parsed)
+        } catch {
+            endpoint.stop()
+            throw error
+        }
+        // stdout carries the --stdio protocol; change events then go to stderr.
+        let events = parsed.flag("json") ? (stdio ? FileHandle.standardError : FileHandle.standardOutput) : nil
+        let channel = ClientChannel(connection: client.connection, key: key, endpoint: endpoint, transforms: transforms,
+                                    direction: direction, events: events)
+        try await channel.run()
+    }
+
+    /// `--to KEY2`: `Manager.Bind(KEY, KEY2, options)`. Without `--persist` the binding lives as
+    /// long as this connection, so propctl stays until interrupted.
+    private static func bindInDaemon(_ key: Key, to target: Key, direction: ChannelDirection, _ parsed: ParsedCommand) async throws(CommandFailure) {
+        var options: [String: DBusValue] = ["direction": .string(direction.rawValue)]
+        for (option, name) in [("map", "to_key"), ("unmap", "to_target")] {
+            guard let text = parsed.option(option) else { continue }
+            do { _ = try Expression(parsing: text) } catch {
+                throw CommandFailure(.usage, "invalid --\(option) expression: \(error.message)")
+            }
+            options[name] = .string(text)
+        }
+        let persistent = parsed.flag("persist")
+        if persistent { options["persistent"] = .boolean(true) }
+        let client = try await PropbusClient.connect(parsed)
+        let reply = try await client.manager("Bind", [.string(key.text), .string(target.text), .vardict(options)])
+        guard case .objectPath(let path)? = reply.first else {
+            throw CommandFailure(.dbusError, "propbusd answered Bind with \(reply)")
+        }
+        if parsed.flag("json") {
+            Output.line(Output.json(.object([("path", .string(path)), ("key", .string(key.text)), ("to", .string(target.text)),
+                                             ("persistent", .bool(persistent))])))
+        } else {
+            Output.line(path)
+        }
+        if persistent { return }
+        await waitForInterrupt(client.connection)
+    }
+
+    /// Waits for SIGINT, SIGTERM or SIGHUP, or for the bus to go away.
+    private static func waitForInterrupt(_ connection: Connection) async {
+        /// `@unchecked Sendable`: only touched on the connection's queue.
+        final class Waiter: @unchecked Sendable {
+            var sources: [DispatchSourceSignal] = []
+            var continuation: CheckedContinuation<Void, Never>?
+
+            func end() {
+                continuation?.resume()
+                continuation = nil
+            }
+        }
+        let waiter = Waiter()
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            connection.queue.async {
+                waiter.continuation = continuation
+                connection.onDisconnect = { waiter.end() }
+                for number in [SIGINT, SIGTERM, SIGHUP] {
+                    // libdispatch on Linux takes the signal itself; the source must outlive the wait.
+                    let source = DispatchSource.makeSignalSource(signal: number, queue: connection.queue)
+                    source.setEventHandler { waiter.end() }
+                    source.resume()
+                    waiter.sources.append(source)
+                }
+            }
+        }
+    }
+}

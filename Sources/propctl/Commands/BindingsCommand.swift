@@ -1,0 +1,28 @@
+import DBus
+import PropBus
+
+/// `propctl bindings`: `Manager.ListBindings`, as a table or JSON.
+enum BindingsCommand: Subcommand {
+    static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
+        let client = try await PropbusClient.connect(parsed)
+        let reply = try await client.manager("ListBindings")
+        guard case .array(_, let rows)? = reply.first else { throw CommandFailure(.dbusError, "propbusd answered ListBindings with \(reply)") }
+        let bindings = rows.compactMap { row -> (path: String, key: String, to: String, options: [(String, DBusValue)])? in
+            guard case .structure(let fields) = row, fields.count == 4, let path = fields[0].stringValue,
+                  let key = fields[1].stringValue, let to = fields[2].stringValue else { return nil }
+            let options = (fields[3].stringKeyedEntries ?? [:]).mapValues(\.unwrappingVariantOnce).sorted { $0.key < $1.key }
+            return (path, key, to, options.map { ($0.key, $0.value) })
+        }
+        if parsed.flag("json") {
+            Output.line(Output.json(.array(bindings.map { binding in
+                .object([("path", .string(binding.path)), ("key", .string(binding.key)), ("to", .string(binding.to)),
+                         ("options", .object(binding.options.map { ($0.0, ValueText.jsonValue($0.1)) }))])
+            })))
+            return
+        }
+        guard !bindings.isEmpty else { return }
+        Output.line(Output.table(header: ["PATH", "KEY", "TO", "OPTIONS"], rows: bindings.map { binding in
+            [binding.path, binding.key, binding.to, binding.options.map { "\($0.0)=\(ValueText.format($0.1))" }.joined(separator: " ")]
+        }))
+    }
+}
