@@ -182,6 +182,28 @@ final class CommandLineParserTests: XCTestCase {
                        UsageError("options '--system' and '--address' cannot be used together", commandPath: ["status"]))
     }
 
+    func testBindEndpointsExcludeEachOther() {
+        XCTAssertEqual(usageError(["bind", "a.b", "--file", "/tmp/x", "--stdio"]),
+                       UsageError("options '--file' and '--stdio' cannot be used together", commandPath: ["bind"]))
+        XCTAssertEqual(usageError(["bind", "a.b", "--exec", "cat", "--to", "c.d"]),
+                       UsageError("options '--exec' and '--to' cannot be used together", commandPath: ["bind"]))
+    }
+
+    func testBindTakesExpressionsAndCoprocessArgumentsAfterDoubleDash() throws {
+        let parsed = try command(["bind", "ui.on", "--exec", "prog", "--map", #"value ? "On" : "Off""#,
+                                  "--direction", "from", "--", "-x", "--flag"])
+        XCTAssertEqual(parsed.path, ["bind"])
+        XCTAssertEqual(parsed.positional("KEY"), "ui.on")
+        XCTAssertEqual(parsed.option("exec"), "prog")
+        XCTAssertEqual(parsed.option("map"), #"value ? "On" : "Off""#)
+        XCTAssertEqual(parsed.option("direction"), "from")
+        XCTAssertEqual(parsed.positionals("ARG"), ["-x", "--flag"])
+    }
+
+    func testUnbindNeedsAPath() {
+        XCTAssertEqual(usageError(["unbind"]), UsageError("missing argument PATH", commandPath: ["unbind"]))
+    }
+
     // MARK: - Short options, on a spec of their own
 
     private let shortParser = CommandLineParser(root: CommandSpec(

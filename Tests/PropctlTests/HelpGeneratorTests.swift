@@ -39,6 +39,10 @@ final class HelpGeneratorTests: XCTestCase {
               watch               Print every change to the watched keys until interrupted.
               create              Register a key with a fixed D-Bus type.
               delete              Remove a key and its stored value.
+              bind                Bind a key two-way to a file, a coprocess, stdin/stdout or
+                                  another key.
+              bindings            List the daemon-side bindings.
+              unbind              Remove a daemon-side binding.
               status              Show whether propbusd is running, and its version.
 
             Examples:
@@ -50,6 +54,9 @@ final class HelpGeneratorTests: XCTestCase {
 
               # Read a key on the system bus, as JSON
               propctl --system --json get settings.tags
+
+              # Keep a file and a key in step, both ways
+              propctl bind ui.theme --file ~/.config/theme
 
             Run 'propctl SUBCOMMAND --help' for more about a subcommand.
             """#)
