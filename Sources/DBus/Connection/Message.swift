@@ -110,11 +110,20 @@ public final class Message: @unchecked Sendable {
 
     /// Appends arguments to the body. Each value is validated first.
     public func append(_ values: [DBusValue]) throws(DBusError) {
+        for value in values {
+            do { try value.validate() } catch {
+                throw .invalidArgs("cannot marshal value of type '\(value.signature)': \(error.reason)")
+            }
+        }
+        // libdbus loops forever appending past the 255-byte body signature limit: refuse first.
+        let length = signature.utf8.count + values.reduce(0) { $0 + $1.signature.utf8.count }
+        guard length <= Signature.maximumLength else {
+            throw .invalidArgs("cannot marshal \(values.count) values: the body signature would be \(length) bytes, more than \(Signature.maximumLength)")
+        }
         var iter = DBusMessageIter()
         dbus_message_iter_init_append(raw, &iter)
         for value in values {
             do {
-                try value.validate()
                 try MessageIterator.append(value, to: &iter)
             } catch {
                 throw .invalidArgs("cannot marshal value of type '\(value.signature)': \(error.reason)")

@@ -71,7 +71,7 @@ public struct Key: Hashable, Sendable, Comparable, CustomStringConvertible {
 
     /// The group whose object lives at `path`, if `path` is below the root.
     public static func group(atPath path: String) -> String? {
-        guard path.hasPrefix(rootPath + "/") else { return nil }
+        guard path.hasPrefix(rootPath + "/"), path.count > rootPath.count + 1 else { return nil }
         return path.dropFirst(rootPath.count + 1).replacingOccurrences(of: "/", with: ".")
     }
 

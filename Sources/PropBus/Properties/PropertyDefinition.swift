@@ -1,4 +1,5 @@
 import DBus
+import Foundation
 
 /// A registered property: its type, registered default and metadata.
 public struct PropertyDefinition: Hashable, Sendable {
@@ -91,16 +92,46 @@ public struct PropertyDefinition: Hashable, Sendable {
         guard size <= maximumSize else {
             throw PropBusError(.limitsExceeded, "value for \(key) is \(size) bytes; the limit is \(maximumSize) bytes")
         }
-        if let number = value.numericValue {
-            let low = minimum?.numericValue, high = maximum?.numericValue
-            if (low.map { number < $0 } ?? false) || (high.map { number > $0 } ?? false) {
-                let range = "\(minimum.map(ValueDescription.short) ?? "…")…\(maximum.map(ValueDescription.short) ?? "…")"
+        if minimum != nil || maximum != nil {
+            let below = minimum.map { Self.compare(value, $0) == .orderedAscending } ?? false
+            let above = maximum.map { Self.compare(value, $0) == .orderedDescending } ?? false
+            if below || above || Self.isNaN(value) {
+                let range = (minimum.map(ValueDescription.short) ?? "") + "…" + (maximum.map(ValueDescription.short) ?? "")
                 throw PropBusError(.outOfRange, "value \(ValueDescription.short(value)) for \(key) is out of range \(range)")
             }
         }
         if let choices, !choices.contains(value) {
             throw PropBusError(.invalidValue, "value \(ValueDescription.short(value)) for \(key) is not one of: \(choices.map(ValueDescription.short).joined(separator: ", "))")
         }
+    }
+
+    private static func isNaN(_ value: DBusValue) -> Bool {
+        if case .double(let d) = value { return d.isNaN }
+        return false
+    }
+
+    /// Orders two numbers exactly: integers as integers (64-bit bounds stay exact), anything
+    /// with a double as doubles.
+    static func compare(_ a: DBusValue, _ b: DBusValue) -> ComparisonResult {
+        func integer(_ v: DBusValue) -> (negative: Bool, magnitude: UInt64)? {
+            switch v {
+            case .byte(let x): (false, UInt64(x))
+            case .uint16(let x): (false, UInt64(x))
+            case .uint32(let x): (false, UInt64(x))
+            case .uint64(let x): (false, x)
+            case .int16(let x): (x < 0, x.magnitude.toUInt64)
+            case .int32(let x): (x < 0, x.magnitude.toUInt64)
+            case .int64(let x): (x < 0, x.magnitude)
+            default: nil
+            }
+        }
+        if let x = integer(a), let y = integer(b) {
+            if x.negative != y.negative { return x.negative ? .orderedAscending : .orderedDescending }
+            if x.magnitude == y.magnitude { return .orderedSame }
+            return (x.magnitude < y.magnitude) != x.negative ? .orderedAscending : .orderedDescending
+        }
+        let x = a.numericValue ?? 0, y = b.numericValue ?? 0
+        return x < y ? .orderedAscending : (x > y ? .orderedDescending : .orderedSame)
     }
 
     /// The metadata dictionary of `ListProperties`, without the per-value entries.
@@ -137,4 +168,8 @@ enum ValueDescription {
         default: return "a '\(value.signature)' value"
         }
     }
+}
+
+private extension FixedWidthInteger where Self: UnsignedInteger {
+    var toUInt64: UInt64 { UInt64(self) }
 }

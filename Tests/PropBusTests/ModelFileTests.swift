@@ -1,0 +1,94 @@
+import DBus
+import Foundation
+import PropBus
+import XCTest
+
+final class ModelFileTests: XCTestCase {
+    private func load(_ text: String) throws -> ModelFile { try ModelFile(path: "test.json", text: text) }
+
+    private func assertFails(_ text: String, containing pieces: [String], file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertThrowsError(try load(text), file: file, line: line) { error in
+            let message = (error as? PropBusError)?.message ?? "\(error)"
+            XCTAssertTrue(message.hasPrefix("test.json: "), message, file: file, line: line)
+            for piece in pieces { XCTAssertTrue(message.contains(piece), "\(message) lacks \(piece)", file: file, line: line) }
+        }
+    }
+
+    func testFlickrSearchExampleLoadsAndRegistersItsProperties() throws {
+        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("examples/flickr-search.json").path
+        let file = try ModelFile(contentsOf: path)
+        let model = try PropertyModel(store: MemoryStore())
+        _ = try file.apply(to: model)
+        XCTAssertEqual(try model.value(of: "viewmodel.title"), .string("Flickr Search"))
+        XCTAssertFalse(try model.entry("viewmodel.title").definition.writable)
+        XCTAssertFalse(try model.entry("viewmodel.searchText").definition.persistent)
+        XCTAssertEqual(try model.value(of: "settings.someBoolKey"), .boolean(false))
+        XCTAssertEqual(file.commands.map(\.key.text), ["viewmodel.executeSearch"])
+    }
+
+    func testValuesAreReadByTheDeclaredType() throws {
+        let file = try load("""
+            {"groups": {"ui": {"properties": {
+              "tags": {"type": "as", "default": ["a", "b"]},
+              "volume": {"type": "y", "default": 5, "minimum": 0, "maximum": 10},
+              "opts": {"type": "a{sv}", "default": {"k": 1}}
+            }}}}
+            """)
+        let model = try PropertyModel(store: MemoryStore())
+        _ = try file.apply(to: model)
+        XCTAssertEqual(try model.value(of: "ui.tags"), .array(of: .string, [.string("a"), .string("b")]))
+        XCTAssertEqual(try model.value(of: "ui.volume"), .byte(5))
+        XCTAssertThrowsError(try model.set("ui.volume", to: .byte(11)))
+    }
+
+    func testErrorsNameTheFileTheKeyAndTheProblem() {
+        assertFails(#"{"groups": {"a": {"properties": {"b": {"type": "zz"}}}}}"#, containing: ["a.b", "zz"])
+        assertFails(#"{"groups": "#, containing: ["invalid JSON"])
+        assertFails(#"{"groups": {"a": {"properties": {"b": {"type": "y", "default": 300}}}}}"#, containing: ["a.b", "default", "300"])
+        assertFails(#"{"groups": {"a": {"properties": {"b": {"type": "s", "colour": 1}}}}}"#, containing: ["a.b", "colour"])
+        assertFails(#"{"groups": {"a-b": {"properties": {"c": {"type": "s"}}}}}"#, containing: ["a-b.c", "'-'"])
+        assertFails(#"{"groups": {"a": {"properties": {"b": {}}}}}"#, containing: ["a.b", "type"])
+        assertFails(#"{"groups": {"a": {"commands": {"run": {"enabled_when": "length("}}}}}"#, containing: ["a.run", "enabled_when"])
+        assertFails(#"{"bindings": [{"key": "a.b"}]}"#, containing: ["bindings[0]"])
+        assertFails(#"{"grops": {}}"#, containing: ["grops"])
+    }
+
+    func testApplyErrorsNameTheFileAndKey() throws {
+        let file = try load(#"{"groups": {"a": {"properties": {"b": {"type": "i", "default": 50, "maximum": 10}}}}}"#)
+        XCTAssertThrowsError(try file.apply(to: try PropertyModel(store: MemoryStore()))) { error in
+            let message = (error as? PropBusError)?.message ?? ""
+            XCTAssertTrue(message.hasPrefix("test.json: a.b: "), message)
+        }
+    }
+
+    func testDeclaredBindingsAreMade() throws {
+        let file = try load("""
+            {"groups": {"ui": {"properties": {"on": {"type": "b"}}}, "settings": {"properties": {"on": {"type": "b", "default": true}}}},
+             "bindings": [{"key": "ui.on", "to": "settings.on"}]}
+            """)
+        let model = try PropertyModel(store: MemoryStore())
+        _ = try file.apply(to: model)
+        XCTAssertEqual(try model.value(of: "ui.on"), .boolean(true))
+        XCTAssertEqual(model.bindings.all.count, 1)
+        XCTAssertFalse(model.bindings.all[0].persistent)
+    }
+
+    func testRedeclaringKeepsStoredValuesAcrossRestarts() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("propbus-model-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = try load(#"{"groups": {"s": {"properties": {"x": {"type": "i", "default": 1}}}}}"#)
+        do {
+            let store = try SQLiteStore(path: directory + "/propbus.db")
+            let model = try PropertyModel(store: store)
+            _ = try file.apply(to: model)
+            _ = try model.set("s.x", to: .int32(42))
+            try store.commit()
+        }
+        let store = try SQLiteStore(path: directory + "/propbus.db")
+        let model = try PropertyModel(store: store)
+        _ = try file.apply(to: model)
+        XCTAssertEqual(try model.value(of: "s.x"), .int32(42))
+    }
+}
