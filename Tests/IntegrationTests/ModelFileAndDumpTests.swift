@@ -1,0 +1,114 @@
+import DBus
+import Foundation
+import XCTest
+
+/// SPEC §4 model files and §9 dump/load, through the real binaries.
+final class ModelFileAndDumpTests: DaemonTestCase, @unchecked Sendable {
+    private var example: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("examples/flickr-search.json").path
+    }
+
+    private func propctl(_ arguments: [String], stdin: String? = nil) async throws -> CommandResult {
+        try await runCommand(BuildProducts.propctl, ["--address", bus.address] + arguments, environment: bus.environment,
+                             stdin: stdin, timeout: 10)
+    }
+
+    private func write(_ text: String, to name: String) throws -> String {
+        let path = bus.directory.appendingPathComponent(name).path
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    func testExampleModelLoadsAndItsValuesPersistAcrossRestarts() async throws {
+        try await restartDaemon(arguments: ["--model", example])
+        let title = try await client.get("viewmodel.title")
+        XCTAssertEqual(title, .string("Flickr Search"))
+        await assertDBusError(PropBusAPI.error("ReadOnly"), containing: ["viewmodel.title"]) {
+            try await self.client.set("viewmodel.title", .string("Other"))
+        }
+        try await client.set("settings.someBoolKey", .boolean(true))
+        try await client.set("viewmodel.searchText", .string("kittens"))
+        try await restartDaemon(arguments: ["--model", example])
+        let setting = try await client.get("settings.someBoolKey")
+        XCTAssertEqual(setting, .boolean(true), "a declared property keeps its stored value when declared again")
+        let search = try await client.get("viewmodel.searchText")
+        XCTAssertEqual(search, .string(""), "searchText is transient")
+    }
+
+    func testModelFilesInTheConfigDirectoryAreRead() async throws {
+        let directory = bus.environment["XDG_CONFIG_HOME"].map { $0 + "/propbus/models" }
+        let models = try XCTUnwrap(directory, "the fixture sets XDG_CONFIG_HOME")
+        try FileManager.default.createDirectory(atPath: models, withIntermediateDirectories: true)
+        try #"{"groups": {"cfg": {"properties": {"x": {"type": "i", "default": 7}}}}}"#.write(toFile: models + "/a.json", atomically: true, encoding: .utf8)
+        try await restartDaemon(arguments: [])
+        let value = try await client.get("cfg.x")
+        XCTAssertEqual(value, .int32(7))
+    }
+
+    func testBadModelFilesStopTheDaemonNamingTheFile() async throws {
+        await daemon.stop()
+        let cases = [
+            ("bad-type.json", #"{"groups": {"a": {"properties": {"b": {"type": "zz"}}}}}"#, ["a.b", "zz"]),
+            ("bad-json.json", #"{"groups": "#, ["invalid JSON"]),
+        ]
+        for (name, text, fragments) in cases {
+            let path = try write(text, to: name)
+            let result = try await runCommand(BuildProducts.propbusd, ["--address", bus.address, "--model", path],
+                                              environment: bus.environment, timeout: 10)
+            XCTAssertNotEqual(result.status, 0, name)
+            XCTAssertTrue(result.stderr.contains(path), "\(name): \(result.stderr)")
+            for fragment in fragments { XCTAssertTrue(result.stderr.contains(fragment), "\(name): \(result.stderr)") }
+        }
+        daemon = try await Daemon.start(on: bus, watcher: client)
+    }
+
+    func testDumpThenLoadRoundTrips() async throws {
+        try await client.create("d.flag", "b", default: .boolean(false))
+        try await client.create("d.tags", "as", default: .array(of: .string, []))
+        try await client.create("d.opts", "a{sv}", default: .vardict([:]))
+        try await client.create("d.name", "s", default: .string("default"))
+        try await client.set("d.flag", .boolean(true))
+        try await client.set("d.tags", .array(of: .string, [.string("a"), .string("b")]))
+        try await client.set("d.opts", .vardict(["k": .int64(1), "s": .string("x")]))
+        let dump = try await propctl(["dump", "d"])
+        XCTAssertEqual(dump.status, 0, dump.stderr)
+        let document = try JSONSerialization.jsonObject(with: Data(dump.stdout.utf8)) as? [String: Any]
+        let properties = try XCTUnwrap(document?["properties"] as? [String: Any])
+        XCTAssertEqual(Set(properties.keys), ["d.flag", "d.tags", "d.opts", "d.name"])
+
+        try await client.set("d.flag", .boolean(false))
+        try await client.set("d.tags", .array(of: .string, []))
+        try await client.set("d.name", .string("changed"))
+        let path = try write(dump.stdout, to: "dump.json")
+        let load = try await propctl(["load", path])
+        XCTAssertEqual(load.status, 0, load.stderr)
+        let flag = try await client.get("d.flag")
+        XCTAssertEqual(flag, .boolean(true))
+        let tags = try await client.get("d.tags")
+        XCTAssertEqual(tags, .array(of: .string, [.string("a"), .string("b")]))
+        let name = try await client.list(prefix: "d.name").first
+        XCTAssertEqual(name?.value, .string("default"))
+        XCTAssertEqual(name?.metadata["is_set"], .boolean(false), "a key dumped at its default is reset")
+
+        let again = try await propctl(["load", "-"], stdin: dump.stdout)
+        XCTAssertEqual(again.status, 0, "loading what is already there changes nothing: \(again.stderr)")
+    }
+
+    func testLoadWithOneBadValueChangesNothingAndNamesTheKey() async throws {
+        try await client.create("l.a", "i", default: .int32(1))
+        _ = try await client.call(PropBusAPI.manager, "CreateProperty",
+                                  [.string("l.b"), .string("i"), .variant(.int32(1)), .vardict(["maximum": .int32(10)])])
+        let path = try write(#"{"properties": {"l.a": {"type": "i", "value": 5}, "l.b": {"type": "i", "value": 50}}}"#, to: "bad.json")
+        let load = try await propctl(["load", path])
+        XCTAssertEqual(load.status, 1)
+        XCTAssertTrue(load.stderr.contains("OutOfRange") && load.stderr.contains("l.b"), load.stderr)
+        let a = try await client.get("l.a")
+        XCTAssertEqual(a, .int32(1), "Apply is atomic: the valid value was not applied either")
+
+        let typo = try write(#"{"properties": {"l.a": {"type": "i", "value": "five"}}}"#, to: "typo.json")
+        let refused = try await propctl(["load", typo])
+        XCTAssertEqual(refused.status, 64)
+        XCTAssertTrue(refused.stderr.contains("l.a"), refused.stderr)
+    }
+}
