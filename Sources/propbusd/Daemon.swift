@@ -35,6 +35,10 @@ final class Daemon: @unchecked Sendable {
             }
             let model = try PropertyModel(store: store, limits: options.limits)
             try loadModelFiles(into: model, environment: environment)
+            // Stored bindings start as they were made: the leading side wins.
+            for (binding, error) in model.resynchronizeBindings().failures {
+                FileHandle.standardError.write(Data("propbusd: binding \(binding.id) (\(binding.key) ↔ \(binding.to)) could not be synchronized at startup: \(error.message)\n".utf8))
+            }
             // Declarations are applied before the bus is reached, so commit them here.
             try store.commit()
             model.commitRound()

@@ -17,6 +17,7 @@ final class FailingStore: PropertyStore {
     func saveRevision(_ revision: UInt64) {}
     func saveBinding(_ binding: Binding) {}
     func removeBinding(_ id: UInt64) {}
+    func saveNextBindingID(_ id: UInt64) {}
 
     func commit() throws(PropBusError) {
         if failNextCommit {

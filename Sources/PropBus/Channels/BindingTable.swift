@@ -22,6 +22,11 @@ public struct BindingTable: Sendable {
         return nextID
     }
 
+    /// Makes sure ids below `id` are never handed out (they were used in an earlier run).
+    mutating func reserveIDs(below id: UInt64) {
+        nextID = max(nextID, id)
+    }
+
     mutating func insert(_ binding: Binding) {
         byID[binding.id] = binding
         byKey[binding.key, default: []].insert(binding.id)

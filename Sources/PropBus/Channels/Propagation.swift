@@ -22,6 +22,7 @@ struct Propagation {
     func expand(_ assignments: [(Key, DBusValue)], frozen: Set<Key> = []) throws(PropBusError) -> [(Key, DBusValue)] {
         var pending: [Key: DBusValue] = [:]
         var visited = frozen
+        let origins = Set(assignments.map(\.0))
         for (key, value) in assignments {
             pending[key] = value
             visited.insert(key)
@@ -45,7 +46,16 @@ struct Propagation {
                     continue
                 }
                 // A binding loaded from the store may wait for a key a model file declares later.
-                guard !visited.contains(target), type(target) != nil else { continue }
+                guard type(target) != nil else { continue }
+                if visited.contains(target) {
+                    // Two keys set in one call must not leave a binding between them disagreeing.
+                    if origins.contains(target), origins.contains(key), key != target,
+                       let mapped = try? map(value, through: transform, into: target, binding: binding, pending: pending),
+                       mapped != pending[target] {
+                        throw PropBusError(.invalidValue, "the values given for \(key) and \(target) disagree through binding \(binding.id) (\(binding.key) ↔ \(binding.to)); set one side only")
+                    }
+                    continue
+                }
                 let mapped = try map(value, through: transform, into: target, binding: binding, pending: pending)
                 let current = pending[target] ?? currentValue(target)
                 if mapped == current { continue }

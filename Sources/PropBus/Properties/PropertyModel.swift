@@ -67,6 +67,7 @@ public final class PropertyModel {
         }
         for stored in unclaimedValues.values { revision = max(revision, stored.revision) }
         for binding in state.bindings { bindings.insert(binding) }
+        bindings.reserveIDs(below: state.nextBindingID)
         revisionAtCommit = revision
     }
 
@@ -185,6 +186,15 @@ public final class PropertyModel {
             try definition.check(initial, maximumSize: limits.maximumValueSize)
             entry.storedValue = initial
         }
+        // A redefinition that changes the value (a new default, a stored value the new
+        // metadata forbids) spreads through the bindings like any other change.
+        var propagated: [(Key, DBusValue)] = []
+        if let oldValue, entry.value != oldValue, !bindings.isEmpty {
+            propagated = try propagation.expand([(key, entry.value)])
+            for (target, value) in propagated {
+                try writableEntry(target.text).definition.check(value, maximumSize: limits.maximumValueSize)
+            }
+        }
         store.saveDefinition(definition)
         if existing == nil || entry.value != oldValue {
             revision += 1
@@ -194,7 +204,8 @@ public final class PropertyModel {
         }
         insert(entry)
         if existing == nil { return [.created(key)] }
-        return entry.value != oldValue ? [.valueChanged(key, old: oldValue!)] : [.redefined(key)]
+        guard entry.value != oldValue else { return [.redefined(key)] }
+        return [.valueChanged(key, old: oldValue!)] + (try write(propagated.map { ($0.0, $0.1) }, frozen: [key]))
     }
 
     /// Removes a property and its stored value.
@@ -262,8 +273,11 @@ public final class PropertyModel {
     private func write(_ planned: [(Key, DBusValue?)], frozen: Set<Key>) throws(PropBusError) -> [PropertyChange] {
         var all = planned
         if !bindings.isEmpty {
-            let origins = planned.compactMap { key, value in
-                (value ?? entries[key]?.definition.defaultValue).map { (key, $0) }
+            // Only a real change spreads: a same-value write is a no-op everywhere.
+            let origins = planned.compactMap { key, value -> (Key, DBusValue)? in
+                guard let entry = entries[key] else { return nil }
+                let next = value ?? entry.definition.defaultValue
+                return next == entry.value ? nil : (key, next)
             }
             for (target, value) in try propagation.expand(origins, frozen: frozen) {
                 let entry = try writableEntry(target.text)
@@ -325,7 +339,10 @@ public final class PropertyModel {
                 guard case .string(let text) = value else {
                     throw .invalidArgs("option '\(name)' of the binding \(key) ↔ \(to) must be an expression string (s), got '\(value.signature)'")
                 }
-                let expression = try Expression(parsing: text)
+                let expression: Expression
+                do { expression = try Expression(parsing: text) } catch {
+                    throw PropBusError(error.code, "option '\(name)' of the binding \(key) ↔ \(to): \(error.message)")
+                }
                 if name == "to_key" { binding.toKey = expression } else { binding.toTarget = expression }
             case "persistent":
                 guard let flag = value.boolValue else {
@@ -341,6 +358,8 @@ public final class PropertyModel {
         }
         try typeCheck(binding)
 
+        // The id counter is stored: a path is never reused, even across restarts, so a stale
+        // Unbind cannot hit a newer binding.
         binding.id = bindings.makeID()
         let previous = bindings
         bindings.insert(binding)
@@ -357,9 +376,31 @@ public final class PropertyModel {
             bindings = previous
             throw error
         }
+        store.saveNextBindingID(bindings.nextID)
         if bindingsAtCommit == nil { bindingsAtCommit = previous }
         if binding.persistent { store.saveBinding(binding) }
         return (binding, [.bound(binding)] + changes)
+    }
+
+    /// Applies the bind-time rule again to every binding (the leading side wins), e.g. at
+    /// startup, when a transient side came back with its default. A binding whose sync fails
+    /// is left as it is; its error is returned with it.
+    public func resynchronizeBindings() -> (changes: [PropertyChange], failures: [(Binding, PropBusError)]) {
+        var changes: [PropertyChange] = []
+        var failures: [(Binding, PropBusError)] = []
+        for binding in bindings.all {
+            let (source, target, transform) = binding.flowsToKey ? (binding.to, binding.key, binding.toKey) : (binding.key, binding.to, binding.toTarget)
+            guard let sourceValue = entries[source]?.value, let targetEntry = entries[target] else { continue }
+            do {
+                let mapped = try propagation.map(sourceValue, through: transform, into: target, binding: binding)
+                guard mapped != targetEntry.value else { continue }
+                try targetEntry.definition.check(mapped, maximumSize: limits.maximumValueSize)
+                changes += try write([(target, mapped)], frozen: [source])
+            } catch {
+                failures.append((binding, error))
+            }
+        }
+        return (changes, failures)
     }
 
     /// Ends a binding.

@@ -22,6 +22,8 @@ public protocol PropertyStore: AnyObject {
     func saveBinding(_ binding: Binding)
     /// Forgets a persistent binding.
     func removeBinding(_ id: UInt64)
+    /// Records the next binding id, so ids are not reused after a restart.
+    func saveNextBindingID(_ id: UInt64)
     /// Makes everything recorded since the last commit durable.
     func commit() throws(PropBusError)
     /// Drops everything recorded since the last commit.
@@ -36,6 +38,8 @@ public struct StoredState: Sendable {
     public var revision: UInt64 = 0
     /// Persistent bindings.
     public var bindings: [Binding] = []
+    /// The next binding id to hand out.
+    public var nextBindingID: UInt64 = 1
 
     public init() {}
 }
@@ -51,6 +55,7 @@ public final class MemoryStore: PropertyStore {
     public func saveRevision(_ revision: UInt64) {}
     public func saveBinding(_ binding: Binding) {}
     public func removeBinding(_ id: UInt64) {}
+    public func saveNextBindingID(_ id: UInt64) {}
     public func commit() {}
     public func rollback() {}
 }

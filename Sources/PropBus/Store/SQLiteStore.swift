@@ -22,6 +22,7 @@ public final class SQLiteStore: PropertyStore {
     private var pendingValues: [Key: Pending<(value: DBusValue, revision: UInt64)>] = [:]
     private var pendingRevision: UInt64?
     private var pendingBindings: [UInt64: Pending<Binding>] = [:]
+    private var pendingNextBindingID: UInt64?
 
     private enum Pending<T> {
         case save(T)
@@ -34,6 +35,7 @@ public final class SQLiteStore: PropertyStore {
         var saveValue: SQLiteStatement
         var removeValue: SQLiteStatement
         var saveRevision: SQLiteStatement
+        var saveNextBindingID: SQLiteStatement
         var saveBinding: SQLiteStatement
         var removeBinding: SQLiteStatement
     }
@@ -63,6 +65,7 @@ public final class SQLiteStore: PropertyStore {
                 saveValue: try database.prepare("INSERT OR REPLACE INTO stored_values (key, value, revision) VALUES (?1, ?2, ?3)"),
                 removeValue: try database.prepare("DELETE FROM stored_values WHERE key = ?1"),
                 saveRevision: try database.prepare("INSERT OR REPLACE INTO meta (name, value) VALUES ('revision', ?1)"),
+                saveNextBindingID: try database.prepare("INSERT OR REPLACE INTO meta (name, value) VALUES ('next_binding', ?1)"),
                 saveBinding: try database.prepare("INSERT OR REPLACE INTO bindings (id, key, target, options) VALUES (?1, ?2, ?3, ?4)"),
                 removeBinding: try database.prepare("DELETE FROM bindings WHERE id = ?1"))
         } catch let error as PropBusError {
@@ -146,6 +149,8 @@ public final class SQLiteStore: PropertyStore {
             }
             let revision = try database.prepare("SELECT value FROM meta WHERE name = 'revision'")
             while try revision.step() { state.revision = UInt64(bitPattern: revision.integer(0)) }
+            let nextBinding = try database.prepare("SELECT value FROM meta WHERE name = 'next_binding'")
+            while try nextBinding.step() { state.nextBindingID = UInt64(bitPattern: nextBinding.integer(0)) }
             let bindings = try database.prepare("SELECT id, key, target, options FROM bindings ORDER BY id")
             while try bindings.step() {
                 let id = UInt64(bitPattern: bindings.integer(0))
@@ -181,9 +186,12 @@ public final class SQLiteStore: PropertyStore {
 
     public func removeBinding(_ id: UInt64) { pendingBindings[id] = .delete }
 
+    public func saveNextBindingID(_ id: UInt64) { pendingNextBindingID = id }
+
     /// Whether writes are waiting for ``commit()``.
     public var hasPendingWrites: Bool {
         !pendingDefinitions.isEmpty || !pendingValues.isEmpty || pendingRevision != nil || !pendingBindings.isEmpty
+            || pendingNextBindingID != nil
     }
 
     public func commit() throws(PropBusError) {
@@ -211,6 +219,7 @@ public final class SQLiteStore: PropertyStore {
                 }
             }
             if let pendingRevision { try statements.saveRevision.run([.integer(Int64(bitPattern: pendingRevision))]) }
+            if let pendingNextBindingID { try statements.saveNextBindingID.run([.integer(Int64(bitPattern: pendingNextBindingID))]) }
             for (id, pending) in pendingBindings.sorted(by: { $0.key < $1.key }) {
                 switch pending {
                 case .save(let binding):
@@ -235,6 +244,7 @@ public final class SQLiteStore: PropertyStore {
         pendingValues.removeAll(keepingCapacity: true)
         pendingRevision = nil
         pendingBindings.removeAll(keepingCapacity: true)
+        pendingNextBindingID = nil
     }
 
     // MARK: Definitions
