@@ -281,7 +281,7 @@ final class ClientChannel: @unchecked Sendable {
         guard direction.towardsLocal, phase == .live, let bus else { return }
         // A local change that happened before this bus change was seen goes first.
         endpoint.deliverPending()
-        guard setsInFlight == 0 else { return }
+        guard setsInFlight == 0, !endpoint.isBeingWritten else { return }
         let text: String
         do {
             text = try transforms.localText(for: bus, key: key)
@@ -291,8 +291,7 @@ final class ClientChannel: @unchecked Sendable {
         }
         if endpoint.current() == text { return }
         do {
-            try endpoint.write(text)
-            event("from", .string(text))
+            if try endpoint.write(text) { event("from", .string(text)) }
         } catch {
             report(error.message)
         }

@@ -12,8 +12,9 @@ import Glibc
 /// `rename`), or in place with `inPlace` for sysfs-like files that cannot be replaced. Either
 /// way the text is followed by one newline.
 ///
-/// Confined to the channel's queue (see ``LocalEndpoint``).
-final class FileEndpoint: LocalEndpoint {
+/// `@unchecked Sendable`: confined to the channel's queue (see ``LocalEndpoint``); the work it
+/// schedules runs there too.
+final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
     let path: String
     let directory: String
     let name: String
@@ -25,6 +26,8 @@ final class FileEndpoint: LocalEndpoint {
     private var queue: DispatchQueue?
     private var changed: (() -> Void)?
     private var settle: DispatchWorkItem?
+    private var pendingComplete = false
+    private var pendingModified = false
 
     /// How long a modification without a close must stay quiet before the file is read: a
     /// writer between its truncation and its write must not be read half-way.
@@ -72,11 +75,11 @@ final class FileEndpoint: LocalEndpoint {
         fileWatch = watch >= 0 ? watch : -1
     }
 
-    /// Reads every queued inotify event; a finished write or a rename onto the name is a change
-    /// now, a bare modification is one once it settles.
-    private func readEvents() {
-        var complete = false
-        var modified = false
+    /// Reads every queued inotify event about the file into ``pendingComplete`` and
+    /// ``pendingModified``; whether there was any.
+    @discardableResult
+    private func collectEvents() -> Bool {
+        var seen = false
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
             let count = buffer.withUnsafeMutableBytes { read(inotify, $0.baseAddress, $0.count) }
@@ -91,29 +94,41 @@ final class FileEndpoint: LocalEndpoint {
                 let eventName = length == 0 ? "" : String(decoding: buffer[nameStart..<(nameStart + length)].prefix { $0 != 0 }, as: UTF8.self)
                 offset = nameStart + length
                 if mask & UInt32(IN_Q_OVERFLOW) != 0 {
-                    complete = true
+                    pendingComplete = true
+                    seen = true
                     continue
                 }
                 if watch == directoryWatch {
                     guard eventName == name else { continue }
+                    seen = true
                     if mask & UInt32(IN_CREATE | IN_MOVED_TO) != 0 { watchFile() }
-                    if mask & UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM) != 0 { complete = true }
-                    if mask & UInt32(IN_MODIFY | IN_ATTRIB | IN_CREATE) != 0 { modified = true }
+                    if mask & UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM) != 0 { pendingComplete = true }
+                    if mask & UInt32(IN_MODIFY | IN_ATTRIB | IN_CREATE) != 0 { pendingModified = true }
                 } else if watch == fileWatch {
+                    seen = true
                     if mask & UInt32(IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF) != 0 {
                         if mask & UInt32(IN_IGNORED) != 0 { fileWatch = -1 }
-                        complete = true
+                        pendingComplete = true
                     }
-                    if mask & UInt32(IN_CLOSE_WRITE) != 0 { complete = true }
-                    if mask & UInt32(IN_MODIFY | IN_ATTRIB) != 0 { modified = true }
+                    if mask & UInt32(IN_CLOSE_WRITE) != 0 { pendingComplete = true }
+                    if mask & UInt32(IN_MODIFY | IN_ATTRIB) != 0 { pendingModified = true }
                 }
             }
         }
-        if complete {
+        return seen
+    }
+
+    /// A finished write or a rename onto the name is a change now; a bare modification is one
+    /// once it settles.
+    private func deliverCollected() {
+        if pendingComplete {
+            pendingComplete = false
+            pendingModified = false
             settle?.cancel()
             settle = nil
             changed?()
-        } else if modified, let queue {
+        } else if pendingModified, let queue {
+            pendingModified = false
             settle?.cancel()
             let work = DispatchWorkItem { [weak self] in
                 self?.settle = nil
@@ -123,6 +138,13 @@ final class FileEndpoint: LocalEndpoint {
             queue.asyncAfter(deadline: .now() + Self.settleDelay, execute: work)
         }
     }
+
+    private func readEvents() {
+        collectEvents()
+        deliverCollected()
+    }
+
+    var isBeingWritten: Bool { settle != nil }
 
     func deliverPending() {
         guard inotify >= 0 else { return }
@@ -145,14 +167,14 @@ final class FileEndpoint: LocalEndpoint {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    func write(_ text: String) throws(CommandFailure) {
+    func write(_ text: String) throws(CommandFailure) -> Bool {
         let bytes = Array((text + "\n").utf8)
         if inPlace {
             let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
             guard descriptor >= 0 else { throw failure("cannot open \(path) for writing") }
             defer { close(descriptor) }
             guard writeAll(descriptor, bytes) else { throw failure("cannot write \(path)") }
-            return
+            return true
         }
         var template = Array("\(directory)/.\(name).propctl-XXXXXX".utf8CString)
         let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
@@ -172,12 +194,21 @@ final class FileEndpoint: LocalEndpoint {
         fchmod(descriptor, mode)
         let written = writeAll(descriptor, bytes) && fsync(descriptor) == 0
         close(descriptor)
+        // Another program may have started writing since the channel compared: a writer's
+        // truncation can be seen before its inotify event is. Replacing the file now would
+        // throw its write away with the old inode, so the write yields to the local change.
+        if collectEvents() || settle != nil {
+            unlink(temporary)
+            queue?.async { [weak self] in self?.deliverCollected() }
+            return false
+        }
         // A rename is all-or-nothing: a reader sees the old content or the new, never a part.
         guard written, rename(temporary, path) == 0 else {
             let error = failure("cannot replace \(path)")
             unlink(temporary)
             throw error
         }
+        return true
     }
 
     private func writeAll(_ descriptor: Int32, _ bytes: [UInt8]) -> Bool {

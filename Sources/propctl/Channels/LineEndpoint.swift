@@ -137,7 +137,7 @@ final class LineEndpoint: LocalEndpoint, @unchecked Sendable {
 
     func current() -> String? { last }
 
-    func write(_ text: String) throws(CommandFailure) {
+    func write(_ text: String) throws(CommandFailure) -> Bool {
         last = text
         let bytes = Array((text + "\n").utf8)
         var offset = 0
@@ -147,9 +147,12 @@ final class LineEndpoint: LocalEndpoint, @unchecked Sendable {
             guard count > 0 else { throw CommandFailure(.dbusError, "cannot write to the \(label): \(String(cString: strerror(errno)))") }
             offset += count
         }
+        return true
     }
 
     func deliverPending() {}
+
+    var isBeingWritten: Bool { false }
 
     func stop() {
         stopped = true

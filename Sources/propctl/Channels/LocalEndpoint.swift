@@ -15,12 +15,19 @@ protocol LocalEndpoint: AnyObject {
     /// direction. `nil` when there is none (no file, nothing said yet).
     func current() -> String?
 
-    /// Writes a value that came from the bus.
-    func write(_ text: String) throws(CommandFailure)
+    /// Writes a value that came from the bus; false when it yielded to a local change that
+    /// began meanwhile (that change is then delivered through `changed`).
+    func write(_ text: String) throws(CommandFailure) -> Bool
 
     /// Handles local events that already happened but were not delivered yet, so that a bus
     /// change is never applied over a local change it has not seen.
     func deliverPending()
+
+    /// Whether another program is in the middle of writing the local side (modified, not yet
+    /// closed or settled). A bus value is not written then: it would replace the file between
+    /// the writer's truncation and its write, and lose that write. The writer's change is
+    /// handled once it settles, and the sides are compared again then.
+    var isBeingWritten: Bool { get }
 
     /// Stops watching and releases what the endpoint holds (a coprocess is terminated).
     func stop()

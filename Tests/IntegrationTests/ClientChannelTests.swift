@@ -1,0 +1,414 @@
+import DBus
+import Foundation
+import XCTest
+
+/// `propctl bind` client-side channels, through the real binaries on a private bus: the bus
+/// wins at the start, every kind of file change is seen, nothing echoes, the ReactiveCocoa bug
+/// sequences stay fixed, the transforms and directions hold, and the binding survives a daemon
+/// restart.
+///
+/// "No extra signal" is proven with a marker key changed after the operations under test: the
+/// daemon's signals reach a subscriber in the order they were sent, so whatever arrived before
+/// the marker's signal is everything the operations caused.
+final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
+    private static let markerKey = "test.marker.tick"
+    private var markerValue: Int32 = 0
+    private var directory: URL!
+    private var binds: [ChildProcess] = []
+
+    override func setUp() async throws {
+        try await super.setUp()
+        directory = try makeTemporaryDirectory(prefix: "pbit-chan")
+        try await client.create(Self.markerKey, "i", default: .int32(0))
+    }
+
+    override func tearDown() async throws {
+        for bind in binds { await bind.stop() }
+        binds = []
+        if let directory { try? FileManager.default.removeItem(at: directory) }
+        try await super.tearDown()
+    }
+
+    // MARK: Helpers
+
+    /// Starts `propctl --address <bus> bind KEY ARGS…` in the background.
+    private func bind(_ key: String, _ arguments: [String]) throws -> ChildProcess {
+        let process = try ChildProcess(BuildProducts.propctl, ["--address", bus.address, "bind", key] + arguments,
+                                       environment: bus.environment)
+        binds.append(process)
+        return process
+    }
+
+    /// Starts a file binding and waits until the file shows `expected`: the initial value is
+    /// written after the watch is set, so from then on every change is seen.
+    private func bindFile(_ key: String, _ path: String, expecting expected: String, _ extra: [String] = []) async throws -> ChildProcess {
+        let process = try bind(key, ["--file", path] + extra)
+        let ready = await eventually(timeout: 10) { self.read(path) == expected || !process.isRunning }
+        XCTAssertTrue(ready && process.isRunning, "file binding did not start: \(read(path) ?? "nil"); stderr: \(process.stderr)")
+        return process
+    }
+
+    private func path(_ name: String) -> String { directory.appendingPathComponent(name).path }
+
+    /// The file's content without its trailing newline, like the channel reads it.
+    private func read(_ path: String) -> String? {
+        guard var text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+        if text.hasSuffix("\n") { text.removeLast() }
+        return text
+    }
+
+    private func inode(_ path: String) -> UInt64 {
+        var status = stat()
+        return stat(path, &status) == 0 ? UInt64(status.st_ino) : 0
+    }
+
+    /// As `echo TEXT > PATH` does: open with truncation, write, close.
+    private func echo(_ text: String, to path: String) {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        precondition(descriptor >= 0, "cannot open \(path)")
+        let bytes = Array((text + "\n").utf8)
+        _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        close(descriptor)
+    }
+
+    /// As an editor saves: write a temporary file beside it, then rename it over the original.
+    private func replace(_ path: String, with text: String) throws {
+        let temporary = path + ".swp"
+        try Data((text + "\n").utf8).write(to: URL(fileURLWithPath: temporary))
+        XCTAssertEqual(rename(temporary, path), 0)
+    }
+
+    private func waitForBus(_ key: String, _ value: DBusValue, timeout: TimeInterval = 10) async -> Bool {
+        await eventually(timeout: timeout) { (try? await self.client.get(key)) == value }
+    }
+
+    private func waitForFile(_ path: String, _ text: String, timeout: TimeInterval = 10) async -> Bool {
+        await eventually(timeout: timeout) { self.read(path) == text }
+    }
+
+    /// Ticks the marker and returns the values `key` was announced with before it, in order.
+    private func changes(of key: String, in recorder: SignalRecorder, settle: TimeInterval = 0.1) async throws -> [DBusValue] {
+        // Give a wrong echo the time to happen before the marker closes the window.
+        try await Task.sleep(nanoseconds: UInt64(settle * 1e9))
+        markerValue += 1
+        let marker = markerValue
+        try await client.set(Self.markerKey, .int32(marker))
+        let (markerPath, markerName) = PropBusAPI.locate(Self.markerKey)
+        let signals = await recorder.wait { signals in
+            signals.contains { $0.path == markerPath && $0.changed[markerName] == .int32(marker) }
+        }
+        let (path, name) = PropBusAPI.locate(key)
+        let end = signals.firstIndex { $0.path == markerPath && $0.changed[markerName] == .int32(marker) } ?? signals.count
+        return signals[..<end].filter { $0.path == path }.compactMap { $0.changed[name] }
+    }
+
+    /// Asserts that an async condition holds (the conditions here poll with a timeout).
+    private func expect(_ condition: () async -> Bool, _ message: @autoclosure () -> String = "",
+                        file: StaticString = #filePath, line: UInt = #line) async {
+        let holds = await condition()
+        XCTAssertTrue(holds, message(), file: file, line: line)
+    }
+
+    private func recordAll() async throws -> SignalRecorder {
+        try await client.record(pathNamespace: PropBusAPI.rootPath, interface: PropBusAPI.properties, member: "PropertiesChanged")
+    }
+
+    // MARK: The bus leads at the start
+
+    func testBusValueWinsAtBindTimeAndNothingIsWrittenToTheBus() async throws {
+        try await client.create("ui.theme", "s", default: .string("dark"))
+        let file = path("theme")
+        echo("light", to: file)
+        let recorder = try await recordAll()
+        _ = try await bindFile("ui.theme", file, expecting: "dark")
+        let announced = try await changes(of: "ui.theme", in: recorder)
+        XCTAssertEqual(announced, [], "binding wrote to the bus")
+        let value = try await client.get("ui.theme")
+        XCTAssertEqual(value, .string("dark"))
+        XCTAssertEqual(try String(contentsOfFile: file, encoding: .utf8), "dark\n", "a trailing newline is written")
+    }
+
+    // MARK: Every kind of file change reaches the bus
+
+    func testWritesTruncationAndAtomicReplaceByAnyProgramReachTheBus() async throws {
+        try await client.create("ui.text", "s", default: .string("start"))
+        let file = path("text")
+        let bind = try await bindFile("ui.text", file, expecting: "start")
+        let recorder = try await recordAll()
+
+        echo("written", to: file)
+        await expect({ await waitForBus("ui.text", .string("written")) }, bind.stderr)
+
+        // truncate(2) alone: a modification with no close, seen once it settles.
+        XCTAssertEqual(truncate(file, 0), 0)
+        await expect({ await waitForBus("ui.text", .string("")) }, bind.stderr)
+
+        try replace(file, with: "saved by an editor")
+        await expect({ await waitForBus("ui.text", .string("saved by an editor")) }, bind.stderr)
+
+        let shell = try await tool("/bin/sh", ["-c", "printf 'from a shell\\n' > '\(file)'"])
+        XCTAssertTrue(shell.succeeded, "\(shell)")
+        await expect({ await waitForBus("ui.text", .string("from a shell")) }, bind.stderr)
+
+        // Deleting the file is not a value; creating it again is.
+        unlink(file)
+        echo("reborn", to: file)
+        await expect({ await waitForBus("ui.text", .string("reborn")) }, bind.stderr)
+
+        let announced = try await changes(of: "ui.text", in: recorder)
+        XCTAssertEqual(announced, [.string("written"), .string(""), .string("saved by an editor"), .string("from a shell"), .string("reborn")],
+                       "one PropertiesChanged per change, no echo")
+    }
+
+    // MARK: Bus changes reach the file
+
+    func testBusSetReplacesTheFileAtomicallyWithOneSignalPerChange() async throws {
+        try await client.create("ui.level", "i", default: .int32(1))
+        let file = path("level")
+        let bind = try await bindFile("ui.level", file, expecting: "1")
+        let recorder = try await recordAll()
+        for level: Int32 in [2, 3, 40] {
+            let before = inode(file)
+            try await client.set("ui.level", .int32(level))
+            await expect({ await waitForFile(file, String(level)) }, "file shows \(read(file) ?? "nil"); stderr: \(bind.stderr)")
+            XCTAssertNotEqual(inode(file), before, "the file was rewritten in place, not replaced")
+        }
+        let announced = try await changes(of: "ui.level", in: recorder)
+        XCTAssertEqual(announced, [.int32(2), .int32(3), .int32(40)], "one PropertiesChanged per change, no echo")
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0 != "level" }
+        XCTAssertEqual(leftovers, [], "temporary files left behind")
+    }
+
+    func testInPlaceWritesKeepTheFile() async throws {
+        try await client.create("led.brightness", "y", default: .byte(0))
+        let file = path("brightness")
+        echo("", to: file)
+        let original = inode(file)
+        let bind = try await bindFile("led.brightness", file, expecting: "0", ["--in-place"])
+        try await client.set("led.brightness", .byte(255))
+        await expect({ await waitForFile(file, "255") }, bind.stderr)
+        XCTAssertEqual(inode(file), original)
+    }
+
+    // MARK: ReactiveCocoa bug 1: a stale remembered value
+
+    /// Every combination of 1–4 toggles on one side followed by a change to either value on the
+    /// other side: the file always ends showing the bus value.
+    func testTogglesOnOneSideThenAChangeOnTheOtherAlwaysEndInAgreement() async throws {
+        try await client.create("settings.someBoolKey", "b", default: .boolean(false))
+        let file = path("switch")
+        let bind = try await bindFile("settings.someBoolKey", file, expecting: "false")
+        var fileValue = false
+        for toggles in 1...4 {
+            for final in [true, false] {
+                // The user flips the switch (the file) `toggles` times; the defaults follow.
+                for _ in 0..<toggles {
+                    fileValue.toggle()
+                    echo(String(fileValue), to: file)
+                    await expect({ await waitForBus("settings.someBoolKey", .boolean(fileValue)) }, "\(toggles) local toggles: bus did not follow; stderr: \(bind.stderr)")
+                }
+                // Then code sets the defaults value.
+                try await client.set("settings.someBoolKey", .boolean(final))
+                await expect({ await waitForFile(file, String(final)) }, "\(toggles) local toggles then bus := \(final): file shows \(read(file) ?? "nil")")
+                fileValue = final
+
+                // The mirror image: the bus toggles, then the file changes.
+                var busValue = final
+                for _ in 0..<toggles {
+                    busValue.toggle()
+                    try await client.set("settings.someBoolKey", .boolean(busValue))
+                    await expect({ await waitForFile(file, String(busValue)) }, "\(toggles) bus toggles: file did not follow")
+                }
+                echo(String(final), to: file)
+                await expect({ await waitForBus("settings.someBoolKey", .boolean(final)) }, "\(toggles) bus toggles then file := \(final): bus did not follow")
+                await expect({ await waitForFile(file, String(final)) }, "")
+                fileValue = final
+            }
+        }
+    }
+
+    // MARK: ReactiveCocoa bug 2: a stuck "ignore the next update" flag
+
+    func testSameValueLocalWriteDoesNotSwallowNextRemoteChange() async throws {
+        try await client.create("settings.someBoolKey", "b", default: .boolean(true))
+        let file = path("switch")
+        let bind = try await bindFile("settings.someBoolKey", file, expecting: "true")
+        let recorder = try await recordAll()
+        // A write of the value the bus already has: no Set, so no notification comes back.
+        echo("true", to: file)
+        try replace(file, with: "true")
+        try await Task.sleep(nanoseconds: 100_000_000)
+        try await client.set("settings.someBoolKey", .boolean(false))
+        await expect({ await waitForFile(file, "false") }, "the remote change was swallowed: \(read(file) ?? "nil"); \(bind.stderr)")
+        let announced = try await changes(of: "settings.someBoolKey", in: recorder)
+        XCTAssertEqual(announced, [.boolean(false)])
+    }
+
+    // MARK: Transforms
+
+    func testOnOffTextMapsToOneZeroBothWays() async throws {
+        try await client.create("device.power", "s", default: .string("0"))
+        let file = path("power")
+        let bind = try await bindFile("device.power", file, expecting: "Off",
+                                      ["--map", #"value == "1" ? "On" : "Off""#, "--unmap", #"value == "On" ? "1" : "0""#])
+        let recorder = try await recordAll()
+        try await client.set("device.power", .string("1"))
+        await expect({ await waitForFile(file, "On") }, bind.stderr)
+        echo("Off", to: file)
+        await expect({ await waitForBus("device.power", .string("0")) }, bind.stderr)
+        try replace(file, with: "On")
+        await expect({ await waitForBus("device.power", .string("1")) }, bind.stderr)
+        let announced = try await changes(of: "device.power", in: recorder)
+        XCTAssertEqual(announced, [.string("1"), .string("0"), .string("1")])
+        XCTAssertEqual(read(file), "On")
+    }
+
+    func testRejectedLocalValueIsReportedAndTheFileGoesBackToTheBusValue() async throws {
+        try await client.create("settings.volume", "i", default: .int32(50), options: ["minimum": .variant(.int32(0)), "maximum": .variant(.int32(100))])
+        let file = path("volume")
+        let bind = try await bindFile("settings.volume", file, expecting: "50")
+        echo("500", to: file)
+        await expect({ await waitForFile(file, "50") }, "out-of-range value not reverted: \(read(file) ?? "nil")")
+        XCTAssertTrue(bind.stderr.contains("OutOfRange") || bind.stderr.contains("500"), bind.stderr)
+        echo("loud", to: file)
+        await expect({ await waitForFile(file, "50") }, "unparsable value not reverted: \(read(file) ?? "nil")")
+        echo("70", to: file)
+        await expect({ await waitForBus("settings.volume", .int32(70)) }, bind.stderr)
+    }
+
+    // MARK: Directions
+
+    func testDirectionFromOnlyFollowsTheBus() async throws {
+        try await client.create("ui.theme", "s", default: .string("dark"))
+        let file = path("theme")
+        let bind = try await bindFile("ui.theme", file, expecting: "dark", ["--direction", "from"])
+        echo("light", to: file)
+        try await client.set("ui.theme", .string("blue"))
+        await expect({ await waitForFile(file, "blue") }, bind.stderr)
+        echo("green", to: file)
+        try await Task.sleep(nanoseconds: 150_000_000)
+        let value = try await client.get("ui.theme")
+        XCTAssertEqual(value, .string("blue"), "a local edit reached the bus with --direction from")
+    }
+
+    func testDirectionToOnlyDrivesTheBus() async throws {
+        try await client.create("ui.theme", "s", default: .string("dark"))
+        let file = path("theme")
+        echo("light", to: file)
+        let bind = try bind("ui.theme", ["--file", file, "--direction", "to"])
+        await expect({ await waitForBus("ui.theme", .string("light")) }, "the local value is sent at the start: \(bind.stderr)")
+        try await client.set("ui.theme", .string("blue"))
+        echo("green", to: file)
+        await expect({ await waitForBus("ui.theme", .string("green")) }, bind.stderr)
+        try await client.set("ui.theme", .string("red"))
+        try await Task.sleep(nanoseconds: 150_000_000)
+        XCTAssertEqual(read(file), "green", "a bus change reached the file with --direction to")
+    }
+
+    // MARK: Line endpoints
+
+    func testStdioSpeaksOneLinePerChangeWithoutEcho() async throws {
+        try await client.create("viewmodel.searchText", "s", default: .string("initial"))
+        let fifo = path("in")
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        let process = try ChildProcess("/bin/sh", ["-c", "exec \"$0\" --address \"$1\" bind viewmodel.searchText --stdio < \"$2\"",
+                                                   BuildProducts.propctl, bus.address, fifo], environment: bus.environment)
+        binds.append(process)
+        // O_RDWR does not wait for the reader, and keeps the pipe open between lines.
+        let input = open(fifo, O_RDWR)
+        defer { close(input) }
+        func say(_ line: String) { _ = Array((line + "\n").utf8).withUnsafeBytes { write(input, $0.baseAddress, $0.count) } }
+        func lines() -> [String] { process.stdout.split(separator: "\n").map(String.init) }
+
+        await expect({ await eventually(timeout: 10) { lines() == ["initial"] } }, "stdout: \(process.stdout) stderr: \(process.stderr)")
+        let recorder = try await recordAll()
+        say("typed")
+        await expect({ await waitForBus("viewmodel.searchText", .string("typed")) }, process.stderr)
+        try await client.set("viewmodel.searchText", .string("from code"))
+        await expect({ await eventually { lines() == ["initial", "from code"] } }, "stdout: \(process.stdout)")
+        say("from code")  // the other side repeating the current value is not a change
+        say("again")
+        await expect({ await waitForBus("viewmodel.searchText", .string("again")) }, "")
+        let announced = try await changes(of: "viewmodel.searchText", in: recorder)
+        XCTAssertEqual(announced, [.string("typed"), .string("from code"), .string("again")])
+        XCTAssertEqual(lines(), ["initial", "from code"], "stdout carries only bus values")
+    }
+
+    func testExecCoprocessLinesAreLocalChangesAndBusChangesGoToItsStdin() async throws {
+        try await client.create("viewmodel.searchText", "s", default: .string("initial"))
+        let log = path("log")
+        // Logs the first value it is told and answers with its own, then logs and echoes every
+        // line it is told (an echo must not come back to the bus).
+        let script = "read line; echo \"$line\" >> '\(log)'; echo hello; while read line; do echo \"$line\" >> '\(log)'; echo \"$line\"; done"
+        let process = try bind("viewmodel.searchText", ["--exec", script])
+        await expect({ await waitForBus("viewmodel.searchText", .string("hello")) }, process.stderr)
+        await expect({ await eventually { self.read(log) == "initial" } }, "log: \(read(log) ?? "nil")")
+        let recorder = try await recordAll()
+        try await client.set("viewmodel.searchText", .string("from code"))
+        await expect({ await eventually { self.read(log) == "initial\nfrom code" } }, "log: \(read(log) ?? "nil"); \(process.stderr)")
+        let announced = try await changes(of: "viewmodel.searchText", in: recorder)
+        XCTAssertEqual(announced, [.string("from code")], "the coprocess's echo came back to the bus")
+    }
+
+    func testExecArgvAndTheBindingEndsWithTheCoprocess() async throws {
+        try await client.create("viewmodel.count", "u", default: .uint32(0))
+        let process = try bind("viewmodel.count", ["--exec", "/bin/sh", "--", "-c", "read first; echo 7"])
+        await expect({ await waitForBus("viewmodel.count", .uint32(7)) }, process.stderr)
+        let ended = await process.waitForExit(timeout: 10)
+        XCTAssertEqual(ended, .exited(0), process.stderr)
+    }
+
+    // MARK: Daemon restarts
+
+    func testLocalChangeWhileTheDaemonIsAwayIsAppliedWhenItIsBack() async throws {
+        try await client.create("ui.theme", "s", default: .string("dark"))
+        let file = path("theme")
+        let bind = try await bindFile("ui.theme", file, expecting: "dark")
+        try await client.set("ui.theme", .string("blue"))
+        await expect({ await waitForFile(file, "blue") }, "")
+        await daemon.stop()
+        _ = await eventually { !((try? await self.client.nameHasOwner()) ?? true) }
+        echo("changed while away", to: file)
+        try await Task.sleep(nanoseconds: 100_000_000)
+        daemon = try await Daemon.start(on: bus, arguments: daemonArguments, watcher: client)
+        await expect({ await waitForBus("ui.theme", .string("changed while away")) }, bind.stderr)
+        XCTAssertEqual(read(file), "changed while away")
+        // And the binding goes on.
+        try await client.set("ui.theme", .string("after"))
+        await expect({ await waitForFile(file, "after") }, bind.stderr)
+    }
+
+    func testFileIsResynchronizedFromTheBusAfterTheDaemonRestarts() async throws {
+        try await client.create("ui.theme", "s", default: .string("dark"))
+        let file = path("theme")
+        let bind = try await bindFile("ui.theme", file, expecting: "dark")
+        try await client.set("ui.theme", .string("blue"))
+        await expect({ await waitForFile(file, "blue") }, "")
+        // A daemon that forgot everything: the key comes back with another value.
+        try await restartDaemon(arguments: ["--in-memory"])
+        try await client.create("ui.theme", "s", default: .string("fresh"))
+        await expect({ await waitForFile(file, "fresh") }, "file shows \(read(file) ?? "nil"); \(bind.stderr)")
+        echo("edited", to: file)
+        await expect({ await waitForBus("ui.theme", .string("edited")) }, bind.stderr)
+        XCTAssertTrue(bind.isRunning)
+    }
+
+    // MARK: Exit codes
+
+    func testUnknownKeyAndMissingEndpointFail() async throws {
+        let unknown = try await tool(BuildProducts.propctl, ["--address", bus.address, "bind", "no.such", "--file", path("x")])
+        XCTAssertEqual(unknown.status, 1, "\(unknown)")
+        XCTAssertTrue(unknown.stderr.contains("UnknownKey") || unknown.stderr.contains("no.such"), unknown.stderr)
+        let noEndpoint = try await tool(BuildProducts.propctl, ["--address", bus.address, "bind", "a.b"])
+        XCTAssertEqual(noEndpoint.status, 64, "\(noEndpoint)")
+        let badExpression = try await tool(BuildProducts.propctl, ["--address", bus.address, "bind", "a.b", "--stdio", "--map", "value +"])
+        XCTAssertEqual(badExpression.status, 64, "\(badExpression)")
+    }
+
+    func testNoDaemonIsServiceUnavailable() async throws {
+        await daemon.stop()
+        _ = await eventually { !((try? await self.client.nameHasOwner()) ?? true) }
+        let result = try await tool(BuildProducts.propctl, ["--address", bus.address, "bind", "a.b", "--file", path("x")])
+        XCTAssertEqual(result.status, 69, "\(result)")
+    }
+}
