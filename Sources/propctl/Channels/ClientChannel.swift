@@ -291,7 +291,13 @@ final class ClientChannel: @unchecked Sendable {
         }
         if endpoint.current() == text { return }
         do {
-            if try endpoint.write(text) { event("from", .string(text)) }
+            if try endpoint.write(text) {
+                event("from", .string(text))
+            } else if !direction.towardsBus {
+                // The write yielded to a local change; with --direction from nothing else will
+                // bring the bus value back, so look again once that change has settled.
+                queue.asyncAfter(deadline: .now() + .milliseconds(100)) { [self] in pushToLocal() }
+            }
         } catch {
             report(error.message)
         }

@@ -28,6 +28,13 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
     private var settle: DispatchWorkItem?
     private var pendingComplete = false
     private var pendingModified = false
+    /// The content as of the last change the channel was told about, or the last write.
+    ///
+    /// Not used to decide whether a value propagates (that is always a comparison with current
+    /// values): only to notice a change whose inotify event is not there yet, since a write
+    /// becomes visible before its event does (and sysfs files send none). A bus value is not
+    /// written over such a change; the change is delivered first.
+    private var notified: String?
 
     /// How long a modification without a close must stay quiet before the file is read: a
     /// writer between its truncation and its write must not be read half-way.
@@ -61,6 +68,7 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
             throw CommandFailure(.usage, "cannot watch the directory \(directory) of --file: \(reason)")
         }
         watchFile()
+        notified = current()
         let source = DispatchSource.makeReadSource(fileDescriptor: inotify, queue: queue)
         source.setEventHandler { [weak self] in self?.readEvents() }
         source.resume()
@@ -126,17 +134,26 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
             pendingModified = false
             settle?.cancel()
             settle = nil
+            notified = current()
             changed?()
-        } else if pendingModified, let queue {
+        } else if pendingModified {
             pendingModified = false
-            settle?.cancel()
-            let work = DispatchWorkItem { [weak self] in
-                self?.settle = nil
-                self?.changed?()
-            }
-            settle = work
-            queue.asyncAfter(deadline: .now() + Self.settleDelay, execute: work)
+            scheduleSettle()
         }
+    }
+
+    /// Delivers a change once the file has been quiet for ``settleDelay``.
+    private func scheduleSettle() {
+        guard let queue else { return }
+        settle?.cancel()
+        let work = DispatchWorkItem { [weak self] in
+            guard let self else { return }
+            settle = nil
+            notified = current()
+            changed?()
+        }
+        settle = work
+        queue.asyncAfter(deadline: .now() + Self.settleDelay, execute: work)
     }
 
     private func readEvents() {
@@ -168,12 +185,19 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
     }
 
     func write(_ text: String) throws(CommandFailure) -> Bool {
+        collectEvents()
+        guard !pendingComplete, !pendingModified, settle == nil, current() == notified else {
+            // The file changed and the channel has not heard of it yet: that change goes first.
+            if pendingComplete || pendingModified { queue?.async { [weak self] in self?.deliverCollected() } } else if settle == nil { scheduleSettle() }
+            return false
+        }
         let bytes = Array((text + "\n").utf8)
         if inPlace {
             let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
             guard descriptor >= 0 else { throw failure("cannot open \(path) for writing") }
             defer { close(descriptor) }
             guard writeAll(descriptor, bytes) else { throw failure("cannot write \(path)") }
+            notified = text
             return true
         }
         var template = Array("\(directory)/.\(name).propctl-XXXXXX".utf8CString)
@@ -208,6 +232,7 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
             unlink(temporary)
             throw error
         }
+        notified = text
         return true
     }
 
