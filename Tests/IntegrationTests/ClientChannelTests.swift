@@ -263,6 +263,22 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertEqual(read(file), "On")
     }
 
+    func testTransformsThatAreNotInversesDoNotLoop() async throws {
+        try await client.create("loop.n", "i", default: .int32(0))
+        let file = path("loop")
+        let bind = try await bindFile("loop.n", file, expecting: "1", ["--map", "value + 1", "--unmap", "int(value)"])
+        let recorder = try await recordAll()
+        echo("5", to: file)
+        await expect({ await waitForBus("loop.n", .int32(5)) }, bind.stderr)
+        // The file is where 5 came from: it is not rewritten to 6, which would come back as 6, …
+        try await Task.sleep(nanoseconds: 300_000_000)
+        let announced = try await changes(of: "loop.n", in: recorder)
+        XCTAssertEqual(announced, [.int32(5)], bind.stderr)
+        XCTAssertEqual(read(file), "5")
+        try await client.set("loop.n", .int32(9))
+        await expect({ await waitForFile(file, "10") }, bind.stderr)
+    }
+
     func testRejectedLocalValueIsReportedAndTheFileGoesBackToTheBusValue() async throws {
         try await client.create("settings.volume", "i", default: .int32(50), options: ["minimum": .variant(.int32(0)), "maximum": .variant(.int32(100))])
         let file = path("volume")

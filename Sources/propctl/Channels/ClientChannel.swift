@@ -39,6 +39,11 @@ final class ClientChannel: @unchecked Sendable {
     /// The bus value: the last read and every PropertiesChanged since; nil while unknown.
     private var bus: DBusValue?
     private var setsInFlight = 0
+    /// The value of our latest successful Set: if the bus still holds it when the last reply
+    /// arrives, the local side is where it came from and is not written back (as the daemon
+    /// never writes a change back to its origin), so transforms that are not inverses of
+    /// each other cannot start a loop.
+    private var lastSetValue: DBusValue?
     /// A local change that could not be sent yet (daemon away or being read again).
     private var localPending = false
     /// The local side ended; the channel ends with this once its last Set is answered.
@@ -255,6 +260,7 @@ final class ClientChannel: @unchecked Sendable {
             setsInFlight -= 1
             switch result {
             case .success:
+                lastSetValue = value
                 event("to", ValueText.jsonValue(value))
             case .failure(let error):
                 let failure = CommandFailure(error)
@@ -271,7 +277,10 @@ final class ClientChannel: @unchecked Sendable {
                 return
             }
             // Bus changes that arrived meanwhile were held back; a failed Set leaves the local
-            // side to be put back. Either way: make local match the bus now.
+            // side to be put back. Either way: make local match the bus now, unless the bus
+            // holds just what this side sent.
+            defer { lastSetValue = nil }
+            if case .success = result, bus == lastSetValue { return }
             pushToLocal()
         }
     }
