@@ -43,6 +43,8 @@ final class HelpGeneratorTests: XCTestCase {
                                   another key.
               bindings            List the daemon-side bindings.
               unbind              Remove a daemon-side binding.
+              dump                Write keys, types and values as one JSON document.
+              load                Apply a document written by 'propctl dump', atomically.
               status              Show whether propbusd is running, and its version.
 
             Examples:

@@ -25,7 +25,7 @@ enum PropctlSpec {
             .help,
             .version,
         ],
-        subcommands: [get, set, reset, list, watch, create, delete, bind, bindings, unbind, status],
+        subcommands: [get, set, reset, list, watch, create, delete, bind, bindings, unbind, dump, load, status],
         exclusiveOptions: [["system", "user", "address"]],
         examples: [
             .init("Turn a switch on", "propctl set ui.switch.on true"),

@@ -17,6 +17,8 @@ enum Subcommands {
         "bind": BindCommand.self,
         "bindings": BindingsCommand.self,
         "unbind": UnbindCommand.self,
+        "dump": DumpCommand.self,
+        "load": LoadCommand.self,
         "status": StatusCommand.self,
     ]
 }
