@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# Acknowledged durable writes per second: propbusd vs dconf-service, on one private bus.
+#
+#   bench/durable-writes.sh [--seconds S] [--levels "0 1000 10000 100000"] [--no-dconf] [--no-strace]
+#
+#   --seconds S   length of each timed run (default 3, env SECONDS_PER_RUN)
+#   --levels L    store sizes to test, in keys (default "0 1000 10000 100000", env LEVELS)
+#   --no-dconf    skip the dconf-service reference
+#   --dconf-max-keys N  run dconf only at store sizes up to N (default 10000, env DCONF_MAX_KEYS):
+#                 loading 100,000 keys into dconf alone takes over ten minutes
+#   --no-strace   skip the fsync count (a second, traced run per case)
+#   env PROPBUSD  use this propbusd binary instead of building one in release mode
+#
+# For each store size and each service: 1 sequential writer, then 16 concurrent writers (one
+# connection each), every write waiting for its reply. A second run of each case under
+# `strace -c -f -e trace=fsync,fdatasync` counts fsyncs per acknowledged write (strace slows
+# the service, so throughput is taken from the untraced run). Then propbusd's startup time
+# (exec to name owned) and RSS with the 10,000-key store. Prints a table (also saved under
+# bench/out/). See bench/README.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v swift >/dev/null || export PATH="$PATH:/opt/swift/usr/bin"
+
+seconds=${SECONDS_PER_RUN:-3} levels=${LEVELS:-"0 1000 10000 100000"} dconf=1 trace=1
+dconf_max=${DCONF_MAX_KEYS:-10000}
+while [ $# -gt 0 ]; do
+  case $1 in
+    --seconds) seconds=$2; shift 2 ;;
+    --levels) levels=$2; shift 2 ;;
+    --no-dconf) dconf=0; shift ;;
+    --dconf-max-keys) dconf_max=$2; shift 2 ;;
+    --no-strace) trace=0; shift ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    *) echo "durable-writes: unknown argument '$1' (try --help)" >&2; exit 64 ;;
+  esac
+done
+
+# --- build ---------------------------------------------------------------------------
+scripts/setup
+need=()
+command -v gcc >/dev/null || need+=(gcc libc6-dev)
+command -v strace >/dev/null || need+=(strace)
+pkg-config --exists glib-2.0 || need+=(libglib2.0-dev)
+[ -x /usr/libexec/dconf-service ] || need+=(dconf-service)
+if [ "${#need[@]}" -gt 0 ]; then
+  [ "$(id -u)" -eq 0 ] || { echo "durable-writes: missing ${need[*]}; run: sudo apt-get install ${need[*]}" >&2; exit 1; }
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+mkdir -p bench/build bench/out
+gcc -O2 -Wall -Wextra -o bench/build/write-client bench/ref/write-client.c $(pkg-config --cflags --libs dbus-1 glib-2.0)
+client=bench/build/write-client
+if [ -n "${PROPBUSD:-}" ]; then
+  propbusd=$PROPBUSD   # a prebuilt binary, e.g. from another checkout
+else
+  swift build -c release --product propbusd >&2
+  propbusd="$(swift build -c release --show-bin-path)/propbusd"
+fi
+
+# --- private bus ---------------------------------------------------------------------
+tmp=$(mktemp -d "${TMPDIR:-/var/tmp}/propbus-durable.XXXXXX")
+pids=()
+cleanup() {
+  local pid
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+cat > "$tmp/bus.conf" <<CONF
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:path=$tmp/bus</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+  <limit name="max_replies_per_connection">50000</limit>
+  <limit name="max_match_rules_per_connection">50000</limit>
+  <limit name="reply_timeout">600000</limit>
+</busconfig>
+CONF
+{ read -r ADDR; read -r bus_pid; } < <(dbus-daemon --config-file="$tmp/bus.conf" --fork --print-address=1 --print-pid=1)
+pids+=("$bus_pid")
+export DBUS_SESSION_BUS_ADDRESS=$ADDR
+unset DBUS_SYSTEM_BUS_ADDRESS DBUS_STARTER_ADDRESS DBUS_STARTER_BUS_TYPE STATE_DIRECTORY
+
+has_owner() {
+  busctl --address="$ADDR" call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus \
+    NameHasOwner s "$1" 2>/dev/null | grep -q true
+}
+wait_owner() {
+  for _ in $(seq 300); do has_owner "$1" && return 0; sleep 0.05; done
+  echo "durable-writes: $1 never appeared on the bus" >&2; exit 1
+}
+wait_gone() {
+  for _ in $(seq 300); do has_owner "$1" || return 0; sleep 0.05; done
+}
+stop_pid() {
+  kill "$1" 2>/dev/null || true
+  for _ in $(seq 100); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.05; done
+  kill -KILL "$1" 2>/dev/null || true
+}
+
+# run_case SERVICE_PID TARGET WRITERS → sets $rate and $fsyncs (per acknowledged write)
+run_case() {
+  local pid=$1 target=$2 writers=$3 out calls writes
+  out=$("$client" "$ADDR" "$target" "$writers" "$seconds")
+  rate=$(awk '{ printf "%.0f", $3 }' <<<"$out")
+  fsyncs="-"
+  if [ "$trace" -eq 1 ]; then
+    # -f with -p attaches every thread of the service.
+    strace -c -f -e trace=fsync,fdatasync -o "$tmp/strace.out" -p "$pid" 2>/dev/null &
+    local strace_pid=$!
+    sleep 0.5
+    out=$("$client" "$ADDR" "$target" "$writers" "$seconds")
+    kill -INT "$strace_pid"; wait "$strace_pid" 2>/dev/null || true
+    writes=$(awk '{ print $1 }' <<<"$out")
+    calls=$(awk '$NF == "fsync" || $NF == "fdatasync" { n += $4 } END { print n + 0 }' "$tmp/strace.out")
+    fsyncs=$(awk -v c="$calls" -v w="$writes" 'BEGIN { printf "%.3f", (w > 0 ? c / w : 0) }')
+  fi
+}
+
+rows=()
+for level in $levels; do
+  # propbusd, with a fresh store of $level keys
+  state="$tmp/propbus-$level"
+  "$propbusd" --address "$ADDR" --state-dir "$state" --max-properties 200000 & pb=$!
+  pids+=("$pb")
+  wait_owner org.propbus.PropBus1
+  "$client" "$ADDR" preload-propbus "$level"
+  run_case "$pb" propbus 1; p1=$rate f1=$fsyncs
+  run_case "$pb" propbus 16; p16=$rate f16=$fsyncs
+  stop_pid "$pb"; wait_gone org.propbus.PropBus1
+  rows+=("$(printf '%-8s %-9s %10s %10s %11s %11s' "$level" propbusd "$p1" "$p16" "$f1" "$f16")")
+  echo "${rows[-1]}" >&2
+
+  if [ "$dconf" -eq 1 ] && [ "$level" -le "$dconf_max" ]; then
+    config="$tmp/dconf-$level"
+    mkdir -p "$config/runtime"
+    chmod 700 "$config/runtime"
+    XDG_CONFIG_HOME="$config" XDG_RUNTIME_DIR="$config/runtime" /usr/libexec/dconf-service & dc=$!
+    pids+=("$dc")
+    wait_owner ca.desrt.dconf
+    "$client" "$ADDR" preload-dconf "$level"
+    run_case "$dc" dconf 1; d1=$rate g1=$fsyncs
+    run_case "$dc" dconf 16; d16=$rate g16=$fsyncs
+    stop_pid "$dc"; wait_gone ca.desrt.dconf
+    rows+=("$(printf '%-8s %-9s %10s %10s %11s %11s' "$level" dconf "$d1" "$d16" "$g1" "$g16")")
+    echo "${rows[-1]}" >&2
+    ratio1=$(awk -v a="$p1" -v b="$d1" 'BEGIN { printf "%.1f", (b > 0 ? a / b : 0) }')
+    ratio16=$(awk -v a="$p16" -v b="$d16" 'BEGIN { printf "%.1f", (b > 0 ? a / b : 0) }')
+    rows+=("$(printf '%-8s %-9s %9sx %9sx' "$level" ratio "$ratio1" "$ratio16")")
+  fi
+done
+
+# --- startup with 10,000 stored properties --------------------------------------------
+startup="-"
+if [ -d "$tmp/propbus-10000" ]; then
+  times=() rss=()
+  for _ in 1 2 3 4 5; do
+    read -r ms pid < <("$client" "$ADDR" startup -- "$propbusd" --address "$ADDR" --state-dir "$tmp/propbus-10000" --max-properties 200000)
+    pids+=("$pid")
+    sleep 0.3
+    rss+=("$(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status")")
+    times+=("$ms")
+    stop_pid "$pid"; wait_gone org.propbus.PropBus1
+  done
+  median() { printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+  startup="startup with 10,016 stored properties (median of 5): $(median "${times[@]}") ms exec to name owned, $(awk -v k="$(median "${rss[@]}")" 'BEGIN { printf "%.1f", k / 1024 }') MiB RSS"
+fi
+
+{
+  echo "durable-writes $(date -u +%Y-%m-%dT%H:%M:%SZ), ${seconds}s per run, $(nproc) CPUs, store in $(df --output=source,fstype "$tmp" | tail -1 | tr -s ' ')"
+  printf '%-8s %-9s %10s %10s %11s %11s\n' keys service "1 writer/s" "16 writr/s" "fsync/w (1)" "fsync/w(16)"
+  printf '%s\n' "${rows[@]}"
+  echo "$startup"
+} | tee "bench/out/durable-writes-$(date -u +%Y%m%d-%H%M%S).txt"
