@@ -44,6 +44,12 @@ final class ClientChannel: @unchecked Sendable {
     /// never writes a change back to its origin), so transforms that are not inverses of
     /// each other cannot start a loop.
     private var lastSetValue: DBusValue?
+    /// The last state in which both sides agreed: the bus value and the local text it maps to
+    /// (or came from). When both sides still show exactly this pair there is nothing to
+    /// propagate, even if the transforms are not inverses of each other: a side never receives
+    /// back, through the other side, a value that came from it. Both halves are compared with
+    /// the current values, so the pair cannot go stale the way a one-sided memory does.
+    private var agreed: (bus: DBusValue, local: String)?
     /// A local change that could not be sent yet (daemon away or being read again).
     private var localPending = false
     /// The local side ended; the channel ends with this once its last Set is answered.
@@ -254,6 +260,7 @@ final class ClientChannel: @unchecked Sendable {
             return
         }
         if value == bus { return }
+        if let agreed, agreed.local == text, agreed.bus == bus { return }
         setsInFlight += 1
         call(key.objectPath, PropbusClient.propertiesInterface, "Set",
              [.string(PropbusClient.valuesInterface), .string(key.name), .variant(value)]) { [self] result in
@@ -261,6 +268,7 @@ final class ClientChannel: @unchecked Sendable {
             switch result {
             case .success:
                 lastSetValue = value
+                agreed = (value, text)
                 event("to", ValueText.jsonValue(value))
             case .failure(let error):
                 let failure = CommandFailure(error)
@@ -298,9 +306,13 @@ final class ClientChannel: @unchecked Sendable {
             report(error.message)
             return
         }
-        if endpoint.current() == text { return }
+        if endpoint.current() == text {
+            agreed = (bus, text)
+            return
+        }
         do {
             if try endpoint.write(text) {
+                agreed = (bus, text)
                 event("from", .string(text))
             } else if !direction.towardsBus {
                 // The write yielded to a local change; with --direction from nothing else will
