@@ -59,6 +59,7 @@ public final class PropertyModel {
         let state = try store.load()
         unclaimedValues = state.values
         revision = state.revision
+        entries.reserveCapacity(state.definitions.count)
         for definition in state.definitions {
             let stored = unclaimedValues.removeValue(forKey: definition.key)
             let value = stored.flatMap { $0.value.type == definition.type ? $0.value : nil }

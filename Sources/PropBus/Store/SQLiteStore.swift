@@ -250,9 +250,14 @@ public final class SQLiteStore: PropertyStore {
     // MARK: Definitions
 
     /// The `CreateProperty` options that rebuild `definition`'s metadata, as an `a{sv}`.
+    ///
+    /// Options at their default are left out: most definitions then store an empty `a{sv}`,
+    /// which keeps startup with many properties fast.
     static func options(of definition: PropertyDefinition) -> DBusValue {
         var options = definition.metadata
         options["default"] = nil
+        let defaults = PropertyDefinition(key: definition.key, type: definition.type, defaultValue: definition.defaultValue).metadata
+        for (name, value) in options where defaults[name] == value { options[name] = nil }
         return .vardict(options)
     }
 

@@ -82,6 +82,11 @@ public enum ValueCodec {
         let bytes: [UInt8]
         var offset = 0
 
+        static let basicTypes: [UInt8: DBusType] = Dictionary(uniqueKeysWithValues: ([
+            .byte, .boolean, .int16, .uint16, .int32, .uint32, .int64, .uint64, .double,
+            .string, .objectPath, .signature, .unixFD, .variant,
+        ] as [DBusType]).map { (UInt8(ascii: Unicode.Scalar($0.signature)!), $0) })
+
         mutating func byte() throws(ValueCodecError) -> UInt8 {
             guard offset < bytes.count else { throw ValueCodecError("truncated at byte \(offset)") }
             defer { offset += 1 }
@@ -117,6 +122,11 @@ public enum ValueCodec {
 
         mutating func type() throws(ValueCodecError) -> DBusType {
             let length = Int(try byte())
+            // Most stored signatures are one basic type; skip the signature parser for them.
+            if length == 1, offset < bytes.count, let basic = Self.basicTypes[bytes[offset]] {
+                offset += 1
+                return basic
+            }
             guard let signature = String(validating: try take(length), as: UTF8.self) else {
                 throw ValueCodecError("invalid signature at byte \(offset)")
             }
