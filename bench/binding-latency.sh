@@ -7,6 +7,7 @@
 # again with the SQLite store). Prints p50/p99/max in microseconds. See bench/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/lib.sh
 command -v swift >/dev/null || export PATH="$PATH:/opt/swift/usr/bin"
 calls=${CALLS:-2000}
 while [ $# -gt 0 ]; do
@@ -17,30 +18,18 @@ while [ $# -gt 0 ]; do
   esac
 done
 scripts/setup
-command -v gcc >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev; }
+command -v gcc >/dev/null || bench_need gcc libc6-dev
 mkdir -p bench/build
 gcc -O2 -Wall -Wextra -o bench/build/bind-latency bench/ref/bind-latency.c $(pkg-config --cflags --libs dbus-1)
 swift build -c release --product propbusd >&2
 bin=$(swift build -c release --show-bin-path)
 
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT INT TERM
-cat > "$tmp/bus.conf" <<CONF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN" "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig><type>session</type><listen>unix:path=$tmp/bus</listen><auth>EXTERNAL</auth>
-<policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy>
-<limit name="max_replies_per_connection">50000</limit></busconfig>
-CONF
-dbus-daemon --config-file="$tmp/bus.conf" --nofork & pids+=($!)
-ADDR="unix:path=$tmp/bus"
-for _ in $(seq 50); do [ -S "$tmp/bus" ] && break; sleep 0.1; done
+bench_start_bus binding
 
 run() { # LABEL PROPBUSD-ARGS...
   local label=$1; shift
   "$bin/propbusd" --address "$ADDR" "$@" & local pid=$!
-  for _ in $(seq 100); do busctl --address="$ADDR" status org.propbus.PropBus1 >/dev/null 2>&1 && break; sleep 0.05; done
+  bench_wait_owner org.propbus.PropBus1
   local call=(busctl --address="$ADDR" call org.propbus.PropBus1 /org/propbus/PropBus1 org.propbus.PropBus1.Manager)
   "${call[@]}" CreateProperty 'ssva{sv}' bench.a i i 0 0 >/dev/null
   "${call[@]}" CreateProperty 'ssva{sv}' bench.b i i 0 0 >/dev/null

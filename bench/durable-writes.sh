@@ -19,6 +19,7 @@
 # bench/out/). See bench/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/lib.sh
 command -v swift >/dev/null || export PATH="$PATH:/opt/swift/usr/bin"
 
 seconds=${SECONDS_PER_RUN:-3} levels=${LEVELS:-"0 1000 10000 100000"} dconf=1 trace=1
@@ -42,11 +43,7 @@ command -v gcc >/dev/null || need+=(gcc libc6-dev)
 command -v strace >/dev/null || need+=(strace)
 pkg-config --exists glib-2.0 || need+=(libglib2.0-dev)
 [ -x /usr/libexec/dconf-service ] || need+=(dconf-service)
-if [ "${#need[@]}" -gt 0 ]; then
-  [ "$(id -u)" -eq 0 ] || { echo "durable-writes: missing ${need[*]}; run: sudo apt-get install ${need[*]}" >&2; exit 1; }
-  DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
-fi
+bench_need "${need[@]}"
 mkdir -p bench/build bench/out
 gcc -O2 -Wall -Wextra -o bench/build/write-client bench/ref/write-client.c $(pkg-config --cflags --libs dbus-1 glib-2.0)
 client=bench/build/write-client
@@ -58,52 +55,13 @@ else
 fi
 
 # --- private bus ---------------------------------------------------------------------
-tmp=$(mktemp -d "${TMPDIR:-/var/tmp}/propbus-durable.XXXXXX")
-pids=()
-cleanup() {
-  local pid
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-  done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-cat > "$tmp/bus.conf" <<CONF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:path=$tmp/bus</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-  <limit name="max_replies_per_connection">50000</limit>
-  <limit name="max_match_rules_per_connection">50000</limit>
-  <limit name="reply_timeout">600000</limit>
-</busconfig>
-CONF
-{ read -r ADDR; read -r bus_pid; } < <(dbus-daemon --config-file="$tmp/bus.conf" --fork --print-address=1 --print-pid=1)
-pids+=("$bus_pid")
+bench_start_bus durable '<limit name="reply_timeout">600000</limit>'
 export DBUS_SESSION_BUS_ADDRESS=$ADDR
 unset DBUS_SYSTEM_BUS_ADDRESS DBUS_STARTER_ADDRESS DBUS_STARTER_BUS_TYPE STATE_DIRECTORY
 
-has_owner() {
-  busctl --address="$ADDR" call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus \
-    NameHasOwner s "$1" 2>/dev/null | grep -q true
-}
-wait_owner() {
-  for _ in $(seq 300); do has_owner "$1" && return 0; sleep 0.05; done
-  echo "durable-writes: $1 never appeared on the bus" >&2; exit 1
-}
+wait_owner() { bench_wait_owner "$1" || exit 1; }
 wait_gone() {
-  for _ in $(seq 300); do has_owner "$1" || return 0; sleep 0.05; done
+  for _ in $(seq 300); do bench_has_owner "$1" || return 0; sleep 0.05; done
 }
 stop_pid() {
   kill "$1" 2>/dev/null || true

@@ -12,6 +12,7 @@
 # file renamed over the original).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/lib.sh
 command -v swift >/dev/null || export PATH="$PATH:/opt/swift/usr/bin"
 writes=${WRITES:-300}
 while [ $# -gt 0 ]; do
@@ -21,7 +22,7 @@ while [ $# -gt 0 ]; do
     *) echo "file-binding: unknown argument '$1'" >&2; exit 64 ;;
   esac
 done
-command -v gcc >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev; }
+command -v gcc >/dev/null || bench_need gcc libc6-dev
 mkdir -p bench/build
 cat > bench/build/file-bind-latency.c <<'C'
 /* file-bind-latency ADDR PATH FILE N MODE: write N integers to FILE (MODE trunc or rename) and
@@ -113,21 +114,9 @@ swift build -c release --product propbusd >&2
 swift build -c release --product propctl >&2
 bin=$(swift build -c release --show-bin-path)
 
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT INT TERM
-cat > "$tmp/bus.conf" <<CONF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN" "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig><type>session</type><listen>unix:path=$tmp/bus</listen><auth>EXTERNAL</auth>
-<policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy>
-<limit name="max_replies_per_connection">50000</limit></busconfig>
-CONF
-dbus-daemon --config-file="$tmp/bus.conf" --nofork & pids+=($!)
-ADDR="unix:path=$tmp/bus"
-for _ in $(seq 50); do [ -S "$tmp/bus" ] && break; sleep 0.1; done
+bench_start_bus file-binding
 "$bin/propbusd" --address "$ADDR" --in-memory & pids+=($!)
-for _ in $(seq 100); do busctl --address="$ADDR" status org.propbus.PropBus1 >/dev/null 2>&1 && break; sleep 0.05; done
+bench_wait_owner org.propbus.PropBus1
 "$bin/propctl" --address "$ADDR" create bench.x i --default 0
 "$bin/propctl" --address "$ADDR" bind bench.x --file "$tmp/x" & pids+=($!)
 for _ in $(seq 100); do [ "$(cat "$tmp/x" 2>/dev/null)" = 0 ] && break; sleep 0.05; done

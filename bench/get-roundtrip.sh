@@ -11,6 +11,7 @@
 # Prints a table (also saved under bench/out/). See bench/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/lib.sh
 command -v swift >/dev/null || export PATH="$PATH:/opt/swift/usr/bin"
 
 rounds=${ROUNDS:-5} calls=${CALLS:-20000} self=0
@@ -28,11 +29,7 @@ OBJ=/org/propbus/PropBus1/bench IFACE=org.propbus.PropBus1.Values
 
 # --- build ---------------------------------------------------------------------------
 scripts/setup
-if ! command -v gcc >/dev/null; then
-  [ "$(id -u)" -eq 0 ] || { echo "get-roundtrip: gcc missing; run: sudo apt-get install gcc" >&2; exit 1; }
-  DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gcc libc6-dev
-fi
+command -v gcc >/dev/null || bench_need gcc libc6-dev
 mkdir -p bench/build bench/out
 for prog in ref-service get-client; do
   gcc -O2 -Wall -Wextra -o "bench/build/$prog" "bench/ref/$prog.c" $(pkg-config --cflags --libs dbus-1)
@@ -43,46 +40,10 @@ if [ "$self" -eq 0 ]; then
 fi
 
 # --- private bus and services ----------------------------------------------------------
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/propbus-bench.XXXXXX")
-pids=()
-cleanup() {
-  local pid
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-  done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-cat > "$tmp/bus.conf" <<CONF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:path=$tmp/bus</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-  <limit name="max_replies_per_connection">50000</limit>
-  <limit name="max_match_rules_per_connection">50000</limit>
-</busconfig>
-CONF
-{ read -r ADDR; read -r bus_pid; } < <(dbus-daemon --config-file="$tmp/bus.conf" --fork --print-address=1 --print-pid=1)
-pids+=("$bus_pid")
-
-has_owner() {
-  busctl --address="$ADDR" call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus \
-    NameHasOwner s "$1" 2>/dev/null | grep -q true
-}
+bench_start_bus bench
 wait_for_name() { # NAME PID LOG
   for _ in $(seq 200); do
-    has_owner "$1" && return 0
+    bench_has_owner "$1" && return 0
     kill -0 "$2" 2>/dev/null || { echo "get-roundtrip: $1 exited during startup:" >&2; tail -20 "$3" >&2; exit 1; }
     sleep 0.1
   done
