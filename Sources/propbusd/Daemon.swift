@@ -1,6 +1,7 @@
 import DBus
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 import PropBus
 import PropBusService
 
@@ -37,7 +38,7 @@ final class Daemon: @unchecked Sendable {
             try loadModelFiles(into: model, environment: environment)
             // Stored bindings start as they were made: the leading side wins.
             for (binding, error) in model.resynchronizeBindings().failures {
-                FileHandle.standardError.write(Data("propbusd: binding \(binding.id) (\(binding.key) ↔ \(binding.to)) could not be synchronized at startup: \(error.message)\n".utf8))
+                Diagnostics.write("propbusd: binding \(binding.id) (\(binding.key) ↔ \(binding.to)) could not be synchronized at startup: \(error.message)\n")
             }
             // Declarations are applied before the bus is reached, so commit them here.
             try store.commit()
@@ -57,7 +58,7 @@ final class Daemon: @unchecked Sendable {
             let file = try ModelFile(contentsOf: path)
             _ = try file.apply(to: model)
             for command in file.commands {
-                FileHandle.standardError.write(Data("propbusd: \(path): \(command.key): commands are not served yet; the declaration was checked and skipped\n".utf8))
+                Diagnostics.write("propbusd: \(path): \(command.key): commands are not served yet; the declaration was checked and skipped\n")
             }
         }
     }
@@ -70,7 +71,7 @@ final class Daemon: @unchecked Sendable {
                 throw PropBusError(error.code, error.message + "\npropbusd: start it with --recover to move the damaged files aside (they are kept) and start empty")
             }
             let moved = try SQLiteStore.moveAside(path)
-            FileHandle.standardError.write(Data("propbusd: \(error.message)\npropbusd: --recover: kept the damaged files as \(moved.joined(separator: ", ")); starting with an empty store\n".utf8))
+            Diagnostics.write("propbusd: \(error.message)\npropbusd: --recover: kept the damaged files as \(moved.joined(separator: ", ")); starting with an empty store\n")
             return try SQLiteStore(path: path)
         }
     }
@@ -131,7 +132,7 @@ final class Daemon: @unchecked Sendable {
     }
 
     static func fail(_ message: String, code: Int32) -> Never {
-        FileHandle.standardError.write(Data("propbusd: \(message)\n".utf8))
+        Diagnostics.write("propbusd: \(message)\n")
         exit(code)
     }
 }

@@ -102,7 +102,7 @@ struct DaemonOptions {
         Serves typed, observable properties on D-Bus as org.propbus.PropBus1.
 
         OPTIONS:
-        \(rows.map { "  " + $0.0.padding(toLength: width, withPad: " ", startingAt: 0) + "  " + $0.1 }.joined(separator: "\n"))
+        \(rows.map { "  " + $0.0 + String(repeating: " ", count: width - $0.0.count) + "  " + $0.1 }.joined(separator: "\n"))
 
         The store is DIR/propbus.db, DIR being $STATE_DIRECTORY, else --state-dir, else
         $XDG_STATE_HOME/propbus (session bus, default ~/.local/state/propbus) or /var/lib/propbus

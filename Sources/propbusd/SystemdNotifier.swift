@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Sends sd_notify(3) datagrams to `$NOTIFY_SOCKET`, without linking libsystemd.
 enum SystemdNotifier {

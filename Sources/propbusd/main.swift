@@ -1,5 +1,6 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 
 switch Result(catching: { try DaemonOptions.parse(Array(CommandLine.arguments.dropFirst())) }) {
 case .success(.help):
@@ -13,6 +14,6 @@ case .success(.run(let options)):
     dispatchMain()
 case .failure(let error):
     let message = (error as? DaemonOptions.UsageError)?.message ?? "\(error)"
-    FileHandle.standardError.write(Data("propbusd: \(message)\nRun 'propbusd --help' for usage.\n".utf8))
+    Diagnostics.write("propbusd: \(message)\nRun 'propbusd --help' for usage.\n")
     exit(64)
 }

@@ -193,7 +193,7 @@ final class StoreTests: XCTestCase {
         let store = try SQLiteStore(path: path)
         _ = try model(store).create(key: "app.a", type: "i", defaultValue: .int32(1))
         try store.commit()
-        let moved = try SQLiteStore.moveAside(path, now: Date(timeIntervalSince1970: 0))
+        let moved = try SQLiteStore.moveAside(path, now: 0)
         XCTAssertTrue(moved.contains(path + ".corrupt-19700101T000000Z"), "\(moved)")
         XCTAssertFalse(FileManager.default.fileExists(atPath: path))
         for file in moved { XCTAssertTrue(FileManager.default.fileExists(atPath: file)) }

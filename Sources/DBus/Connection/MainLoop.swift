@@ -1,6 +1,7 @@
 import CDBus
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Drives one `DBusConnection` from one serial `DispatchQueue`.
 ///

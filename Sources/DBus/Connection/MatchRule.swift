@@ -24,7 +24,9 @@ public struct MatchRule: Hashable, Sendable {
         var parts = ["type='signal'"]
         func add(_ key: String, _ value: String?) {
             guard let value else { return }
-            parts.append("\(key)='\(value.replacingOccurrences(of: "'", with: "'\\''"))'")
+            // A quote inside a value is written as '\'' (close, escaped quote, reopen).
+            let escaped = value.split(separator: "'", omittingEmptySubsequences: false).joined(separator: "'\\''")
+            parts.append("\(key)='\(escaped)'")
         }
         add("sender", sender)
         add("path", path)

@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import Glibc
 import Synchronization
 
 /// Waits for a connection's file descriptors on a thread of its own.
@@ -42,9 +43,16 @@ final class WatchPoller: @unchecked Sendable {
         }
         wakeRead = pipeFDs[0]
         wakeWrite = pipeFDs[1]
-        let thread = Thread { [self] in run() }
-        thread.name = "org.propbus.dbus.poll"
-        thread.start()
+        // A plain pthread (not Foundation's Thread): the poll loop needs nothing more, and the
+        // daemon stays free of Foundation's weight. The thread holds the poller until it ends.
+        var thread = pthread_t()
+        let box = Unmanaged.passRetained(self).toOpaque()
+        pthread_create(&thread, nil, { raw in
+            let poller = Unmanaged<WatchPoller>.fromOpaque(raw!).takeRetainedValue()
+            poller.run()
+            return nil
+        }, box)
+        pthread_detach(thread)
     }
 
     /// Replaces the set of descriptors to wait for.

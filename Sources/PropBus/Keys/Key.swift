@@ -66,13 +66,13 @@ public struct Key: Hashable, Sendable, Comparable, CustomStringConvertible {
 
     /// The object path of a group.
     public static func objectPath(ofGroup group: String) -> String {
-        rootPath + "/" + group.replacingOccurrences(of: ".", with: "/")
+        rootPath + "/" + String(group.map { $0 == "." ? "/" : $0 })
     }
 
     /// The group whose object lives at `path`, if `path` is below the root.
     public static func group(atPath path: String) -> String? {
         guard path.hasPrefix(rootPath + "/"), path.count > rootPath.count + 1 else { return nil }
-        return path.dropFirst(rootPath.count + 1).replacingOccurrences(of: "/", with: ".")
+        return String(path.dropFirst(rootPath.count + 1).map { $0 == "/" ? "." : $0 })
     }
 
     public static func < (lhs: Key, rhs: Key) -> Bool { lhs.text < rhs.text }

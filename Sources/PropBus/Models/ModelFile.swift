@@ -1,5 +1,6 @@
 import DBus
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// A JSON declaration of groups with their properties, commands and bindings, like a GSettings
 /// schema (SPEC §4, "Model files"). The format is documented in `docs/model-files.md`.
@@ -43,7 +44,7 @@ public struct ModelFile: Sendable {
         do {
             text = try String(contentsOfFile: path, encoding: .utf8)
         } catch {
-            throw PropBusError(.invalidArgs, "\(path): cannot read the model file: \(error.localizedDescription)")
+            throw PropBusError(.invalidArgs, "\(path): cannot read the model file: \(SystemError.describe(error))")
         }
         try self.init(path: path, text: text)
     }
@@ -229,8 +230,7 @@ extension ModelFile {
     public static func configDirectory(environment: [String: String], systemBus: Bool) -> String {
         if systemBus { return "/etc/propbus/models" }
         if let config = environment["XDG_CONFIG_HOME"], config.hasPrefix("/") { return config + "/propbus/models" }
-        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
-        return home + "/.config/propbus/models"
+        return StateDirectory.home(environment: environment) + "/.config/propbus/models"
     }
 
     /// The `*.json` files of `directory`, sorted by name; none when it does not exist.

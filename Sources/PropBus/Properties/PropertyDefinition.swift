@@ -1,5 +1,6 @@
 import DBus
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// A registered property: its type, registered default and metadata.
 public struct PropertyDefinition: Hashable, Sendable {

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Where the daemon keeps its store (SPEC §4).
 public enum StateDirectory {
@@ -12,8 +13,14 @@ public enum StateDirectory {
         if let option, !option.isEmpty { return option }
         if systemBus { return "/var/lib/propbus" }
         if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/propbus" }
-        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
-        return home + "/.local/state/propbus"
+        return home(environment: environment) + "/.local/state/propbus"
+    }
+
+    /// `$HOME`, else the user's home directory from the password database (`getpwuid`).
+    public static func home(environment: [String: String]) -> String {
+        if let home = environment["HOME"], !home.isEmpty { return home }
+        if let entry = getpwuid(getuid()), let directory = entry.pointee.pw_dir { return String(cString: directory) }
+        return "/"
     }
 
     /// Creates `path` and its parents (mode 0700 for new directories: settings can be private).
@@ -22,7 +29,7 @@ public enum StateDirectory {
             try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true,
                                                     attributes: [.posixPermissions: 0o700])
         } catch {
-            throw PropBusError(.storeFailed, "cannot create the state directory \(path): \(error.localizedDescription)")
+            throw PropBusError(.storeFailed, "cannot create the state directory \(path): \(SystemError.describe(error))")
         }
     }
 }
@@ -30,12 +37,13 @@ public enum StateDirectory {
 extension SQLiteStore {
     /// Moves a damaged store (`path`, `path-wal`, `path-shm`) aside with a timestamp suffix,
     /// keeping every file; returns the new paths.
-    public static func moveAside(_ path: String, now: Date = Date()) throws(PropBusError) -> [String] {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
-        let suffix = ".corrupt-" + formatter.string(from: now)
+    public static func moveAside(_ path: String, now: time_t = time(nil)) throws(PropBusError) -> [String] {
+        var seconds = now
+        var utc = tm()
+        gmtime_r(&seconds, &utc)
+        func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        let stamp = "\(utc.tm_year + 1900)\(two(utc.tm_mon + 1))\(two(utc.tm_mday))T\(two(utc.tm_hour))\(two(utc.tm_min))\(two(utc.tm_sec))Z"
+        let suffix = ".corrupt-" + stamp
         var moved: [String] = []
         // The WAL and shared-memory files go along: the WAL may hold the only copy of recent writes.
         for file in [path, path + "-wal", path + "-shm"] where FileManager.default.fileExists(atPath: file) {
@@ -48,10 +56,20 @@ extension SQLiteStore {
             do {
                 try FileManager.default.moveItem(atPath: file, toPath: target)
             } catch {
-                throw PropBusError(.storeFailed, "cannot move \(file) aside to \(target): \(error.localizedDescription)")
+                throw PropBusError(.storeFailed, "cannot move \(file) aside to \(target): \(SystemError.describe(error))")
             }
             moved.append(target)
         }
         return moved
+    }
+}
+
+/// Text for errors thrown by file APIs, without Foundation's localization machinery.
+enum SystemError {
+    static func describe(_ error: any Error) -> String {
+        if let cocoa = error as? CocoaError, let underlying = cocoa.underlying as? POSIXError {
+            return String(cString: strerror(underlying.code.rawValue))
+        }
+        return "\(error)"
     }
 }
