@@ -36,10 +36,9 @@ enum LoadCommand: Subcommand {
             guard let existing = current[key] else {
                 throw CommandFailure(.dbusError, "org.propbus.PropBus1.Error.UnknownKey: \(path): no property named \(key)")
             }
-            guard let entry = member.value.objectMembers, let value = member.value["value"] else {
+            guard member.value.objectMembers != nil, let value = member.value["value"] else {
                 throw CommandFailure(.usage, "\(path): \(key): expected an object with \"type\" and \"value\"")
             }
-            _ = entry
             if let type = member.value["type"]?.stringValue, type != existing.type {
                 throw CommandFailure(.dbusError, "org.propbus.PropBus1.Error.TypeMismatch: \(path): \(key) has type '\(existing.type)' in the daemon, '\(type)' in the file")
             }
