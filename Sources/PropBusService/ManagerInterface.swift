@@ -39,7 +39,7 @@ extension Service {
                 })
                 return .reply([])
             },
-        ] + bindingMethods(), properties: .fixed([
+        ] + bindingMethods() + commandMethods(), properties: .fixed([
             PropertyDescription("Version", type: .string, changeSignal: .const) { .string(Self.version) },
         ]))
     }

@@ -5,8 +5,9 @@ import PropBus
 /// The daemon's brain: exports a ``PropertyModel`` over D-Bus.
 ///
 /// Confined to the connection's queue: the model, the object tree and this service are only
-/// touched there.
-public final class Service {
+/// touched there. `@unchecked Sendable` for that reason, like ``ObjectTree``: work that ends
+/// elsewhere (a command's process) hops back to that queue before touching anything.
+public final class Service: @unchecked Sendable {
     /// The well-known bus name.
     public static let busName = "org.propbus.PropBus1"
     /// The daemon's version, exposed as `Manager.Version`.
@@ -15,14 +16,18 @@ public final class Service {
     static let valuesInterface = "org.propbus.PropBus1.Values"
 
     static let bindingInterface = "org.propbus.PropBus1.Binding"
+    static let commandInterface = "org.propbus.PropBus1.Command"
 
     /// Service-wide settings from the daemon's options.
     public struct Options: Sendable {
         /// The most bindings one connection may hold (`--max-bindings-per-client`).
         public var maximumBindingsPerClient = 64
+        /// Seconds between SIGTERM and SIGKILL when an execution is cancelled or times out.
+        public var killGrace = 2.0
 
-        public init(maximumBindingsPerClient: Int = 64) {
+        public init(maximumBindingsPerClient: Int = 64, killGrace: Double = 2.0) {
             self.maximumBindingsPerClient = maximumBindingsPerClient
+            self.killGrace = killGrace
         }
     }
 
@@ -34,17 +39,22 @@ public final class Service {
 
     let model: PropertyModel
     let store: PropertyStore
+    let commands: CommandTable
     let tree: ObjectTree
     let options: Options
+    /// The work of every running execution, by execution id.
+    var running: [UInt64: ExecutionWork] = [:]
     /// Binding objects currently exported, so a rolled-back round can be undone.
     private var exportedBindings: Set<UInt64> = []
 
     /// Builds the object tree for `model` on `connection`. Call on the connection's queue, before
     /// requesting the bus name, so that no client can see a half-exported daemon.
-    public init(connection: Connection, model: PropertyModel, store: PropertyStore, options: Options = Options()) {
+    public init(connection: Connection, model: PropertyModel, store: PropertyStore, commands: CommandTable? = nil,
+                options: Options = Options()) {
         dispatchPrecondition(condition: .onQueue(connection.queue))
         self.model = model
         self.store = store
+        self.commands = commands ?? CommandTable(model: model, store: store)
         self.options = options
         tree = ObjectTree(connection: connection)
         tree.addObjectManager(at: Key.rootPath)
@@ -58,6 +68,13 @@ public final class Service {
             guard let args = try? message.arguments(), args.count == 3,
                   let name = args[0].stringValue, name.hasPrefix(":"), args[2].stringValue == "" else { return }
             publish(model.unbindAll(ownedBy: name))
+            // A handler that leaves fails its running executions and disables its commands.
+            let (ended, changes) = self.commands.handlerLeft(name)
+            publish(changes)
+            for execution in ended {
+                finishExecution(execution.id, of: execution.command, .failure(PropBusError(
+                    .handlerVanished, "the handler of command \(execution.command) left the bus during execution \(execution.id)").dbusError))
+            }
         }
     }
 
@@ -67,6 +84,7 @@ public final class Service {
         (managerInterface, "CreateProperty"), (managerInterface, "DeleteProperty"), (managerInterface, "Apply"),
         (valuesInterface, "Reset"), (valuesInterface, "CompareAndSet"),
         (managerInterface, "Bind"), (managerInterface, "Unbind"),
+        (managerInterface, "CreateCommand"), (managerInterface, "DeleteCommand"),
     ]
 
     /// Makes the round's writes durable before its replies and signals go out.
@@ -77,10 +95,12 @@ public final class Service {
         do {
             try store.commit()
             model.commitRound()
+            commands.commitRound()
             return nil
         } catch {
             store.rollback()
             let touched = model.rollbackRound()
+            let orphaned = commands.rollbackRound()
             // Groups created or emptied in the round were exported or unexported; undo that too.
             // The tree drops the signals this queues, with the rest of the round's.
             for group in Set(touched.map(\.group)) {
@@ -92,12 +112,28 @@ public final class Service {
             let current = Set(model.bindings.all.map(\.id))
             for id in exportedBindings.subtracting(current) { unexportBinding(id) }
             for binding in model.bindings.all where !exportedBindings.contains(binding.id) { exportBinding(binding) }
+            // Executions went on regardless; once this round's signals are dropped, bring the
+            // state keys back in line with them and announce that in a round of its own.
+            tree.connection.queue.async { [weak self] in
+                guard let self else { return }
+                for execution in orphaned {
+                    cancelExecution(execution.id, of: execution.command, reason: PropBusError(.storeFailed, "command \(execution.command) was rolled back: \(error.message)"))
+                }
+                publish(commands.reassertState())
+                tree.connection.scheduleRound()
+            }
             return error.dbusError
         }
     }
 
-    /// Turns model changes into exported objects and coalesced signals.
+    /// Turns model changes into exported objects and coalesced signals, with the command
+    /// state they change in turn (predicates that read a changed key).
     func publish(_ changes: [PropertyChange]) {
+        publishOnly(changes)
+        if !changes.isEmpty { publishOnly(commands.refresh(after: changes)) }
+    }
+
+    private func publishOnly(_ changes: [PropertyChange]) {
         for change in changes {
             let key = change.key
             let path = key.objectPath
@@ -113,6 +149,9 @@ public final class Service {
                 break
             case .valueChanged(_, let old):
                 tree.noteChange(path: path, interface: Self.valuesInterface, property: key.name, oldValue: old)
+                if model.entry(for: key)?.definition.stateOf != nil {
+                    tree.noteChange(path: path, interface: Self.commandInterface, property: key.name, oldValue: old)
+                }
             case .deleted:
                 if model.names(inGroup: key.group).isEmpty { tree.unexport(path) }
             case .bound(let binding):
@@ -134,6 +173,11 @@ public final class Service {
     }
 
     private func exportGroup(_ group: String) {
-        tree.export(ExportedObject { [unowned self] in [valuesDescription(group: group)] }, at: Key.objectPath(ofGroup: group))
+        // A command's group holds its state keys; its object also carries the Command interface.
+        let command = try? Key(group)
+        tree.export(ExportedObject { [unowned self] in
+            guard let command, commands.definition(of: command) != nil else { return [valuesDescription(group: group)] }
+            return [valuesDescription(group: group), commandDescription(command)]
+        }, at: Key.objectPath(ofGroup: group))
     }
 }

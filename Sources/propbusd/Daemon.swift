@@ -17,6 +17,7 @@ final class Daemon: @unchecked Sendable {
     private var service: Service?
     private var store: PropertyStore?
     private var model: PropertyModel?
+    private var commands: CommandTable?
     private var signalSources: [DispatchSourceSignal] = []
 
     init(options: DaemonOptions) { self.options = options }
@@ -35,7 +36,13 @@ final class Daemon: @unchecked Sendable {
                 store = try openDatabase(directory + "/" + SQLiteStore.fileName)
             }
             let model = try PropertyModel(store: store, limits: options.limits)
-            try loadModelFiles(into: model, environment: environment)
+            let commands = CommandTable(model: model, store: store, maximumRunning: options.maximumExecutions)
+            for (key, stored) in model.storedCommands {
+                do { _ = try commands.create(key: key.text, options: stored) } catch {
+                    Diagnostics.write("propbusd: stored command \(key) could not be created again: \(error.message)\n")
+                }
+            }
+            try loadModelFiles(into: model, commands: commands, environment: environment)
             // Stored bindings start as they were made: the leading side wins.
             for (binding, error) in model.resynchronizeBindings().failures {
                 Diagnostics.write("propbusd: binding \(binding.id) (\(binding.key) ↔ \(binding.to)) could not be synchronized at startup: \(error.message)\n")
@@ -43,7 +50,9 @@ final class Daemon: @unchecked Sendable {
             // Declarations are applied before the bus is reached, so commit them here.
             try store.commit()
             model.commitRound()
+            commands.commitRound()
             self.model = model
+            self.commands = commands
             self.store = store
         } catch {
             Self.fail(error.message, code: 1)
@@ -51,15 +60,12 @@ final class Daemon: @unchecked Sendable {
     }
 
     /// Registers what the config directory's model files and `--model` files declare.
-    private func loadModelFiles(into model: PropertyModel, environment: [String: String]) throws(PropBusError) {
+    private func loadModelFiles(into model: PropertyModel, commands: CommandTable, environment: [String: String]) throws(PropBusError) {
         let systemBus = if case .system = options.bus { true } else { false }
         let paths = ModelFile.files(in: ModelFile.configDirectory(environment: environment, systemBus: systemBus)) + options.models
         for path in paths {
             let file = try ModelFile(contentsOf: path)
-            _ = try file.apply(to: model)
-            for command in file.commands {
-                Diagnostics.write("propbusd: \(path): \(command.key): commands are not served yet; the declaration was checked and skipped\n")
-            }
+            _ = try file.apply(to: model, commands: commands)
         }
     }
 
@@ -85,7 +91,7 @@ final class Daemon: @unchecked Sendable {
                     do {
                         guard let store, let model else { throw PropBusError(.storeFailed, "the store was not opened") }
                         // Export everything before owning the name: no client may see a half-built daemon.
-                        service = Service(connection: connection, model: model, store: store, options: options.service)
+                        service = Service(connection: connection, model: model, store: store, commands: commands, options: options.service)
                         self.connection = connection
                         connection.onDisconnect = {
                             Self.fail("lost the connection to the bus", code: 1)
@@ -120,14 +126,17 @@ final class Daemon: @unchecked Sendable {
         }
     }
 
-    /// SIGTERM/SIGINT: tell systemd, release the name, flush, exit 0.
+    /// SIGTERM/SIGINT: tell systemd, cancel running executions (their callers get
+    /// `Cancelled`), release the name, flush, exit 0.
     private func stop() {
         SystemdNotifier.notify("STOPPING=1")
-        guard let connection else { exit(0) }
-        Task {
-            try? await connection.releaseName(Service.busName)
-            connection.flush()
-            exit(0)
+        guard let connection, let service else { exit(0) }
+        service.stopAllExecutions {
+            Task {
+                try? await connection.releaseName(Service.busName)
+                connection.flush()
+                exit(0)
+            }
         }
     }
 

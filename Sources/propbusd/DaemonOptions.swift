@@ -15,6 +15,8 @@ struct DaemonOptions {
     var service = Service.Options()
     /// Model files given with `--model`, read after those of the config directory.
     var models: [String] = []
+    /// `--max-executions`: command executions running at once, across all commands.
+    var maximumExecutions = 64
 
     struct UsageError: Error { var message: String }
 
@@ -37,6 +39,9 @@ struct DaemonOptions {
         },
         Option(name: "--max-bindings-per-client", value: "N", help: "Refuse more than N bindings from one connection (default 64).") { o, v throws(UsageError) in
             o.service.maximumBindingsPerClient = try positive(v, "--max-bindings-per-client")
+        },
+        Option(name: "--max-executions", value: "N", help: "Refuse more than N command executions running at once (default 64).") { o, v throws(UsageError) in
+            o.maximumExecutions = try positive(v, "--max-executions")
         },
         Option(name: "--model", value: "FILE", help: "Also read this model file (repeatable); the config directory's *.json come first.") { o, v in
             o.models.append(v)

@@ -8,6 +8,8 @@ case .success(.help):
 case .success(.version):
     print("propbusd 0.1.0")
 case .success(.run(let options)):
+    // A command that closes its stdin early must cost a write error, not the daemon.
+    signal(SIGPIPE, SIG_IGN)
     let daemon = Daemon(options: options)
     daemon.openStore()
     Task { await daemon.start() }

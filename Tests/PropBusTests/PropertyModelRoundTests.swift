@@ -18,6 +18,8 @@ final class FailingStore: PropertyStore {
     func saveBinding(_ binding: Binding) {}
     func removeBinding(_ id: UInt64) {}
     func saveNextBindingID(_ id: UInt64) {}
+    func saveCommand(_ key: Key, options: [String: DBusValue]) {}
+    func removeCommand(_ key: Key) {}
 
     func commit() throws(PropBusError) {
         if failNextCommit {

@@ -17,7 +17,7 @@ public struct ModelFile: Sendable {
         public var options: [String: DBusValue]
     }
 
-    /// A command, checked for shape now and served once commands exist (SPEC §6).
+    /// A command (SPEC §6), created with `CreateCommand` options.
     public struct CommandDeclaration: Sendable {
         public var key: Key
         /// `CreateCommand` options.
@@ -201,8 +201,9 @@ public struct ModelFile: Sendable {
         bindings.append(BindingDeclaration(key: key, to: to, options: options))
     }
 
-    /// Registers the properties, then makes the bindings. Errors name the file and the key.
-    public func apply(to model: PropertyModel) throws(PropBusError) -> [PropertyChange] {
+    /// Registers the properties, then the commands (when a table is given), then makes the
+    /// bindings, which may read command state. Errors name the file and the key.
+    public func apply(to model: PropertyModel, commands table: CommandTable? = nil) throws(PropBusError) -> [PropertyChange] {
         var changes: [PropertyChange] = []
         for property in properties {
             do {
@@ -210,6 +211,15 @@ public struct ModelFile: Sendable {
                                             defaultValue: property.defaultValue, options: property.options)
             } catch {
                 throw fail(property.key.text, error.message)
+            }
+        }
+        if let table {
+            for command in commands {
+                do {
+                    changes += try table.create(key: command.key.text, options: command.options)
+                } catch {
+                    throw fail(command.key.text, error.message)
+                }
             }
         }
         for (index, binding) in bindings.enumerated() {

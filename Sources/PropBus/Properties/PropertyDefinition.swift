@@ -22,6 +22,8 @@ public struct PropertyDefinition: Hashable, Sendable {
     public var writers: [String]?
     /// Whether only writers may read it (SPEC §7).
     public var secret = false
+    /// The command whose state this read-only key is (`Enabled`, `Executing`, `Executions`).
+    public var stateOf: Key?
 
     public init(key: Key, type: DBusType, defaultValue: DBusValue) {
         self.key = key
@@ -148,6 +150,7 @@ public struct PropertyDefinition: Hashable, Sendable {
         if let maximum { result["maximum"] = maximum }
         if let choices { result["choices"] = .array(of: .variant, choices.map { .variant($0) }) }
         if let writers { result["writers"] = .array(of: .string, writers.map { .string($0) }) }
+        if let stateOf { result["state_of"] = .string(stateOf.text) }
         return result
     }
 }

@@ -51,6 +51,11 @@ public final class PropertyModel {
     public private(set) var bindings = BindingTable()
     /// The bindings as they were at the last commit, once the round changed them.
     private var bindingsAtCommit: BindingTable?
+    /// The keys of commands (SPEC §6); each one's group holds only the command's state keys.
+    public private(set) var commandKeys: Set<Key> = []
+    private var commandKeysAtCommit: Set<Key>?
+    /// The persistent commands the store held at startup, for a ``CommandTable`` to recreate.
+    public private(set) var storedCommands: [(key: Key, options: [String: DBusValue])] = []
 
     /// Loads what `store` holds.
     public init(store: PropertyStore, limits: Limits = Limits()) throws(PropBusError) {
@@ -69,6 +74,7 @@ public final class PropertyModel {
         for stored in unclaimedValues.values { revision = max(revision, stored.revision) }
         for binding in state.bindings { bindings.insert(binding) }
         bindings.reserveIDs(below: state.nextBindingID)
+        storedCommands = state.commands
         revisionAtCommit = revision
     }
 
@@ -80,6 +86,7 @@ public final class PropertyModel {
         undoUnclaimed.removeAll(keepingCapacity: true)
         revisionAtCommit = revision
         bindingsAtCommit = nil
+        commandKeysAtCommit = nil
     }
 
     /// Puts every entry back as it was at the last ``commitRound()``; returns the keys that
@@ -96,6 +103,7 @@ public final class PropertyModel {
         }
         for (key, stored) in undoUnclaimed { unclaimedValues[key] = stored }
         if let bindingsAtCommit { bindings = bindingsAtCommit }
+        if let commandKeysAtCommit { commandKeys = commandKeysAtCommit }
         revision = revisionAtCommit
         commitRound()
         return touched
@@ -145,6 +153,9 @@ public final class PropertyModel {
         let key = try Key(keyText)
         if key.group == "bindings" || key.group.hasPrefix("bindings.") {
             throw PropBusError(.invalidKey, "invalid key '\(key)': the group 'bindings' is reserved for binding objects (\(Key.rootPath)/bindings/N)")
+        }
+        if let command = commandKeys.first(where: { $0.text == key.group || $0 == key }) {
+            throw PropBusError(.exists, "cannot create \(key): \(command) is a command, and its group holds only the command's state (\(CommandDefinition.stateNames.joined(separator: ", ")))")
         }
         let type: DBusType
         do { type = try DBusType(parsing: typeText) } catch {
@@ -212,7 +223,10 @@ public final class PropertyModel {
     /// Removes a property and its stored value.
     public func delete(key keyText: String) throws(PropBusError) -> [PropertyChange] {
         let key = try Key(keyText)
-        guard entries[key] != nil else { throw .unknownKey(keyText) }
+        guard let existing = entries[key] else { throw .unknownKey(keyText) }
+        if let command = existing.definition.stateOf {
+            throw PropBusError(.readOnly, "\(key) is the state of command \(command); it goes with DeleteCommand(\"\(command)\")")
+        }
         remember(key)
         let entry = entries.removeValue(forKey: key)!
         removeFromGroup(key)
@@ -264,6 +278,9 @@ public final class PropertyModel {
     private func writableEntry(_ keyText: String) throws(PropBusError) -> Entry {
         let entry = try entry(keyText)
         guard entry.definition.writable else {
+            if let command = entry.definition.stateOf {
+                throw PropBusError(.readOnly, "\(keyText) is the state of command \(command) and is read-only; bind to it with direction=from")
+            }
             throw PropBusError(.readOnly, "property \(keyText) is read-only")
         }
         return entry
@@ -286,6 +303,11 @@ public final class PropertyModel {
                 all.append((target, value))
             }
         }
+        return record(all)
+    }
+
+    /// Writes checked values (`nil`: reset) into the entries and the store.
+    private func record(_ all: [(Key, DBusValue?)]) -> [PropertyChange] {
         var changes: [PropertyChange] = []
         for (key, newStored) in all {
             guard var entry = entries[key] else { continue }
@@ -311,6 +333,61 @@ public final class PropertyModel {
     private var propagation: Propagation {
         Propagation(bindings: bindings, currentValue: { [unowned self] in entries[$0]?.value },
                     type: { [unowned self] in entries[$0]?.definition.type })
+    }
+
+    // MARK: Command state
+
+    /// Adds the read-only, transient state keys of `command` (`command.Enabled`, …) with their
+    /// initial values. Refused with `Exists` when the command's key or group is taken.
+    public func addState(of command: Key, values: [(name: String, value: DBusValue)]) throws(PropBusError) -> [PropertyChange] {
+        if entries[command] != nil {
+            throw PropBusError(.exists, "cannot create command \(command): a property with that key exists")
+        }
+        if !(groups[command.text] ?? []).isEmpty, !commandKeys.contains(command) {
+            throw PropBusError(.exists, "cannot create command \(command): the group \(command.text) holds properties (\(names(inGroup: command.text).joined(separator: ", ")))")
+        }
+        if commandKeysAtCommit == nil { commandKeysAtCommit = commandKeys }
+        commandKeys.insert(command)
+        var changes: [PropertyChange] = []
+        for (name, value) in values {
+            let key = Key(uncheckedGroup: command.text, name: name)
+            // A command created again keeps its state; the caller recomputes it.
+            guard entries[key] == nil else { continue }
+            var definition = PropertyDefinition(key: key, type: value.type, defaultValue: value)
+            definition.writable = false
+            definition.persistent = false
+            definition.stateOf = command
+            definition.description = "\(name) of command \(command)"
+            remember(key)
+            revision += 1
+            insert(Entry(definition: definition, storedValue: nil, revision: revision))
+            changes.append(.created(key))
+        }
+        return changes
+    }
+
+    /// Removes a command's state keys, and the bindings that read them.
+    public func removeState(of command: Key) -> [PropertyChange] {
+        guard commandKeys.contains(command) else { return [] }
+        if commandKeysAtCommit == nil { commandKeysAtCommit = commandKeys }
+        commandKeys.remove(command)
+        var changes: [PropertyChange] = []
+        for name in names(inGroup: command.text) {
+            let key = Key(uncheckedGroup: command.text, name: name)
+            remember(key)
+            let entry = entries.removeValue(forKey: key)!
+            removeFromGroup(key)
+            changes.append(.deleted(key, old: entry.value))
+            changes += bindings.touching(key).map { removeBinding($0.id) }
+        }
+        return changes
+    }
+
+    /// Sets a state key and spreads the change through its bindings. State is the truth: if a
+    /// bound property refuses the value (its range, a failing transform), the state changes alone.
+    public func setState(_ key: Key, to value: DBusValue) -> [PropertyChange] {
+        guard let entry = entries[key], entry.definition.stateOf != nil, entry.value != value else { return [] }
+        return (try? write([(key, value)], frozen: [])) ?? record([(key, value)])
     }
 
     // MARK: Bindings
@@ -357,6 +434,9 @@ public final class PropertyModel {
         if let owner, bindings.count(ownedBy: owner) >= maximumPerOwner {
             throw PropBusError(.limitsExceeded, "cannot bind \(key) to \(to): this connection already holds the maximum of \(maximumPerOwner) bindings")
         }
+        // A side the binding writes must be writable, or a later change would fail there.
+        if binding.flowsToKey { _ = try writableEntry(key.text) }
+        if binding.flowsToTarget { _ = try writableEntry(to.text) }
         try typeCheck(binding)
 
         // The id counter is stored: a path is never reused, even across restarts, so a stale

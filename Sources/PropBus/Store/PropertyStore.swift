@@ -24,6 +24,10 @@ public protocol PropertyStore: AnyObject {
     func removeBinding(_ id: UInt64)
     /// Records the next binding id, so ids are not reused after a restart.
     func saveNextBindingID(_ id: UInt64)
+    /// Records a persistent command's definition, as its `CreateCommand` options.
+    func saveCommand(_ key: Key, options: [String: DBusValue])
+    /// Forgets a command's definition.
+    func removeCommand(_ key: Key)
     /// Makes everything recorded since the last commit durable.
     func commit() throws(PropBusError)
     /// Drops everything recorded since the last commit.
@@ -40,6 +44,8 @@ public struct StoredState: Sendable {
     public var bindings: [Binding] = []
     /// The next binding id to hand out.
     public var nextBindingID: UInt64 = 1
+    /// Persistent commands, as their `CreateCommand` options.
+    public var commands: [(key: Key, options: [String: DBusValue])] = []
 
     public init() {}
 }
@@ -56,6 +62,8 @@ public final class MemoryStore: PropertyStore {
     public func saveBinding(_ binding: Binding) {}
     public func removeBinding(_ id: UInt64) {}
     public func saveNextBindingID(_ id: UInt64) {}
+    public func saveCommand(_ key: Key, options: [String: DBusValue]) {}
+    public func removeCommand(_ key: Key) {}
     public func commit() {}
     public func rollback() {}
 }

@@ -10,7 +10,7 @@ import DBus
 /// Single owner, like the model: the service confines it to its connection's queue.
 public final class SQLiteStore: PropertyStore {
     /// The schema version this release writes (`PRAGMA user_version`).
-    public static let schemaVersion: Int64 = 2
+    public static let schemaVersion: Int64 = 3
     /// The database file name inside the state directory.
     public static let fileName = "propbus.db"
 
@@ -23,6 +23,7 @@ public final class SQLiteStore: PropertyStore {
     private var pendingRevision: UInt64?
     private var pendingBindings: [UInt64: Pending<Binding>] = [:]
     private var pendingNextBindingID: UInt64?
+    private var pendingCommands: [Key: Pending<[String: DBusValue]>] = [:]
 
     private enum Pending<T> {
         case save(T)
@@ -38,6 +39,8 @@ public final class SQLiteStore: PropertyStore {
         var saveNextBindingID: SQLiteStatement
         var saveBinding: SQLiteStatement
         var removeBinding: SQLiteStatement
+        var saveCommand: SQLiteStatement
+        var removeCommand: SQLiteStatement
     }
 
     /// Opens (creating if needed) the database at `path`, checks its integrity and migrates its
@@ -67,7 +70,9 @@ public final class SQLiteStore: PropertyStore {
                 saveRevision: try database.prepare("INSERT OR REPLACE INTO meta (name, value) VALUES ('revision', ?1)"),
                 saveNextBindingID: try database.prepare("INSERT OR REPLACE INTO meta (name, value) VALUES ('next_binding', ?1)"),
                 saveBinding: try database.prepare("INSERT OR REPLACE INTO bindings (id, key, target, options) VALUES (?1, ?2, ?3, ?4)"),
-                removeBinding: try database.prepare("DELETE FROM bindings WHERE id = ?1"))
+                removeBinding: try database.prepare("DELETE FROM bindings WHERE id = ?1"),
+                saveCommand: try database.prepare("INSERT OR REPLACE INTO commands (key, options) VALUES (?1, ?2)"),
+                removeCommand: try database.prepare("DELETE FROM commands WHERE key = ?1"))
         } catch let error as PropBusError {
             throw error
         } catch {
@@ -107,6 +112,12 @@ public final class SQLiteStore: PropertyStore {
                     target TEXT NOT NULL,
                     options BLOB NOT NULL
                 );
+                """,
+            2: """
+                CREATE TABLE commands (
+                    key TEXT PRIMARY KEY NOT NULL,
+                    options BLOB NOT NULL
+                ) WITHOUT ROWID;
                 """,
         ]
         try database.execute("BEGIN IMMEDIATE")
@@ -161,6 +172,18 @@ public final class SQLiteStore: PropertyStore {
                     throw PropBusError(.storeFailed, "the store \(path) holds an unreadable binding \(id): \(error)")
                 }
             }
+            let commands = try database.prepare("SELECT key, options FROM commands ORDER BY key")
+            while try commands.step() {
+                let keyText = commands.text(0) ?? ""
+                do {
+                    guard let options = try ValueCodec.decode(commands.blob(1)).stringKeyedEntries else {
+                        throw ValueCodecError("options are not an a{sv}")
+                    }
+                    state.commands.append((try Key(keyText), options))
+                } catch {
+                    throw PropBusError(.storeFailed, "the store \(path) holds an unreadable command \(keyText): \(error)")
+                }
+            }
         } catch let error as PropBusError {
             throw error
         } catch {
@@ -188,10 +211,14 @@ public final class SQLiteStore: PropertyStore {
 
     public func saveNextBindingID(_ id: UInt64) { pendingNextBindingID = id }
 
+    public func saveCommand(_ key: Key, options: [String: DBusValue]) { pendingCommands[key] = .save(options) }
+
+    public func removeCommand(_ key: Key) { pendingCommands[key] = .delete }
+
     /// Whether writes are waiting for ``commit()``.
     public var hasPendingWrites: Bool {
         !pendingDefinitions.isEmpty || !pendingValues.isEmpty || pendingRevision != nil || !pendingBindings.isEmpty
-            || pendingNextBindingID != nil
+            || pendingNextBindingID != nil || !pendingCommands.isEmpty
     }
 
     public func commit() throws(PropBusError) {
@@ -229,6 +256,12 @@ public final class SQLiteStore: PropertyStore {
                     try statements.removeBinding.run([.integer(Int64(bitPattern: id))])
                 }
             }
+            for (key, pending) in pendingCommands.sorted(by: { $0.key < $1.key }) {
+                switch pending {
+                case .save(let options): try statements.saveCommand.run([.text(key.text), .blob(ValueCodec.encode(.vardict(options)))])
+                case .delete: try statements.removeCommand.run([.text(key.text)])
+                }
+            }
             try database.execute("COMMIT")
         } catch {
             if database.inTransaction { try? database.execute("ROLLBACK") }
@@ -245,6 +278,7 @@ public final class SQLiteStore: PropertyStore {
         pendingRevision = nil
         pendingBindings.removeAll(keepingCapacity: true)
         pendingNextBindingID = nil
+        pendingCommands.removeAll(keepingCapacity: true)
     }
 
     // MARK: Definitions

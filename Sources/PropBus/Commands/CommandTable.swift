@@ -1,0 +1,304 @@
+import DBus
+
+/// The daemon's commands (SPEC §6): definitions, running executions and registered handlers,
+/// with `Enabled`, `Executing` and `Executions` kept as read-only keys of the model.
+///
+/// This is RACCommand's bookkeeping without the work itself: the service runs processes and
+/// calls handlers, and reports back through ``finish(_:of:)``. Every state change goes through
+/// the model, so state keys can be read, watched, bound and used in expressions like any key.
+///
+/// Single owner, like the model: confined to the service's queue.
+public final class CommandTable {
+    /// One accepted execution.
+    public struct Execution: Sendable, Hashable {
+        public let id: UInt64
+        public let command: Key
+        public let input: DBusValue
+    }
+
+    /// A command's current state.
+    public struct State: Sendable, Equatable {
+        public var enabled: Bool
+        public var executing: Bool
+        public var executions: UInt32
+    }
+
+    private struct Command {
+        var definition: CommandDefinition
+        /// Running executions, by id (ids grow, so sorting gives acceptance order).
+        var running: [UInt64: Execution] = [:]
+        /// The unique bus name of the registered handler, for `handler` commands.
+        var handler: String?
+        var enabled = false
+    }
+
+    private let model: PropertyModel
+    private let store: PropertyStore
+    private var commands: [Key: Command] = [:]
+    /// Commands whose predicate reads a key, by key text.
+    private var readers: [String: Set<Key>] = [:]
+    private var nextExecutionID: UInt64 = 1
+    /// Commands as they were at the last commit, once the round changed a definition.
+    private var definitionsAtCommit: [Key: (CommandDefinition, String?)]?
+    /// The most executions running at once across all commands (`--max-executions`).
+    public let maximumRunning: Int
+
+    public init(model: PropertyModel, store: PropertyStore, maximumRunning: Int = 64) {
+        self.model = model
+        self.store = store
+        self.maximumRunning = maximumRunning
+    }
+
+    // MARK: Reading
+
+    /// Every command's definition, sorted by key.
+    public var definitions: [CommandDefinition] { commands.values.map(\.definition).sorted { $0.key < $1.key } }
+
+    /// The definition of the command `key`, if there is one.
+    public func definition(of key: Key) -> CommandDefinition? { commands[key]?.definition }
+
+    /// The current state of command `key`.
+    public func state(of key: Key) -> State? {
+        guard let command = commands[key] else { return nil }
+        return State(enabled: command.enabled, executing: !command.running.isEmpty, executions: UInt32(command.running.count))
+    }
+
+    /// The registered handler of command `key`.
+    public func handler(of key: Key) -> String? { commands[key]?.handler }
+
+    /// A running execution.
+    public func execution(_ id: UInt64, of key: Key) -> Execution? { commands[key]?.running[id] }
+
+    /// The executions running now, in acceptance order.
+    public func running(of key: Key) -> [Execution] {
+        (commands[key]?.running.values.sorted { $0.id < $1.id }) ?? []
+    }
+
+    /// How many executions run now across all commands.
+    public var runningCount: Int { commands.values.reduce(0) { $0 + $1.running.count } }
+
+    /// Parses a command key, with the same rules as property keys.
+    public func command(_ keyText: String) throws(PropBusError) -> Key {
+        let key = try Key(keyText)
+        guard commands[key] != nil else { throw PropBusError(.unknownKey, "no command named \(keyText)") }
+        return key
+    }
+
+    // MARK: Definitions
+
+    /// Creates a command, or updates its definition if it exists (running executions go on).
+    ///
+    /// The `enabled_when` predicate must name existing keys and yield a boolean.
+    public func create(key keyText: String, options: [String: DBusValue]) throws(PropBusError) -> [PropertyChange] {
+        let key = try Key(keyText)
+        let definition = try CommandDefinition(key: key, options: options)
+        if let predicate = definition.enabledWhen {
+            for name in predicate.referencedKeys.sorted() {
+                guard (try? model.entry(name)) != nil else {
+                    throw PropBusError(.unknownKey, "option 'enabled_when' of command \(key) reads \(name), which does not exist")
+                }
+            }
+            let type = try predicate.resultType(valueType: nil) { [model] name in (try? model.entry(name))?.definition.type }
+            if let type, type != .boolean {
+                throw PropBusError(.invalidExpression, "option 'enabled_when' of command \(key) must yield a boolean (b), but '\(predicate.text)' yields '\(type.signature)'")
+            }
+        }
+        let changes = try model.addState(of: key, values: [
+            ("Enabled", .boolean(false)), ("Executing", .boolean(false)), ("Executions", .uint32(0)),
+        ])
+        snapshot()
+        let previous = commands[key]
+        if let old = previous?.definition.enabledWhen { unindex(key, old) }
+        var command = previous ?? Command(definition: definition)
+        command.definition = definition
+        if definition.work != .handler { command.handler = nil }
+        commands[key] = command
+        if let predicate = definition.enabledWhen { for name in predicate.referencedKeys { readers[name, default: []].insert(key) } }
+        if definition.persistent { store.saveCommand(key, options: definition.options) } else { store.removeCommand(key) }
+        return changes + update(key)
+    }
+
+    /// Deletes a command and its state keys; returns its running executions, which the caller
+    /// must stop and fail with `Cancelled`.
+    public func delete(key keyText: String) throws(PropBusError) -> (ended: [Execution], changes: [PropertyChange]) {
+        let key = try command(keyText)
+        snapshot()
+        let command = commands.removeValue(forKey: key)!
+        if let predicate = command.definition.enabledWhen { unindex(key, predicate) }
+        store.removeCommand(key)
+        return (command.running.values.sorted { $0.id < $1.id }, model.removeState(of: key))
+    }
+
+    private func unindex(_ key: Key, _ predicate: Expression) {
+        for name in predicate.referencedKeys {
+            readers[name]?.remove(key)
+            if readers[name]?.isEmpty == true { readers[name] = nil }
+        }
+    }
+
+    // MARK: Executions
+
+    /// Accepts an execution of an enabled command: from here on it is `Executing`.
+    ///
+    /// Throws `NotEnabled` (naming why) when the command is disabled, and `LimitsExceeded` when
+    /// the daemon already runs ``maximumRunning`` executions. Nothing changes when it throws.
+    public func accept(_ keyText: String, input: DBusValue) throws(PropBusError) -> (execution: Execution, changes: [PropertyChange]) {
+        let key = try command(keyText)
+        let command = commands[key]!
+        guard command.enabled else {
+            throw PropBusError(.notEnabled, "command \(key) is not enabled (\(disabledReason(command)))")
+        }
+        guard runningCount < maximumRunning else {
+            throw PropBusError(.limitsExceeded, "cannot execute \(key): the daemon already runs the maximum of \(maximumRunning) executions")
+        }
+        let execution = Execution(id: nextExecutionID, command: key, input: input)
+        nextExecutionID += 1
+        commands[key]!.running[execution.id] = execution
+        return (execution, update(key))
+    }
+
+    /// Ends an execution (whatever its outcome); returns the state changes, or nothing when it
+    /// had already ended.
+    public func finish(_ id: UInt64, of key: Key) -> [PropertyChange] {
+        guard commands[key]?.running.removeValue(forKey: id) != nil else { return [] }
+        return update(key)
+    }
+
+    private func disabledReason(_ command: Command) -> String {
+        var reasons: [String] = []
+        if let predicate = command.definition.enabledWhen, !holds(predicate) { reasons.append("enabled_when '\(predicate.text)' is false") }
+        if !command.definition.concurrent, !command.running.isEmpty { reasons.append("it is executing and does not allow concurrent execution") }
+        if command.definition.needsHandler, command.handler == nil { reasons.append("no handler is registered") }
+        return reasons.isEmpty ? "disabled" : reasons.joined(separator: "; ")
+    }
+
+    // MARK: Handlers
+
+    /// Makes `owner` (a unique bus name) the handler of command `key`.
+    public func registerHandler(_ keyText: String, owner: String) throws(PropBusError) -> [PropertyChange] {
+        let key = try command(keyText)
+        guard commands[key]!.definition.needsHandler else {
+            throw PropBusError(.invalidArgs, "command \(key) runs its 'exec' argv; only commands created with handler=true take a handler")
+        }
+        if let current = commands[key]!.handler, current != owner {
+            throw PropBusError(.exists, "command \(key) already has a handler (\(current))")
+        }
+        commands[key]!.handler = owner
+        return update(key)
+    }
+
+    /// Removes `owner` as handler of command `key`; its running executions are returned to fail.
+    public func unregisterHandler(_ keyText: String, owner: String) throws(PropBusError) -> (ended: [Execution], changes: [PropertyChange]) {
+        let key = try command(keyText)
+        guard commands[key]!.handler == owner else {
+            throw PropBusError(.invalidArgs, "this connection is not the handler of command \(key)")
+        }
+        return dropHandler(key)
+    }
+
+    /// `owner` left the bus: every command it handled loses its handler, and their running
+    /// executions are returned, to fail with `HandlerVanished`.
+    public func handlerLeft(_ owner: String) -> (ended: [Execution], changes: [PropertyChange]) {
+        var ended: [Execution] = []
+        var changes: [PropertyChange] = []
+        for key in commands.keys.sorted() where commands[key]!.handler == owner {
+            let dropped = dropHandler(key)
+            ended += dropped.ended
+            changes += dropped.changes
+        }
+        return (ended, changes)
+    }
+
+    private func dropHandler(_ key: Key) -> (ended: [Execution], changes: [PropertyChange]) {
+        let ended = commands[key]!.running.values.sorted { $0.id < $1.id }
+        commands[key]!.handler = nil
+        commands[key]!.running = [:]
+        return (ended, update(key))
+    }
+
+    // MARK: State
+
+    /// Recomputes `Enabled` of the commands whose predicate reads a key that `changes` touched;
+    /// returns the state changes, which may in turn touch predicates (bounded, so two commands
+    /// whose predicates read each other's `Enabled` cannot loop forever).
+    public func refresh(after changes: [PropertyChange]) -> [PropertyChange] {
+        guard !readers.isEmpty else { return [] }
+        var result: [PropertyChange] = []
+        var pending = changes
+        for _ in 0..<16 {
+            var affected: Set<Key> = []
+            for change in pending {
+                switch change {
+                case .valueChanged(let key, _), .created(let key), .deleted(let key, _):
+                    affected.formUnion(readers[key.text] ?? [])
+                case .redefined, .bound, .unbound:
+                    continue
+                }
+            }
+            if affected.isEmpty { break }
+            pending = affected.sorted().flatMap { update($0) }
+            result += pending
+        }
+        return result
+    }
+
+    /// Brings every state key in line with the commands, e.g. after the model rolled back.
+    public func reassertState() -> [PropertyChange] {
+        commands.keys.sorted().flatMap { key in
+            let state = state(of: key)!
+            return [("Enabled", DBusValue.boolean(state.enabled)), ("Executing", .boolean(state.executing)),
+                    ("Executions", .uint32(state.executions))].flatMap { name, value in
+                model.setState(Key(uncheckedGroup: key.text, name: name), to: value)
+            }
+        }
+    }
+
+    /// Recomputes one command's state and writes what changed to its state keys.
+    private func update(_ key: Key) -> [PropertyChange] {
+        guard var command = commands[key] else { return [] }
+        let predicate = command.definition.enabledWhen.map(holds) ?? true
+        command.enabled = predicate && (command.definition.concurrent || command.running.isEmpty)
+            && (!command.definition.needsHandler || command.handler != nil)
+        commands[key] = command
+        let group = key.text
+        return model.setState(Key(uncheckedGroup: group, name: "Enabled"), to: .boolean(command.enabled))
+            + model.setState(Key(uncheckedGroup: group, name: "Executing"), to: .boolean(!command.running.isEmpty))
+            + model.setState(Key(uncheckedGroup: group, name: "Executions"), to: .uint32(UInt32(command.running.count)))
+    }
+
+    /// Whether a predicate holds now; one that cannot be evaluated (a key it reads was deleted,
+    /// a value it cannot convert) does not.
+    private func holds(_ predicate: Expression) -> Bool {
+        let value = try? predicate.evaluate(value: nil) { [model] name in try? model.value(of: name) }
+        return value?.boolValue ?? false
+    }
+
+    // MARK: Rounds
+
+    private func snapshot() {
+        if definitionsAtCommit == nil { definitionsAtCommit = commands.mapValues { ($0.definition, $0.handler) } }
+    }
+
+    /// Forgets the snapshot: the round's definitions are durable.
+    public func commitRound() { definitionsAtCommit = nil }
+
+    /// Puts definitions back as they were at the last commit (the model must have rolled back
+    /// first); returns executions of commands that no longer exist, which the caller must stop.
+    public func rollbackRound() -> [Execution] {
+        guard let saved = definitionsAtCommit else { return [] }
+        definitionsAtCommit = nil
+        var ended: [Execution] = []
+        for (key, command) in commands where saved[key] == nil { ended += command.running.values }
+        var restored: [Key: Command] = [:]
+        readers = [:]
+        for (key, (definition, handler)) in saved {
+            var command = commands[key] ?? Command(definition: definition)
+            command.definition = definition
+            command.handler = handler
+            restored[key] = command
+            if let predicate = definition.enabledWhen { for name in predicate.referencedKeys { readers[name, default: []].insert(key) } }
+        }
+        commands = restored
+        return ended.sorted { $0.id < $1.id }
+    }
+}

@@ -1,0 +1,184 @@
+import DBus
+import Dispatch
+import PropBus
+
+extension Service {
+    /// The path and interface at which handler clients export `Run` (and `Cancel`).
+    static let handlerPath = "/org/propbus/PropBus1/Handler"
+    static let handlerInterface = "org.propbus.PropBus1.Handler"
+    /// The largest input also passed in `PROPBUS_INPUT`: the kernel limits one environment string.
+    static let maximumEnvironmentInput = 64 * 1024
+
+    /// Accepts an execution of `key` and starts its work; returns its id.
+    ///
+    /// Acceptance changes the state at once (`Executing`, and `Enabled` of a serial command), so
+    /// a second call in the same round is refused with `NotEnabled`.
+    func startExecution(of key: Key, input: DBusValue, call: MethodCall, waits: Bool) throws(DBusError) -> UInt64 {
+        guard let definition = commands.definition(of: key) else { throw .unknownObject("no command named \(key)") }
+        try authorizeWrite(key.text, writers: definition.writers, by: call)
+        let (execution, changes) = try bridged { () throws(PropBusError) in try commands.accept(key.text, input: input) }
+        publish(changes)
+        let path = Key.objectPath(ofGroup: key.text)
+        tree.emitAtFlush(path: path, interface: Self.commandInterface, member: "Started", [.uint64(execution.id), .variant(input)])
+        var work = ExecutionWork(execution: execution, waiter: waits ? call : nil)
+        if let timeout = definition.timeout {
+            let timer = DispatchWorkItem { [weak self] in
+                self?.cancelExecution(execution.id, of: key, reason: PropBusError(.timedOut, "execution \(execution.id) of command \(key) did not finish within \(timeout) s"))
+            }
+            tree.connection.queue.asyncAfter(deadline: .now() + timeout, execute: timer)
+            work.timer = timer
+        }
+        running[execution.id] = work
+        switch definition.work {
+        case .exec(let argv): spawn(argv, for: execution)
+        case .handler: forward(execution, to: commands.handler(of: key) ?? "")
+        }
+        return execution.id
+    }
+
+    private func spawn(_ argv: [String], for execution: CommandTable.Execution) {
+        let text = ValueText.format(execution.input)
+        var environment = ["PROPBUS_COMMAND": execution.command.text, "PROPBUS_EXECUTION_ID": String(execution.id)]
+        if text.utf8.count <= Self.maximumEnvironmentInput { environment["PROPBUS_INPUT"] = text }
+        let queue = tree.connection.queue
+        do {
+            let process = try CommandProcess.start(argv, input: Array(text.utf8), environment: environment,
+                                                   outputLimit: model.limits.maximumValueSize) { [self] outcome in
+                queue.async { [self] in processEnded(execution, outcome) }
+            }
+            running[execution.id]?.process = process
+        } catch {
+            // Reported in the next round, after Started and Executing=true went out.
+            let failure = PropBusError(.executionFailed, "command \(execution.command): \(error.message)").dbusError
+            queue.async { [weak self] in self?.finishExecution(execution.id, of: execution.command, .failure(failure)) }
+        }
+    }
+
+    private func processEnded(_ execution: CommandTable.Execution, _ outcome: CommandProcess.Outcome) {
+        guard let work = running[execution.id] else { return }
+        let key = execution.command
+        let result: Result<DBusValue, DBusError>
+        if let reason = work.stopReason {
+            result = .failure(reason.dbusError)
+        } else {
+            switch outcome.ending {
+            case .exited(0):
+                var text = String(decoding: outcome.output, as: UTF8.self)
+                // Like $(…) in a shell, minus only the one line end most programs print.
+                if text.hasSuffix("\n") { text.removeLast() }
+                result = .success(.string(text))
+            case .exited(let status):
+                result = .failure(PropBusError(.executionFailed, "command \(key) exited with status \(status)\(Self.tail(outcome.errorTail))").dbusError)
+            case .signaled(let signal):
+                result = .failure(PropBusError(.executionFailed, "command \(key) was killed by signal \(signal)\(Self.tail(outcome.errorTail))").dbusError)
+            case .outputTooLarge:
+                result = .failure(PropBusError(.limitsExceeded, "command \(key) wrote more than \(model.limits.maximumValueSize) bytes to stdout; it was stopped").dbusError)
+            }
+        }
+        finishExecution(execution.id, of: key, result)
+    }
+
+    private static func tail(_ errorTail: String) -> String {
+        let trimmed = errorTail.split(separator: "\n", omittingEmptySubsequences: true).suffix(5).joined(separator: "\n")
+        return trimmed.isEmpty ? " (nothing on stderr)" : "; stderr: " + trimmed
+    }
+
+    /// Calls `Handler.Run` on the handler; its reply (or error) is the execution's outcome.
+    private func forward(_ execution: CommandTable.Execution, to handler: String) {
+        running[execution.id]?.handler = handler
+        let key = execution.command
+        do {
+            let message = try Message.methodCall(destination: handler, path: Self.handlerPath, interface: Self.handlerInterface, member: "Run")
+            try message.append([.string(key.text), .uint64(execution.id), .variant(execution.input)])
+            // No libdbus timeout: the command's own timeout, if any, is the limit.
+            tree.connection.call(message, timeoutMilliseconds: Int32.max) { [weak self] reply in
+                guard let self else { return }
+                let result: Result<DBusValue, DBusError>
+                switch reply {
+                case .success(let message):
+                    if let arguments = try? message.arguments(), let value = arguments.first {
+                        result = .success(value.unwrappingVariantOnce)
+                    } else {
+                        result = .failure(PropBusError(.executionFailed, "the handler of command \(key) sent no result (expected a 'v')").dbusError)
+                    }
+                case .failure(let error) where Self.meansVanished(error):
+                    result = .failure(PropBusError(.handlerVanished, "the handler of command \(key) left the bus during execution \(execution.id)").dbusError)
+                case .failure(let error):
+                    // The handler's own error name and message describe the failure best.
+                    result = .failure(error)
+                }
+                finishExecution(execution.id, of: key, result)
+            }
+        } catch {
+            let failure = PropBusError(.executionFailed, "cannot call the handler of command \(key): \(error.message)").dbusError
+            tree.connection.queue.async { [weak self] in self?.finishExecution(execution.id, of: key, .failure(failure)) }
+        }
+    }
+
+    private static func meansVanished(_ error: DBusError) -> Bool {
+        error.name == DBusError.Name.serviceUnknown || error.name == DBusError.Name.nameHasNoOwner
+            || (error.name == DBusError.Name.noReply && error.message.contains("disconnected"))
+    }
+
+    /// Stops an execution, which then fails with `reason`. A process gets SIGTERM (then SIGKILL)
+    /// and the execution ends when it is gone; a handler's execution ends at once.
+    func cancelExecution(_ id: UInt64, of key: Key, reason: PropBusError) {
+        guard var work = running[id], work.stopReason == nil else { return }
+        work.stopReason = reason
+        running[id] = work
+        if let process = work.process {
+            process.terminate(grace: options.killGrace)
+        } else {
+            if let handler = work.handler, let message = try? Message.methodCall(destination: handler, path: Self.handlerPath,
+                                                                               interface: Self.handlerInterface, member: "Cancel") {
+                // A courtesy, so the handler can stop its work; nothing waits for the answer.
+                try? message.append([.string(key.text), .uint64(id)])
+                message.noReply = true
+                tree.connection.send(message)
+            }
+            finishExecution(id, of: key, .failure(reason.dbusError))
+        }
+    }
+
+    /// Ends an execution: the state changes, `Finished` or `Failed` goes out, and a waiting
+    /// `Execute` gets its reply. Later reports about the same execution are ignored.
+    func finishExecution(_ id: UInt64, of key: Key, _ result: Result<DBusValue, DBusError>) {
+        guard let work = running.removeValue(forKey: id) else { return }
+        work.timer?.cancel()
+        publish(commands.finish(id, of: key))
+        let path = Key.objectPath(ofGroup: key.text)
+        switch result {
+        case .success(let value):
+            tree.emitAtFlush(path: path, interface: Self.commandInterface, member: "Finished", [.uint64(id), .variant(value)])
+            work.waiter?.reply([.variant(value)])
+        case .failure(let error):
+            tree.emitAtFlush(path: path, interface: Self.commandInterface, member: "Failed", [.uint64(id), .string(error.name), .string(error.message)])
+            work.waiter?.fail(error)
+        }
+        tree.connection.scheduleRound()
+    }
+
+    /// Cancels every running execution (SIGTERM): a daemon that stops must not leave work
+    /// running unseen. Calls `completion` on the queue once all have ended, or after the grace
+    /// period and one more second, whichever comes first.
+    public func stopAllExecutions(completion: @escaping () -> Void) {
+        dispatchPrecondition(condition: .onQueue(tree.connection.queue))
+        for (id, work) in running.sorted(by: { $0.key < $1.key }) {
+            cancelExecution(id, of: work.execution.command,
+                            reason: PropBusError(.cancelled, "execution \(id) of command \(work.execution.command) was cancelled: propbusd is stopping"))
+        }
+        waitForExecutions(until: .now() + options.killGrace + 1, then: completion)
+    }
+
+    private func waitForExecutions(until deadline: DispatchTime, then completion: @escaping () -> Void) {
+        if running.isEmpty || DispatchTime.now() >= deadline { return completion() }
+        let box = UncheckedCompletion(completion)
+        tree.connection.queue.asyncAfter(deadline: .now() + 0.02) { [self] in waitForExecutions(until: deadline, then: box.body) }
+    }
+}
+
+/// Carries a completion handler to the service's own queue, where it was made and is called.
+private struct UncheckedCompletion: @unchecked Sendable {
+    let body: () -> Void
+    init(_ body: @escaping () -> Void) { self.body = body }
+}

@@ -1,0 +1,104 @@
+import DBus
+import PropBus
+
+extension Service {
+    /// `org.propbus.PropBus1.Command` on a command's object: its state as properties, the
+    /// methods that run it, and a signal per execution event.
+    func commandDescription(_ key: Key) -> InterfaceDescription {
+        func state(_ name: String, _ type: DBusType, _ read: @escaping (CommandTable.State, CommandDefinition) -> DBusValue) -> PropertyDescription {
+            PropertyDescription(name, type: type) { [unowned self] () throws(DBusError) in
+                guard let current = commands.state(of: key), let definition = commands.definition(of: key) else {
+                    throw .unknownObject("no command named \(key)")
+                }
+                return read(current, definition)
+            }
+        }
+        return InterfaceDescription(Self.commandInterface, methods: [
+            MethodDescription("Execute", in: [("input", "v")], out: [("result", "v")]) { [unowned self] call throws(DBusError) in
+                _ = try startExecution(of: key, input: call.arguments[0].unwrappingVariantOnce, call: call, waits: true)
+                return .deferred
+            },
+            MethodDescription("Start", in: [("input", "v")], out: [("id", "t")]) { [unowned self] call throws(DBusError) in
+                let id = try startExecution(of: key, input: call.arguments[0].unwrappingVariantOnce, call: call, waits: false)
+                return .reply([.uint64(id)])
+            },
+            MethodDescription("Cancel", in: [("id", "t")]) { [unowned self] call throws(DBusError) in
+                guard case .uint64(let id) = call.arguments[0] else { throw .invalidArgs("Cancel expects (t id)") }
+                try authorizeWrite(key.text, writers: commands.definition(of: key)?.writers, by: call)
+                guard commands.execution(id, of: key) != nil else {
+                    throw .invalidArgs("command \(key) has no running execution \(id)")
+                }
+                cancelExecution(id, of: key, reason: PropBusError(.cancelled, "execution \(id) of command \(key) was cancelled"))
+                return .reply([])
+            },
+        ], properties: .fixed([
+            state("Enabled", .boolean) { state, _ in .boolean(state.enabled) },
+            state("Executing", .boolean) { state, _ in .boolean(state.executing) },
+            state("Executions", .uint32) { state, _ in .uint32(state.executions) },
+            state("AllowsConcurrentExecution", .boolean) { _, definition in .boolean(definition.concurrent) },
+        ]), signals: [
+            SignalDescription("Started", [("id", "t"), ("input", "v")]),
+            SignalDescription("Finished", [("id", "t"), ("result", "v")]),
+            SignalDescription("Failed", [("id", "t"), ("error_name", "s"), ("message", "s")]),
+        ])
+    }
+
+    /// CreateCommand, DeleteCommand, ListCommands, RegisterHandler and UnregisterHandler of the
+    /// Manager interface.
+    func commandMethods() -> [MethodDescription] {
+        [
+            MethodDescription("CreateCommand", in: [("key", "s"), ("options", "a{sv}")]) { [unowned self] call throws(DBusError) in
+                let keyText = call.arguments[0].stringValue ?? ""
+                // An argv runs as the daemon: only the default writers may set one, whatever
+                // a command's own `writers` allow.
+                try authorizeWrite(keyText, writers: nil, by: call)
+                publish(try bridged { () throws(PropBusError) in
+                    try commands.create(key: keyText, options: call.arguments[1].stringKeyedEntries ?? [:])
+                })
+                return .reply([])
+            },
+            MethodDescription("DeleteCommand", in: [("key", "s")]) { [unowned self] call throws(DBusError) in
+                let keyText = call.arguments[0].stringValue ?? ""
+                try authorizeWrite(keyText, writers: nil, by: call)
+                let key = try bridged { () throws(PropBusError) in try commands.command(keyText) }
+                // Unexport while the command still exists, so InterfacesRemoved names both interfaces.
+                tree.unexport(Key.objectPath(ofGroup: key.text))
+                let (ended, changes) = try bridged { () throws(PropBusError) in try commands.delete(key: keyText) }
+                publish(changes)
+                for execution in ended {
+                    cancelExecution(execution.id, of: key, reason: PropBusError(.cancelled, "command \(key) was deleted while execution \(execution.id) ran"))
+                }
+                return .reply([])
+            },
+            MethodDescription("ListCommands", out: [("commands", "a(sa{sv})")]) { [unowned self] _ in
+                let items = commands.definitions.map { definition in
+                    var info = definition.options
+                    let state = commands.state(of: definition.key)!
+                    info["enabled"] = .boolean(state.enabled)
+                    info["executing"] = .boolean(state.executing)
+                    info["executions"] = .uint32(state.executions)
+                    if definition.needsHandler { info["handler_owner"] = .string(commands.handler(of: definition.key) ?? "") }
+                    return DBusValue.structure([.string(definition.key.text), .vardict(info)])
+                }
+                return .reply([.array(of: .structure([.string, .dictionary(key: .string, value: .variant)]), items)])
+            },
+            MethodDescription("RegisterHandler", in: [("key", "s")]) { [unowned self] call throws(DBusError) in
+                let keyText = call.arguments[0].stringValue ?? ""
+                let key = try bridged { () throws(PropBusError) in try commands.command(keyText) }
+                try authorizeWrite(keyText, writers: commands.definition(of: key)?.writers, by: call)
+                publish(try bridged { () throws(PropBusError) in try commands.registerHandler(keyText, owner: call.sender) })
+                return .reply([])
+            },
+            MethodDescription("UnregisterHandler", in: [("key", "s")]) { [unowned self] call throws(DBusError) in
+                let keyText = call.arguments[0].stringValue ?? ""
+                let (ended, changes) = try bridged { () throws(PropBusError) in try commands.unregisterHandler(keyText, owner: call.sender) }
+                publish(changes)
+                for execution in ended {
+                    finishExecution(execution.id, of: execution.command,
+                                    .failure(PropBusError(.handlerVanished, "the handler of command \(execution.command) unregistered while execution \(execution.id) ran").dbusError))
+                }
+                return .reply([])
+            },
+        ]
+    }
+}
