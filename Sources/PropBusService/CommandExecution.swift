@@ -61,26 +61,9 @@ extension Service {
         if let reason = work.stopReason {
             result = .failure(reason.dbusError)
         } else {
-            switch outcome.ending {
-            case .exited(0):
-                var text = String(decoding: outcome.output, as: UTF8.self)
-                // Like $(…) in a shell, minus only the one line end most programs print.
-                if text.hasSuffix("\n") { text.removeLast() }
-                result = .success(.string(text))
-            case .exited(let status):
-                result = .failure(PropBusError(.executionFailed, "command \(key) exited with status \(status)\(Self.tail(outcome.errorTail))").dbusError)
-            case .signaled(let signal):
-                result = .failure(PropBusError(.executionFailed, "command \(key) was killed by signal \(signal)\(Self.tail(outcome.errorTail))").dbusError)
-            case .outputTooLarge:
-                result = .failure(PropBusError(.limitsExceeded, "command \(key) wrote more than \(model.limits.maximumValueSize) bytes to stdout; it was stopped").dbusError)
-            }
+            result = outcome.result(of: key).map { .string($0) }.mapError(\.dbusError)
         }
         finishExecution(execution.id, of: key, result)
-    }
-
-    private static func tail(_ errorTail: String) -> String {
-        let trimmed = errorTail.split(separator: "\n", omittingEmptySubsequences: true).suffix(5).joined(separator: "\n")
-        return trimmed.isEmpty ? " (nothing on stderr)" : "; stderr: " + trimmed
     }
 
     /// Calls `Handler.Run` on the handler; its reply (or error) is the execution's outcome.

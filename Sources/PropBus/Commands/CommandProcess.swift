@@ -29,6 +29,32 @@ public final class CommandProcess: @unchecked Sendable {
         public var output: [UInt8]
         /// The last bytes it wrote to stderr.
         public var errorTail: String
+        /// The output limit the run had.
+        public var outputLimit: Int
+
+        /// The execution's result as SPEC §6 defines it: stdout as a string (without one
+        /// trailing newline, like `$(…)` minus the rest) on exit status 0; otherwise
+        /// `ExecutionFailed` with the status and the end of stderr, or `LimitsExceeded`.
+        public func result(of command: Key) -> Result<String, PropBusError> {
+            switch ending {
+            case .exited(0):
+                var text = String(decoding: output, as: UTF8.self)
+                if text.hasSuffix("\n") { text.removeLast() }
+                return .success(text)
+            case .exited(let status):
+                return .failure(PropBusError(.executionFailed, "command \(command) exited with status \(status)\(stderrSummary)"))
+            case .signaled(let signal):
+                return .failure(PropBusError(.executionFailed, "command \(command) was killed by signal \(signal)\(stderrSummary)"))
+            case .outputTooLarge:
+                return .failure(PropBusError(.limitsExceeded, "command \(command) wrote more than \(outputLimit) bytes to stdout; it was stopped"))
+            }
+        }
+
+        /// The last few lines of stderr, for an error message.
+        private var stderrSummary: String {
+            let lines = errorTail.split(separator: "\n", omittingEmptySubsequences: true).suffix(5).joined(separator: "\n")
+            return lines.isEmpty ? " (nothing on stderr)" : "; stderr: " + lines
+        }
     }
 
     /// The process id, which is also the process group id.
@@ -195,7 +221,7 @@ public final class CommandProcess: @unchecked Sendable {
         } else {
             ending = .signaled(status & 0x7f)
         }
-        return Outcome(ending: ending, output: output, errorTail: String(decoding: errorTail, as: UTF8.self))
+        return Outcome(ending: ending, output: output, errorTail: String(decoding: errorTail, as: UTF8.self), outputLimit: outputLimit)
     }
 
     private static func closeAll(_ descriptors: [Int32]) {

@@ -154,7 +154,13 @@ public struct ModelFile: Sendable {
                 guard let argv = item.arrayValue, !argv.isEmpty, argv.allSatisfy({ $0.stringValue != nil }) else {
                     throw fail(keyText, "\"exec\" must be a non-empty array of strings (an argv, run without a shell)")
                 }
-                options[field] = .array(of: .string, argv.compactMap(\.stringValue).map { .string($0) })
+                var words = argv.compactMap(\.stringValue)
+                // "./script" names a file beside the model file, wherever the daemon runs.
+                if words[0].hasPrefix("./") || words[0].hasPrefix("../") {
+                    let directory = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
+                    words[0] = directory + "/" + (words[0].hasPrefix("./") ? String(words[0].dropFirst(2)) : words[0])
+                }
+                options[field] = .array(of: .string, words.map { .string($0) })
             case "enabled_when":
                 guard let text = item.stringValue else { throw fail(keyText, "\"enabled_when\" must be an expression string") }
                 do { _ = try Expression(parsing: text) } catch { throw fail(keyText, "\"enabled_when\": \(error.message)") }

@@ -73,6 +73,16 @@ struct PropbusClient {
         }
     }
 
+    /// Every command with its options and state (`Manager.ListCommands`).
+    func commands() async throws(CommandFailure) -> [(key: String, info: [String: DBusValue])] {
+        let reply = try await manager("ListCommands")
+        guard case .array(_, let items)? = reply.first else { return [] }
+        return items.compactMap { item in
+            guard case .structure(let fields) = item, fields.count == 2, let key = fields[0].stringValue else { return nil }
+            return (key, (fields[1].stringKeyedEntries ?? [:]).mapValues(\.unwrappingVariantOnce))
+        }
+    }
+
     /// The type of `key`, for reading a VALUE argument.
     func type(of key: Key) async throws(CommandFailure) -> DBusType {
         guard let listed = try await list(prefix: key.text).first(where: { $0.key == key.text }) else {

@@ -80,34 +80,6 @@ enum BindCommand: Subcommand {
             Output.line(path)
         }
         if persistent { return }
-        await waitForInterrupt(client.connection)
-    }
-
-    /// Waits for SIGINT, SIGTERM or SIGHUP, or for the bus to go away.
-    private static func waitForInterrupt(_ connection: Connection) async {
-        /// `@unchecked Sendable`: only touched on the connection's queue.
-        final class Waiter: @unchecked Sendable {
-            var sources: [DispatchSourceSignal] = []
-            var continuation: CheckedContinuation<Void, Never>?
-
-            func end() {
-                continuation?.resume()
-                continuation = nil
-            }
-        }
-        let waiter = Waiter()
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            connection.queue.async {
-                waiter.continuation = continuation
-                connection.onDisconnect = { waiter.end() }
-                for number in [SIGINT, SIGTERM, SIGHUP] {
-                    // libdispatch on Linux takes the signal itself; the source must outlive the wait.
-                    let source = DispatchSource.makeSignalSource(signal: number, queue: connection.queue)
-                    source.setEventHandler { waiter.end() }
-                    source.resume()
-                    waiter.sources.append(source)
-                }
-            }
-        }
+        await Interrupt.wait(client.connection)
     }
 }

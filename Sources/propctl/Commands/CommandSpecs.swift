@@ -25,13 +25,14 @@ enum PropctlSpec {
             .help,
             .version,
         ],
-        subcommands: [get, set, reset, list, watch, create, delete, bind, bindings, unbind, dump, load, status],
+        subcommands: [get, set, reset, list, watch, create, delete, bind, bindings, unbind, exec, serve, dump, load, status],
         exclusiveOptions: [["system", "user", "address"]],
         examples: [
             .init("Turn a switch on", "propctl set ui.switch.on true"),
             .init("Follow every change under settings", "propctl watch settings"),
             .init("Read a key on the system bus, as JSON", "propctl --system --json get settings.tags"),
             .init("Keep a file and a key in step, both ways", "propctl bind ui.theme --file ~/.config/theme"),
+            .init("Run a command and print its result", "propctl exec viewmodel.executeSearch cats"),
         ]
     )
 

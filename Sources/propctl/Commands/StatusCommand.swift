@@ -21,16 +21,33 @@ enum StatusCommand: Subcommand {
             .first?.unwrappingVariantOnce.stringValue ?? "?"
         let properties = try await client.list(prefix: "")
         let groups = Set(properties.compactMap { try? Key($0.key).group })
+        let commands = try await client.commands()
         if parsed.flag("json") {
             Output.line(Output.json(.object([
                 ("running", .bool(true)), ("name", .string(PropbusClient.busName)), ("owner", .string(owner)),
                 ("version", .string(version)), ("properties", .number(properties.count)), ("groups", .number(groups.count)),
+                ("commands", .array(commands.map { command in
+                    .object([("key", .string(command.key))] + command.info.sorted { $0.key < $1.key }.map { ($0.key, ValueText.jsonValue($0.value)) })
+                })),
             ])))
             return
         }
         Output.line(Output.table(header: ["FIELD", "VALUE"], rows: [
             ["status", "running"], ["name", PropbusClient.busName], ["owner", owner], ["version", version],
-            ["properties", String(properties.count)], ["groups", String(groups.count)],
+            ["properties", String(properties.count)], ["groups", String(groups.count)], ["commands", String(commands.count)],
         ]))
+        guard !commands.isEmpty else { return }
+        Output.line("")
+        Output.line(Output.table(header: ["COMMAND", "ENABLED", "EXECUTING", "EXECUTIONS", "RUNS"], rows: commands.map { command in
+            let flag = { (name: String) in command.info[name]?.boolValue == true ? "yes" : "no" }
+            let runs: String
+            if case .array(_, let argv)? = command.info["exec"] {
+                runs = argv.compactMap(\.stringValue).joined(separator: " ")
+            } else {
+                let owner = command.info["handler_owner"]?.stringValue ?? ""
+                runs = owner.isEmpty ? "handler (none registered)" : "handler \(owner)"
+            }
+            return [command.key, flag("enabled"), flag("executing"), command.info["executions"].map(ValueText.format) ?? "0", runs]
+        }))
     }
 }

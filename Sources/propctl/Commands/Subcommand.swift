@@ -20,5 +20,7 @@ enum Subcommands {
         "dump": DumpCommand.self,
         "load": LoadCommand.self,
         "status": StatusCommand.self,
+        "exec": ExecCommand.self,
+        "serve": ServeCommand.self,
     ]
 }

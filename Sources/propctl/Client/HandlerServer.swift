@@ -1,0 +1,105 @@
+import DBus
+import PropBus
+
+/// Serves `org.propbus.PropBus1.Handler` for one command: each `Run` spawns the argv (without a
+/// shell) and replies with what it printed; `Cancel` stops that process group.
+///
+/// `@unchecked Sendable`: everything is confined to the connection's queue; process
+/// completions hop back to it before touching anything.
+final class HandlerServer: @unchecked Sendable {
+    static let path = "/org/propbus/PropBus1/Handler"
+    static let interface = "org.propbus.PropBus1.Handler"
+
+    private let connection: Connection
+    private let key: Key
+    private let argv: [String]
+    private var tree: ObjectTree?
+    /// Running executions: their process and the `Run` call waiting for the result.
+    private var running: [UInt64: (process: CommandProcess, call: MethodCall)] = [:]
+
+    init(connection: Connection, key: Key, argv: [String]) {
+        self.connection = connection
+        self.key = key
+        self.argv = argv
+    }
+
+    private static let ownerRule = MatchRule(sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                             interface: "org.freedesktop.DBus", member: "NameOwnerChanged",
+                                             arg0: PropbusClient.busName)
+
+    /// Exports the handler object, subscribes to propbusd's restarts, then registers.
+    func start() async throws(CommandFailure) {
+        await onQueue { [self] in
+            let tree = ObjectTree(connection: connection)
+            tree.export(ExportedObject { [unowned self] in [handlerDescription()] }, at: Self.path)
+            self.tree = tree
+            // A restarted propbusd has forgotten its handlers: register again.
+            connection.addSignalHandler(matching: Self.ownerRule) { [unowned self] message in
+                guard let arguments = try? message.arguments(), arguments.count == 3, arguments[2].stringValue?.isEmpty == false else { return }
+                Task { try? await register() }
+            }
+        }
+        do { try await connection.addMatch(Self.ownerRule) } catch { throw CommandFailure(error) }
+        try await register()
+    }
+
+    private func register() async throws(CommandFailure) {
+        do {
+            _ = try await connection.call(destination: PropbusClient.busName, path: Key.rootPath, interface: PropbusClient.managerInterface,
+                                          member: "RegisterHandler", arguments: [.string(key.text)])
+        } catch {
+            throw CommandFailure(error)
+        }
+    }
+
+    /// Stops every running process (their executions fail as the connection closes).
+    func stop() async {
+        await onQueue { [self] in
+            for (_, entry) in running { entry.process.terminate(grace: 1) }
+        }
+    }
+
+    private func onQueue(_ body: @escaping @Sendable () -> Void) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            connection.queue.async {
+                body()
+                continuation.resume()
+            }
+        }
+    }
+
+    private func handlerDescription() -> InterfaceDescription {
+        InterfaceDescription(Self.interface, methods: [
+            MethodDescription("Run", in: [("key", "s"), ("id", "t"), ("input", "v")], out: [("result", "v")]) { [unowned self] call throws(DBusError) in
+                guard case .uint64(let id) = call.arguments[1] else { throw .invalidArgs("Run expects (s key, t id, v input)") }
+                let text = ValueText.format(call.arguments[2].unwrappingVariantOnce)
+                var environment = ["PROPBUS_COMMAND": key.text, "PROPBUS_EXECUTION_ID": String(id)]
+                if text.utf8.count <= 64 * 1024 { environment["PROPBUS_INPUT"] = text }
+                do {
+                    let process = try CommandProcess.start(argv, input: Array(text.utf8), environment: environment,
+                                                           outputLimit: 1 << 20) { [self] outcome in
+                        connection.queue.async { [self] in finish(id, outcome) }
+                    }
+                    running[id] = (process, call)
+                } catch let error as PropBusError {
+                    throw DBusError(name: error.name, message: "command \(key): \(error.message)")
+                } catch {
+                    throw DBusError(name: DBusError.Name.failed, message: "command \(key): \(error)")
+                }
+                return .deferred
+            },
+            MethodDescription("Cancel", in: [("key", "s"), ("id", "t")]) { [unowned self] call in
+                if case .uint64(let id) = call.arguments[1] { running[id]?.process.terminate(grace: 2) }
+                return .reply([])
+            },
+        ])
+    }
+
+    private func finish(_ id: UInt64, _ outcome: CommandProcess.Outcome) {
+        guard let entry = running.removeValue(forKey: id) else { return }
+        switch outcome.result(of: key) {
+        case .success(let text): entry.call.reply([.variant(.string(text))])
+        case .failure(let error): entry.call.fail(DBusError(name: error.name, message: error.message))
+        }
+    }
+}
