@@ -20,9 +20,13 @@ public final class Service {
     public struct Options: Sendable {
         /// The most bindings one connection may hold (`--max-bindings-per-client`).
         public var maximumBindingsPerClient = 64
+        /// Who may write and read what (SPEC §7); ``AccessPolicy/open`` (everything allowed,
+        /// no credential lookups) unless `--system` or `--system-access`.
+        public var access = AccessPolicy.open
 
-        public init(maximumBindingsPerClient: Int = 64) {
+        public init(maximumBindingsPerClient: Int = 64, access: AccessPolicy = .open) {
             self.maximumBindingsPerClient = maximumBindingsPerClient
+            self.access = access
         }
     }
 
@@ -47,6 +51,9 @@ public final class Service {
         self.store = store
         self.options = options
         tree = ObjectTree(connection: connection)
+        // Checks need the caller's credentials; the lookup it costs is skipped when all is allowed.
+        // (They are forgotten on NameOwnerChanged, which matchRules already subscribes to.)
+        tree.requiresCredentials = options.access.isEnabled
         tree.addObjectManager(at: Key.rootPath)
         tree.export(ExportedObject { [unowned self] in [managerDescription()] }, at: Key.rootPath)
         for group in model.groupNames { exportGroup(group) }
