@@ -33,19 +33,19 @@ extension Service {
             // Only a secret under access control is restricted: its changes are announced by
             // name (invalidated), since anyone may receive PropertiesChanged.
             let restricted = isRestricted(entry.definition)
-            var description = PropertyDescription(name, type: entry.definition.type,
-                                       access: entry.definition.writable ? .readwrite : .read,
-                                       changeSignal: restricted ? .invalidates : .emits,
-                                       get: { [unowned self] () throws(DBusError) in
-                                           guard let current = model.entry(for: key) else {
-                                               throw PropBusError(.unknownKey, "no property named \(key)").dbusError
-                                           }
-                                           return current.value
-                                       },
-                                       set: { [unowned self] value, call throws(DBusError) in
-                                           try authorizeWrite(existing: key.text, by: call)
-                                           publish(try bridged { () throws(PropBusError) in try model.set(key.text, to: value) })
-                                       })
+            var description = PropertyDescription(
+                name, type: entry.definition.type, access: entry.definition.writable ? .readwrite : .read,
+                changeSignal: restricted ? .invalidates : .emits,
+                get: { [unowned self] () throws(DBusError) in
+                    guard let current = model.entry(for: key) else {
+                        throw PropBusError(.unknownKey, "no property named \(key)").dbusError
+                    }
+                    return current.value
+                },
+                set: { [unowned self] value, call throws(DBusError) in
+                    try authorizeWrite(existing: key.text, by: call)
+                    publish(try bridged { () throws(PropBusError) in try model.set(key.text, to: value) })
+                })
             if restricted {
                 description.authorizeRead = { [unowned self] call throws(DBusError) in
                     try authorizeRead(existing: key.text, by: call)

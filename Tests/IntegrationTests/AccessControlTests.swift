@@ -222,6 +222,14 @@ final class AccessControlTests: AccessControlTestCase, @unchecked Sendable {
         assertSucceeded(try await gdbusAsNobody(PropBusAPI.rootPath, "org.propbus.PropBus1.Manager.DeleteProperty", ["ui.switch.label"]))
     }
 
+    func testDaemonHelpDescribesSystemAccess() async throws {
+        let help = try await runCommand(BuildProducts.propbusd, ["--help"], environment: bus.environment)
+        XCTAssertEqual(help.status, 0, "\(help)")
+        XCTAssertTrue(help.stdout.contains("--system-access") && help.stdout.contains("group propbus"), help.stdout)
+        let valued = try await runCommand(BuildProducts.propbusd, ["--system-access=yes"], environment: bus.environment)
+        XCTAssertEqual(valued.status, 64, "\(valued)")
+    }
+
     // MARK: Credentials
 
     func testCallsOfANewConnectionWaitForItsCredentialsAndKeepTheirOrder() async throws {
