@@ -1,11 +1,88 @@
 import DBus
 import PropBus
 
+/// SPEC §7: every write, create, delete and bind is checked against the caller's credentials
+/// (``MethodCall/credentials``) with the service's ``AccessPolicy``; secret values are shown
+/// only to their writers. With the policy off (the session bus) every check passes.
 extension Service {
     /// Throws `AccessDenied` naming `key` unless the caller of `call` may write it (SPEC §7).
     ///
     /// `writers` is the `writers` option of the property or command, if it has one.
     func authorizeWrite(_ key: String, writers: [String]?, by call: MethodCall) throws(DBusError) {
-        // Placeholder until access control lands (issue 6): everything is allowed.
+        try bridged { () throws(PropBusError) in
+            try options.access.checkWrite(key, writers: writers, caller: call.credentials)
+        }
+    }
+
+    /// Writer rights on an existing property. A key that does not parse or does not exist
+    /// passes, so that the model reports it as it would to anyone (keys are not secret).
+    func authorizeWrite(existing keyText: String, by call: MethodCall) throws(DBusError) {
+        guard options.access.isEnabled, let entry = existingEntry(keyText) else { return }
+        try authorizeWrite(entry.definition.key.text, writers: entry.definition.writers, by: call)
+    }
+
+    /// `CreateProperty`: re-registering needs writer rights on the property, a new key the
+    /// default writer rights (whatever `writers` the new property will have).
+    func authorizeCreate(_ keyText: String, by call: MethodCall) throws(DBusError) {
+        guard options.access.isEnabled else { return }
+        if let entry = existingEntry(keyText) {
+            try authorizeWrite(entry.definition.key.text, writers: entry.definition.writers, by: call)
+        } else {
+            try authorizeWrite(keyText, writers: nil, by: call)
+        }
+    }
+
+    /// Reader rights on an existing property (only secret ones are restricted).
+    func authorizeRead(existing keyText: String, by call: MethodCall) throws(DBusError) {
+        guard options.access.isEnabled, let entry = existingEntry(keyText) else { return }
+        try authorizeRead(entry.definition, by: call)
+    }
+
+    func authorizeRead(_ definition: PropertyDefinition, by call: MethodCall) throws(DBusError) {
+        try bridged { () throws(PropBusError) in
+            try options.access.checkRead(definition.key.text, writers: definition.writers, secret: definition.secret,
+                                         caller: call.credentials)
+        }
+    }
+
+    /// Whether the caller of `call` may see `definition`'s value (listings leave it out if not).
+    func mayRead(_ definition: PropertyDefinition, by call: MethodCall) -> Bool {
+        options.access.mayRead(writers: definition.writers, secret: definition.secret, caller: call.credentials)
+    }
+
+    /// Whether broadcasts may carry the value of `definition`: not if only some may read it.
+    func isRestricted(_ definition: PropertyDefinition) -> Bool {
+        options.access.isEnabled && definition.secret
+    }
+
+    /// `Bind`: the caller must be a writer of every key the binding writes and a reader of every
+    /// key it reads, the keys named in its transforms included. Options the model will refuse
+    /// are read leniently here; the model reports them.
+    func authorizeBind(key: String, to: String, options bindOptions: [String: DBusValue], by call: MethodCall) throws(DBusError) {
+        guard options.access.isEnabled else { return }
+        let direction = bindOptions["direction"]?.unwrappingVariant.stringValue.flatMap(Binding.Direction.init(rawValue:)) ?? .both
+        var writes: [String] = [], reads: [String] = []
+        if direction != .to { writes.append(key); reads.append(to) }
+        if direction != .from { writes.append(to); reads.append(key) }
+        for option in ["to_key", "to_target"] {
+            guard let text = bindOptions[option]?.unwrappingVariant.stringValue,
+                  let expression = try? Expression(parsing: text) else { continue }
+            reads += expression.referencedKeys.sorted()
+        }
+        for name in writes { try authorizeWrite(existing: name, by: call) }
+        for name in reads { try authorizeRead(existing: name, by: call) }
+    }
+
+    /// `Unbind`: the connection that made the binding, or anyone who may write the keys it
+    /// writes (who could have made it).
+    func authorizeUnbind(_ binding: Binding, by call: MethodCall) throws(DBusError) {
+        guard options.access.isEnabled else { return }
+        if let owner = binding.owner, owner == call.sender { return }
+        if binding.flowsToKey { try authorizeWrite(existing: binding.key.text, by: call) }
+        if binding.flowsToTarget { try authorizeWrite(existing: binding.to.text, by: call) }
+    }
+
+    private func existingEntry(_ keyText: String) -> PropertyModel.Entry? {
+        (try? Key(keyText)).flatMap { model.entry(for: $0) }
     }
 }

@@ -33,6 +33,8 @@ extension Service {
         [
             MethodDescription("Bind", in: [("key", "s"), ("to", "s"), ("options", "a{sv}")], out: [("binding", "o")]) { [unowned self] call throws(DBusError) in
                 let args = call.arguments
+                try authorizeBind(key: args[0].stringValue ?? "", to: args[1].stringValue ?? "",
+                                  options: args[2].stringKeyedEntries ?? [:], by: call)
                 let result = try bridged { () throws(PropBusError) in
                     try model.bind(key: args[0].stringValue ?? "", to: args[1].stringValue ?? "",
                                    options: args[2].stringKeyedEntries ?? [:], owner: call.sender,
@@ -43,9 +45,10 @@ extension Service {
             },
             MethodDescription("Unbind", in: [("binding", "o")]) { [unowned self] call throws(DBusError) in
                 let path = call.arguments[0].stringValue ?? ""
-                guard let id = Self.bindingID(atPath: path), model.bindings[id] != nil else {
+                guard let id = Self.bindingID(atPath: path), let binding = model.bindings[id] else {
                     throw .unknownObject("no binding at \(path)")
                 }
+                try authorizeUnbind(binding, by: call)
                 publish(try bridged { () throws(PropBusError) in try model.unbind(id) })
                 return .reply([])
             },

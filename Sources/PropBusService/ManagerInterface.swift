@@ -7,6 +7,7 @@ extension Service {
         InterfaceDescription(Self.managerInterface, methods: [
             MethodDescription("CreateProperty", in: [("key", "s"), ("type", "s"), ("default", "v"), ("options", "a{sv}")]) { [unowned self] call throws(DBusError) in
                 let args = call.arguments
+                try authorizeCreate(args[0].stringValue ?? "", by: call)
                 let changes = try bridged { () throws(PropBusError) in
                     try model.create(key: args[0].stringValue ?? "", type: args[1].stringValue ?? "",
                                      defaultValue: args[2], options: args[3].stringKeyedEntries ?? [:])
@@ -15,11 +16,14 @@ extension Service {
                 return .reply([])
             },
             MethodDescription("DeleteProperty", in: [("key", "s")]) { [unowned self] call throws(DBusError) in
+                try authorizeWrite(existing: call.arguments[0].stringValue ?? "", by: call)
                 publish(try bridged { () throws(PropBusError) in try model.delete(key: call.arguments[0].stringValue ?? "") })
                 return .reply([])
             },
             MethodDescription("ListProperties", in: [("prefix", "s")], out: [("properties", "a(ssva{sv})")]) { [unowned self] call in
-                let items = model.list(prefix: call.arguments[0].stringValue ?? "").map { entry in
+                // Secret values are left out for callers who may not read them.
+                let visible = model.list(prefix: call.arguments[0].stringValue ?? "").filter { mayRead($0.definition, by: call) }
+                let items = visible.map { entry in
                     DBusValue.structure([
                         .string(entry.definition.key.text),
                         .string(entry.definition.type.signature),
@@ -34,6 +38,9 @@ extension Service {
                     throw .invalidArgs("Apply expects (a{sv} set, as reset)")
                 }
                 let assignments = entries.map { ($0.key.stringValue ?? "", $0.value.unwrappingVariantOnce) }
+                // Every key is checked before anything changes: one denial leaves all as it was.
+                for (key, _) in assignments { try authorizeWrite(existing: key, by: call) }
+                for reset in resets { try authorizeWrite(existing: reset.stringValue ?? "", by: call) }
                 publish(try bridged { () throws(PropBusError) in
                     try model.apply(set: assignments, reset: resets.compactMap(\.stringValue))
                 })

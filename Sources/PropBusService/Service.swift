@@ -24,10 +24,14 @@ public final class Service: @unchecked Sendable {
         public var maximumBindingsPerClient = 64
         /// Seconds between SIGTERM and SIGKILL when an execution is cancelled or times out.
         public var killGrace = 2.0
+        /// Who may write and read what (SPEC §7); ``AccessPolicy/open`` (everything allowed,
+        /// no credential lookups) unless `--system` or `--system-access`.
+        public var access = AccessPolicy.open
 
-        public init(maximumBindingsPerClient: Int = 64, killGrace: Double = 2.0) {
+        public init(maximumBindingsPerClient: Int = 64, killGrace: Double = 2.0, access: AccessPolicy = .open) {
             self.maximumBindingsPerClient = maximumBindingsPerClient
             self.killGrace = killGrace
+            self.access = access
         }
     }
 
@@ -57,6 +61,9 @@ public final class Service: @unchecked Sendable {
         self.commands = commands ?? CommandTable(model: model, store: store)
         self.options = options
         tree = ObjectTree(connection: connection)
+        // Checks need the caller's credentials; the lookup it costs is skipped when all is allowed.
+        // (They are forgotten on NameOwnerChanged, which matchRules already subscribes to.)
+        tree.requiresCredentials = options.access.isEnabled
         tree.addObjectManager(at: Key.rootPath)
         tree.export(ExportedObject { [unowned self] in [managerDescription()] }, at: Key.rootPath)
         for group in model.groupNames { exportGroup(group) }

@@ -90,8 +90,13 @@ final class Daemon: @unchecked Sendable {
                 queue.async { [self] in
                     do {
                         guard let store, let model else { throw PropBusError(.storeFailed, "the store was not opened") }
+                        var serviceOptions = options.service
+                        if options.enforcesAccess {
+                            // The propbus group is resolved once, now; writers options on each check.
+                            serviceOptions.access = .enforcing(daemonUserID: geteuid())
+                        }
                         // Export everything before owning the name: no client may see a half-built daemon.
-                        service = Service(connection: connection, model: model, store: store, commands: commands, options: options.service)
+                        service = Service(connection: connection, model: model, store: store, commands: commands, options: serviceOptions)
                         self.connection = connection
                         connection.onDisconnect = {
                             Self.fail("lost the connection to the bus", code: 1)

@@ -17,6 +17,14 @@ struct DaemonOptions {
     var models: [String] = []
     /// `--max-executions`: command executions running at once, across all commands.
     var maximumExecutions = 64
+    /// `--system-access`: check callers as on the system bus, whatever the bus (SPEC §7).
+    var systemAccess = false
+
+    /// Whether callers are checked (SPEC §7): on the system bus, or with `--system-access`.
+    var enforcesAccess: Bool {
+        if case .system = bus { return true }
+        return systemAccess
+    }
 
     struct UsageError: Error { var message: String }
 
@@ -31,6 +39,9 @@ struct DaemonOptions {
         Option(name: "--session", help: "Use the session bus (the default).") { o, _ in o.bus = .session },
         Option(name: "--system", help: "Use the system bus.") { o, _ in o.bus = .system },
         Option(name: "--address", value: "ADDR", help: "Use the bus at this D-Bus address.") { o, v in o.bus = .address(v) },
+        Option(name: "--system-access", help: "Check callers as on the system bus (root and group propbus write; see docs/security.md).") { o, _ in
+            o.systemAccess = true
+        },
         Option(name: "--max-value-size", value: "BYTES", help: "Refuse values larger than this (default 1048576).") { o, v throws(UsageError) in
             o.limits.maximumValueSize = try positive(v, "--max-value-size")
         },
@@ -112,6 +123,10 @@ struct DaemonOptions {
         The store is DIR/propbus.db, DIR being $STATE_DIRECTORY, else --state-dir, else
         $XDG_STATE_HOME/propbus (session bus, default ~/.local/state/propbus) or /var/lib/propbus
         (system bus). A damaged store makes propbusd exit 1 naming the file, unless --recover.
+
+        On the system bus, or with --system-access, callers are checked: root, propbusd's own user
+        and members of group propbus may write; a property's writers option replaces that set, and
+        secret properties are readable by their writers only. On the session bus all is allowed.
 
         On SIGTERM or SIGINT it releases its name and exits 0; if it loses the bus it exits 1.
         """

@@ -89,6 +89,14 @@ public struct PropertyDescription {
     public var get: () throws(DBusError) -> DBusValue
     /// Writes a value already checked against `type`; `nil` for read-only properties.
     public var set: ((DBusValue, MethodCall) throws(DBusError) -> Void)?
+    /// Decides whether the caller may read the value, throwing the error to reply with
+    /// (`AccessDenied`); `nil` when everyone may.
+    ///
+    /// A property with a check is *restricted*: `Get` runs the check, `GetAll` and
+    /// `GetManagedObjects` leave the property out for callers it refuses, and broadcasts, which
+    /// anyone may receive, never carry its value: `InterfacesAdded` leaves it out and
+    /// `PropertiesChanged` lists it as invalidated. Introspection still lists it.
+    public var authorizeRead: ((MethodCall) throws(DBusError) -> Void)?
 
     public init(_ name: String, type: DBusType, access: Access = .read, changeSignal: ChangeSignal = .emits,
                 get: @escaping () throws(DBusError) -> DBusValue,

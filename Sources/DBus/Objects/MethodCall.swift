@@ -4,6 +4,9 @@ public struct MethodCall {
     public let message: Message
     /// The decoded arguments, already checked against the method's signature.
     public let arguments: [DBusValue]
+    /// The caller's credentials, when the tree looks them up (``ObjectTree/requiresCredentials``);
+    /// `nil` otherwise, or for a message without a sender (a peer-to-peer connection).
+    public let credentials: Credentials?
     let tree: ObjectTree
 
     /// The caller's unique name.

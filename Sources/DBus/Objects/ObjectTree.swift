@@ -17,6 +17,10 @@ import Dispatch
 /// since they describe changes the hook undid. Write calls are `Properties.Set` and the methods
 /// named with ``declareWriteMethod(interface:member:)``.
 ///
+/// With ``requiresCredentials`` on, each call is routed only once its sender's credentials are
+/// known (``MethodCall/credentials``): a sender's calls wait, in order, for the first lookup,
+/// while other senders' calls go on.
+///
 /// `@unchecked Sendable`: confined to the connection's queue, like the connection itself.
 public final class ObjectTree: @unchecked Sendable {
     /// The connection the objects are exported on.
@@ -42,6 +46,8 @@ public final class ObjectTree: @unchecked Sendable {
         /// The call of a successful write, kept so a failed commit can still answer it with an error.
         var writeCall: Message?
     }
+    /// Caller credentials, once ``requiresCredentials`` was turned on.
+    private var credentialCache: CredentialCache?
     /// The standard interfaces, built once; their handlers read the path from the call.
     private(set) lazy var standard = StandardInterfaces(tree: self)
 
@@ -58,6 +64,26 @@ public final class ObjectTree: @unchecked Sendable {
         connection.addRoundEndHandler { [unowned self] in flush() }
     }
 
+    // MARK: Credentials
+
+    /// Whether every method call waits for its sender's credentials before it is routed, so
+    /// handlers can decide by ``MethodCall/credentials``. Off by default: no lookups at all.
+    ///
+    /// Turn it on before the bus name is owned. Cached credentials are forgotten on the bus's
+    /// `NameOwnerChanged`, so subscribe to ``credentialsMatchRule`` (`AddMatch`) too. A call whose
+    /// sender cannot be looked up (it left the bus first) is answered with `AccessDenied`.
+    public var requiresCredentials: Bool {
+        get { credentialCache != nil }
+        set {
+            dispatchPrecondition(condition: .onQueue(connection.queue))
+            if newValue, credentialCache == nil { credentialCache = CredentialCache(connection: connection) }
+            if !newValue { credentialCache = nil }
+        }
+    }
+
+    /// The signal the credential cache needs to forget names that left the bus.
+    public static var credentialsMatchRule: MatchRule { CredentialCache.nameOwnerChangedRule }
+
     // MARK: Registration
 
     /// Exports an object at `path`. Emits InterfacesAdded if an object manager is above it.
@@ -67,10 +93,11 @@ public final class ObjectTree: @unchecked Sendable {
             pendingEvents.append { [unowned self] in
                 guard let object = objects[path] else { return nil }
                 let interfaces = object.interfaces()
+                // A broadcast: restricted properties are left out (no caller to check).
                 return try? signal(manager, "org.freedesktop.DBus.ObjectManager", "InterfacesAdded", [
                     .objectPath(path),
                     .dictionary(key: .string, value: .dictionary(key: .string, value: .variant),
-                                interfaces.map { DictionaryEntry(.string($0.name), propertyDictionary($0)) }),
+                                interfaces.map { DictionaryEntry(.string($0.name), propertyDictionary($0, for: nil)) }),
                 ])
             }
         }
@@ -134,6 +161,22 @@ public final class ObjectTree: @unchecked Sendable {
     // MARK: Routing
 
     private func handle(_ message: Message) {
+        guard let credentialCache, let sender = message.sender else {
+            route(message, credentials: nil)
+            return
+        }
+        credentialCache.withCredentials(of: sender) { [unowned self] result in
+            switch result {
+            case .success(let credentials):
+                route(message, credentials: credentials)
+            case .failure(let error):
+                reply(to: message, .failure(DBusError(name: DBusError.Name.accessDenied,
+                                                      message: "cannot look up the credentials of \(sender): \(error.message)")))
+            }
+        }
+    }
+
+    private func route(_ message: Message, credentials: Credentials?) {
         let path = message.path ?? "/"
         let member = message.member ?? ""
         let object = objects[path]
@@ -167,7 +210,7 @@ public final class ObjectTree: @unchecked Sendable {
             return
         }
         do {
-            let call = MethodCall(message: message, arguments: try message.arguments(), tree: self)
+            let call = MethodCall(message: message, arguments: try message.arguments(), credentials: credentials, tree: self)
             let isWrite = writeMethods.contains(MethodName(interface: resolvedInterface ?? "", member: member))
             if isWrite { roundHasWrites = true }
             switch try method.handler(call) {
@@ -254,6 +297,8 @@ public final class ObjectTree: @unchecked Sendable {
             guard let property = interface.properties.lookup(name), let current = try? property.get() else { continue }
             if current == old { continue }
             switch property.changeSignal {
+            // Anyone may receive the signal, so a restricted value is never carried in it.
+            case .emits where property.authorizeRead != nil: invalidated.append(.string(name))
             case .emits: changed.append(DictionaryEntry(.string(name), .variant(current)))
             case .invalidates: invalidated.append(.string(name))
             case .const, .none: continue
@@ -301,10 +346,15 @@ public final class ObjectTree: @unchecked Sendable {
         standardInterfaces(for: path, exported: objects[path] != nil) + (objects[path]?.interfaces() ?? [])
     }
 
-    /// The `a{sv}` a `GetAll` of `interface` returns: readable properties whose getter succeeds.
-    func propertyDictionary(_ interface: InterfaceDescription) -> DBusValue {
+    /// The `a{sv}` a `GetAll` of `interface` returns: readable properties whose getter succeeds
+    /// and that `call`'s sender may read; for a broadcast (`call` is `nil`), only unrestricted ones.
+    func propertyDictionary(_ interface: InterfaceDescription, for call: MethodCall?) -> DBusValue {
         .dictionary(key: .string, value: .variant, interface.properties.all.compactMap { property in
-            guard property.access != .write, let value = try? property.get() else { return nil }
+            guard property.access != .write else { return nil }
+            if let authorize = property.authorizeRead {
+                guard let call, (try? authorize(call)) != nil else { return nil }
+            }
+            guard let value = try? property.get() else { return nil }
             return DictionaryEntry(.string(property.name), .variant(value))
         })
     }

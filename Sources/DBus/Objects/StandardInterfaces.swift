@@ -59,6 +59,7 @@ struct StandardInterfaces {
                 guard property.access != .write else {
                     throw DBusError(name: DBusError.Name.accessDenied, message: "Property '\(property.name)' is write-only")
                 }
+                try property.authorizeRead?(call)
                 return .reply([.variant(try property.get())])
             },
             MethodDescription("Set", in: [("interface_name", "s"), ("property_name", "s"), ("value", "v")]) { [unowned tree] call throws(DBusError) in
@@ -74,11 +75,11 @@ struct StandardInterfaces {
                     // An empty name means every interface, as GDBus and sd-bus treat it.
                     var entries: [DictionaryEntry] = []
                     for interface in tree.allInterfaces(at: call.path) {
-                        if case .dictionary(_, _, let items) = tree.propertyDictionary(interface) { entries += items }
+                        if case .dictionary(_, _, let items) = tree.propertyDictionary(interface, for: call) { entries += items }
                     }
                     return .reply([.dictionary(key: .string, value: .variant, entries)])
                 }
-                return .reply([tree.propertyDictionary(try find(call, tree))])
+                return .reply([tree.propertyDictionary(try find(call, tree), for: call)])
             },
         ], signals: [
             SignalDescription("PropertiesChanged", [("interface_name", "s"), ("changed_properties", "a{sv}"), ("invalidated_properties", "as")]),
@@ -90,7 +91,7 @@ struct StandardInterfaces {
             MethodDescription("GetManagedObjects", out: [("objpath_interfaces_and_properties", "a{oa{sa{sv}}}")]) { [unowned tree] call in
                 let entries = tree.managedObjects(below: call.path).map { objectPath, object in
                     DictionaryEntry(.objectPath(objectPath), .dictionary(key: .string, value: .dictionary(key: .string, value: .variant),
-                        object.interfaces().map { DictionaryEntry(.string($0.name), tree.propertyDictionary($0)) }))
+                        object.interfaces().map { DictionaryEntry(.string($0.name), tree.propertyDictionary($0, for: call)) }))
                 }
                 return .reply([.dictionary(key: .objectPath, value: .dictionary(key: .string, value: .dictionary(key: .string, value: .variant)), entries)])
             },

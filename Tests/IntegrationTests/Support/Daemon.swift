@@ -78,9 +78,12 @@ class DaemonTestCase: XCTestCase {
     /// Extra `propbusd` options for every test of a class.
     var daemonArguments: [String] { [] }
 
+    /// The kind of private bus every test of a class runs on.
+    var busKind: PrivateBus.Kind { .session }
+
     override func setUp() async throws {
         try await super.setUp()
-        bus = try await PrivateBus.start()
+        bus = try await PrivateBus.start(busKind)
         client = try await Client.connect(to: bus)
         daemon = try await Daemon.start(on: bus, arguments: daemonArguments, watcher: client)
     }

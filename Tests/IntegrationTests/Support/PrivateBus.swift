@@ -5,10 +5,26 @@ import Foundation
 /// The machine's own session and system buses are never touched: every child started through
 /// ``environment`` sees this bus as both its session and its system bus.
 final class PrivateBus: @unchecked Sendable {
+    /// Which policy the bus enforces.
+    enum Kind {
+        /// Everything allowed, for the test's own user: like a session bus.
+        case session
+        /// Like Debian's system bus (default deny for owning names and method calls, replies
+        /// and signals allowed), plus the project's `systemd/org.propbus.PropBus1.conf`, with the
+        /// socket reachable by other users (`nobody`).
+        case system
+    }
+
     /// The address `dbus-daemon` printed, e.g. `unix:path=/tmp/pbit-bus.x/bus,guid=…`.
     let address: String
     let directory: URL
     let process: ChildProcess
+    let kind: Kind
+
+    /// The project's system bus policy, as installed to /usr/share/dbus-1/system.d.
+    static let policyFile: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("systemd/org.propbus.PropBus1.conf")
 
     /// The minimal policy that lets replies through (see PITFALLS: `<allow user="*"/>` breaks
     /// every reply), and the pending-reply limit raised from 128 so pipelined clients are not
@@ -33,18 +49,65 @@ final class PrivateBus: @unchecked Sendable {
         """
     }
 
-    private init(address: String, directory: URL, process: ChildProcess) {
+    /// A system bus as Debian's /usr/share/dbus-1/system.conf sets it up, with the project's
+    /// policy file included. The daemon runs as root in tests, so root may own its name (on a
+    /// real system only the `propbus` user may, by the policy file).
+    static func systemConfiguration(socketPath: String) -> String {
+        """
+        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+        <busconfig>
+          <type>system</type>
+          <listen>unix:path=\(socketPath)</listen>
+          <auth>EXTERNAL</auth>
+          <policy context="default">
+            <allow user="*"/>
+            <deny own="*"/>
+            <deny send_type="method_call"/>
+            <allow send_type="signal"/>
+            <allow send_requested_reply="true" send_type="method_return"/>
+            <allow send_requested_reply="true" send_type="error"/>
+            <allow receive_type="method_call"/>
+            <allow receive_type="method_return"/>
+            <allow receive_type="error"/>
+            <allow receive_type="signal"/>
+            <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
+            <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Introspectable"/>
+            <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Properties"/>
+            <deny send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus" send_member="UpdateActivationEnvironment"/>
+            <deny send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Debug.Stats"/>
+          </policy>
+          <policy user="root">
+            <allow own="org.propbus.PropBus1"/>
+          </policy>
+          <include>\(policyFile.path)</include>
+          <limit name="max_replies_per_connection">50000</limit>
+          <limit name="max_match_rules_per_connection">50000</limit>
+          <limit name="reply_timeout">60000</limit>
+        </busconfig>
+        """
+    }
+
+    private init(address: String, directory: URL, process: ChildProcess, kind: Kind) {
         self.address = address
         self.directory = directory
         self.process = process
+        self.kind = kind
     }
 
     /// Starts a bus and waits until it has printed its address.
-    static func start() async throws -> PrivateBus {
+    static func start(_ kind: Kind = .session) async throws -> PrivateBus {
         let directory = try makeTemporaryDirectory(prefix: "pbit-bus")
         let configURL = directory.appendingPathComponent("bus.conf")
-        try configuration(socketPath: directory.appendingPathComponent("bus").path)
-            .write(to: configURL, atomically: true, encoding: .utf8)
+        let socketPath = directory.appendingPathComponent("bus").path
+        switch kind {
+        case .session:
+            try configuration(socketPath: socketPath).write(to: configURL, atomically: true, encoding: .utf8)
+        case .system:
+            try systemConfiguration(socketPath: socketPath).write(to: configURL, atomically: true, encoding: .utf8)
+            // mkdtemp makes the directory 0700; other users must reach the socket inside.
+            chmod(directory.path, 0o755)
+        }
         let process = try ChildProcess("dbus-daemon", ["--config-file=\(configURL.path)", "--nofork", "--print-address"],
                                        environment: isolatedEnvironment(address: nil))
         var address = ""
@@ -58,7 +121,7 @@ final class PrivateBus: @unchecked Sendable {
             try? FileManager.default.removeItem(at: directory)
             throw TestSetupError("dbus-daemon did not print its address: \(process.stderr)")
         }
-        return PrivateBus(address: address, directory: directory, process: process)
+        return PrivateBus(address: address, directory: directory, process: process, kind: kind)
     }
 
     /// The environment for every child on this bus. State directories point into the bus's

@@ -1,0 +1,62 @@
+import Glibc
+
+/// Who is at the other end of a connection, as the bus saw it when the connection was made
+/// (`org.freedesktop.DBus.GetConnectionCredentials`).
+public struct Credentials: Hashable, Sendable {
+    /// `UnixUserID`: the connecting process's effective uid.
+    public var userID: UInt32
+    /// `UnixGroupIDs`, or the user's groups from the group database when the bus did not say.
+    public var groupIDs: [UInt32]
+    /// `ProcessID`, when the bus knows it.
+    public var processID: UInt32?
+
+    public init(userID: UInt32, groupIDs: [UInt32], processID: UInt32? = nil) {
+        self.userID = userID
+        self.groupIDs = groupIDs
+        self.processID = processID
+    }
+
+    /// Reads a `GetConnectionCredentials` reply.
+    ///
+    /// Without `UnixGroupIDs` (older buses, or a bus that cannot read the peer's groups) the
+    /// groups come from `getgrouplist(3)` for the user, which misses `setgroups` changes made
+    /// by the process but is what a policy based on group membership means.
+    public init(reply entries: [String: DBusValue]) throws(DBusError) {
+        // Newer buses also send ProcessFD (a pidfd): received file descriptors are ours to close.
+        for value in entries.values {
+            if case .unixFD(let fd) = value.unwrappingVariant, fd >= 0 { close(fd) }
+        }
+        guard case .uint32(let uid)? = entries["UnixUserID"]?.unwrappingVariantOnce else {
+            throw .failed("the bus did not report a UnixUserID")
+        }
+        userID = uid
+        if case .array(_, let items)? = entries["UnixGroupIDs"]?.unwrappingVariantOnce {
+            groupIDs = items.compactMap { if case .uint32(let gid) = $0 { gid } else { nil } }
+        } else {
+            groupIDs = Self.groups(ofUser: uid)
+        }
+        if case .uint32(let pid)? = entries["ProcessID"]?.unwrappingVariantOnce { processID = pid } else { processID = nil }
+    }
+
+    /// The primary and supplementary groups of `uid` in the user and group databases
+    /// (`getpwuid_r` + `getgrouplist`); empty for a uid without a passwd entry.
+    public static func groups(ofUser uid: UInt32) -> [UInt32] {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil, let name = entry.pw_name else {
+            return []
+        }
+        let primary = entry.pw_gid
+        var count: Int32 = 32
+        while true {
+            var groups = [gid_t](repeating: 0, count: Int(count))
+            let capacity = count
+            // On a short buffer getgrouplist returns -1 and stores the number it needs in count.
+            if getgrouplist(name, primary, &groups, &count) >= 0 {
+                return groups.prefix(Int(count)).map { UInt32($0) }
+            }
+            if count <= capacity { count = capacity * 2 }
+        }
+    }
+}
