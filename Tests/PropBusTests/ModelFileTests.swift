@@ -19,7 +19,7 @@ final class ModelFileTests: XCTestCase {
             .deletingLastPathComponent().appendingPathComponent("examples/flickr-search.json").path
         let file = try ModelFile(contentsOf: path)
         let model = try PropertyModel(store: MemoryStore())
-        _ = try file.apply(to: model)
+        _ = try file.apply(to: model, commands: CommandTable(model: model, store: MemoryStore()))
         XCTAssertEqual(try model.value(of: "viewmodel.title"), .string("Flickr Search"))
         XCTAssertFalse(try model.entry("viewmodel.title").definition.writable)
         XCTAssertFalse(try model.entry("viewmodel.searchText").definition.persistent)
@@ -36,7 +36,7 @@ final class ModelFileTests: XCTestCase {
             }}}}
             """)
         let model = try PropertyModel(store: MemoryStore())
-        _ = try file.apply(to: model)
+        _ = try file.apply(to: model, commands: CommandTable(model: model, store: MemoryStore()))
         XCTAssertEqual(try model.value(of: "ui.tags"), .array(of: .string, [.string("a"), .string("b")]))
         XCTAssertEqual(try model.value(of: "ui.volume"), .byte(5))
         XCTAssertThrowsError(try model.set("ui.volume", to: .byte(11)))
@@ -56,7 +56,8 @@ final class ModelFileTests: XCTestCase {
 
     func testApplyErrorsNameTheFileAndKey() throws {
         let file = try load(#"{"groups": {"a": {"properties": {"b": {"type": "i", "default": 50, "maximum": 10}}}}}"#)
-        XCTAssertThrowsError(try file.apply(to: try PropertyModel(store: MemoryStore()))) { error in
+        let model = try PropertyModel(store: MemoryStore())
+        XCTAssertThrowsError(try file.apply(to: model, commands: CommandTable(model: model, store: MemoryStore()))) { error in
             let message = (error as? PropBusError)?.message ?? ""
             XCTAssertTrue(message.hasPrefix("test.json: a.b: "), message)
         }
@@ -68,7 +69,7 @@ final class ModelFileTests: XCTestCase {
              "bindings": [{"key": "ui.on", "to": "settings.on"}]}
             """)
         let model = try PropertyModel(store: MemoryStore())
-        _ = try file.apply(to: model)
+        _ = try file.apply(to: model, commands: CommandTable(model: model, store: MemoryStore()))
         XCTAssertEqual(try model.value(of: "ui.on"), .boolean(true))
         XCTAssertEqual(model.bindings.all.count, 1)
         XCTAssertFalse(model.bindings.all[0].persistent)
@@ -82,13 +83,13 @@ final class ModelFileTests: XCTestCase {
         do {
             let store = try SQLiteStore(path: directory + "/propbus.db")
             let model = try PropertyModel(store: store)
-            _ = try file.apply(to: model)
+            _ = try file.apply(to: model, commands: CommandTable(model: model, store: MemoryStore()))
             _ = try model.set("s.x", to: .int32(42))
             try store.commit()
         }
         let store = try SQLiteStore(path: directory + "/propbus.db")
         let model = try PropertyModel(store: store)
-        _ = try file.apply(to: model)
+        _ = try file.apply(to: model, commands: CommandTable(model: model, store: MemoryStore()))
         XCTAssertEqual(try model.value(of: "s.x"), .int32(42))
     }
 }

@@ -43,9 +43,12 @@ final class HelpGeneratorTests: XCTestCase {
                                   another key.
               bindings            List the daemon-side bindings.
               unbind              Remove a daemon-side binding.
+              exec                Run a command and print its result.
+              serve               Handle a command's executions by running CMD for each one.
               dump                Write keys, types and values as one JSON document.
               load                Apply a document written by 'propctl dump', atomically.
-              status              Show whether propbusd is running, and its version.
+              status              Show whether propbusd is running, its version and its
+                                  commands.
 
             Examples:
               # Turn a switch on
@@ -59,6 +62,9 @@ final class HelpGeneratorTests: XCTestCase {
 
               # Keep a file and a key in step, both ways
               propctl bind ui.theme --file ~/.config/theme
+
+              # Run a command and print its result
+              propctl exec viewmodel.executeSearch cats
 
             Run 'propctl SUBCOMMAND --help' for more about a subcommand.
             """#)

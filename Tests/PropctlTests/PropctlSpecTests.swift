@@ -7,7 +7,7 @@ final class PropctlSpecTests: XCTestCase {
 
     func testSubcommandsAreThoseOfTheContract() {
         XCTAssertEqual(root.subcommands.map(\.name),
-                       ["get", "set", "reset", "list", "watch", "create", "delete", "bind", "bindings", "unbind", "dump", "load", "status"])
+                       ["get", "set", "reset", "list", "watch", "create", "delete", "bind", "bindings", "unbind", "exec", "serve", "dump", "load", "status"])
         XCTAssertEqual(root.options.map(\.long), ["system", "user", "address", "json", "help", "version"])
     }
 

@@ -176,6 +176,7 @@ public final class CommandProcess: @unchecked Sendable {
         }
         func closeOutput() { close(outputFD); outputFD = -1 }
 
+        var leaderExited = false
         while outputFD >= 0 || errorFD >= 0 || inputFD >= 0 {
             var fds: [pollfd] = []
             if outputFD >= 0 { fds.append(pollfd(fd: outputFD, events: Int16(POLLIN), revents: 0)) }
@@ -202,8 +203,15 @@ public final class CommandProcess: @unchecked Sendable {
             if waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0, info._sifields._sigchld.si_pid == pid {
                 if outputFD >= 0 { _ = drain(outputFD, into: { output += $0 }) }
                 if errorFD >= 0 { _ = drain(errorFD, into: { errorTail += $0 }) }
+                leaderExited = true
                 break
             }
+        }
+        // Both pipes closed first (the usual order at exit, or a program that redirected its
+        // output): the program itself still decides when it ends.
+        if !leaderExited {
+            var info = siginfo_t()
+            while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) < 0, errno == EINTR {}
         }
         // The group must be gone before the leader is reaped: after that its id may be reused.
         kill(-pid, SIGKILL)

@@ -244,21 +244,20 @@ public final class CommandTable {
 
     /// Brings every state key in line with the commands, e.g. after the model rolled back.
     public func reassertState() -> [PropertyChange] {
-        commands.keys.sorted().flatMap { key in
-            let state = state(of: key)!
-            return [("Enabled", DBusValue.boolean(state.enabled)), ("Executing", .boolean(state.executing)),
-                    ("Executions", .uint32(state.executions))].flatMap { name, value in
-                model.setState(Key(uncheckedGroup: key.text, name: name), to: value)
-            }
-        }
+        commands.keys.sorted().flatMap(update)
+    }
+
+    /// Whether a command may run now (SPEC §6).
+    private func isEnabled(_ command: Command) -> Bool {
+        let predicate = command.definition.enabledWhen.map(holds) ?? true
+        return predicate && (command.definition.concurrent || command.running.isEmpty)
+            && (!command.definition.needsHandler || command.handler != nil)
     }
 
     /// Recomputes one command's state and writes what changed to its state keys.
     private func update(_ key: Key) -> [PropertyChange] {
         guard var command = commands[key] else { return [] }
-        let predicate = command.definition.enabledWhen.map(holds) ?? true
-        command.enabled = predicate && (command.definition.concurrent || command.running.isEmpty)
-            && (!command.definition.needsHandler || command.handler != nil)
+        command.enabled = isEnabled(command)
         commands[key] = command
         let group = key.text
         return model.setState(Key(uncheckedGroup: group, name: "Enabled"), to: .boolean(command.enabled))
@@ -295,6 +294,7 @@ public final class CommandTable {
             var command = commands[key] ?? Command(definition: definition)
             command.definition = definition
             command.handler = handler
+            command.enabled = isEnabled(command)
             restored[key] = command
             if let predicate = definition.enabledWhen { for name in predicate.referencedKeys { readers[name, default: []].insert(key) } }
         }

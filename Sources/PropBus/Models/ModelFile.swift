@@ -207,9 +207,9 @@ public struct ModelFile: Sendable {
         bindings.append(BindingDeclaration(key: key, to: to, options: options))
     }
 
-    /// Registers the properties, then the commands (when a table is given), then makes the
+    /// Registers the properties, then the commands, then makes the
     /// bindings, which may read command state. Errors name the file and the key.
-    public func apply(to model: PropertyModel, commands table: CommandTable? = nil) throws(PropBusError) -> [PropertyChange] {
+    public func apply(to model: PropertyModel, commands table: CommandTable) throws(PropBusError) -> [PropertyChange] {
         var changes: [PropertyChange] = []
         for property in properties {
             do {
@@ -219,13 +219,11 @@ public struct ModelFile: Sendable {
                 throw fail(property.key.text, error.message)
             }
         }
-        if let table {
-            for command in commands {
-                do {
-                    changes += try table.create(key: command.key.text, options: command.options)
-                } catch {
-                    throw fail(command.key.text, error.message)
-                }
+        for command in commands {
+            do {
+                changes += try table.create(key: command.key.text, options: command.options)
+            } catch {
+                throw fail(command.key.text, error.message)
             }
         }
         for (index, binding) in bindings.enumerated() {

@@ -434,9 +434,6 @@ public final class PropertyModel {
         if let owner, bindings.count(ownedBy: owner) >= maximumPerOwner {
             throw PropBusError(.limitsExceeded, "cannot bind \(key) to \(to): this connection already holds the maximum of \(maximumPerOwner) bindings")
         }
-        // A side the binding writes must be writable, or a later change would fail there.
-        if binding.flowsToKey { _ = try writableEntry(key.text) }
-        if binding.flowsToTarget { _ = try writableEntry(to.text) }
         try typeCheck(binding)
 
         // The id counter is stored: a path is never reused, even across restarts, so a stale

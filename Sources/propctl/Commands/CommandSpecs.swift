@@ -230,7 +230,7 @@ enum PropctlSpec {
     /// `propctl status`
     static let status = CommandSpec(
         name: "status",
-        abstract: "Show whether propbusd is running, and its version.",
+        abstract: "Show whether propbusd is running, its version and its commands.",
         examples: [
             .init("Check the session daemon", "propctl status"),
             .init("Check the system daemon", "propctl --system status"),
