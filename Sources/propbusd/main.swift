@@ -8,7 +8,9 @@ case .success(.help):
 case .success(.version):
     print("propbusd 0.1.0")
 case .success(.run(let options)):
-    let daemon = Daemon(options: options)
+    // First, while no other thread runs: it edits the environment.
+    let notifier = SystemdNotifier.fromEnvironment()
+    let daemon = Daemon(options: options, notifier: notifier)
     daemon.openStore()
     Task { await daemon.start() }
     dispatchMain()
