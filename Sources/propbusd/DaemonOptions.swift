@@ -108,7 +108,9 @@ struct DaemonOptions {
         $XDG_STATE_HOME/propbus (session bus, default ~/.local/state/propbus) or /var/lib/propbus
         (system bus). A damaged store makes propbusd exit 1 naming the file, unless --recover.
 
-        On SIGTERM or SIGINT it releases its name and exits 0; if it loses the bus it exits 1.
+        On SIGTERM or SIGINT it stops accepting calls, commits, releases its name and exits 0; if
+        it loses the bus it exits 1. Under systemd (Type=notify) it sends READY=1 once the name is
+        owned, STOPPING=1 on SIGTERM, and watchdog pings when WatchdogSec= is set.
         """
     }
 }

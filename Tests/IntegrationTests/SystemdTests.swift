@@ -123,6 +123,42 @@ final class SystemdTests: XCTestCase {
         XCTAssertEqual(ended, .exited(0), "stderr: \(process.stderr)")
     }
 
+    func testCallsDuringShutdownEndPromptlyWithAnErrorThatMeansUnavailable() async throws {
+        let socket = try NotifySocket()
+        let process = try startDaemon(notifyingTo: socket)
+        await socket.wait(for: "READY=1")
+        // Callers keep calling across the SIGTERM. Each must end soon, either refused by the
+        // stopping daemon (NoServer), or told by the bus that the daemon is gone.
+        let allowed: Set<String> = [DBusError.Name.noServer, DBusError.Name.serviceUnknown, DBusError.Name.nameHasNoOwner,
+                                    DBusError.Name.noReply]
+        let client = self.client!
+        let outcomes = await withTaskGroup(of: String.self) { group in
+            for _ in 0 ..< 8 {
+                group.addTask {
+                    while true {
+                        do {
+                            // Not Peer.Ping: libdbus answers that itself, whatever the daemon does.
+                            try await client.call(PropBusAPI.properties, "Get", [.string(PropBusAPI.manager), .string("Version")])
+                        } catch let error as DBusError {
+                            return error.name
+                        } catch {
+                            return "\(error)"
+                        }
+                    }
+                }
+            }
+            try? await Task.sleep(nanoseconds: 50_000_000)
+            process.signal(SIGTERM)
+            var outcomes: [String] = []
+            for await outcome in group { outcomes.append(outcome) }
+            return outcomes
+        }
+        XCTAssertEqual(outcomes.count, 8)
+        for outcome in outcomes { XCTAssertTrue(allowed.contains(outcome), "a call during shutdown ended with \(outcome)") }
+        let ended = await process.waitForExit(timeout: 10)
+        XCTAssertEqual(ended, .exited(0), "stderr: \(process.stderr)")
+    }
+
     // MARK: D-Bus activation
 
     func testFirstCallOnTheSessionBusActivatesTheDaemon() async throws {
