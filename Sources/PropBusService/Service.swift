@@ -98,7 +98,7 @@ public final class Service: @unchecked Sendable {
     ///
     /// If the store cannot commit, the model goes back to the last commit and the round's
     /// writes are answered with `StoreFailed` (by the tree); reads go on working.
-    private func commit() -> DBusError? {
+    func commit() -> DBusError? {
         do {
             try store.commit()
             model.commitRound()

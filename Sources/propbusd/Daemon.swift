@@ -5,13 +5,15 @@ import Glibc
 import PropBus
 import PropBusService
 
-/// The daemon's lifecycle: connect, export, own the name, and shut down on a signal.
+/// The daemon's lifecycle: connect, export, own the name, tell systemd, and shut down on a signal.
 ///
 /// `@unchecked Sendable`: `store` and `model` are written once by ``openStore()`` before
-/// ``start()`` and afterwards touched only on the connection's queue; `service` and
-/// `connection` are written once during start-up on that queue and read afterwards only there.
+/// ``start()`` and afterwards touched only on the connection's queue; `service`, `connection`,
+/// the signal sources, the watchdog timer and `stopping` are written during start-up or shutdown
+/// on that queue and read afterwards only there.
 final class Daemon: @unchecked Sendable {
     let options: DaemonOptions
+    let notifier: SystemdNotifier
     let queue = DispatchQueue(label: "org.propbus.propbusd")
     private var connection: Connection?
     private var service: Service?
@@ -19,8 +21,13 @@ final class Daemon: @unchecked Sendable {
     private var model: PropertyModel?
     private var commands: CommandTable?
     private var signalSources: [DispatchSourceSignal] = []
+    private var watchdog: DispatchSourceTimer?
+    private var stopping = false
 
-    init(options: DaemonOptions) { self.options = options }
+    init(options: DaemonOptions, notifier: SystemdNotifier) {
+        self.options = options
+        self.notifier = notifier
+    }
 
     /// Opens and checks the store and loads the model, before anything touches the bus: a
     /// damaged store must stop the daemon before it owns its name. On failure prints why and exits.
@@ -83,7 +90,12 @@ final class Daemon: @unchecked Sendable {
     }
 
     /// Starts serving; on failure prints why and exits.
+    ///
+    /// READY=1 goes to systemd only once every object is exported and the name is owned: a unit
+    /// ordered after propbusd.service, or a client woken by it, finds the daemon complete.
     func start() async {
+        // From here on SIGTERM shuts down cleanly, even before the name is owned.
+        queue.async { [self] in installSignalHandlers() }
         do {
             let connection = try await Connection.connect(to: options.bus, queue: queue)
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
@@ -112,8 +124,12 @@ final class Daemon: @unchecked Sendable {
             guard reply == .primaryOwner || reply == .alreadyOwner else {
                 Self.fail("the name \(Service.busName) is already owned on this bus", code: 1)
             }
-            installSignalHandlers()
-            SystemdNotifier.notify("READY=1\nSTATUS=Serving \(Service.busName)")
+            queue.async { [self] in
+                // A SIGTERM during start-up already said STOPPING=1; READY=1 would contradict it.
+                guard !stopping else { return }
+                notifier.notify("READY=1\nSTATUS=Serving \(service?.propertyCount ?? 0) properties as \(Service.busName)")
+                startWatchdog()
+            }
         } catch let error as DBusError {
             Self.fail("cannot start: \(error.name): \(error.message)", code: 1)
         } catch {
@@ -122,6 +138,7 @@ final class Daemon: @unchecked Sendable {
     }
 
     private func installSignalHandlers() {
+        dispatchPrecondition(condition: .onQueue(queue))
         for number in [SIGTERM, SIGINT] {
             // libdispatch on Linux takes the signal itself; the source must live as long as we do.
             let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
@@ -131,17 +148,56 @@ final class Daemon: @unchecked Sendable {
         }
     }
 
-    /// SIGTERM/SIGINT: tell systemd, cancel running executions (their callers get
-    /// `Cancelled`), release the name, flush, exit 0.
+    /// Pings systemd's watchdog (`WatchdogSec=`) at half its period, from the connection's queue:
+    /// a queue wedged in a handler or a lock stops the pings, and systemd restarts the daemon.
+    private func startWatchdog() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard let microseconds = notifier.watchdogMicroseconds else { return }
+        let interval = DispatchTimeInterval.microseconds(Int(clamping: max(microseconds / 2, 1)))
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        timer.schedule(deadline: .now(), repeating: interval, leeway: .microseconds(Int(clamping: microseconds / 20)))
+        timer.setEventHandler { [notifier] in notifier.notify("WATCHDOG=1") }
+        timer.resume()
+        watchdog = timer
+    }
+
+    /// SIGTERM/SIGINT, in the order of SPEC §10. Runs on the queue between dispatch rounds, so
+    /// every call handled so far has been committed and answered.
     private func stop() {
-        SystemdNotifier.notify("STOPPING=1")
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard !stopping else { return }
+        stopping = true
+        // 1. systemd hears it first, also when the signal came from someone else.
+        notifier.notify("STOPPING=1\nSTATUS=Shutting down")
         guard let connection, let service else { exit(0) }
-        service.stopAllExecutions {
-            Task {
-                try? await connection.releaseName(Service.busName)
-                connection.flush()
-                exit(0)
-            }
+        // 2. Calls arriving from now on are answered NoServer, unhandled: nothing may change
+        //    after the final commit.
+        service.stopAcceptingCalls()
+        // 3. Cancel running executions (their callers get Cancelled) and wait for their process
+        //    groups, a grace period at most: systemd's KillMode=mixed leaves them to us.
+        service.stopAllExecutions { [self] in finishStopping(connection, service) }
+    }
+
+    /// Steps 4–6 of ``stop()``, once no execution runs.
+    private func finishStopping(_ connection: Connection, _ service: Service) {
+        // 4. Commit what changed outside a round.
+        let status: Int32
+        do {
+            try service.commitBeforeExit()
+            status = 0
+        } catch {
+            Diagnostics.write("propbusd: the final commit failed, the last changes are lost: \(error.name): \(error.message)\n")
+            status = 1
+        }
+        // 5. Release the name before closing, so NameOwnerChanged tells clients at once and
+        //    activation can start a new instance; bounded, so a wedged bus cannot hold us.
+        Task {
+            _ = try? await connection.call(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                           interface: "org.freedesktop.DBus", member: "ReleaseName",
+                                           arguments: [.string(Service.busName)], timeoutMilliseconds: 5_000)
+            connection.flush()
+            // 6.
+            exit(status)
         }
     }
 

@@ -128,7 +128,10 @@ struct DaemonOptions {
         and members of group propbus may write; a property's writers option replaces that set, and
         secret properties are readable by their writers only. On the session bus all is allowed.
 
-        On SIGTERM or SIGINT it releases its name and exits 0; if it loses the bus it exits 1.
+        On SIGTERM or SIGINT it stops accepting calls, cancels running executions, commits,
+        releases its name and exits 0; if it loses the bus it exits 1. Under systemd
+        (Type=notify) it sends READY=1 once the name is owned, STOPPING=1 on SIGTERM, and
+        watchdog pings when WatchdogSec= is set.
         """
     }
 }

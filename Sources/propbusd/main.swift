@@ -10,7 +10,9 @@ case .success(.version):
 case .success(.run(let options)):
     // A command that closes its stdin early must cost a write error, not the daemon.
     signal(SIGPIPE, SIG_IGN)
-    let daemon = Daemon(options: options)
+    // First, while no other thread runs: it edits the environment.
+    let notifier = SystemdNotifier.fromEnvironment()
+    let daemon = Daemon(options: options, notifier: notifier)
     daemon.openStore()
     Task { await daemon.start() }
     dispatchMain()

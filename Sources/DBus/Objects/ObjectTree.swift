@@ -35,6 +35,8 @@ public final class ObjectTree: @unchecked Sendable {
     private var roundHasWrites = false
     private var beforeFlushHooks: [() -> DBusError?] = []
     private var writeMethods: Set<MethodName> = [MethodName(interface: "org.freedesktop.DBus.Properties", member: "Set")]
+    /// Set by ``refuseCalls(with:)``: the answer to every method call from then on.
+    private var refusal: DBusError?
 
     private struct MethodName: Hashable {
         var interface: String
@@ -136,6 +138,14 @@ public final class ObjectTree: @unchecked Sendable {
         writeMethods.insert(MethodName(interface: interface, member: member))
     }
 
+    /// Answers every method call from now on with `error`, before any routing or handler: for a
+    /// service that is shutting down and must not change anything after its last commit.
+    /// Replies already queued and deferred replies still go out.
+    public func refuseCalls(with error: DBusError) {
+        dispatchPrecondition(condition: .onQueue(connection.queue))
+        refusal = error
+    }
+
     // MARK: Change notification
 
     /// Notes that a property may have changed; `oldValue` is its value before the change.
@@ -161,6 +171,10 @@ public final class ObjectTree: @unchecked Sendable {
     // MARK: Routing
 
     private func handle(_ message: Message) {
+        if let refusal {
+            reply(to: message, .failure(refusal))
+            return
+        }
         guard let credentialCache, let sender = message.sender else {
             route(message, credentials: nil)
             return

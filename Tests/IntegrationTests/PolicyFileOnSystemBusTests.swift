@@ -1,0 +1,108 @@
+import DBus
+import Foundation
+import XCTest
+
+/// `systemd/org.propbus.PropBus1.conf` on a bus with the system bus's default policy (no name
+/// may be owned, no method call sent, unless a policy file punches a hole).
+///
+/// The `propbus` user does not exist here, so the policy is included with `user="propbus"` read
+/// as `user="root"`: root stands for the service, `nobody` for everyone else. Needs root (to run
+/// as `nobody`) and `runuser`; skipped otherwise.
+final class PolicyFileOnSystemBusTests: XCTestCase {
+    private var directory: URL!
+    private var busProcess: ChildProcess!
+    private var address = ""
+    private var daemon: ChildProcess?
+
+    override func setUp() async throws {
+        try await super.setUp()
+        guard getuid() == 0 else { throw XCTSkip("needs root, to run clients as nobody") }
+        guard (try? ChildProcess.resolve("runuser")) != nil else { throw XCTSkip("runuser is not installed") }
+        directory = try makeTemporaryDirectory(prefix: "pbit-sys")
+        // nobody must reach the socket.
+        chmod(directory.path, 0o755)
+        let policySource = ActivationBus.systemdDirectory.appendingPathComponent("org.propbus.PropBus1.conf")
+        let policy = try String(contentsOf: policySource, encoding: .utf8)
+        XCTAssertTrue(policy.contains("<policy user=\"propbus\">"), policy)
+        let policyURL = directory.appendingPathComponent("org.propbus.PropBus1.conf")
+        try policy.replacingOccurrences(of: "<policy user=\"propbus\">", with: "<policy user=\"root\">")
+            .write(to: policyURL, atomically: true, encoding: .utf8)
+        // The default policy of /usr/share/dbus-1/system.conf, which every system.d file amends.
+        let configuration = """
+        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+        <busconfig>
+          <type>system</type>
+          <listen>unix:path=\(directory.appendingPathComponent("bus").path)</listen>
+          <auth>EXTERNAL</auth>
+          <policy context="default">
+            <allow user="*"/>
+            <deny own="*"/>
+            <deny send_type="method_call"/>
+            <allow send_type="signal"/>
+            <allow send_requested_reply="true" send_type="method_return"/>
+            <allow send_requested_reply="true" send_type="error"/>
+            <allow receive_type="method_call"/>
+            <allow receive_type="method_return"/>
+            <allow receive_type="error"/>
+            <allow receive_type="signal"/>
+            <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
+            <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Introspectable"/>
+          </policy>
+          <include>\(policyURL.path)</include>
+        </busconfig>
+        """
+        let configURL = directory.appendingPathComponent("bus.conf")
+        try configuration.write(to: configURL, atomically: true, encoding: .utf8)
+        busProcess = try ChildProcess("dbus-daemon", ["--config-file=\(configURL.path)", "--nofork", "--print-address"],
+                                      environment: PrivateBus.isolatedEnvironment(address: nil))
+        var printed = ""
+        _ = await eventually(timeout: 10) {
+            if let first = self.busProcess.stdout.split(separator: "\n").first, self.busProcess.stdout.hasSuffix("\n") { printed = String(first) }
+            return !printed.isEmpty || !self.busProcess.isRunning
+        }
+        guard !printed.isEmpty else { throw TestSetupError("dbus-daemon did not start with the policy: \(busProcess.stderr)") }
+        address = printed
+    }
+
+    override func tearDown() async throws {
+        await daemon?.stop()
+        await busProcess?.stop()
+        if let directory { try? FileManager.default.removeItem(at: directory) }
+        try await super.tearDown()
+    }
+
+    private var environment: [String: String] { PrivateBus.isolatedEnvironment(address: address) }
+
+    /// Runs `arguments` as `nobody`.
+    private func asNobody(_ arguments: [String], timeout: TimeInterval = 10) async throws -> CommandResult {
+        try await runCommand("runuser", ["-u", "nobody", "--"] + arguments, environment: environment, timeout: timeout)
+    }
+
+    func testOnlyThePolicyUserMayOwnTheNameAndEveryoneMayCallIt() async throws {
+        let intruder = try await asNobody([BuildProducts.propbusd, "--address", address, "--in-memory"])
+        XCTAssertNotEqual(intruder.status, 0, "nobody owned \(PropBusAPI.busName): \(intruder)")
+        XCTAssertTrue(intruder.stderr.contains("AccessDenied"), intruder.stderr)
+
+        let process = try ChildProcess(BuildProducts.propbusd, ["--address", address, "--in-memory"], environment: environment)
+        daemon = process
+        let watcher = try await Connection.connect(to: .address(address))
+        defer { watcher.close() }
+        let owned = await eventually(timeout: 10) {
+            let reply = try? await watcher.callBus("NameHasOwner", [.string(PropBusAPI.busName)])
+            return reply?.first?.boolValue == true || !process.isRunning
+        }
+        XCTAssertTrue(owned && process.isRunning, "the policy user could not own the name: \(process.stderr)")
+
+        let read = try await asNobody(["busctl", "--address=\(address)", "get-property", PropBusAPI.busName,
+                                       PropBusAPI.rootPath, PropBusAPI.manager, "Version"])
+        XCTAssertEqual(read.status, 0, "\(read)")
+        // Any other call reaches the daemon (which does the fine-grained checks): an unknown
+        // method gets the daemon's UnknownMethod, not the bus's AccessDenied.
+        let call = try await asNobody(["busctl", "--address=\(address)", "call", PropBusAPI.busName,
+                                       PropBusAPI.rootPath, PropBusAPI.manager, "NoSuchMethod"])
+        XCTAssertNotEqual(call.status, 0)
+        XCTAssertFalse(call.stderr.contains("Rejected send message"), "the bus refused the call: \(call)")
+        XCTAssertTrue(call.stderr.contains("No such method 'NoSuchMethod'"), "\(call)")
+    }
+}
