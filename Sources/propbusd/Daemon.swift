@@ -44,10 +44,8 @@ final class Daemon: @unchecked Sendable {
             }
             let model = try PropertyModel(store: store, limits: options.limits)
             let commands = CommandTable(model: model, store: store, maximumRunning: options.maximumExecutions)
-            for (key, stored) in model.storedCommands {
-                do { _ = try commands.create(key: key.text, options: stored) } catch {
-                    Diagnostics.write("propbusd: stored command \(key) could not be created again: \(error.message)\n")
-                }
+            for (key, error) in commands.recreate(model.storedCommands) {
+                Diagnostics.write("propbusd: stored command \(key) could not be created again: \(error.message)\n")
             }
             try loadModelFiles(into: model, commands: commands, environment: environment)
             // Stored bindings start as they were made: the leading side wins.

@@ -62,8 +62,10 @@ public final class ObjectTree: @unchecked Sendable {
     public init(connection: Connection) {
         dispatchPrecondition(condition: .onQueue(connection.queue))
         self.connection = connection
-        connection.methodCallHandler = { [unowned self] in handle($0) }
-        connection.addRoundEndHandler { [unowned self] in flush() }
+        // Weak: a tree dropped before its connection (a client giving up) must not crash the
+        // next round; its calls then get no handler, like calls to a connection without objects.
+        connection.methodCallHandler = { [weak self] in self?.handle($0) }
+        connection.addRoundEndHandler { [weak self] in self?.flush() }
     }
 
     // MARK: Credentials

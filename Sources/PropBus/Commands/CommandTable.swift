@@ -118,6 +118,21 @@ public final class CommandTable {
         return changes + update(key)
     }
 
+    /// Creates stored commands again at startup, in an order that works: a command whose
+    /// predicate reads another command's state comes after it. Returns those that still fail.
+    public func recreate(_ stored: [(key: Key, options: [String: DBusValue])]) -> [(key: Key, error: PropBusError)] {
+        var pending = stored
+        while true {
+            var failed: [(key: Key, options: [String: DBusValue], error: PropBusError)] = []
+            for (key, options) in pending {
+                do { _ = try create(key: key.text, options: options) } catch { failed.append((key, options, error)) }
+            }
+            // Stop when a pass makes no progress: what is left cannot be created.
+            if failed.isEmpty || failed.count == pending.count { return failed.map { ($0.key, $0.error) } }
+            pending = failed.map { ($0.key, $0.options) }
+        }
+    }
+
     /// Deletes a command and its state keys; returns its running executions, which the caller
     /// must stop and fail with `Cancelled`.
     public func delete(key keyText: String) throws(PropBusError) -> (ended: [Execution], changes: [PropertyChange]) {
