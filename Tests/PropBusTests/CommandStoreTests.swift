@@ -1,0 +1,248 @@
+import DBus
+import Foundation
+import XCTest
+
+@testable import PropBus
+
+/// Commands in the SQLite store (schema v3) and in model files.
+final class CommandStoreTests: XCTestCase {
+    private var directory: URL!
+
+    override func setUpWithError() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("propbus-commands-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    private var path: String { directory.appendingPathComponent(SQLiteStore.fileName).path }
+
+    private static let argv = DBusValue.array(of: .string, [.string("/bin/echo"), .string("hi")])
+
+    /// A model and a command table over the store at `path`, as the daemon opens them.
+    private func open() throws -> (SQLiteStore, PropertyModel, CommandTable) {
+        let store = try SQLiteStore(path: path)
+        let model = try PropertyModel(store: store)
+        return (store, model, CommandTable(model: model, store: store))
+    }
+
+    private func commit(_ store: SQLiteStore, _ model: PropertyModel, _ table: CommandTable) throws {
+        try store.commit()
+        model.commitRound()
+        table.commitRound()
+    }
+
+    private func storedKeys(_ model: PropertyModel) -> [String] { model.storedCommands.map(\.key.text) }
+
+    // MARK: Persistence
+
+    func testPersistentCommandComesBackAfterReopening() throws {
+        let options: [String: DBusValue] = [
+            "exec": Self.argv, "enabled_when": .string("length(vm.text) > 3"), "concurrent": .boolean(true),
+            "timeout": .double(2.5), "description": .string("Search"), "writers": .array(of: .string, [.string("@wheel")]),
+        ]
+        let created: CommandDefinition
+        do {
+            let (store, model, table) = try open()
+            _ = try model.create(key: "vm.text", type: "s", defaultValue: .string(""))
+            _ = try table.create(key: "vm.search", options: options)
+            created = try XCTUnwrap(table.definition(of: try Key("vm.search")))
+            try commit(store, model, table)
+        }
+        let (_, model, table) = try open()
+        XCTAssertEqual(storedKeys(model), ["vm.search"])
+        XCTAssertThrowsError(try model.entry("vm.search.Enabled"), "state keys are transient: not stored")
+        let stored = try XCTUnwrap(model.storedCommands.first)
+        XCTAssertEqual(try CommandDefinition(key: stored.key, options: stored.options), created)
+        // The daemon recreates it from the stored options.
+        _ = try table.create(key: stored.key.text, options: stored.options)
+        XCTAssertEqual(table.definition(of: stored.key), created)
+        XCTAssertEqual(try model.value(of: "vm.search.Enabled"), .boolean(false))
+    }
+
+    func testTransientCommandIsNotStored() throws {
+        do {
+            let (store, model, table) = try open()
+            _ = try table.create(key: "vm.search", options: ["exec": Self.argv, "persistent": .boolean(false)])
+            _ = try table.create(key: "vm.kept", options: ["handler": .boolean(true)])
+            try commit(store, model, table)
+        }
+        XCTAssertEqual(storedKeys(try open().1), ["vm.kept"])
+    }
+
+    func testRedefiningAsTransientForgetsTheStoredDefinition() throws {
+        do {
+            let (store, model, table) = try open()
+            _ = try table.create(key: "vm.search", options: ["exec": Self.argv])
+            try commit(store, model, table)
+            _ = try table.create(key: "vm.search", options: ["exec": Self.argv, "persistent": .boolean(false)])
+            try commit(store, model, table)
+        }
+        XCTAssertEqual(storedKeys(try open().1), [])
+    }
+
+    func testDeletedCommandStaysDeleted() throws {
+        do {
+            let (store, model, table) = try open()
+            _ = try table.create(key: "vm.search", options: ["exec": Self.argv])
+            _ = try table.create(key: "vm.other", options: ["exec": Self.argv])
+            try commit(store, model, table)
+            _ = try table.delete(key: "vm.search")
+            try commit(store, model, table)
+        }
+        XCTAssertEqual(storedKeys(try open().1), ["vm.other"])
+    }
+
+    func testUncommittedCommandIsNotStored() throws {
+        do {
+            let (store, _, table) = try open()
+            _ = try table.create(key: "vm.search", options: ["exec": Self.argv])
+            store.rollback()
+            try store.commit()
+        }
+        XCTAssertEqual(storedKeys(try open().1), [])
+    }
+
+    /// At startup the daemon recreates stored commands in the order the store gives them; a
+    /// command whose predicate reads another command's state must come back too.
+    func testStoredCommandsReadingAnotherCommandsStateCanBeRecreated() throws {
+        do {
+            let (store, model, table) = try open()
+            _ = try table.create(key: "b.load", options: ["exec": Self.argv])
+            _ = try table.create(key: "a.save", options: ["exec": Self.argv, "enabled_when": .string("!b.load.Executing")])
+            try commit(store, model, table)
+        }
+        let (_, model, table) = try open()
+        XCTAssertEqual(Set(storedKeys(model)), ["a.save", "b.load"])
+        // As propbusd/Daemon.swift does it.
+        var failures: [String] = []
+        for (key, options) in model.storedCommands {
+            do { _ = try table.create(key: key.text, options: options) } catch { failures.append("\(key): \(error.message)") }
+        }
+        XCTAssertEqual(failures, [], "stored commands lost at startup")
+        XCTAssertEqual(table.definitions.map(\.key.text), ["a.save", "b.load"])
+    }
+
+    // MARK: Schema
+
+    func testNewStoreHasSchemaVersion3WithACommandsTable() throws {
+        _ = try SQLiteStore(path: path)
+        let database = try SQLiteDatabase(path: path)
+        XCTAssertEqual(SQLiteStore.schemaVersion, 3)
+        XCTAssertEqual(try database.textRows("PRAGMA user_version"), ["3"])
+        XCTAssertEqual(try database.textRows("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"),
+                       ["bindings", "commands", "definitions", "meta", "stored_values"])
+    }
+
+    func testVersion2StoreIsMigratedKeepingItsData() throws {
+        // A v2 store: everything but the commands table.
+        do {
+            let store = try SQLiteStore(path: path)
+            let model = try PropertyModel(store: store)
+            _ = try model.create(key: "app.volume", type: "d", defaultValue: .double(0.5))
+            _ = try model.set("app.volume", to: .double(0.25))
+            try store.commit()
+        }
+        do {
+            let database = try SQLiteDatabase(path: path)
+            try database.execute("DROP TABLE commands")
+            try database.execute("PRAGMA user_version = 2")
+        }
+        do {
+            let (store, model, table) = try open()
+            XCTAssertEqual(try model.value(of: "app.volume"), .double(0.25))
+            XCTAssertEqual(storedKeys(model), [])
+            _ = try table.create(key: "app.run", options: ["exec": Self.argv])
+            try commit(store, model, table)
+        }
+        XCTAssertEqual(try SQLiteDatabase(path: path).textRows("PRAGMA user_version"), ["3"])
+        let (_, model, _) = try open()
+        XCTAssertEqual(storedKeys(model), ["app.run"])
+        XCTAssertEqual(try model.value(of: "app.volume"), .double(0.25))
+    }
+
+    func testUnreadableStoredCommandIsStoreFailedNamingIt() throws {
+        _ = try SQLiteStore(path: path)
+        try SQLiteDatabase(path: path).execute("INSERT INTO commands (key, options) VALUES ('vm.search', x'00ff')")
+        XCTAssertThrowsError(try open()) { error in
+            let error = error as? PropBusError
+            XCTAssertEqual(error?.code, .storeFailed)
+            XCTAssertTrue(error?.message.contains("vm.search") == true, error?.message ?? "")
+        }
+    }
+
+    // MARK: Model files
+
+    func testModelFileCreatesPropertiesThenCommandsThenBindingsOnTheirState() throws {
+        let file = try ModelFile(path: "/srv/models/search.json", text: """
+            {"groups": {
+               "vm": {"properties": {"text": {"type": "s", "persistent": false}},
+                      "commands": {"search": {"exec": ["./search.sh", "--json"], "enabled_when": "length(vm.text) > 3",
+                                              "timeout": 30, "persistent": false, "description": "Search"},
+                                   "serve": {"handler": true, "concurrent": true}}},
+               "ui": {"properties": {"activity": {"type": "b"}}}},
+             "bindings": [{"key": "ui.activity", "to": "vm.search.Executing", "direction": "from"}]}
+            """)
+        let model = try PropertyModel(store: MemoryStore())
+        let table = CommandTable(model: model, store: MemoryStore())
+        _ = try file.apply(to: model, commands: table)
+
+        let search = try XCTUnwrap(table.definition(of: try Key("vm.search")))
+        XCTAssertEqual(search.work, .exec(["/srv/models/search.sh", "--json"]), "./x is beside the model file")
+        XCTAssertEqual(search.enabledWhen?.text, "length(vm.text) > 3")
+        XCTAssertEqual(search.timeout, 30)
+        XCTAssertFalse(search.persistent)
+        XCTAssertEqual(search.description, "Search")
+        let serve = try XCTUnwrap(table.definition(of: try Key("vm.serve")))
+        XCTAssertEqual(serve.work, .handler)
+        XCTAssertTrue(serve.concurrent)
+
+        XCTAssertEqual(model.bindings.all.count, 1)
+        XCTAssertEqual(try model.value(of: "vm.search.Enabled"), .boolean(false))
+        let changes = try model.set("vm.text", to: .string("cats!"))
+        _ = table.refresh(after: changes)
+        let execution = try table.accept("vm.search", input: .string("cats!")).execution
+        XCTAssertEqual(try model.value(of: "ui.activity"), .boolean(true))
+        _ = table.finish(execution.id, of: execution.command)
+        XCTAssertEqual(try model.value(of: "ui.activity"), .boolean(false))
+    }
+
+    func testModelFileExecPaths() throws {
+        func argv0(_ modelPath: String, _ program: String) throws -> String? {
+            let file = try ModelFile(path: modelPath, text: #"{"groups": {"a": {"commands": {"run": {"exec": ["\#(program)"]}}}}}"#)
+            guard case .exec(let argv) = try CommandDefinition(key: try Key("a.run"), options: file.commands[0].options).work else { return nil }
+            return argv.first
+        }
+        XCTAssertEqual(try argv0("/etc/propbus/models/a.json", "./run.sh"), "/etc/propbus/models/run.sh")
+        XCTAssertEqual(try argv0("/etc/propbus/models/a.json", "../bin/run.sh"), "/etc/propbus/models/../bin/run.sh")
+        XCTAssertEqual(try argv0("/etc/propbus/models/a.json", "/usr/bin/run"), "/usr/bin/run", "absolute: unchanged")
+        XCTAssertEqual(try argv0("/etc/propbus/models/a.json", "curl"), "curl", "a bare name is looked up in PATH")
+        XCTAssertEqual(try argv0("a.json", "./run.sh"), "./run.sh")
+    }
+
+    func testModelFileCommandErrorsNameTheFileAndTheCommand() throws {
+        for (text, piece) in [
+            (#"{"groups": {"a": {"commands": {"run": {}}}}}"#, "exec"),
+            (#"{"groups": {"a": {"commands": {"run": {"exec": []}}}}}"#, "exec"),
+            (#"{"groups": {"a": {"commands": {"run": {"exec": ["x"], "handler": true}}}}}"#, "exec"),
+            (#"{"groups": {"a": {"commands": {"run": {"exec": ["x"], "timeout": 0}}}}}"#, "timeout"),
+            (#"{"groups": {"a": {"commands": {"run": {"exec": ["x"], "colour": 1}}}}}"#, "colour"),
+        ] {
+            XCTAssertThrowsError(try ModelFile(path: "m.json", text: text), text) { error in
+                let message = (error as? PropBusError)?.message ?? "\(error)"
+                XCTAssertTrue(message.hasPrefix("m.json: a.run"), message)
+                XCTAssertTrue(message.contains(piece), message)
+            }
+        }
+        // Checked only when applied: the predicate's keys and type.
+        let file = try ModelFile(path: "m.json", text: #"{"groups": {"a": {"commands": {"run": {"exec": ["x"], "enabled_when": "a.missing"}}}}}"#)
+        let model = try PropertyModel(store: MemoryStore())
+        XCTAssertThrowsError(try file.apply(to: model, commands: CommandTable(model: model, store: MemoryStore()))) { error in
+            let message = (error as? PropBusError)?.message ?? "\(error)"
+            XCTAssertTrue(message.hasPrefix("m.json: a.run"), message)
+            XCTAssertTrue(message.contains("a.missing"), message)
+        }
+    }
+}
