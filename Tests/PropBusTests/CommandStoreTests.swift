@@ -105,24 +105,34 @@ final class CommandStoreTests: XCTestCase {
         XCTAssertEqual(storedKeys(try open().1), [])
     }
 
-    /// At startup the daemon recreates stored commands in the order the store gives them; a
-    /// command whose predicate reads another command's state must come back too.
-    func testStoredCommandsReadingAnotherCommandsStateCanBeRecreated() throws {
+    /// At startup the daemon recreates stored commands (`CommandTable.recreate`); a command whose
+    /// predicate reads another command's state comes back whatever the key order.
+    func testStoredCommandsReadingAnotherCommandsStateAreRecreated() throws {
         do {
             let (store, model, table) = try open()
-            _ = try table.create(key: "b.load", options: ["exec": Self.argv])
-            _ = try table.create(key: "a.save", options: ["exec": Self.argv, "enabled_when": .string("!b.load.Executing")])
+            _ = try model.create(key: "z.text", type: "s", defaultValue: .string(""))
+            _ = try table.create(key: "c.load", options: ["exec": Self.argv])
+            _ = try table.create(key: "b.check", options: ["exec": Self.argv, "enabled_when": .string("!c.load.Executing")])
+            _ = try table.create(key: "a.save", options: ["exec": Self.argv, "enabled_when": .string("b.check.Enabled")])
+            _ = try table.create(key: "d.lost", options: ["exec": Self.argv, "enabled_when": .string("z.text == \"\"")])
+            try commit(store, model, table)
+            _ = try model.delete(key: "z.text")
             try commit(store, model, table)
         }
         let (_, model, table) = try open()
-        XCTAssertEqual(Set(storedKeys(model)), ["a.save", "b.load"])
-        // As propbusd/Daemon.swift does it.
-        var failures: [String] = []
-        for (key, options) in model.storedCommands {
-            do { _ = try table.create(key: key.text, options: options) } catch { failures.append("\(key): \(error.message)") }
-        }
-        XCTAssertEqual(failures, [], "stored commands lost at startup")
-        XCTAssertEqual(table.definitions.map(\.key.text), ["a.save", "b.load"])
+        XCTAssertEqual(storedKeys(model), ["a.save", "b.check", "c.load", "d.lost"])
+        let failures = table.recreate(model.storedCommands)
+        XCTAssertEqual(failures.map(\.key.text), ["d.lost"], "only the command whose key is gone is left out")
+        XCTAssertEqual(failures.first?.error.code, .unknownKey)
+        XCTAssertEqual(table.definitions.map(\.key.text), ["a.save", "b.check", "c.load"])
+        XCTAssertEqual(try model.value(of: "a.save.Enabled"), .boolean(true))
+        // The recreated predicates are watched again, along the chain.
+        let accepted = try table.accept("c.load", input: .string(""))
+        _ = table.refresh(after: accepted.changes)
+        XCTAssertEqual(try model.value(of: "b.check.Enabled"), .boolean(false))
+        XCTAssertEqual(try model.value(of: "a.save.Enabled"), .boolean(false))
+        _ = table.refresh(after: table.finish(accepted.execution.id, of: accepted.execution.command))
+        XCTAssertEqual(try model.value(of: "a.save.Enabled"), .boolean(true))
     }
 
     // MARK: Schema
