@@ -229,7 +229,8 @@ final class CommandStoreTests: XCTestCase {
         XCTAssertEqual(try argv0("/etc/propbus/models/a.json", "../bin/run.sh"), "/etc/propbus/models/../bin/run.sh")
         XCTAssertEqual(try argv0("/etc/propbus/models/a.json", "/usr/bin/run"), "/usr/bin/run", "absolute: unchanged")
         XCTAssertEqual(try argv0("/etc/propbus/models/a.json", "curl"), "curl", "a bare name is looked up in PATH")
-        XCTAssertEqual(try argv0("a.json", "./run.sh"), "./run.sh")
+        XCTAssertEqual(try argv0("a.json", "./run.sh"), FileManager.default.currentDirectoryPath + "/run.sh",
+                       "a relative model file: made absolute, since a stored command outlives the working directory")
     }
 
     func testModelFileCommandErrorsNameTheFileAndTheCommand() throws {

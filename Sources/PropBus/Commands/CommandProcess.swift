@@ -165,14 +165,20 @@ public final class CommandProcess: @unchecked Sendable {
         var tooLarge = false
         var buffer = [UInt8](repeating: 0, count: 65536)
 
-        /// Reads what `fd` has now; false at end of file.
+        /// Reads what `fd` has now, 16 buffers at most so that the limits are checked between
+        /// reads however fast the program writes; false at end of file.
         func drain(_ fd: Int32, into sink: (ArraySlice<UInt8>) -> Void) -> Bool {
-            while true {
+            for _ in 0..<16 {
                 let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
                 if count > 0 { sink(buffer[0..<count]); continue }
                 if count == 0 { return false }
                 return errno == EINTR || errno == EAGAIN
             }
+            return true
+        }
+        func keepTail(_ bytes: ArraySlice<UInt8>) {
+            errorTail += bytes
+            if errorTail.count > errorTailLimit { errorTail.removeFirst(errorTail.count - errorTailLimit) }
         }
         func closeOutput() { close(outputFD); outputFD = -1 }
 
@@ -184,13 +190,12 @@ public final class CommandProcess: @unchecked Sendable {
             if inputFD >= 0 { fds.append(pollfd(fd: inputFD, events: Int16(POLLOUT), revents: 0)) }
             _ = poll(&fds, nfds_t(fds.count), 100)
             if outputFD >= 0, !drain(outputFD, into: { output += $0 }) { closeOutput() }
-            if output.count > outputLimit {
+            if output.count > outputLimit, !tooLarge {
                 tooLarge = true
                 kill(-pid, SIGKILL)
                 closeOutput()
             }
-            if errorFD >= 0, !drain(errorFD, into: { errorTail += $0 }) { close(errorFD); errorFD = -1 }
-            if errorTail.count > errorTailLimit { errorTail.removeFirst(errorTail.count - errorTailLimit) }
+            if errorFD >= 0, !drain(errorFD, into: keepTail) { close(errorFD); errorFD = -1 }
             if inputFD >= 0 {
                 let count = input.withUnsafeBytes { write(inputFD, $0.baseAddress! + written, $0.count - written) }
                 if count > 0 { written += count }
@@ -202,7 +207,8 @@ public final class CommandProcess: @unchecked Sendable {
             var info = siginfo_t()
             if waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0, info._sifields._sigchld.si_pid == pid {
                 if outputFD >= 0 { _ = drain(outputFD, into: { output += $0 }) }
-                if errorFD >= 0 { _ = drain(errorFD, into: { errorTail += $0 }) }
+                if errorFD >= 0 { _ = drain(errorFD, into: keepTail) }
+                if output.count > outputLimit { tooLarge = true }
                 leaderExited = true
                 break
             }
@@ -219,7 +225,6 @@ public final class CommandProcess: @unchecked Sendable {
         for fd in [inputFD, outputFD, errorFD] where fd >= 0 { close(fd) }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0, errno == EINTR {}
-        if errorTail.count > errorTailLimit { errorTail.removeFirst(errorTail.count - errorTailLimit) }
         let ending: Ending
         if tooLarge {
             ending = .outputTooLarge

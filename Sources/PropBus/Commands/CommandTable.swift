@@ -39,7 +39,7 @@ public final class CommandTable {
     private var readers: [String: Set<Key>] = [:]
     private var nextExecutionID: UInt64 = 1
     /// Commands as they were at the last commit, once the round changed a definition.
-    private var definitionsAtCommit: [Key: (CommandDefinition, String?)]?
+    private var definitionsAtCommit: [Key: CommandDefinition]?
     /// The most executions running at once across all commands (`--max-executions`).
     public let maximumRunning: Int
 
@@ -290,7 +290,7 @@ public final class CommandTable {
     // MARK: Rounds
 
     private func snapshot() {
-        if definitionsAtCommit == nil { definitionsAtCommit = commands.mapValues { ($0.definition, $0.handler) } }
+        if definitionsAtCommit == nil { definitionsAtCommit = commands.mapValues(\.definition) }
     }
 
     /// Forgets the snapshot: the round's definitions are durable.
@@ -305,10 +305,12 @@ public final class CommandTable {
         for (key, command) in commands where saved[key] == nil { ended += command.running.values }
         var restored: [Key: Command] = [:]
         readers = [:]
-        for (key, (definition, handler)) in saved {
+        for (key, definition) in saved {
+            // Handlers are not part of a round's writes: one that registered or left in the
+            // round stays as it is now. A command deleted in the round comes back without one.
             var command = commands[key] ?? Command(definition: definition)
             command.definition = definition
-            command.handler = handler
+            if !definition.needsHandler { command.handler = nil }
             command.enabled = isEnabled(command)
             restored[key] = command
             if let predicate = definition.enabledWhen { for name in predicate.referencedKeys { readers[name, default: []].insert(key) } }

@@ -157,7 +157,10 @@ public struct ModelFile: Sendable {
                 var words = argv.compactMap(\.stringValue)
                 // "./script" names a file beside the model file, wherever the daemon runs.
                 if words[0].hasPrefix("./") || words[0].hasPrefix("../") {
-                    let directory = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
+                    // Stored commands outlive this working directory: keep the path absolute.
+                    let cwd = FileManager.default.currentDirectoryPath
+                    var directory = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : cwd
+                    if !directory.hasPrefix("/") { directory = cwd + "/" + directory }
                     words[0] = directory + "/" + (words[0].hasPrefix("./") ? String(words[0].dropFirst(2)) : words[0])
                 }
                 options[field] = .array(of: .string, words.map { .string($0) })
@@ -174,8 +177,13 @@ public struct ModelFile: Sendable {
             case "description":
                 guard let text = item.stringValue else { throw fail(keyText, "\"description\" must be a string") }
                 options[field] = .string(text)
+            case "writers":
+                guard let names = item.arrayValue?.compactMap(\.stringValue), names.count == item.arrayValue?.count else {
+                    throw fail(keyText, "\"writers\" must be an array of user names, @groups or uids")
+                }
+                options[field] = .array(of: .string, names.map { .string($0) })
             default:
-                throw fail(keyText, "unknown field \"\(field)\"; expected exec, handler, enabled_when, concurrent, timeout, persistent, description")
+                throw fail(keyText, "unknown field \"\(field)\"; expected \(CommandDefinition.optionNames.joined(separator: ", "))")
             }
         }
         guard (options["exec"] != nil) != (options["handler"]?.boolValue == true) else {
@@ -219,12 +227,9 @@ public struct ModelFile: Sendable {
                 throw fail(property.key.text, error.message)
             }
         }
-        for command in commands {
-            do {
-                changes += try table.create(key: command.key.text, options: command.options)
-            } catch {
-                throw fail(command.key.text, error.message)
-            }
+        // In an order that works, so a predicate may read a command declared further down.
+        if let (key, error) = table.recreate(commands.map { ($0.key, $0.options) }).first {
+            throw fail(key.text, error.message)
         }
         for (index, binding) in bindings.enumerated() {
             do {
