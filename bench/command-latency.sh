@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Command execution latency: Command.Execute of an exec command (and of a handler command
+# served by `propctl serve`) until its reply, against spawning the same program directly.
+#
+#   bench/command-latency.sh [--calls N]
+#
+# Runs on a private bus with a release propbusd (in-memory store). The program is /bin/cat, so
+# the input really goes through stdin and comes back on stdout. Prints p50/p99/max in
+# microseconds and the ratio of the p50s to the direct spawn. See bench/README.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/lib.sh
+command -v swift >/dev/null || export PATH="$PATH:/opt/swift/usr/bin"
+calls=${CALLS:-500}
+while [ $# -gt 0 ]; do
+  case $1 in
+    --calls) calls=$2; shift 2 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    *) echo "command-latency: unknown argument '$1'" >&2; exit 64 ;;
+  esac
+done
+scripts/setup
+command -v gcc >/dev/null || bench_need gcc libc6-dev
+mkdir -p bench/build
+gcc -O2 -Wall -Wextra -o bench/build/exec-latency bench/ref/exec-latency.c $(pkg-config --cflags --libs dbus-1)
+swift build -c release --product propbusd >&2
+swift build -c release --product propctl >&2
+bin=$(swift build -c release --show-bin-path)
+
+bench_start_bus commands
+"$bin/propbusd" --address "$ADDR" --in-memory & pids+=($!)
+bench_wait_owner org.propbus.PropBus1
+call=(busctl --address="$ADDR" call org.propbus.PropBus1 /org/propbus/PropBus1 org.propbus.PropBus1.Manager)
+"${call[@]}" CreateCommand 'sa{sv}' bench.cat 1 exec as 1 /bin/cat >/dev/null
+"${call[@]}" CreateCommand 'sa{sv}' bench.served 1 handler b true >/dev/null
+"$bin/propctl" --address "$ADDR" serve bench.served -- /bin/cat 2>/dev/null & pids+=($!)
+for _ in $(seq 100); do
+  busctl --address="$ADDR" get-property org.propbus.PropBus1 /org/propbus/PropBus1/bench/served org.propbus.PropBus1.Command Enabled | grep -q true && break
+  sleep 0.05
+done
+
+echo "Execute(/bin/cat) until the reply, $calls calls each, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+read -r rp50 rp99 rmax rn < <(bench/build/exec-latency spawn /bin/cat "$calls")
+printf '%-28s p50 %8.1f us   p99 %8.1f us   max %8.1f us\n' "spawn /bin/cat (reference)" "$rp50" "$rp99" "$rmax"
+for label in "exec command:bench/cat" "handler (propctl serve):bench/served"; do
+  read -r p50 p99 max n < <(bench/build/exec-latency execute "$ADDR" "/org/propbus/PropBus1/${label#*:}" "$calls")
+  printf '%-28s p50 %8.1f us   p99 %8.1f us   max %8.1f us   %.2fx the reference p50\n' "${label%%:*}" "$p50" "$p99" "$max" "$(awk -v a="$p50" -v b="$rp50" 'BEGIN { print a / b }')"
+done
