@@ -21,48 +21,17 @@ final class PolicyFileOnSystemBusTests: XCTestCase {
         directory = try makeTemporaryDirectory(prefix: "pbit-sys")
         // nobody must reach the socket.
         chmod(directory.path, 0o755)
-        let policySource = ActivationBus.systemdDirectory.appendingPathComponent("org.propbus.PropBus1.conf")
-        let policy = try String(contentsOf: policySource, encoding: .utf8)
+        let policy = try String(contentsOf: PrivateBus.policyFile, encoding: .utf8)
         XCTAssertTrue(policy.contains("<policy user=\"propbus\">"), policy)
         let policyURL = directory.appendingPathComponent("org.propbus.PropBus1.conf")
         try policy.replacingOccurrences(of: "<policy user=\"propbus\">", with: "<policy user=\"root\">")
             .write(to: policyURL, atomically: true, encoding: .utf8)
-        // The default policy of /usr/share/dbus-1/system.conf, which every system.d file amends.
-        let configuration = """
-        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-        <busconfig>
-          <type>system</type>
-          <listen>unix:path=\(directory.appendingPathComponent("bus").path)</listen>
-          <auth>EXTERNAL</auth>
-          <policy context="default">
-            <allow user="*"/>
-            <deny own="*"/>
-            <deny send_type="method_call"/>
-            <allow send_type="signal"/>
-            <allow send_requested_reply="true" send_type="method_return"/>
-            <allow send_requested_reply="true" send_type="error"/>
-            <allow receive_type="method_call"/>
-            <allow receive_type="method_return"/>
-            <allow receive_type="error"/>
-            <allow receive_type="signal"/>
-            <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
-            <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Introspectable"/>
-          </policy>
-          <include>\(policyURL.path)</include>
-        </busconfig>
-        """
+        // The default policy of /usr/share/dbus-1/system.conf, which every system.d file amends;
+        // root owns the name only through the rewritten policy file.
         let configURL = directory.appendingPathComponent("bus.conf")
-        try configuration.write(to: configURL, atomically: true, encoding: .utf8)
-        busProcess = try ChildProcess("dbus-daemon", ["--config-file=\(configURL.path)", "--nofork", "--print-address"],
-                                      environment: PrivateBus.isolatedEnvironment(address: nil))
-        var printed = ""
-        _ = await eventually(timeout: 10) {
-            if let first = self.busProcess.stdout.split(separator: "\n").first, self.busProcess.stdout.hasSuffix("\n") { printed = String(first) }
-            return !printed.isEmpty || !self.busProcess.isRunning
-        }
-        guard !printed.isEmpty else { throw TestSetupError("dbus-daemon did not start with the policy: \(busProcess.stderr)") }
-        address = printed
+        try PrivateBus.systemConfiguration(socketPath: directory.appendingPathComponent("bus").path, policy: policyURL, rootOwnsName: false)
+            .write(to: configURL, atomically: true, encoding: .utf8)
+        (busProcess, address) = try await PrivateBus.launch(configURL, environment: PrivateBus.isolatedEnvironment(address: nil), directory: directory)
     }
 
     override func tearDown() async throws {

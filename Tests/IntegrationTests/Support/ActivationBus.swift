@@ -58,18 +58,7 @@ final class ActivationBus: @unchecked Sendable {
         environment["XDG_STATE_HOME"] = directory.appendingPathComponent("xdg-state").path
         environment["XDG_CONFIG_HOME"] = directory.appendingPathComponent("xdg-config").path
         environment["HOME"] = directory.path
-        let process = try ChildProcess("dbus-daemon", ["--config-file=\(configURL.path)", "--nofork", "--print-address"],
-                                       environment: environment)
-        var address = ""
-        let printed = await eventually(timeout: 10) {
-            if let first = process.stdout.split(separator: "\n").first, process.stdout.hasSuffix("\n") { address = String(first) }
-            return !address.isEmpty || !process.isRunning
-        }
-        guard printed, !address.isEmpty else {
-            await process.stop()
-            try? FileManager.default.removeItem(at: directory)
-            throw TestSetupError("dbus-daemon did not print its address: \(process.stderr)")
-        }
+        let (process, address) = try await PrivateBus.launch(configURL, environment: environment, directory: directory)
         return ActivationBus(address: address, directory: directory, process: process)
     }
 

@@ -49,10 +49,11 @@ final class PrivateBus: @unchecked Sendable {
         """
     }
 
-    /// A system bus as Debian's /usr/share/dbus-1/system.conf sets it up, with the project's
-    /// policy file included. The daemon runs as root in tests, so root may own its name (on a
-    /// real system only the `propbus` user may, by the policy file).
-    static func systemConfiguration(socketPath: String) -> String {
+    /// A system bus as Debian's /usr/share/dbus-1/system.conf sets it up, with `policy` (the
+    /// project's policy file by default) included. The daemon runs as root in tests, so root may
+    /// own its name unless `rootOwnsName` is false (on a real system only the `propbus` user may,
+    /// by the policy file).
+    static func systemConfiguration(socketPath: String, policy: URL = policyFile, rootOwnsName: Bool = true) -> String {
         """
         <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
          "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
@@ -77,10 +78,8 @@ final class PrivateBus: @unchecked Sendable {
             <deny send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus" send_member="UpdateActivationEnvironment"/>
             <deny send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Debug.Stats"/>
           </policy>
-          <policy user="root">
-            <allow own="org.propbus.PropBus1"/>
-          </policy>
-          <include>\(policyFile.path)</include>
+          \(rootOwnsName ? #"<policy user="root"><allow own="org.propbus.PropBus1"/></policy>"# : "")
+          <include>\(policy.path)</include>
           <limit name="max_replies_per_connection">50000</limit>
           <limit name="max_match_rules_per_connection">50000</limit>
           <limit name="reply_timeout">60000</limit>
@@ -108,8 +107,15 @@ final class PrivateBus: @unchecked Sendable {
             // mkdtemp makes the directory 0700; other users must reach the socket inside.
             chmod(directory.path, 0o755)
         }
+        let (process, address) = try await launch(configURL, environment: isolatedEnvironment(address: nil), directory: directory)
+        return PrivateBus(address: address, directory: directory, process: process, kind: kind)
+    }
+
+    /// Runs `dbus-daemon` with the configuration at `configURL` and waits until it has printed its
+    /// address; if it does not, stops it, removes `directory` and throws.
+    static func launch(_ configURL: URL, environment: [String: String], directory: URL) async throws -> (ChildProcess, String) {
         let process = try ChildProcess("dbus-daemon", ["--config-file=\(configURL.path)", "--nofork", "--print-address"],
-                                       environment: isolatedEnvironment(address: nil))
+                                       environment: environment)
         var address = ""
         let printed = await eventually(timeout: 10) {
             let lines = process.stdout.split(separator: "\n")
@@ -121,7 +127,7 @@ final class PrivateBus: @unchecked Sendable {
             try? FileManager.default.removeItem(at: directory)
             throw TestSetupError("dbus-daemon did not print its address: \(process.stderr)")
         }
-        return PrivateBus(address: address, directory: directory, process: process, kind: kind)
+        return (process, address)
     }
 
     /// The environment for every child on this bus. State directories point into the bus's
