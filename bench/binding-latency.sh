@@ -18,9 +18,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 scripts/setup
-command -v gcc >/dev/null || bench_need gcc libc6-dev
-mkdir -p bench/build
-gcc -O2 -Wall -Wextra -o bench/build/bind-latency bench/ref/bind-latency.c $(pkg-config --cflags --libs dbus-1)
+bench_cc bind-latency
 swift build -c release --product propbusd >&2
 bin=$(swift build -c release --show-bin-path)
 

@@ -20,9 +20,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 scripts/setup
-command -v gcc >/dev/null || bench_need gcc libc6-dev
-mkdir -p bench/build
-gcc -O2 -Wall -Wextra -o bench/build/exec-latency bench/ref/exec-latency.c $(pkg-config --cflags --libs dbus-1)
+bench_cc exec-latency
 swift build -c release --product propbusd >&2
 swift build -c release --product propctl >&2
 bin=$(swift build -c release --show-bin-path)

@@ -29,11 +29,8 @@ OBJ=/org/propbus/PropBus1/bench IFACE=org.propbus.PropBus1.Values
 
 # --- build ---------------------------------------------------------------------------
 scripts/setup
-command -v gcc >/dev/null || bench_need gcc libc6-dev
-mkdir -p bench/build bench/out
-for prog in ref-service get-client; do
-  gcc -O2 -Wall -Wextra -o "bench/build/$prog" "bench/ref/$prog.c" $(pkg-config --cflags --libs dbus-1)
-done
+mkdir -p bench/out
+for prog in ref-service get-client; do bench_cc "$prog"; done
 if [ "$self" -eq 0 ]; then
   swift build -c release --product propbusd >&2
   propbusd="$(swift build -c release --show-bin-path)/propbusd"

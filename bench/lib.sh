@@ -5,6 +5,8 @@
 #   bench_has_owner NAME                      whether NAME is owned on $ADDR
 #   bench_wait_owner NAME                     waits up to 15 s for NAME
 #   bench_need PKG...                         installs Debian packages (as root) when missing
+#   bench_cc PROG                             builds bench/ref/PROG.c against libdbus into
+#                                             bench/build/PROG (installing gcc when missing)
 
 bench_need() {
   [ $# -gt 0 ] || return 0
@@ -60,4 +62,10 @@ bench_wait_owner() {
   for _ in $(seq 300); do bench_has_owner "$1" && return 0; sleep 0.05; done
   echo "bench: $1 did not appear on the bus" >&2
   return 1
+}
+
+bench_cc() {
+  command -v gcc >/dev/null || bench_need gcc libc6-dev
+  mkdir -p bench/build
+  gcc -O2 -Wall -Wextra -o "bench/build/$1" "bench/ref/$1.c" $(pkg-config --cflags --libs dbus-1)
 }

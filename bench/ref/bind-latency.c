@@ -5,21 +5,11 @@
  * Both keys must be of type i. Each iteration sets the source to a fresh value and waits for a
  * PropertiesChanged on the target carrying the same value (identity binding). */
 #include <dbus/dbus.h>
+#include "latency.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static long long now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-    long long x = *(const long long *)a, y = *(const long long *)b;
-    return (x > y) - (x < y);
-}
 
 /* Whether msg is PropertiesChanged on path carrying name = want. */
 static int carries(DBusMessage *msg, const char *path, const char *name, dbus_int32_t want) {
@@ -89,7 +79,6 @@ int main(int argc, char **argv) {
             }
         }
     }
-    qsort(lat, (size_t)n, sizeof *lat, cmp);
-    printf("%.1f %.1f %.1f %d\n", lat[n / 2] / 1000.0, lat[(n * 99) / 100] / 1000.0, lat[n - 1] / 1000.0, n);
+    report_latencies(lat, n);
     return 0;
 }

@@ -6,6 +6,7 @@
  *                                                      waitpid, what the daemon does at least
  * The reference runs the same program the same way, minus D-Bus and propbusd. */
 #include <dbus/dbus.h>
+#include "latency.h"
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,22 +16,6 @@
 #include <unistd.h>
 
 extern char **environ;
-
-static long long now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-    long long x = *(const long long *)a, y = *(const long long *)b;
-    return (x > y) - (x < y);
-}
-
-static void report(long long *lat, int n) {
-    qsort(lat, n, sizeof *lat, cmp);
-    printf("%.1f %.1f %.1f %d\n", lat[n / 2] / 1e3, lat[(n * 99) / 100] / 1e3, lat[n - 1] / 1e3, n);
-}
 
 static long long execute_once(DBusConnection *c, const char *path) {
     DBusMessage *m = dbus_message_new_method_call("org.propbus.PropBus1", path, "org.propbus.PropBus1.Command", "Execute");
@@ -88,7 +73,7 @@ int main(int argc, char **argv) {
         long long *lat = malloc(sizeof *lat * n);
         for (int i = 0; i < 20; i++) execute_once(c, argv[3]);
         for (int i = 0; i < n; i++) lat[i] = execute_once(c, argv[3]);
-        report(lat, n);
+        report_latencies(lat, n);
         return 0;
     }
     if (argc == 4 && strcmp(argv[1], "spawn") == 0) {
@@ -96,7 +81,7 @@ int main(int argc, char **argv) {
         long long *lat = malloc(sizeof *lat * n);
         for (int i = 0; i < 20; i++) spawn_once(argv[2]);
         for (int i = 0; i < n; i++) lat[i] = spawn_once(argv[2]);
-        report(lat, n);
+        report_latencies(lat, n);
         return 0;
     }
     fprintf(stderr, "usage: exec-latency execute ADDRESS PATH N | exec-latency spawn PROGRAM N\n");
