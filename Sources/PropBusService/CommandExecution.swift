@@ -6,8 +6,6 @@ extension Service {
     /// The path and interface at which handler clients export `Run` (and `Cancel`).
     static let handlerPath = "/org/propbus/PropBus1/Handler"
     static let handlerInterface = "org.propbus.PropBus1.Handler"
-    /// The largest input also passed in `PROPBUS_INPUT`: the kernel limits one environment string.
-    static let maximumEnvironmentInput = 64 * 1024
 
     /// Accepts an execution of `key` and starts its work; returns its id.
     ///
@@ -37,13 +35,10 @@ extension Service {
     }
 
     private func spawn(_ argv: [String], for execution: CommandTable.Execution) {
-        let text = ValueText.format(execution.input)
-        var environment = ["PROPBUS_COMMAND": execution.command.text, "PROPBUS_EXECUTION_ID": String(execution.id)]
-        if text.utf8.count <= Self.maximumEnvironmentInput { environment["PROPBUS_INPUT"] = text }
         let queue = tree.connection.queue
         do {
-            let process = try CommandProcess.start(argv, input: Array(text.utf8), environment: environment,
-                                                   outputLimit: model.limits.maximumValueSize) { [self] outcome in
+            let process = try CommandProcess.execute(argv, command: execution.command, execution: execution.id, input: execution.input,
+                                                     outputLimit: model.limits.maximumValueSize) { [self] outcome in
                 queue.async { [self] in processEnded(execution, outcome) }
             }
             running[execution.id]?.process = process

@@ -1,3 +1,4 @@
+import DBus
 import Dispatch
 import Glibc
 import Synchronization
@@ -141,6 +142,20 @@ public final class CommandProcess: @unchecked Sendable {
             completion(process.pump(input: input, streams: streams))
         }
         return process
+    }
+
+    /// The largest input also passed in `PROPBUS_INPUT`: the kernel limits one environment string.
+    public static let maximumEnvironmentInput = 64 * 1024
+
+    /// Starts one execution of `command` the way SPEC §6 gives it to a program: `input` as text
+    /// (scalars plain, containers as JSON) on stdin and, when it fits in one environment string,
+    /// in `PROPBUS_INPUT`, with `PROPBUS_COMMAND` and `PROPBUS_EXECUTION_ID` set.
+    public static func execute(_ argv: [String], command: Key, execution id: UInt64, input: DBusValue, outputLimit: Int,
+                               completion: @escaping @Sendable (Outcome) -> Void) throws(PropBusError) -> CommandProcess {
+        let text = ValueText.format(input)
+        var environment = ["PROPBUS_COMMAND": command.text, "PROPBUS_EXECUTION_ID": String(id)]
+        if text.utf8.count <= maximumEnvironmentInput { environment["PROPBUS_INPUT"] = text }
+        return try start(argv, input: Array(text.utf8), environment: environment, outputLimit: outputLimit, completion: completion)
     }
 
     /// Stops the whole process group: SIGTERM now, SIGKILL after `grace` seconds if it is still there.

@@ -72,12 +72,9 @@ final class HandlerServer: @unchecked Sendable {
         InterfaceDescription(Self.interface, methods: [
             MethodDescription("Run", in: [("key", "s"), ("id", "t"), ("input", "v")], out: [("result", "v")]) { [unowned self] call throws(DBusError) in
                 guard case .uint64(let id) = call.arguments[1] else { throw .invalidArgs("Run expects (s key, t id, v input)") }
-                let text = ValueText.format(call.arguments[2].unwrappingVariantOnce)
-                var environment = ["PROPBUS_COMMAND": key.text, "PROPBUS_EXECUTION_ID": String(id)]
-                if text.utf8.count <= 64 * 1024 { environment["PROPBUS_INPUT"] = text }
                 do {
-                    let process = try CommandProcess.start(argv, input: Array(text.utf8), environment: environment,
-                                                           outputLimit: 1 << 20) { [self] outcome in
+                    let process = try CommandProcess.execute(argv, command: key, execution: id, input: call.arguments[2].unwrappingVariantOnce,
+                                                             outputLimit: 1 << 20) { [self] outcome in
                         connection.queue.async { [self] in finish(id, outcome) }
                     }
                     running[id] = (process, call)
