@@ -138,10 +138,11 @@ public final class CommandTable {
     public func delete(key keyText: String) throws(PropBusError) -> (ended: [Execution], changes: [PropertyChange]) {
         let key = try command(keyText)
         snapshot()
+        let ended = running(of: key)
         let command = commands.removeValue(forKey: key)!
         if let predicate = command.definition.enabledWhen { unindex(key, predicate) }
         store.removeCommand(key)
-        return (command.running.values.sorted { $0.id < $1.id }, model.removeState(of: key))
+        return (ended, model.removeState(of: key))
     }
 
     private func unindex(_ key: Key, _ predicate: Expression) {
@@ -225,7 +226,7 @@ public final class CommandTable {
     }
 
     private func dropHandler(_ key: Key) -> (ended: [Execution], changes: [PropertyChange]) {
-        let ended = commands[key]!.running.values.sorted { $0.id < $1.id }
+        let ended = running(of: key)
         commands[key]!.handler = nil
         commands[key]!.running = [:]
         return (ended, update(key))
