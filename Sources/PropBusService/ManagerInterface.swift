@@ -56,6 +56,11 @@ extension Service {
         var items = entry.definition.metadata
         items["is_set"] = .boolean(entry.storedValue != nil)
         items["revision"] = .uint64(entry.revision)
+        if let hidden = entry.hidden {
+            // Kept in the store, unseen: say so, and why, so nobody thinks it lost.
+            items["hidden_value"] = hidden.value
+            items["hidden_reason"] = .string(hidden.reason)
+        }
         return .vardict(items)
     }
 }

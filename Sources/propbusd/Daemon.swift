@@ -18,6 +18,8 @@ final class Daemon: @unchecked Sendable {
     private var connection: Connection?
     private var service: Service?
     private var store: PropertyStore?
+    /// The state directory's lock, held until exit: one daemon per store.
+    private var lock: StateDirectoryLock?
     private var model: PropertyModel?
     private var commands: CommandTable?
     private var signalSources: [DispatchSourceSignal] = []
@@ -31,16 +33,29 @@ final class Daemon: @unchecked Sendable {
 
     /// Opens and checks the store and loads the model, before anything touches the bus: a
     /// damaged store must stop the daemon before it owns its name. On failure prints why and exits.
+    ///
+    /// Only reads and checks: what the model files and stored bindings change is committed by
+    /// ``start()`` once the name is owned, so a daemon that loses the race for the name (or the
+    /// lock) leaves the store as it found it.
     func openStore(environment: [String: String] = ProcessInfo.processInfo.environment) {
         do {
             let store: PropertyStore
+            let storeDescription: String
             if options.inMemory {
                 store = MemoryStore()
+                storeDescription = "in memory"
             } else {
                 let systemBus = if case .system = options.bus { true } else { false }
                 let directory = StateDirectory.resolve(environment: environment, option: options.stateDirectory, systemBus: systemBus)
                 try StateDirectory.create(directory)
-                store = try openDatabase(directory + "/" + SQLiteStore.fileName)
+                // Before the store is opened: a second daemon must not even read a store in use.
+                lock = try StateDirectoryLock(directory: directory)
+                storeDescription = directory + "/" + SQLiteStore.fileName
+                Log.info("propbusd \(Service.version) starting: store \(storeDescription), bus \(Self.describe(options.bus))")
+                store = try openDatabase(storeDescription)
+            }
+            if options.inMemory {
+                Log.info("propbusd \(Service.version) starting: store \(storeDescription), bus \(Self.describe(options.bus))")
             }
             let model = try PropertyModel(store: store, limits: options.limits)
             let commands = CommandTable(model: model, store: store, maximumRunning: options.maximumExecutions)
@@ -52,8 +67,7 @@ final class Daemon: @unchecked Sendable {
             for (binding, error) in model.resynchronizeBindings().failures {
                 Diagnostics.write("propbusd: binding \(binding.id) (\(binding.key) ↔ \(binding.to)) could not be synchronized at startup: \(error.message)\n")
             }
-            // Declarations are applied before the bus is reached, so commit them here.
-            try store.commit()
+            // The declarations stay buffered in the store until the name is owned (start()).
             model.commitRound()
             commands.commitRound()
             self.model = model
@@ -78,7 +92,9 @@ final class Daemon: @unchecked Sendable {
         do {
             return try SQLiteStore(path: path)
         } catch {
-            guard options.recover else {
+            // Only damage is worth setting the file aside; a full disk or a permission is not.
+            guard options.recover, SQLiteStore.isCorruption(error) else {
+                guard SQLiteStore.isCorruption(error) else { throw error }
                 throw PropBusError(error.code, error.message + "\npropbusd: start it with --recover to move the damaged files aside (they are kept) and start empty")
             }
             let moved = try SQLiteStore.moveAside(path)
@@ -107,6 +123,8 @@ final class Daemon: @unchecked Sendable {
                         }
                         // Export everything before owning the name: no client may see a half-built daemon.
                         service = Service(connection: connection, model: model, store: store, commands: commands, options: serviceOptions)
+                        service?.storeFailureHandler = { Log.storeFailure($0.message) }
+                        service?.holdsCommits = true
                         self.connection = connection
                         connection.onDisconnect = {
                             Self.fail("lost the connection to the bus", code: 1)
@@ -125,6 +143,11 @@ final class Daemon: @unchecked Sendable {
             queue.async { [self] in
                 // A SIGTERM during start-up already said STOPPING=1; READY=1 would contradict it.
                 guard !stopping else { return }
+                // Ours now: what the model files and stored bindings changed becomes durable.
+                do throws(DBusError) { try service?.releaseCommits() } catch {
+                    Self.fail("cannot commit the model files' declarations: \(error.message)", code: 1)
+                }
+                Log.info("propbusd ready: serving \(service?.propertyCount ?? 0) properties as \(Service.busName)")
                 notifier.notify("READY=1\nSTATUS=Serving \(service?.propertyCount ?? 0) properties as \(Service.busName)")
                 startWatchdog()
             }
@@ -167,6 +190,7 @@ final class Daemon: @unchecked Sendable {
         stopping = true
         // 1. systemd hears it first, also when the signal came from someone else.
         notifier.notify("STOPPING=1\nSTATUS=Shutting down")
+        Log.info("propbusd stopping")
         guard let connection, let service else { exit(0) }
         // 2. Calls arriving from now on are answered NoServer, unhandled: nothing may change
         //    after the final commit.
@@ -187,6 +211,8 @@ final class Daemon: @unchecked Sendable {
             Diagnostics.write("propbusd: the final commit failed, the last changes are lost: \(error.name): \(error.message)\n")
             status = 1
         }
+        // A clean exit leaves a checkpointed store: no WAL for the next start to replay.
+        (store as? SQLiteStore)?.close()
         // 5. Release the name before closing, so NameOwnerChanged tells clients at once and
         //    activation can start a new instance; bounded, so a wedged bus cannot hold us.
         Task {
@@ -194,8 +220,17 @@ final class Daemon: @unchecked Sendable {
                                            interface: "org.freedesktop.DBus", member: "ReleaseName",
                                            arguments: [.string(Service.busName)], timeoutMilliseconds: 5_000)
             connection.flush()
+            Log.info("propbusd stopped")
             // 6.
             exit(status)
+        }
+    }
+
+    static func describe(_ bus: BusAddress) -> String {
+        switch bus {
+        case .session: "session"
+        case .system: "system"
+        case .address(let address): address
         }
     }
 

@@ -13,6 +13,11 @@ public final class SQLiteStore: PropertyStore {
     public static let schemaVersion: Int64 = 3
     /// The database file name inside the state directory.
     public static let fileName = "propbus.db"
+    /// `PRAGMA application_id` of a propbus store ('PBUS'), so that another application's
+    /// SQLite file at the same path is recognised and refused rather than altered.
+    public static let applicationID: Int32 = 0x5042_5553
+    /// The tables a propbus store holds; a database with other tables belongs to someone else.
+    static let tableNames: Set<String> = ["definitions", "stored_values", "meta", "bindings", "commands"]
 
     /// The database file.
     public let path: String
@@ -24,6 +29,12 @@ public final class SQLiteStore: PropertyStore {
     private var pendingBindings: [UInt64: Pending<Binding>] = [:]
     private var pendingNextBindingID: UInt64?
     private var pendingCommands: [Key: Pending<[String: DBusValue]>] = [:]
+    /// A store written before `application_id` existed gets it with its next commit: opening
+    /// writes nothing (see the daemon's start-up rule).
+    private var pendingApplicationID = false
+    /// A revision ceiling to record (``reserveRevisions(through:)``); kept across a rollback
+    /// until written, since the model already counts on it.
+    private var pendingReservation: UInt64?
 
     private enum Pending<T> {
         case save(T)
@@ -54,6 +65,15 @@ public final class SQLiteStore: PropertyStore {
             guard check == ["ok"] else {
                 throw PropBusError(.storeFailed, "the store \(path) is corrupt: integrity check reported: \(check.prefix(5).joined(separator: "; "))")
             }
+            let application = Int32(try database.textRows("PRAGMA application_id").first ?? "0") ?? 0
+            let tables = Set(try database.textRows("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"))
+            if application != 0, application != Self.applicationID {
+                throw PropBusError(.storeFailed, "\(path) is not a propbus store: it is another application's SQLite database (application_id \(application)); move it away or choose another --state-dir")
+            }
+            if application == 0, !tables.isSubset(of: Self.tableNames) {
+                throw PropBusError(.storeFailed, "\(path) is not a propbus store: it is an SQLite database with other tables (\(tables.subtracting(Self.tableNames).sorted().prefix(5).joined(separator: ", "))); move it away or choose another --state-dir")
+            }
+            pendingApplicationID = application == 0 && !tables.isEmpty
             let mode = try database.textRows("PRAGMA journal_mode=WAL")
             guard mode == ["wal"] else {
                 throw PropBusError(.storeFailed, "the store \(path) cannot use WAL mode (journal_mode is \(mode.first ?? "unknown"))")
@@ -75,9 +95,39 @@ public final class SQLiteStore: PropertyStore {
                 removeCommand: try database.prepare("DELETE FROM commands WHERE key = ?1"))
         } catch let error as PropBusError {
             throw error
+        } catch let error as SQLiteError {
+            throw Self.describe(error, path: path)
         } catch {
             throw PropBusError(.storeFailed, "the store \(path) is corrupt or unreadable: \(error)")
         }
+    }
+
+    /// Tells damage apart from the disk or the permissions: only damage is "corrupt" (and only
+    /// then does the daemon suggest `--recover`, which sets the file aside).
+    static func describe(_ error: SQLiteError, path: String) -> PropBusError {
+        switch error.code & 0xff {
+        case SQLITE_CORRUPT, SQLITE_NOTADB:
+            return PropBusError(.storeFailed, "the store \(path) is corrupt: \(error)")
+        case SQLITE_FULL:
+            return PropBusError(.storeFailed, "cannot use the store \(path): the disk is full (\(error)); free some space and start again")
+        case SQLITE_READONLY, SQLITE_PERM, SQLITE_AUTH, SQLITE_CANTOPEN:
+            return PropBusError(.storeFailed, "cannot open the store \(path): permission denied or read-only (\(error)); check the owner and mode of the file and its directory")
+        case SQLITE_IOERR:
+            return PropBusError(.storeFailed, "cannot read the store \(path): input/output error (\(error)); check the disk")
+        default:
+            return PropBusError(.storeFailed, "cannot open the store \(path): \(error)")
+        }
+    }
+
+    /// Whether a failure to open names a damaged store (the case for `--recover`), rather than
+    /// a full disk, a permission or an I/O error.
+    public static func isCorruption(_ error: PropBusError) -> Bool {
+        error.message.contains(" is corrupt")
+    }
+
+    /// Checkpoints the WAL into the database and empties it, for a clean exit.
+    public func close() {
+        try? database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     }
 
     private static func migrate(_ database: SQLiteDatabase, path: String) throws -> Void {
@@ -126,6 +176,7 @@ public final class SQLiteStore: PropertyStore {
                 try database.execute(steps[from]!)
             }
             try database.execute("PRAGMA user_version = \(schemaVersion)")
+            try database.execute("PRAGMA application_id = \(applicationID)")
             try database.execute("COMMIT")
         } catch {
             try? database.execute("ROLLBACK")
@@ -205,6 +256,8 @@ public final class SQLiteStore: PropertyStore {
 
     public func saveRevision(_ revision: UInt64) { pendingRevision = revision }
 
+    public func reserveRevisions(through ceiling: UInt64) { pendingReservation = max(pendingReservation ?? 0, ceiling) }
+
     public func saveBinding(_ binding: Binding) { pendingBindings[binding.id] = .save(binding) }
 
     public func removeBinding(_ id: UInt64) { pendingBindings[id] = .delete }
@@ -218,13 +271,28 @@ public final class SQLiteStore: PropertyStore {
     /// Whether writes are waiting for ``commit()``.
     public var hasPendingWrites: Bool {
         !pendingDefinitions.isEmpty || !pendingValues.isEmpty || pendingRevision != nil || !pendingBindings.isEmpty
-            || pendingNextBindingID != nil || !pendingCommands.isEmpty
+            || pendingNextBindingID != nil || !pendingCommands.isEmpty || pendingApplicationID
     }
 
     public func commit() throws(PropBusError) {
-        guard hasPendingWrites else { return }
+        guard hasPendingWrites else {
+            // A round of transient keys only: the reservation alone, best effort. On a full or
+            // read-only disk it waits for a later commit, and the round succeeds all the same.
+            if let reservation = pendingReservation {
+                do {
+                    try database.execute("BEGIN IMMEDIATE")
+                    try statements.saveRevision.run([.integer(Int64(bitPattern: reservation))])
+                    try database.execute("COMMIT")
+                    pendingReservation = nil
+                } catch {
+                    if database.inTransaction { try? database.execute("ROLLBACK") }
+                }
+            }
+            return
+        }
         do {
             try database.execute("BEGIN IMMEDIATE")
+            if pendingApplicationID { try database.execute("PRAGMA application_id = \(Self.applicationID)") }
             // Sorted, so a round's writes touch B-tree pages in order.
             for (key, pending) in pendingDefinitions.sorted(by: { $0.key < $1.key }) {
                 switch pending {
@@ -245,7 +313,10 @@ public final class SQLiteStore: PropertyStore {
                     try statements.removeValue.run([.text(key.text)])
                 }
             }
-            if let pendingRevision { try statements.saveRevision.run([.integer(Int64(bitPattern: pendingRevision))]) }
+            if pendingRevision != nil || pendingReservation != nil {
+                let ceiling = max(pendingRevision ?? 0, pendingReservation ?? 0)
+                try statements.saveRevision.run([.integer(Int64(bitPattern: ceiling))])
+            }
             if let pendingNextBindingID { try statements.saveNextBindingID.run([.integer(Int64(bitPattern: pendingNextBindingID))]) }
             for (id, pending) in pendingBindings.sorted(by: { $0.key < $1.key }) {
                 switch pending {
@@ -267,6 +338,8 @@ public final class SQLiteStore: PropertyStore {
             if database.inTransaction { try? database.execute("ROLLBACK") }
             throw PropBusError(.storeFailed, "cannot commit to the store \(path): \(error)")
         }
+        pendingApplicationID = false
+        pendingReservation = nil
         clearPending()
     }
 
