@@ -59,7 +59,7 @@ final class ClientChannelLostUpdateTests: DaemonTestCase, @unchecked Sendable {
         let log = directory.appendingPathComponent("seen").path
         let coprocess = try script("json", """
             while IFS= read -r line; do
-              echo "$line" >> \(log)
+              printf '%s\\n' "$line" >> \(log)
               if [ "$line" = '"go"' ]; then printf '%s\\n' '"three\\nfour"'; fi
             done
             """)
