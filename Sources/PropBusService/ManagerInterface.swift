@@ -46,8 +46,11 @@ extension Service {
                 })
                 return .reply([])
             },
-        ] + bindingMethods() + commandMethods(), properties: .fixed([
+        ] + bindingMethods() + commandMethods() + modelFileMethods(), properties: .fixed([
             PropertyDescription("Version", type: .string, changeSignal: .const) { .string(Self.version) },
+            PropertyDescription("SkippedModelFiles", type: try! DBusType(parsing: "a(ss)"), changeSignal: .none) { [unowned self] in
+                Self.skippedList(skippedModelFiles)
+            },
         ]))
     }
 

@@ -51,6 +51,11 @@ public final class Service: @unchecked Sendable {
     /// While set, rounds do not commit: the daemon holds the store's writes until it owns its
     /// name, so a daemon that loses the name leaves its store as it found it.
     public var holdsCommits = false
+    /// Re-reads the model files (`Manager.Reload`, SIGHUP); set by the daemon, which knows them.
+    /// Runs on the queue between rounds; returns the files it skipped.
+    public var reloadHandler: (() throws(DBusError) -> [ModelFileSet.Skipped])?
+    /// The model files skipped by the last load, for `SkippedModelFiles` (`propctl status`).
+    public var skippedModelFiles: [ModelFileSet.Skipped] = []
     /// Told of every commit the store refused (the daemon logs them, rate-limited).
     public var storeFailureHandler: ((PropBusError) -> Void)?
     /// Groups exported since the last flush: a property created in one needs no PropertiesChanged.
@@ -98,7 +103,7 @@ public final class Service: @unchecked Sendable {
         (managerInterface, "CreateProperty"), (managerInterface, "DeleteProperty"), (managerInterface, "Apply"),
         (valuesInterface, "Reset"), (valuesInterface, "CompareAndSet"),
         (managerInterface, "Bind"), (managerInterface, "Unbind"),
-        (managerInterface, "CreateCommand"), (managerInterface, "DeleteCommand"),
+        (managerInterface, "CreateCommand"), (managerInterface, "DeleteCommand"), (managerInterface, "Prune"),
     ]
 
     /// Makes the round's writes durable before its replies and signals go out.

@@ -22,6 +22,9 @@ final class Daemon: @unchecked Sendable {
     private var lock: StateDirectoryLock?
     private var model: PropertyModel?
     private var commands: CommandTable?
+    private let modelFiles = ModelFileSet()
+    /// The model files to read: the config directory's, then `--model` ones (read again at each reload).
+    private var modelPaths: () -> [String] = { [] }
     private var signalSources: [DispatchSourceSignal] = []
     private var watchdog: DispatchSourceTimer?
     private var stopping = false
@@ -59,10 +62,18 @@ final class Daemon: @unchecked Sendable {
             }
             let model = try PropertyModel(store: store, limits: options.limits)
             let commands = CommandTable(model: model, store: store, maximumRunning: options.maximumExecutions)
-            for (key, error) in commands.recreate(model.storedCommands) {
+            // A predicate may read a key that is gone (or comes with a model file below): the
+            // command then starts disabled rather than being lost.
+            for (key, error) in commands.recreate(model.storedCommands, allowingMissingKeys: true) {
                 Diagnostics.write("propbusd: stored command \(key) could not be created again: \(error.message)\n")
             }
-            try loadModelFiles(into: model, commands: commands, environment: environment)
+            let systemBus = if case .system = options.bus { true } else { false }
+            let directory = ModelFile.configDirectory(environment: environment, systemBus: systemBus)
+            let extra = options.models
+            modelPaths = { ModelFile.files(in: directory) + extra }
+            let report = try modelFiles.load(modelPaths(), into: model, commands: commands, store: store, strict: options.strictModels)
+            _ = commands.refresh(after: report.changes)
+            logSkippedModelFiles()
             // Stored bindings start as they were made: the leading side wins.
             for (binding, error) in model.resynchronizeBindings().failures {
                 Diagnostics.write("propbusd: binding \(binding.id) (\(binding.key) ↔ \(binding.to)) could not be synchronized at startup: \(error.message)\n")
@@ -78,14 +89,42 @@ final class Daemon: @unchecked Sendable {
         }
     }
 
-    /// Registers what the config directory's model files and `--model` files declare.
-    private func loadModelFiles(into model: PropertyModel, commands: CommandTable, environment: [String: String]) throws(PropBusError) {
-        let systemBus = if case .system = options.bus { true } else { false }
-        let paths = ModelFile.files(in: ModelFile.configDirectory(environment: environment, systemBus: systemBus)) + options.models
-        for path in paths {
-            let file = try ModelFile(contentsOf: path)
-            _ = try file.apply(to: model, commands: commands)
+    private func logSkippedModelFiles() {
+        for skipped in modelFiles.skipped {
+            // The reason starts with file:line:column, as compilers write it.
+            Log.info("skipped model file \(skipped.reason)")
         }
+    }
+
+    /// SIGHUP and `Manager.Reload`: reads the model files again and applies the difference,
+    /// with sd_notify's reload protocol around it. Returns the files skipped.
+    private func reload(because origin: String) throws(DBusError) -> [ModelFileSet.Skipped] {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard let model, let commands, let store, let service, !stopping else {
+            throw DBusError(name: DBusError.Name.failed, message: "propbusd is not serving; nothing to reload")
+        }
+        notifier.notify("RELOADING=1\nSTATUS=Reloading model files\nMONOTONIC_USEC=\(Self.monotonicMicroseconds())")
+        Log.info("reloading model files (\(origin))")
+        defer {
+            notifier.notify("READY=1\nSTATUS=Serving \(service.propertyCount) properties as \(Service.busName)")
+        }
+        let report: ModelFileSet.Report
+        do {
+            report = try modelFiles.load(modelPaths(), into: model, commands: commands, store: store, strict: false)
+        } catch {
+            throw error.dbusError
+        }
+        try service.applyReload(report.changes, skipped: modelFiles.skipped)
+        Log.info("reloaded model files: \(report.loaded.count) loaded, \(modelFiles.skipped.count) skipped, \(report.retired.count) keys left the bus (their stored values are kept)")
+        logSkippedModelFiles()
+        return modelFiles.skipped
+    }
+
+    /// `CLOCK_MONOTONIC` in microseconds, as systemd's `MONOTONIC_USEC=` wants it with RELOADING=1.
+    static func monotonicMicroseconds() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1_000
     }
 
     private func openDatabase(_ path: String) throws(PropBusError) -> SQLiteStore {
@@ -125,6 +164,8 @@ final class Daemon: @unchecked Sendable {
                         service = Service(connection: connection, model: model, store: store, commands: commands, options: serviceOptions)
                         service?.storeFailureHandler = { Log.storeFailure($0.message) }
                         service?.holdsCommits = true
+                        service?.skippedModelFiles = modelFiles.skipped
+                        service?.reloadHandler = { [unowned self] () throws(DBusError) in try reload(because: "Manager.Reload") }
                         self.connection = connection
                         connection.onDisconnect = {
                             Self.fail("lost the connection to the bus", code: 1)
@@ -167,6 +208,15 @@ final class Daemon: @unchecked Sendable {
             source.resume()
             signalSources.append(source)
         }
+        // SIGHUP reloads the model files (systemctl reload); its default action would kill us.
+        let hangup = DispatchSource.makeSignalSource(signal: SIGHUP, queue: queue)
+        hangup.setEventHandler { [self] in
+            do throws(DBusError) { _ = try reload(because: "SIGHUP") } catch {
+                Log.info("reload failed: \(error.name): \(error.message)")
+            }
+        }
+        hangup.resume()
+        signalSources.append(hangup)
     }
 
     /// Pings systemd's watchdog (`WatchdogSec=`) at half its period, from the connection's queue:

@@ -56,7 +56,8 @@ public final class PropertyModel {
     private var unclaimedValues: [Key: (value: DBusValue, revision: UInt64)] = [:]
     /// Each key's entry as it was at the last commit (`nil`: it did not exist), first touch wins.
     private var undoLog: [Key: Entry?] = [:]
-    private var undoUnclaimed: [Key: (value: DBusValue, revision: UInt64)] = [:]
+    /// Unclaimed values as they were at the last commit (`nil`: there was none), first touch wins.
+    private var undoUnclaimed: [Key: (value: DBusValue, revision: UInt64)?] = [:]
     private var revisionAtCommit: UInt64 = 0
     /// Revisions up to here are reserved in the store: transient changes hand them out without
     /// touching the disk (issue 11: transient means memory), and a restart starts above them.
@@ -125,6 +126,10 @@ public final class PropertyModel {
         revision = revisionAtCommit
         commitRound()
         return touched
+    }
+
+    private func rememberUnclaimed(_ key: Key) {
+        if undoUnclaimed.index(forKey: key) == nil { undoUnclaimed.updateValue(unclaimedValues[key], forKey: key) }
     }
 
     /// Records `key`'s state before its first change in this round.
@@ -201,7 +206,7 @@ public final class PropertyModel {
         var candidate = entry.storedValue ?? entry.hidden?.value
         if existing == nil, let stored = unclaimedValues[key] {
             // A value stored in an earlier run, for a property declared again only now.
-            undoUnclaimed[key] = stored
+            rememberUnclaimed(key)
             unclaimedValues[key] = nil
             candidate = stored.value
             entry.revision = stored.revision
@@ -253,6 +258,41 @@ public final class PropertyModel {
         } catch {
             entry.hidden = HiddenValue(value: value, reason: error.message)
         }
+    }
+
+    // MARK: Model files
+
+    /// Takes a property off the bus but keeps its stored value, unclaimed: a key its model file
+    /// no longer declares. Declared again, it gets its value back; ``prune(_:)`` drops it.
+    public func retire(_ key: Key) -> [PropertyChange] {
+        guard let existing = entries[key], existing.definition.stateOf == nil else { return [] }
+        remember(key)
+        entries.removeValue(forKey: key)
+        removeFromGroup(key)
+        store.retireDefinition(key)
+        if existing.definition.persistent, let kept = existing.storedValue ?? existing.hidden?.value {
+            rememberUnclaimed(key)
+            unclaimedValues[key] = (kept, existing.revision)
+        }
+        let ended = bindings.touching(key).map { removeBinding($0.id) }
+        return [.deleted(key, old: existing.value)] + ended
+    }
+
+    /// Stored values that no definition claims, sorted by key.
+    public var unclaimed: [(key: Key, value: DBusValue)] {
+        unclaimedValues.map { ($0.key, $0.value.value) }.sorted { $0.key < $1.key }
+    }
+
+    /// Deletes stored values no definition claims; returns the keys whose value went.
+    public func prune(_ keys: [Key]) -> [Key] {
+        var pruned: [Key] = []
+        for key in keys where unclaimedValues[key] != nil {
+            rememberUnclaimed(key)
+            unclaimedValues[key] = nil
+            store.removeValue(for: key)
+            pruned.append(key)
+        }
+        return pruned
     }
 
     /// Removes a property and its stored value.

@@ -11,6 +11,12 @@ public protocol PropertyStore: AnyObject {
     func saveDefinition(_ definition: PropertyDefinition)
     /// Forgets a definition and its value.
     func removeDefinition(_ key: Key)
+    /// Forgets a definition but keeps its stored value (a key whose model file no longer
+    /// declares it: the value returns if the key is declared again, until pruned).
+    func retireDefinition(_ key: Key)
+    /// The writes recorded since the last commit, to go back to with ``StoreSavepoint/restore()``
+    /// (a model file that fails half-way is skipped as a whole).
+    func savepoint() -> StoreSavepoint
     /// Records a persistent property's value.
     func saveValue(_ value: DBusValue, revision: UInt64, for key: Key)
     /// Forgets a stored value (Reset).
@@ -41,6 +47,16 @@ public protocol PropertyStore: AnyObject {
 
 extension PropertyStore {
     public func reserveRevisions(through ceiling: UInt64) { saveRevision(ceiling) }
+    public func retireDefinition(_ key: Key) {}
+    public func savepoint() -> StoreSavepoint { StoreSavepoint {} }
+}
+
+/// Uncommitted writes as they were at one moment.
+public struct StoreSavepoint {
+    /// Puts the uncommitted writes back as they were.
+    public let restore: () -> Void
+
+    public init(restore: @escaping () -> Void) { self.restore = restore }
 }
 
 /// The contents of a store, as loaded at startup.

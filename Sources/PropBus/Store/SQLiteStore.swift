@@ -252,6 +252,18 @@ public final class SQLiteStore: PropertyStore {
 
     public func saveValue(_ value: DBusValue, revision: UInt64, for key: Key) { pendingValues[key] = .save((value, revision)) }
 
+    public func retireDefinition(_ key: Key) { pendingDefinitions[key] = .delete }
+
+    public func savepoint() -> StoreSavepoint {
+        let (definitions, values, revision, bindings, nextBindingID, commands) =
+            (pendingDefinitions, pendingValues, pendingRevision, pendingBindings, pendingNextBindingID, pendingCommands)
+        return StoreSavepoint { [weak self] in
+            guard let self else { return }
+            (pendingDefinitions, pendingValues, pendingRevision, pendingBindings, pendingNextBindingID, pendingCommands) =
+                (definitions, values, revision, bindings, nextBindingID, commands)
+        }
+    }
+
     public func removeValue(for key: Key) { pendingValues[key] = .delete }
 
     public func saveRevision(_ revision: UInt64) { pendingRevision = revision }

@@ -25,7 +25,7 @@ enum PropctlSpec {
             .help,
             .version,
         ],
-        subcommands: [get, set, reset, list, watch, create, delete, bind, bindings, unbind, exec, serve, dump, load, status],
+        subcommands: [get, set, reset, list, watch, create, delete, bind, bindings, unbind, exec, serve, dump, load, status, reload, prune],
         exclusiveOptions: [["system", "user", "address"]],
         examples: [
             .init("Turn a switch on", "propctl set ui.switch.on true"),
