@@ -70,6 +70,7 @@ final class TransientTests: DaemonTestCase, @unchecked Sendable {
         let value = try await client.get("vm.search")
         XCTAssertEqual(value, .string("still working 99"))
         await assertDBusError(PropBusAPI.error("StoreFailed")) { try await self.client.set("app.p", .int32(1)) }
+        XCTAssertTrue(daemon.stderr.contains("store failure"), "store failures reach the log: \(daemon.stderr)")
         try await client.set("vm.search", .string("after a failed persistent write"))
         let persistent = try await client.get("app.p")
         XCTAssertEqual(persistent, .int32(0))
