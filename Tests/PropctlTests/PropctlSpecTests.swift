@@ -5,9 +5,10 @@ import XCTest
 final class PropctlSpecTests: XCTestCase {
     private let root = PropctlSpec.root
 
+    /// The contract's subcommands, then `reload` and `prune` of SPEC §12.
     func testSubcommandsAreThoseOfTheContract() {
         XCTAssertEqual(root.subcommands.map(\.name),
-                       ["get", "set", "reset", "list", "watch", "create", "delete", "bind", "bindings", "unbind", "exec", "serve", "dump", "load", "status"])
+                       ["get", "set", "reset", "list", "watch", "create", "delete", "bind", "bindings", "unbind", "exec", "serve", "dump", "load", "status", "reload", "prune"])
         XCTAssertEqual(root.options.map(\.long), ["system", "user", "address", "json", "help", "version"])
     }
 

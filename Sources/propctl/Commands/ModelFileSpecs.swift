@@ -12,7 +12,7 @@ extension PropctlSpec {
             """,
         examples: [
             .init("Apply an edited model file", "propctl reload"),
-            .init("Reload the system daemon", "sudo propctl --system reload"),
+            .init("Reload the system daemon (as root or a member of group propbus)", "propctl --system reload"),
         ]
     )
 
