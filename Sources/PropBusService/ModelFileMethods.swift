@@ -41,10 +41,15 @@ extension Service {
 
     /// Applies what a reload changed: publishes it, commits, and flushes the signals in a round
     /// of their own. Call on the queue, between rounds.
-    public func applyReload(_ changes: [PropertyChange], skipped: [ModelFileSet.Skipped]) throws(DBusError) {
+    public func applyReload(_ report: ModelFileSet.Report, skipped: [ModelFileSet.Skipped]) throws(DBusError) {
         dispatchPrecondition(condition: .onQueue(tree.connection.queue))
         skippedModelFiles = skipped
-        publish(changes)
+        // A command its file dropped was deleted: its executions fail as with DeleteCommand.
+        for execution in report.ended {
+            cancelExecution(execution.id, of: execution.command,
+                            reason: PropBusError(.cancelled, "command \(execution.command) was removed from its model file while execution \(execution.id) ran"))
+        }
+        publish(report.changes)
         defer { tree.connection.scheduleRound() }
         if let error = commit() { throw error }
     }

@@ -114,7 +114,7 @@ final class Daemon: @unchecked Sendable {
         } catch {
             throw error.dbusError
         }
-        try service.applyReload(report.changes, skipped: modelFiles.skipped)
+        try service.applyReload(report, skipped: modelFiles.skipped)
         Log.info("reloaded model files: \(report.loaded.count) loaded, \(modelFiles.skipped.count) skipped, \(report.retired.count) keys left the bus (their stored values are kept)")
         logSkippedModelFiles()
         return modelFiles.skipped

@@ -117,6 +117,30 @@ final class ReloadTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertEqual(m, .int32(1), "the whole file is skipped, not half of it")
     }
 
+    func testCommandRemovedFromItsFileIsDeletedAtReload() async throws {
+        let withCommand = #"{"groups": {"app": {"properties": {"x": {"type": "i"}}}, "vm": {"commands": {"run": {"exec": ["true"]}}}}}"#
+        try withCommand.write(to: modelURL("app.json"), atomically: true, encoding: .utf8)
+        try await restartDaemon(arguments: ["--model", modelURL("app.json").path])
+        let before = try await client.call(PropBusAPI.manager, "ListCommands")
+        XCTAssertTrue("\(before)".contains("vm.run"), "\(before)")
+        try write("app.json", #""x": {"type": "i"}"#)
+        let reload = try await propctl(["reload"])
+        XCTAssertTrue(reload.succeeded, "\(reload)")
+        let after = try await client.call(PropBusAPI.manager, "ListCommands")
+        XCTAssertFalse("\(after)".contains("vm.run"), "\(after)")
+        let listed = try await keys()
+        XCTAssertEqual(listed, ["app.x"])
+    }
+
+    func testUnitsReloadWithSIGHUP() throws {
+        let systemd = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("systemd")
+        for unit in ["propbusd.service", "propbusd-user.service"] {
+            let text = try String(contentsOf: systemd.appendingPathComponent(unit), encoding: .utf8)
+            XCTAssertTrue(text.contains("\nExecReload=/bin/kill -HUP $MAINPID\n"), unit)
+        }
+    }
+
     func testReloadTellsSystemdReloadingThenReady() async throws {
         await daemon.stop()
         _ = await eventually { !((try? await client.nameHasOwner()) ?? true) }

@@ -24,12 +24,16 @@ public final class ModelFileSet {
         public var loaded: [String] = []
         /// Keys that left the bus (their stored values kept).
         public var retired: [Key] = []
+        /// Executions of commands whose file no longer declares them: the caller cancels them.
+        public var ended: [CommandTable.Execution] = []
     }
 
     /// The files skipped by the last load.
     public private(set) var skipped: [Skipped] = []
     /// The daemon-side bindings each file made, unmade when the file is applied again.
     private var bindingIDs: [String: [UInt64]] = [:]
+    /// The commands each file declared at its last load; one it drops is deleted.
+    private var commandKeys: [String: Set<Key>] = [:]
 
     public init() {}
 
@@ -40,6 +44,7 @@ public final class ModelFileSet {
         var report = Report()
         var skipped: [Skipped] = []
         var declared: Set<Key> = []
+        let previousCommands = commandKeys
         // What came before is not this load's to undo.
         model.commitRound()
         commands.commitRound()
@@ -64,6 +69,7 @@ public final class ModelFileSet {
                 commands.commitRound()
                 bindingIDs[path] = changes.compactMap { if case .bound(let binding) = $0 { binding.id } else { nil } }
                 declared.formUnion(file.properties.map(\.key))
+                commandKeys[path] = Set(file.commands.map(\.key))
                 report.changes += changes
                 report.loaded.append(path)
             } catch {
@@ -82,6 +88,16 @@ public final class ModelFileSet {
         }
         // Keys from a file that no longer declares them leave the bus; a skipped file's stay.
         let kept = Set(skipped.map(\.path))
+        // Commands likewise, except that a command has no value to keep: it is deleted.
+        for path in commandKeys.keys where !paths.contains(path) { commandKeys[path] = nil }
+        let current = commandKeys.values.reduce(into: Set<Key>()) { $0.formUnion($1) }
+        let previous = previousCommands.values.reduce(into: Set<Key>()) { $0.formUnion($1) }
+        for key in previous.subtracting(current).sorted() where commands.definition(of: key) != nil {
+            if let (ended, changes) = try? commands.delete(key: key.text) {
+                report.ended += ended
+                report.changes += changes
+            }
+        }
         for entry in model.list() {
             guard let source = entry.definition.source, !kept.contains(source), !declared.contains(entry.definition.key) else { continue }
             report.changes += model.retire(entry.definition.key)
