@@ -129,7 +129,8 @@ final class Daemon: @unchecked Sendable {
 
     private func openDatabase(_ path: String) throws(PropBusError) -> SQLiteStore {
         do {
-            return try SQLiteStore(path: path)
+            // A new store is created by the first commit, once the name is owned.
+            return try SQLiteStore(path: path, createLazily: true)
         } catch {
             // Only damage is worth setting the file aside; a full disk or a permission is not.
             guard options.recover, SQLiteStore.isCorruption(error) else {

@@ -47,6 +47,16 @@ final class StoreStateTests: DaemonTestCase, @unchecked Sendable {
         if case .structure(let fields)? = rows.first { XCTAssertNil(fields[3].stringKeyedEntries?["owner"], "\(fields)") }
     }
 
+    func testADaemonThatCannotOwnTheNameCreatesNoStore() async throws {
+        let fresh = bus.directory.appendingPathComponent("fresh-state")
+        var environment = bus.environment
+        environment["STATE_DIRECTORY"] = fresh.path
+        let result = try await runCommand(BuildProducts.propbusd, ["--address", bus.address], environment: environment, timeout: 15)
+        XCTAssertEqual(result.status, 1, "\(result)")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: fresh.appendingPathComponent("propbus.db").path),
+                       "a daemon that never owned the name created a store")
+    }
+
     func testCleanShutdownCheckpointsTheWAL() async throws {
         try await client.create("a.x", "i", default: .int32(1))
         for value in 1...20 { try await client.set("a.x", .int32(Int32(value))) }
@@ -89,7 +99,12 @@ final class StoreStateTests: DaemonTestCase, @unchecked Sendable {
         _ = try await runCommand("dd", ["if=/dev/zero", "of=\(empty.path)/filler", "bs=64k"], environment: [:], timeout: 30)
         var environment = bus.environment
         environment["STATE_DIRECTORY"] = empty.path
-        let result = try await runCommand(BuildProducts.propbusd, ["--address", bus.address], environment: environment, timeout: 15)
+        // A model file, so that the start has something to write (a new store is created by
+        // the first commit, once the name is owned).
+        let model = bus.directory.appendingPathComponent("m.json")
+        try #"{"groups": {"a": {"properties": {"x": {"type": "i"}}}}}"#.write(to: model, atomically: true, encoding: .utf8)
+        let result = try await runCommand(BuildProducts.propbusd, ["--address", bus.address, "--model", model.path],
+                                          environment: environment, timeout: 15)
         XCTAssertEqual(result.status, 1, "\(result)")
         XCTAssertTrue(result.stderr.contains("full"), result.stderr)
         XCTAssertFalse(result.stderr.contains("corrupt"), result.stderr)

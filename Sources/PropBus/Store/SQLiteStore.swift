@@ -1,5 +1,6 @@
 import CSQLite
 import DBus
+import Glibc
 
 /// The durable store: one SQLite database in WAL mode with `synchronous=FULL`.
 ///
@@ -21,8 +22,9 @@ public final class SQLiteStore: PropertyStore {
 
     /// The database file.
     public let path: String
-    private let database: SQLiteDatabase
-    private let statements: Statements
+    /// `nil` only for a store created lazily (``init(path:createLazily:)``) until its first commit.
+    private var database: SQLiteDatabase!
+    private var statements: Statements!
     private var pendingDefinitions: [Key: Pending<PropertyDefinition>] = [:]
     private var pendingValues: [Key: Pending<(value: DBusValue, revision: UInt64)>] = [:]
     private var pendingRevision: UInt64?
@@ -56,10 +58,20 @@ public final class SQLiteStore: PropertyStore {
 
     /// Opens (creating if needed) the database at `path`, checks its integrity and migrates its
     /// schema. A corrupt or unreadable file throws `StoreFailed` naming it.
-    public init(path: String) throws(PropBusError) {
+    ///
+    /// With `createLazily`, a store that does not exist yet is created by the first commit
+    /// instead (it loads as empty): the daemon writes nothing to its store before it owns its
+    /// name, not even a new file.
+    public init(path: String, createLazily: Bool = false) throws(PropBusError) {
         self.path = path
+        if createLazily, access(path, F_OK) != 0 { return }
+        try open()
+    }
+
+    private func open() throws(PropBusError) {
         do {
-            database = try SQLiteDatabase(path: path)
+            // Kept only once everything below succeeded: a failed lazy open is tried again.
+            let database = try SQLiteDatabase(path: path)
             // An unreadable or non-database file fails here, on the first statement that reads it.
             let check = try database.textRows("PRAGMA quick_check")
             guard check == ["ok"] else {
@@ -82,6 +94,7 @@ public final class SQLiteStore: PropertyStore {
             // Only another process (e.g. someone's sqlite3 shell) can hold the write lock.
             try database.execute("PRAGMA busy_timeout=1000")
             try Self.migrate(database, path: path)
+            self.database = database
             statements = Statements(
                 saveDefinition: try database.prepare("INSERT OR REPLACE INTO definitions (key, type, default_value, options) VALUES (?1, ?2, ?3, ?4)"),
                 removeDefinition: try database.prepare("DELETE FROM definitions WHERE key = ?1"),
@@ -127,7 +140,7 @@ public final class SQLiteStore: PropertyStore {
 
     /// Checkpoints the WAL into the database and empties it, for a clean exit.
     public func close() {
-        try? database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        try? database?.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     }
 
     private static func migrate(_ database: SQLiteDatabase, path: String) throws -> Void {
@@ -188,6 +201,7 @@ public final class SQLiteStore: PropertyStore {
 
     public func load() throws(PropBusError) -> StoredState {
         var state = StoredState()
+        guard database != nil else { return state }
         do {
             let definitions = try database.prepare("SELECT key, type, default_value, options FROM definitions ORDER BY key")
             while try definitions.step() {
@@ -287,6 +301,10 @@ public final class SQLiteStore: PropertyStore {
     }
 
     public func commit() throws(PropBusError) {
+        if database == nil {
+            guard hasPendingWrites || pendingReservation != nil else { return }
+            try open()
+        }
         guard hasPendingWrites else {
             // A round of transient keys only: the reservation alone, best effort. On a full or
             // read-only disk it waits for a later commit, and the round succeeds all the same.
