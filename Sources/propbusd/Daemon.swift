@@ -43,22 +43,18 @@ final class Daemon: @unchecked Sendable {
     func openStore(environment: [String: String] = ProcessInfo.processInfo.environment) {
         do {
             let store: PropertyStore
-            let storeDescription: String
             if options.inMemory {
+                Log.info("propbusd \(Service.version) starting: store in memory, bus \(Self.describe(options.bus))")
                 store = MemoryStore()
-                storeDescription = "in memory"
             } else {
                 let systemBus = if case .system = options.bus { true } else { false }
                 let directory = StateDirectory.resolve(environment: environment, option: options.stateDirectory, systemBus: systemBus)
                 try StateDirectory.create(directory)
                 // Before the store is opened: a second daemon must not even read a store in use.
                 lock = try StateDirectoryLock(directory: directory)
-                storeDescription = directory + "/" + SQLiteStore.fileName
-                Log.info("propbusd \(Service.version) starting: store \(storeDescription), bus \(Self.describe(options.bus))")
-                store = try openDatabase(storeDescription)
-            }
-            if options.inMemory {
-                Log.info("propbusd \(Service.version) starting: store \(storeDescription), bus \(Self.describe(options.bus))")
+                let path = directory + "/" + SQLiteStore.fileName
+                Log.info("propbusd \(Service.version) starting: store \(path), bus \(Self.describe(options.bus))")
+                store = try openDatabase(path)
             }
             let model = try PropertyModel(store: store, limits: options.limits)
             let commands = CommandTable(model: model, store: store, maximumRunning: options.maximumExecutions)

@@ -528,15 +528,15 @@ public final class PropertyModel {
                 throw .invalidArgs("unknown option '\(name)' for Bind; expected one of: \(Binding.optionNames.joined(separator: ", "))")
             }
         }
-        if let owner, bindings.count(ownedBy: owner) >= maximumPerOwner {
-            throw PropBusError(.limitsExceeded, "cannot bind \(key) to \(to): this connection already holds the maximum of \(maximumPerOwner) bindings")
-        }
-        try typeCheck(binding)
         // Binding the same persistent pair again (a setup script run twice) must not stack up
         // identical bindings that outlive everyone: the existing one is the answer.
         if binding.persistent, let existing = bindings.all.first(where: { $0.persistent && $0.sameChannel(as: binding) }) {
             return (existing, [])
         }
+        if let owner, bindings.count(ownedBy: owner) >= maximumPerOwner {
+            throw PropBusError(.limitsExceeded, "cannot bind \(key) to \(to): this connection already holds the maximum of \(maximumPerOwner) bindings")
+        }
+        try typeCheck(binding)
 
         // The id counter is stored: a path is never reused, even across restarts, so a stale
         // Unbind cannot hit a newer binding.
