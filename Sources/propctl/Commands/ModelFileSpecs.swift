@@ -23,8 +23,9 @@ extension PropctlSpec {
         discussion: """
             A key that leaves the bus because its model file no longer declares it keeps its \
             stored value, so that it returns if the key is declared again. prune lists those \
-            values (KEY and VALUE, or JSON with --json) and changes nothing; with --yes it \
-            deletes exactly the values it lists. Hidden values of existing keys are not touched: \
+            values (KEY and VALUE, or JSON with --json); at a terminal it then asks before \
+            deleting them, elsewhere it changes nothing. With --yes it deletes exactly the \
+            values it lists, without asking. Hidden values of existing keys are not touched: \
             delete the key to drop one.
             """,
         options: [

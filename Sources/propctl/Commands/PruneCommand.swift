@@ -1,9 +1,11 @@
 import DBus
+import Foundation
+import Glibc
 import PropBus
 
 /// `propctl prune [--yes]`: lists the stored values no definition claims (`ListUnclaimed`) and,
-/// with `--yes`, deletes exactly those (`Prune`). Without `--yes` nothing changes: deleting
-/// data is never the default.
+/// with `--yes` (or a "y" at the prompt on a terminal), deletes exactly those (`Prune`).
+/// Otherwise nothing changes: deleting data is never the default.
 enum PruneCommand: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let client = try await PropbusClient.connect(parsed)
@@ -14,7 +16,20 @@ enum PruneCommand: Subcommand {
                 if let key = fields[0].stringValue { values.append((key, fields[1].unwrappingVariantOnce)) }
             }
         }
-        let confirmed = parsed.flag("yes")
+        var confirmed = parsed.flag("yes")
+        var shown = false
+        if !confirmed, !values.isEmpty, !parsed.flag("json"), isatty(STDIN_FILENO) == 1, isatty(STDOUT_FILENO) == 1 {
+            // At a terminal, ask, as `docker system prune` does; in scripts, --yes says it.
+            Output.line(Output.table(header: ["KEY", "VALUE"], rows: values.map { [$0.key, ValueText.format($0.value)] }))
+            FileHandle.standardOutput.write(Data("Delete these \(values.count) stored value\(values.count == 1 ? "" : "s")? [y/N] ".utf8))
+            let answer = readLine()?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
+            guard answer == "y" || answer == "yes" else {
+                Output.line("nothing deleted")
+                return
+            }
+            confirmed = true
+            shown = true
+        }
         var deleted: [String] = []
         if confirmed, !values.isEmpty {
             let pruned = try await client.manager("Prune", [.array(of: .string, values.map { .string($0.key) })])
@@ -31,7 +46,7 @@ enum PruneCommand: Subcommand {
             Output.line("no stored values without a definition")
             return
         }
-        Output.line(Output.table(header: ["KEY", "VALUE"], rows: values.map { [$0.key, ValueText.format($0.value)] }))
+        if !shown { Output.line(Output.table(header: ["KEY", "VALUE"], rows: values.map { [$0.key, ValueText.format($0.value)] })) }
         if confirmed {
             Output.line("deleted \(deleted.count) stored value\(deleted.count == 1 ? "" : "s")")
         } else {
