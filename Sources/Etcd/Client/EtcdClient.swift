@@ -225,7 +225,12 @@ public final class EtcdClient: Sendable {
                                 "etcd did not answer \(path) within \(options.requestTimeout): \(failures.joined(separator: "; "))",
                                 endpoints: endpoints)
             }
-            switch attempt(endpoint + path, text, token: token, timeout: remaining) {
+            // A read shares what is left among the endpoints still to try in this pass, so one
+            // member that takes requests and never answers cannot use up the whole deadline. A
+            // write that reached a member cannot be resent, so it gets all that is left.
+            let left = endpoints.count - tries % endpoints.count
+            let budget = retrySafe ? min(remaining, max(remaining / left, .milliseconds(300))) : remaining
+            switch attempt(endpoint + path, text, token: token, timeout: budget) {
             case let .answered(status, json):
                 if status == 200 {
                     if index != first { prefer(index) }

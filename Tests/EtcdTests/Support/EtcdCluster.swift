@@ -18,6 +18,8 @@ final class EtcdCluster {
     }
 
     private(set) var members: [Member] = []
+    private let etcd: String
+    private let sharedArguments: [String]
     let directory: URL
     /// Every member's client URL, in order.
     var endpoints: [String] { members.map(\.clientURL) }
@@ -45,28 +47,35 @@ final class EtcdCluster {
         }
         let initialCluster = members.map { "\($0.name)=\($0.peerURL)" }.joined(separator: ",")
         let token = "propbus-test-\(UUID().uuidString.prefix(8))"
-        for index in members.indices {
-            let member = members[index]
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: etcd)
-            process.arguments = [
-                "--name", member.name, "--data-dir", member.dataDir.path,
-                "--listen-client-urls", member.clientURL, "--advertise-client-urls", member.clientURL,
-                "--listen-peer-urls", member.peerURL, "--initial-advertise-peer-urls", member.peerURL,
-                "--initial-cluster", initialCluster, "--initial-cluster-state", "new",
-                "--initial-cluster-token", token,
-                "--election-timeout", "500", "--heartbeat-interval", "50",
-                "--logger", "zap", "--log-level", "warn",
-            ] + extraArguments
-            let log = directory.appendingPathComponent("\(member.name).log")
-            _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-            let handle = try FileHandle(forWritingTo: log)
-            process.standardOutput = handle
-            process.standardError = handle
-            try process.run()
-            members[index].process = process
-        }
+        self.etcd = etcd
+        self.sharedArguments = [
+            "--initial-cluster", initialCluster, "--initial-cluster-state", "new", "--initial-cluster-token", token,
+            "--election-timeout", "500", "--heartbeat-interval", "50", "--logger", "zap", "--log-level", "warn",
+        ] + extraArguments
+        for index in members.indices { try launch(index) }
         try waitUntilServing()
+    }
+
+    /// Starts member `index` (again, after ``kill(_:)``: same data directory and ports).
+    func launch(_ index: Int) throws {
+        let member = members[index]
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: etcd)
+        process.arguments = [
+            "--name", member.name, "--data-dir", member.dataDir.path,
+            "--listen-client-urls", member.clientURL, "--advertise-client-urls", member.clientURL,
+            "--listen-peer-urls", member.peerURL, "--initial-advertise-peer-urls", member.peerURL,
+        ] + sharedArguments
+        let log = directory.appendingPathComponent("\(member.name).log")
+        if !FileManager.default.fileExists(atPath: log.path) {
+            _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        }
+        let handle = try FileHandle(forWritingTo: log)
+        handle.seekToEndOfFile()
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        members[index].process = process
     }
 
     deinit {
@@ -113,7 +122,8 @@ final class EtcdCluster {
         process.waitUntilExit()
     }
 
-    /// Stops every member: SIGTERM, then SIGKILL after 5 s; removes the data directories.
+    /// Stops every member: SIGTERM, then SIGKILL after 1 s (a member whose peers are gone
+    /// tries to hand over leadership for longer); removes the data directories.
     func stop() {
         for member in members {
             guard let process = member.process, process.isRunning else { continue }
@@ -121,7 +131,7 @@ final class EtcdCluster {
         }
         for member in members {
             guard let process = member.process else { continue }
-            let deadline = Date().addingTimeInterval(5)
+            let deadline = Date().addingTimeInterval(1)
             while process.isRunning && Date() < deadline { usleep(10_000) }
             if process.isRunning {
                 Foundation.kill(process.processIdentifier, SIGKILL)

@@ -31,4 +31,9 @@ final class UpdateLog: Sendable {
             usleep(5_000)
         }
     }
+
+    /// Waits until the watch is established: writes after this are seen by a watch "from now".
+    func waitUntilCreated() throws {
+        try wait("the watch to be created") { $0.contains { if case .created = $0 { return true } else { return false } } }
+    }
 }
