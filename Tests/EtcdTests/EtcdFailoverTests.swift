@@ -145,6 +145,35 @@ final class EtcdFailoverTests: XCTestCase {
         XCTAssertNotEqual(client.preferredEndpoint, 0)
     }
 
+    func testWatchOnAMemberThatLostQuorumIsInterruptedInsteadOfGoingSilent() throws {
+        let cluster = try EtcdCluster(size: 3)
+        self.cluster = cluster
+        let survivor = 2
+        var options = EtcdOptions()
+        options.watchRetryDelay = .milliseconds(100)
+        let client = try EtcdClient(endpoints: [cluster.endpoints[survivor]], options: options)
+        let log = UpdateLog()
+        let stream = client.watch(prefix: Array("fleet/".utf8), onUpdate: log.append)
+        defer { stream.cancel() }
+        try log.waitUntilCreated()
+        cluster.kill(0)
+        cluster.kill(1)
+        // Grpc-Metadata-hasleader: true makes the member end the stream once it has had no
+        // leader for a while; without it the watch would just stay quiet.
+        let updates = try log.wait(timeout: 15, "an interruption from the member without quorum") { updates in
+            updates.contains { if case .interrupted = $0 { return true } else { return false } }
+        }
+        guard case let .interrupted(error)? = updates.first(where: { if case .interrupted = $0 { return true } else { return false } }) else {
+            return XCTFail("\(updates)")
+        }
+        XCTAssertEqual(error.code, .unavailable)
+        XCTAssertTrue(error.message.contains("no leader"), error.message)
+        // Writes fail fast, with a typed error.
+        let started = ContinuousClock.now
+        XCTAssertThrowsError(try client.put(key: Array("fleet/x".utf8), value: [1]))
+        XCTAssertLessThan(ContinuousClock.now - started, .milliseconds(3500))
+    }
+
     /// Puts until etcd accepts (up to 10 s), checking that each refusal is a typed etcd error.
     private func writeUntilAccepted(_ client: EtcdClient, key: [UInt8], value: [UInt8], cluster: EtcdCluster) throws -> PutResponse {
         let deadline = Date().addingTimeInterval(10)
