@@ -88,8 +88,9 @@ final class EtcdFailoverTests: XCTestCase {
         XCTAssertEqual(error.code, .unavailable)
     }
 
-    func testAuthenticatedClientGetsATokenAndAnUnauthenticatedOneIsRefused() throws {
-        let cluster = try EtcdCluster()
+    func testAuthenticatedClientGetsATokenRenewsItAndAnUnauthenticatedOneIsRefused() throws {
+        // Simple tokens expire after --auth-token-ttl seconds without use.
+        let cluster = try EtcdCluster(extraArguments: ["--auth-token-ttl", "1"])
         self.cluster = cluster
         let endpoint = cluster.endpoints[0]
         try EtcdCluster.etcdctl(["--endpoints", endpoint, "user", "add", "root:rootpw"])
@@ -107,6 +108,12 @@ final class EtcdFailoverTests: XCTestCase {
         try log.waitUntilCreated()
         try client.put(key: Array("secret".utf8), value: [2])
         try log.wait("the event on an authenticated watch") { _ in log.events.count == 1 }
+
+        // Let the token expire (etcd checks simple tokens' TTL about once a second): the next
+        // call is refused with "invalid auth token", and the client authenticates again.
+        usleep(2_500_000)
+        let renewed = try client.put(key: Array("secret".utf8), value: [3])
+        XCTAssertEqual(try client.range(key: Array("secret".utf8)).kvs.first?.modRevision, renewed.header.revision)
 
         let anonymous = try EtcdClient(endpoints: cluster.endpoints)
         XCTAssertThrowsError(try anonymous.range(key: Array("secret".utf8))) { error in

@@ -122,6 +122,19 @@ final class EtcdKVTests: XCTestCase {
         }
     }
 
+    func testLargeValuesTravelAndEtcdsRequestLimitIsATypedServerError() throws {
+        // Bodies above 1 KiB would make libcurl wait for "100 Continue" unless the client turns
+        // Expect off; a megabyte must still round-trip well within the deadline.
+        let large = (0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        try client.put(key: Array("large".utf8), value: large)
+        XCTAssertEqual(try client.range(key: Array("large".utf8)).kvs.first?.value, large)
+        XCTAssertThrowsError(try client.put(key: Array("huge".utf8), value: large + large.prefix(600 << 10))) { error in
+            let error = error as! EtcdError
+            XCTAssertEqual(error.code, .server)
+            XCTAssertTrue(error.message.contains("request is too large"), error.message)
+        }
+    }
+
     func testLeaseExpiryRemovesItsKeyAndKeepAliveRenewsIt() throws {
         let lease = try client.grantLease(ttl: 2)
         XCTAssertEqual(lease.ttl, 2)

@@ -38,8 +38,9 @@ public final class WatchStream: Sendable {
 
 /// The state and thread behind a ``WatchStream``.
 ///
-/// Ownership: the stream's thread alone touches `handle`, `lineBuffer`, `endpointIndex` and
-/// `finished`. The cancel flag, the cursor (`next`) and the thread id are in `shared`, behind
+/// Ownership: the stream's thread alone touches `lineBuffer`, `endpointIndex`, `finished`,
+/// `currentEndpoint`, `pendingError` and its easy handle. The cancel flag, the cursor (`next`)
+/// and the thread id are in `shared`, behind
 /// its `Mutex`, because ``WatchStream/cancel()`` and ``WatchStream/nextRevision`` read them from
 /// other threads. `multi` is created in `init` and freed by the thread at its end under the same
 /// lock, so `curl_multi_wakeup` (thread-safe in libcurl) is never called on a freed handle.
@@ -64,6 +65,8 @@ final class WatchRunner: @unchecked Sendable {
     private var endpointIndex = 0
     private var finished = false
     private var currentEndpoint = ""
+    /// An error line of the current transfer, reported when the transfer ends.
+    private var pendingError: EtcdError?
 
     init(client: EtcdClient, key: [UInt8], rangeEnd: [UInt8]?, fromRevision: Int64,
          onUpdate: @escaping @Sendable (WatchUpdate) -> Void) {
@@ -157,6 +160,7 @@ final class WatchRunner: @unchecked Sendable {
         if next > 0 { request.append(("start_revision", .int64(next))) }
         if client.options.progressNotify { request.append(("progress_notify", .bool(true))) }
         lineBuffer.removeAll(keepingCapacity: true)
+        pendingError = nil
         let unmanaged = Unmanaged.passUnretained(self)
         handle.prepare(url: currentEndpoint + "/v3/watch", body: GatewayJSON.object([("create_request", .object(request))]).text,
                        token: token, extraHeaders: ["Grpc-Metadata-hasleader: true"], timeout: nil,
@@ -167,11 +171,13 @@ final class WatchRunner: @unchecked Sendable {
         var running: Int32 = 1
         while running > 0 {
             guard curl_multi_perform(multi, &running) == CURLM_OK else { break }
-            if running == 0 || isCancelled || finished { break }
+            if running == 0 || isCancelled || finished || pendingError != nil { break }
             var ignored: Int32 = 0
             _ = curl_multi_poll(multi, nil, 0, 1000, &ignored)
         }
         if isCancelled || finished { return nil }
+        // etcd keeps the stream open after an error line (a cancelled watch): reconnect.
+        if let error = pendingError { return error }
         var result = CURLE_OK
         var pending: Int32 = 0
         while let message = curl_multi_info_read(multi, &pending) {
@@ -189,16 +195,14 @@ final class WatchRunner: @unchecked Sendable {
                          endpoints: [currentEndpoint])
     }
 
-    /// An error line of the current transfer, reported when the transfer ends.
-    private var pendingError: EtcdError?
-
     static let receive: pb_curl_data_callback = { data, size, count, user in
         let runner = Unmanaged<WatchRunner>.fromOpaque(user!).takeUnretainedValue()
         let length = size * count
         guard let data else { return length }
         runner.receive(UnsafeRawBufferPointer(start: data, count: length))
-        // Returning less than `length` aborts the transfer: a final update was delivered.
-        return runner.finished ? 0 : length
+        // Returning less than `length` aborts the transfer: a final update was delivered, or
+        // the stream must be reconnected.
+        return runner.finished || runner.pendingError != nil ? 0 : length
     }
 
     private func receive(_ bytes: UnsafeRawBufferPointer) {
@@ -208,13 +212,13 @@ final class WatchRunner: @unchecked Sendable {
             start = offset + 1
             if !lineBuffer.isEmpty { handleLine(lineBuffer) }
             lineBuffer.removeAll(keepingCapacity: true)
-            if finished { return }
+            if finished || pendingError != nil { return }
         }
         lineBuffer.append(contentsOf: bytes[start...])
     }
 
     private func handleLine(_ line: [UInt8]) {
-        guard !isCancelled, !finished else { return }
+        guard !isCancelled, !finished, pendingError == nil else { return }
         let json: GatewayJSON
         do {
             json = try GatewayJSON.parse(line)
@@ -245,7 +249,6 @@ final class WatchRunner: @unchecked Sendable {
                 // The token expired: reconnect with a new one.
                 pendingError = EtcdError(.authentication, "etcd watch on \(currentEndpoint): \(reason)",
                                          endpoints: [currentEndpoint], grpcCode: EtcdError.GRPCStatus.unauthenticated)
-                finished = false
                 return
             }
             finished = true

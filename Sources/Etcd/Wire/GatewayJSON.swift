@@ -99,6 +99,12 @@ enum GatewayJSON: Equatable, Sendable {
 
     private static func writeString(_ value: String, to out: inout String) {
         out += "\""
+        // Base64 keys and values (most of the bytes sent) never need escaping: append them whole.
+        if !value.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            out += value
+            out += "\""
+            return
+        }
         for scalar in value.unicodeScalars {
             switch scalar {
             case "\"": out += "\\\""
@@ -296,7 +302,13 @@ struct GatewayJSONParser {
                 default: throw failure("bad escape")
                 }
             default:
+                // Copy the run up to the next quote or escape in one go (a base64 value can be
+                // megabytes long).
+                var end = index
+                while end < bytes.count, bytes[end] != UInt8(ascii: "\""), bytes[end] != UInt8(ascii: "\\") { end += 1 }
                 out.append(byte)
+                out.append(contentsOf: bytes[index..<end])
+                index = end
             }
         }
     }
