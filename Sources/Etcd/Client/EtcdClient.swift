@@ -140,7 +140,8 @@ public final class EtcdClient: Sendable {
 
     // MARK: - Watch
 
-    /// Watches every key under `prefix` from `fromRevision` (0: from now), calling `onUpdate`
+    /// Watches every key under `prefix` from `fromRevision` (0: from the revision at which the
+    /// stream is first established; pass a revision to miss nothing), calling `onUpdate`
     /// on the stream's own thread, in order, until the stream is cancelled or ends (compaction,
     /// refusal). Interruptions are reported and the stream resumes by itself after the last
     /// revision it delivered, on the next endpoint.

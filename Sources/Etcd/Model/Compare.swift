@@ -20,9 +20,13 @@ public struct Compare: Equatable, Sendable {
 
     /// How the key's field must relate to the constant.
     public enum Relation: String, Equatable, Sendable {
+        /// The field equals the constant.
         case equal = "EQUAL"
+        /// The field is greater than the constant.
         case greater = "GREATER"
+        /// The field is less than the constant.
         case less = "LESS"
+        /// The field differs from the constant.
         case notEqual = "NOT_EQUAL"
     }
 

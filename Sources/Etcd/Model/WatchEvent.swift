@@ -2,7 +2,9 @@
 public struct WatchEvent: Equatable, Sendable {
     /// Whether the key was written or deleted.
     public enum Kind: Equatable, Sendable {
+        /// The key was created or written.
         case put
+        /// The key was deleted (or its lease ended).
         case delete
     }
 
