@@ -125,6 +125,34 @@ final class EtcdFailoverTests: XCTestCase {
         }
     }
 
+    func testHTTPSEndpointIsTrustedThroughTheCAFileAndRefusedWithoutIt() throws {
+        let certificates = FileManager.default.temporaryDirectory.appendingPathComponent("propbus-etcd-tls-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: certificates, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: certificates) }
+        let tls = try EtcdCluster.makeCertificates(in: certificates)
+        let cluster = try EtcdCluster(tls: tls)
+        self.cluster = cluster
+        XCTAssertTrue(cluster.endpoints[0].hasPrefix("https://"))
+
+        var options = EtcdOptions()
+        options.caFile = tls.caFile
+        let client = try EtcdClient(endpoints: cluster.endpoints, options: options)
+        let put = try client.put(key: Array("tls".utf8), value: [1])
+        XCTAssertEqual(try client.range(key: Array("tls".utf8)).kvs.first?.modRevision, put.header.revision)
+        let log = UpdateLog()
+        let stream = client.watch(prefix: Array("tls".utf8), fromRevision: put.header.revision, onUpdate: log.append)
+        defer { stream.cancel() }
+        try log.wait("the event over TLS") { _ in log.events.count == 1 }
+
+        // Without the CA the server is not trusted: the request never leaves, even a write is
+        // "unavailable" (safe to send elsewhere), and the message says why.
+        XCTAssertThrowsError(try EtcdClient(endpoints: cluster.endpoints).put(key: Array("tls".utf8), value: [2])) { error in
+            let error = error as! EtcdError
+            XCTAssertEqual(error.code, .unavailable)
+            XCTAssertTrue(error.message.lowercased().contains("certificate"), error.message)
+        }
+    }
+
     func testThreeMemberClusterKeepsServingWhenTheLeaderIsKilled() throws {
         let cluster = try EtcdCluster(size: 3)
         self.cluster = cluster

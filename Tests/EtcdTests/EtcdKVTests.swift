@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import XCTest
 @testable import Etcd
 
@@ -133,6 +134,28 @@ final class EtcdKVTests: XCTestCase {
             XCTAssertEqual(error.code, .server)
             XCTAssertTrue(error.message.contains("request is too large"), error.message)
         }
+    }
+
+    func testConcurrentCallersEachGetTheirOwnAnswer() throws {
+        let client = self.client!
+        let failures = Mutex<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: 8) { worker in
+            for round in 0..<25 {
+                let key = Array("concurrent/\(worker)".utf8)
+                let value = Array("\(worker).\(round)".utf8)
+                do {
+                    let put = try client.put(key: key, value: value)
+                    let read = try client.range(key: key)
+                    if read.kvs.first?.value != value || read.kvs.first?.modRevision != put.header.revision {
+                        failures.withLock { $0.append("worker \(worker) round \(round) read \(read.kvs)") }
+                    }
+                } catch {
+                    failures.withLock { $0.append("worker \(worker) round \(round): \(error)") }
+                }
+            }
+        }
+        XCTAssertEqual(failures.withLock { $0 }, [])
+        XCTAssertEqual(try client.range(key: Array("concurrent/".utf8), prefix: true).count, 8)
     }
 
     func testLeaseExpiryRemovesItsKeyAndKeepAliveRenewsIt() throws {

@@ -17,8 +17,16 @@ final class EtcdCluster {
         var process: Process?
     }
 
+    /// Certificate files for serving clients over HTTPS.
+    struct TLSFiles {
+        let caFile: String
+        let certFile: String
+        let keyFile: String
+    }
+
     private(set) var members: [Member] = []
     private let etcd: String
+    private let tls: TLSFiles?
     private let sharedArguments: [String]
     let directory: URL
     /// Every member's client URL, in order.
@@ -29,7 +37,8 @@ final class EtcdCluster {
     }
 
     /// Starts `size` members forming one cluster and waits until it serves linearizable reads.
-    init(size: Int = 1, extraArguments: [String] = []) throws {
+    init(size: Int = 1, tls: TLSFiles? = nil, extraArguments: [String] = []) throws {
+        self.tls = tls
         guard let etcd = EtcdCluster.etcdPath else {
             if ProcessInfo.processInfo.environment["CI"] == "true" {
                 XCTFail("etcd is not installed, but CI=true: scripts/setup must install etcd-server")
@@ -41,7 +50,7 @@ final class EtcdCluster {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let ports = try FreePorts.take(2 * size)
         for index in 0..<size {
-            members.append(Member(name: "m\(index)", clientURL: "http://127.0.0.1:\(ports[2 * index])",
+            members.append(Member(name: "m\(index)", clientURL: "\(tls == nil ? "http" : "https")://127.0.0.1:\(ports[2 * index])",
                                   peerURL: "http://127.0.0.1:\(ports[2 * index + 1])",
                                   dataDir: directory.appendingPathComponent("m\(index)")))
         }
@@ -51,7 +60,7 @@ final class EtcdCluster {
         self.sharedArguments = [
             "--initial-cluster", initialCluster, "--initial-cluster-state", "new", "--initial-cluster-token", token,
             "--election-timeout", "500", "--heartbeat-interval", "50", "--logger", "zap", "--log-level", "warn",
-        ] + extraArguments
+        ] + (tls.map { ["--cert-file", $0.certFile, "--key-file", $0.keyFile] } ?? []) + extraArguments
         for index in members.indices { try launch(index) }
         try waitUntilServing()
     }
@@ -86,7 +95,9 @@ final class EtcdCluster {
     func waitUntilServing(timeout: TimeInterval = 20) throws {
         let deadline = Date().addingTimeInterval(timeout)
         for member in members where member.process?.isRunning == true {
-            let client = try EtcdClient(endpoints: [member.clientURL])
+            var options = EtcdOptions()
+            options.caFile = tls?.caFile
+            let client = try EtcdClient(endpoints: [member.clientURL], options: options)
             while true {
                 do {
                     _ = try client.range(key: Array("health".utf8))
@@ -149,15 +160,36 @@ final class EtcdCluster {
         }.joined(separator: "\n")
     }
 
+    /// A throwaway CA and a server certificate for 127.0.0.1 signed by it, made with openssl in
+    /// `directory`.
+    static func makeCertificates(in directory: URL) throws -> TLSFiles {
+        let path = { (name: String) in directory.appendingPathComponent(name).path }
+        try "subjectAltName=IP:127.0.0.1\n".write(toFile: path("san.cnf"), atomically: true, encoding: .utf8)
+        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        try run("/usr/bin/openssl", ["req", "-x509"] + ec + ["-keyout", path("ca.key"), "-out", path("ca.pem"),
+                                                            "-days", "1", "-subj", "/CN=propbus test CA"])
+        try run("/usr/bin/openssl", ["req"] + ec + ["-keyout", path("server.key"), "-out", path("server.csr"),
+                                                    "-subj", "/CN=127.0.0.1"])
+        try run("/usr/bin/openssl", ["x509", "-req", "-in", path("server.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"),
+                                     "-CAcreateserial", "-out", path("server.pem"), "-days", "1", "-extfile", path("san.cnf")])
+        return TLSFiles(caFile: path("ca.pem"), certFile: path("server.pem"), keyFile: path("server.key"))
+    }
+
     /// Runs etcdctl (v3 API) and returns its standard output; throws if it fails.
     @discardableResult
     static func etcdctl(_ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/etcdctl")
-        process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment
         environment["ETCDCTL_API"] = "3"
-        process.environment = environment
+        return try run("/usr/bin/etcdctl", arguments, environment: environment)
+    }
+
+    /// Runs a program and returns its standard output; throws if it fails.
+    @discardableResult
+    static func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        if let environment { process.environment = environment }
         let output = Pipe()
         let errors = Pipe()
         process.standardOutput = output
@@ -167,7 +199,7 @@ final class EtcdCluster {
         let errorData = errors.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else {
-            throw EtcdClusterError("etcdctl \(arguments.joined(separator: " ")) failed: \(String(decoding: errorData, as: UTF8.self))")
+            throw EtcdClusterError("\(executable) \(arguments.joined(separator: " ")) failed: \(String(decoding: errorData, as: UTF8.self))")
         }
         return String(decoding: data, as: UTF8.self)
     }
