@@ -23,7 +23,8 @@ public struct EtcdOptions: Sendable {
     public var caFile: String?
     /// etcd credentials; nil when the cluster has auth off.
     public var credentials: Credentials?
-    /// How long a watch waits before it reconnects after an interruption.
+    /// How long a watch waits before it reconnects after an interruption (doubled after each
+    /// failed reconnection, up to 16 times this).
     public var watchRetryDelay: Duration = .milliseconds(200)
     /// Ask etcd for progress notifications on watches.
     public var progressNotify = true

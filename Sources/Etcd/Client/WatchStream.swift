@@ -39,11 +39,11 @@ public final class WatchStream: Sendable {
 /// The state and thread behind a ``WatchStream``.
 ///
 /// Ownership: the stream's thread alone touches `lineBuffer`, `endpointIndex`, `finished`,
-/// `currentEndpoint`, `pendingError` and its easy handle. The cancel flag, the cursor (`next`)
-/// and the thread id are in `shared`, behind
-/// its `Mutex`, because ``WatchStream/cancel()`` and ``WatchStream/nextRevision`` read them from
-/// other threads. `multi` is created in `init` and freed by the thread at its end under the same
-/// lock, so `curl_multi_wakeup` (thread-safe in libcurl) is never called on a freed handle.
+/// `currentEndpoint`, `pendingError`, `failuresInARow` and its easy handle. The cancel flag, the
+/// cursor (`next`) and the thread id are in `shared`, behind its `Mutex`, because
+/// ``WatchStream/cancel()`` and ``WatchStream/nextRevision`` read them from other threads.
+/// `multi` is created in `init` and freed by the thread at its end under the same lock, so
+/// `curl_multi_wakeup` (thread-safe in libcurl) is never called on a freed handle.
 final class WatchRunner: @unchecked Sendable {
     private struct Shared {
         var cancelled = false
@@ -67,6 +67,8 @@ final class WatchRunner: @unchecked Sendable {
     private var currentEndpoint = ""
     /// An error line of the current transfer, reported when the transfer ends.
     private var pendingError: EtcdError?
+    /// Reconnections since a watch was last created.
+    private var failuresInARow = 0
 
     init(client: EtcdClient, key: [UInt8], rangeEnd: [UInt8]?, fromRevision: Int64,
          onUpdate: @escaping @Sendable (WatchUpdate) -> Void) {
@@ -138,9 +140,13 @@ final class WatchRunner: @unchecked Sendable {
                 onUpdate(.interrupted(outcome))
             }
             endpointIndex = (endpointIndex + 1) % client.endpoints.count
+            // Back off while no member takes the watch (doubling up to 16 times the delay), so
+            // a fleet of daemons does not hammer a cluster that is coming back.
+            failuresInARow += 1
+            let delay = client.options.watchRetryDelay * (1 << min(failuresInARow - 1, 4))
             // The pause is a poll on the multi handle, so cancel() ends it at once.
             var ignored: Int32 = 0
-            _ = curl_multi_poll(multi, nil, 0, Int32(CurlEasy.milliseconds(client.options.watchRetryDelay)), &ignored)
+            _ = curl_multi_poll(multi, nil, 0, Int32(CurlEasy.milliseconds(delay)), &ignored)
         }
     }
 
@@ -257,6 +263,7 @@ final class WatchRunner: @unchecked Sendable {
         }
         if result["created"]?.boolValue == true {
             client.prefer(endpointIndex)
+            failuresInARow = 0
             // A watch "from now" resumes after the revision it was created at.
             shared.withLock { if $0.next == 0 { $0.next = header.revision + 1 } }
             onUpdate(.created(endpoint: currentEndpoint, revision: header.revision))

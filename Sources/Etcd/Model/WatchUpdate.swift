@@ -9,7 +9,8 @@ public enum WatchUpdate: Equatable, Sendable {
     /// A progress notification: every change up to `revision` has been delivered.
     case progress(revision: Int64)
     /// The connection was lost or the member has no leader; the stream reconnects (next
-    /// endpoint, after a short pause) and resumes after the last delivered revision.
+    /// endpoint, after a pause that grows while no member answers) and resumes after the last
+    /// delivered revision.
     case interrupted(EtcdError)
     /// etcd compacted past the revision the watch needed. Final: the stream has ended; read
     /// the whole range again at one revision and watch from there.
