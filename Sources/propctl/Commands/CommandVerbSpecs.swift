@@ -29,8 +29,9 @@ extension PropctlSpec {
         ],
         examples: [
             .init("Upper-case the input", "propctl create-command jobs.upper -- tr a-z A-Z"),
-            .init("A search enabled by a longer text, at most 30 s",
-                  "propctl create-command search.run --enabled-when 'length(search.text) > 3' --timeout 30 -- ./search.sh"),
+            .init("A search enabled only while the text is longer than 3 characters",
+                  "propctl create-command s.run --enabled-when 'length(s.text) > 3' -- ./s.sh"),
+            .init("A job cancelled when it runs longer than 30 s", "propctl create-command jobs.slow --timeout 30 -- ./slow.sh"),
             .init("A command served by a client", "propctl create-command jobs.build --handler"),
         ]
     )
@@ -92,8 +93,8 @@ extension PropctlSpec {
             """,
         positionals: [.init("SHELL", help: "bash, zsh or fish.")],
         examples: [
-            .init("Try it in the current bash", "source <(propctl completion bash)"),
-            .init("Install for fish", "propctl completion fish > ~/.config/fish/completions/propctl.fish"),
+            .init("Print the bash script (try it with: source <(propctl completion bash))", "propctl completion bash"),
+            .init("Print the fish script, for ~/.config/fish/completions/propctl.fish", "propctl completion fish"),
         ]
     )
 }

@@ -19,7 +19,7 @@ extension PropctlSpec {
         examples: [
             .init("Print every key under settings", "propctl dump settings"),
             .init("Dump everything on the system bus", "propctl --system dump"),
-            .init("Back up keys with their definitions, one per line", "propctl dump --definitions --format lines > keys.jsonl"),
+            .init("Keys with their definitions, one per line", "propctl dump --definitions --format lines settings"),
         ]
     )
 
