@@ -168,7 +168,7 @@ final class DaemonBindingErrorTests: DaemonBindingTestCase, @unchecked Sendable 
 
     func testTypesThatCannotBecomeEachOtherAreRefusedAtBindTime() async throws {
         try await create([("ui.switch.on", "b", .boolean(false)), ("settings.theme", "s", .string("dark"))])
-        await assertDBusError(PropBusAPI.error("TransformFailed"), containing: ["ui.switch.on", "settings.theme", "'s'", "'b'"]) {
+        await assertDBusError(PropBusAPI.error("TransformFailed"), containing: ["ui.switch.on", "settings.theme", "'string'", "'boolean'"]) {
             try await self.bindKey("ui.switch.on", to: "settings.theme")
         }
         // A transform fixes one direction only; the other still cannot be converted.

@@ -33,14 +33,14 @@ extension Expression {
             return .string(s)
         case (.string(let s), .objectPath), (.signature(let s), .objectPath):
             guard ObjectPath.isValid(s) else {
-                throw PropBusError(.transformFailed, "\"\(ExpressionLexer.abbreviated(s))\" is not a valid object path, so it does not fit 'o'")
+                throw PropBusError(.transformFailed, "\"\(ExpressionLexer.abbreviated(s))\" is not a valid object path, so it does not fit 'object_path'")
             }
             return .objectPath(s)
         case (.string(let s), .signature), (.objectPath(let s), .signature):
             do throws(SignatureError) {
                 _ = try Signature(validating: s)
             } catch {
-                throw PropBusError(.transformFailed, "\(error), so it does not fit 'g'")
+                throw PropBusError(.transformFailed, "\(error), so it does not fit 'signature'")
             }
             return .signature(s)
         case (.array(_, let items), .array(let element)):
