@@ -95,6 +95,19 @@ final class PropctlVerbTests: DaemonTestCase {
         XCTAssertEqual(executing, .boolean(false))
     }
 
+    func testExecEndsWith69WhenTheDaemonDiesDuringTheExecution() async throws {
+        try await client.createCommand("jobs.sleep", ["exec": .array(of: .string, [.string("sleep"), .string("3")])])
+        let exec = try spawn(["exec", "jobs.sleep"])
+        defer { exec.signal(SIGKILL) }
+        _ = await eventually(timeout: 10) { exec.stderr.contains("started") }
+        daemon.process.signal(SIGKILL)
+        let ended = await exec.waitForExit(timeout: 10)
+        XCTAssertEqual(ended, .exited(69), "\(exec.stderr)")
+        XCTAssertTrue(exec.stderr.contains("propbusd left the bus while execution 1 of jobs.sleep ran"), exec.stderr)
+        await daemon.stop()
+        daemon = nil
+    }
+
     func testCancelOneExecutionOrAllOfACommand() async throws {
         try await client.createCommand("jobs.sleep", ["exec": .array(of: .string, [.string("sleep"), .string("60")]), "concurrent": .boolean(true)])
         let first = try await client.start("jobs.sleep")

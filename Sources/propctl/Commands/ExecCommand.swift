@@ -98,6 +98,12 @@ final class ExecutionWaiter: @unchecked Sendable {
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             connection.queue.async { [self] in
                 connection.addSignalHandler(matching: rule) { [self] message in received(message) }
+                // A daemon that dies takes the execution's outcome with it: no Finished will come.
+                connection.addSignalHandler(matching: Self.ownerChanges) { [self] message in
+                    guard let arguments = try? message.arguments(), arguments.count == 3, arguments[2].stringValue == "" else { return }
+                    end(.failure(DBusError(name: DBusError.Name.noReply,
+                                           message: "propbusd left the bus while execution \(id.map(String.init) ?? "?") of \(key) ran")))
+                }
                 connection.onDisconnect = { [self] in
                     connection.queue.async { [self] in
                         end(.failure(DBusError(name: DBusError.Name.disconnected, message: "the bus went away while execution \(id.map(String.init) ?? "?") of \(key) ran")))
@@ -112,8 +118,16 @@ final class ExecutionWaiter: @unchecked Sendable {
                 done.resume()
             }
         }
-        do { try await connection.addMatch(rule) } catch { throw CommandFailure(error) }
+        do {
+            try await connection.addMatch(rule)
+            try await connection.addMatch(Self.ownerChanges)
+        } catch {
+            throw CommandFailure(error)
+        }
     }
+
+    private static let ownerChanges = MatchRule(sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+                                                member: "NameOwnerChanged", arg0: PropbusClient.busName)
 
     /// The outcome of execution `id`, and the signal that cancelled it, if one did.
     func wait(for id: UInt64) async -> (Result<DBusValue, DBusError>, Int32?) {
