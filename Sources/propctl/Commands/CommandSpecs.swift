@@ -41,7 +41,11 @@ enum PropctlSpec {
     static let get = CommandSpec(
         name: "get",
         abstract: "Print the current value of one or more keys.",
-        discussion: "Scalars print as plain text and containers as JSON, one line per key in the order given.",
+        discussion: """
+            Scalars print as plain text and containers as JSON, one line per key in the order \
+            given. One key prints exactly; with several, control characters in values are \
+            escaped (\\n, \\t, \\\\) so that each stays on its line. --json is always exact.
+            """,
         positionals: [.init("KEY", help: "A key such as ui.switch.on.", repeating: true)],
         examples: [
             .init("Read one key", "propctl get ui.switch.on"),

@@ -25,8 +25,9 @@ enum ResetCommand: Subcommand {
         let client = try await PropbusClient.connect(parsed)
         let items = try await client.list(prefix: prefix)
         guard !items.isEmpty else { throw await client.unknownKey(prefix) }
-        // Read-only keys (command state) have nothing stored to forget.
-        let keys = items.filter { $0.metadata["is_set"]?.boolValue ?? false }.map(\.key)
+        // Keys reading their default have nothing to forget; read-only ones (command state)
+        // are not the user's to reset, and one refusal would make the whole Apply fail.
+        let keys = items.filter { ($0.metadata["is_set"]?.boolValue ?? false) && ($0.metadata["writable"]?.boolValue ?? true) }.map(\.key)
         if !keys.isEmpty {
             _ = try await client.manager("Apply", [.dictionary(key: .string, value: .variant, []), .array(of: .string, keys.map { .string($0) })])
         }
