@@ -132,7 +132,8 @@ struct CompletionScript: Sendable {
             lines += command.options.map { option($0, condition: seen) }
             switch Self.kind(of: command) {
             case .key: lines.append("complete -c \(name) -n \(quoted(seen)) -a '(__\(name)_keys)'")
-            case .command: lines.append("complete -c \(name) -n \(quoted(seen)) -a '(__\(name)_keys | string replace -rf \"\\\\.Executing$\" \"\")'")
+            // A literal replace: a "$" anchor would need escaping in fish's double quotes.
+            case .command: lines.append("complete -c \(name) -n \(quoted(seen)) -a '(__\(name)_keys | string replace -f .Executing \"\")'")
             case .shell: lines.append("complete -c \(name) -n \(quoted(seen)) -a 'bash zsh fish'")
             case .file: lines.append("complete -c \(name) -n \(quoted(seen)) -F")
             case .none: break
