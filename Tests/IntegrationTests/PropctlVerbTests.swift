@@ -116,6 +116,9 @@ final class PropctlVerbTests: DaemonTestCase {
         let recorder = try await client.recordExecutions(of: "jobs.sleep")
         let one = try await propctl(["cancel", "jobs.sleep", String(first)])
         XCTAssertEqual(one.status, 0, "\(one)")
+        // A cancelled execution is listed until its program has ended (SIGTERM, then SIGKILL).
+        let cancelled = await recorder.wait(timeout: 10) { $0.contains { $0.member == "Failed" && $0.arguments[0] == .uint64(first) } }
+        XCTAssertTrue(cancelled.contains { $0.member == "Failed" }, "\(cancelled)")
         let listed = try await client.call(PropBusAPI.manager, "ListExecutions")
         guard case .array(_, let items)? = listed.first else { return XCTFail("ListExecutions gave \(listed)") }
         let ids = items.compactMap { item -> UInt64? in
