@@ -24,5 +24,10 @@ enum Subcommands {
         "prune": PruneCommand.self,
         "exec": ExecCommand.self,
         "serve": ServeCommand.self,
+        "cancel": CancelCommand.self,
+        "create-command": CreateCommandCommand.self,
+        "delete-command": DeleteCommandCommand.self,
+        "describe": DescribeCommand.self,
+        "completion": CompletionCommand.self,
     ]
 }
