@@ -125,7 +125,7 @@ final class Daemon: @unchecked Sendable {
 
     private func openDatabase(_ path: String) throws(PropBusError) -> SQLiteStore {
         do {
-            // A new store is created by the first commit, once the name is owned.
+            // A new store is created once the name is owned (start()).
             return try SQLiteStore(path: path, createLazily: true)
         } catch {
             // Only damage is worth setting the file aside; a full disk or a permission is not.
@@ -184,6 +184,9 @@ final class Daemon: @unchecked Sendable {
                 // Ours now: what the model files and stored bindings changed becomes durable.
                 do throws(DBusError) { try service?.releaseCommits() } catch {
                     Self.fail("cannot commit the model files' declarations: \(error.message)", code: 1)
+                }
+                do throws(PropBusError) { try (store as? SQLiteStore)?.createIfNeeded() } catch {
+                    Self.fail(error.message, code: 1)
                 }
                 Log.info("propbusd ready: serving \(service?.propertyCount ?? 0) properties as \(Service.busName)")
                 notifier.notify("READY=1\nSTATUS=Serving \(service?.propertyCount ?? 0) properties as \(Service.busName)")

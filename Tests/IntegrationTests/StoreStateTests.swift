@@ -99,8 +99,7 @@ final class StoreStateTests: DaemonTestCase, @unchecked Sendable {
         _ = try await runCommand("dd", ["if=/dev/zero", "of=\(empty.path)/filler", "bs=64k"], environment: [:], timeout: 30)
         var environment = bus.environment
         environment["STATE_DIRECTORY"] = empty.path
-        // A model file, so that the start has something to write (a new store is created by
-        // the first commit, once the name is owned).
+        // A new store is created once the name is owned; a model file gives it something to write.
         let model = bus.directory.appendingPathComponent("m.json")
         try #"{"groups": {"a": {"properties": {"x": {"type": "i"}}}}}"#.write(to: model, atomically: true, encoding: .utf8)
         let result = try await runCommand(BuildProducts.propbusd, ["--address", bus.address, "--model", model.path],

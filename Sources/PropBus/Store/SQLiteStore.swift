@@ -59,13 +59,19 @@ public final class SQLiteStore: PropertyStore {
     /// Opens (creating if needed) the database at `path`, checks its integrity and migrates its
     /// schema. A corrupt or unreadable file throws `StoreFailed` naming it.
     ///
-    /// With `createLazily`, a store that does not exist yet is created by the first commit
-    /// instead (it loads as empty): the daemon writes nothing to its store before it owns its
+    /// With `createLazily`, a store that does not exist yet is created by the first commit or
+    /// by ``createIfNeeded()`` instead (it loads as empty): the daemon writes nothing to its store before it owns its
     /// name, not even a new file.
     public init(path: String, createLazily: Bool = false) throws(PropBusError) {
         self.path = path
         if createLazily, access(path, F_OK) != 0 { return }
         try open()
+    }
+
+    /// Creates a store that was left to be created lazily and has not been yet (the daemon
+    /// calls this once it owns its name, so the file exists from then on).
+    public func createIfNeeded() throws(PropBusError) {
+        if database == nil { try open() }
     }
 
     private func open() throws(PropBusError) {
