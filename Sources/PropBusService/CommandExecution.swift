@@ -4,8 +4,8 @@ import PropBus
 
 extension Service {
     /// The path and interface at which handler clients export `Run` (and `Cancel`).
-    static let handlerPath = "/org/propbus/PropBus1/Handler"
-    static let handlerInterface = "org.propbus.PropBus1.Handler"
+    static let handlerPath = PropBusAPI.handlerPath
+    static let handlerInterface = PropBusAPI.handlerInterface
 
     /// Accepts an execution of `key` and starts its work; returns its id.
     ///

@@ -9,14 +9,14 @@ import PropBus
 /// elsewhere (a command's process) hops back to that queue before touching anything.
 public final class Service: @unchecked Sendable {
     /// The well-known bus name.
-    public static let busName = "org.propbus.PropBus1"
+    public static let busName = PropBusAPI.busName
     /// The daemon's version, exposed as `Manager.Version`.
-    public static let version = "0.1.0"
-    static let managerInterface = "org.propbus.PropBus1.Manager"
-    static let valuesInterface = "org.propbus.PropBus1.Values"
+    public static let version = PropBusAPI.version
+    static let managerInterface = PropBusAPI.managerInterface
+    static let valuesInterface = PropBusAPI.valuesInterface
 
-    static let bindingInterface = "org.propbus.PropBus1.Binding"
-    static let commandInterface = "org.propbus.PropBus1.Command"
+    static let bindingInterface = PropBusAPI.bindingInterface
+    static let commandInterface = PropBusAPI.commandInterface
 
     /// Service-wide settings from the daemon's options.
     public struct Options: Sendable {
@@ -38,7 +38,7 @@ public final class Service: @unchecked Sendable {
     /// Signals the service needs; the daemon subscribes to them before owning its name, so that
     /// no client can make a binding whose end it would miss.
     public static let matchRules = [
-        MatchRule(sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged"),
+        MatchRule.nameOwnerChanged(),
     ]
 
     let model: PropertyModel

@@ -1,10 +1,11 @@
 import Dispatch
 import FoundationEssentials
 import Glibc
+import PropBus
 
 // Not an option users see: scripts/install and the tests build propbusd(8) from DaemonOptions.
 if CommandLine.arguments.dropFirst().elementsEqual(["--generate-man-page"]) {
-    print(DaemonManPage.render(version: "0.1.0"), terminator: "")
+    print(DaemonManPage.render(version: PropBusAPI.version), terminator: "")
     exit(0)
 }
 

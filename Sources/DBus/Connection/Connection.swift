@@ -245,13 +245,6 @@ public final class Connection: @unchecked Sendable {
                        interface: "org.freedesktop.DBus", member: member, arguments: arguments)
     }
 
-    /// Emits a signal.
-    public func emit(path: String, interface: String, member: String, _ arguments: [DBusValue]) throws(DBusError) {
-        let message = try Message.signal(path: path, interface: interface, member: member)
-        try message.append(arguments)
-        send(message)
-    }
-
     // MARK: Names
 
     /// The reply to `RequestName`.
@@ -269,11 +262,6 @@ public final class Connection: @unchecked Sendable {
             throw DBusError.failed("unexpected RequestName reply")
         }
         return result
-    }
-
-    /// Releases a well-known name (`org.freedesktop.DBus.ReleaseName`).
-    public func releaseName(_ name: String) async throws(DBusError) {
-        _ = try await callBus("ReleaseName", [.string(name)])
     }
 
     /// Marks the queue so ``send(_:)`` can tell whether it already runs there.

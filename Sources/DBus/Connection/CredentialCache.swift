@@ -12,8 +12,7 @@ import Dispatch
 /// subscribed to ``nameOwnerChangedRule`` on the bus (`AddMatch`).
 final class CredentialCache {
     /// The bus's `NameOwnerChanged`, which tells when a name (and its credentials) goes away.
-    static let nameOwnerChangedRule = MatchRule(sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                                                interface: "org.freedesktop.DBus", member: "NameOwnerChanged")
+    static let nameOwnerChangedRule = MatchRule.nameOwnerChanged()
 
     private unowned let connection: Connection
     private var known: [String: Credentials] = [:]

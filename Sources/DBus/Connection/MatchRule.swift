@@ -19,6 +19,13 @@ public struct MatchRule: Hashable, Sendable {
         self.arg0 = arg0
     }
 
+    /// The bus's `NameOwnerChanged` signal (a name got, changed or lost its owner), for every
+    /// name or, with `arg0`, for that name only. The one spelling of that rule.
+    public static func nameOwnerChanged(arg0: String? = nil) -> MatchRule {
+        MatchRule(sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+                  member: "NameOwnerChanged", arg0: arg0)
+    }
+
     /// The rule text for `org.freedesktop.DBus.AddMatch`.
     public var text: String {
         var parts = ["type='signal'"]

@@ -82,8 +82,6 @@ public final class Message: @unchecked Sendable {
     public var signature: String { dbus_message_get_signature(raw).map { String(cString: $0) } ?? "" }
     /// The serial number assigned when sent.
     public var serial: UInt32 { dbus_message_get_serial(raw) }
-    /// The serial this message replies to.
-    public var replySerial: UInt32 { dbus_message_get_reply_serial(raw) }
     /// Whether the sender asked for no reply.
     public var noReply: Bool {
         get { dbus_message_get_no_reply(raw) != 0 }

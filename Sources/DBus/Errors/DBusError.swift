@@ -24,6 +24,7 @@ extension DBusError {
         public static let serviceUnknown = "org.freedesktop.DBus.Error.ServiceUnknown"
         public static let nameHasNoOwner = "org.freedesktop.DBus.Error.NameHasNoOwner"
         public static let noReply = "org.freedesktop.DBus.Error.NoReply"
+        public static let fileNotFound = "org.freedesktop.DBus.Error.FileNotFound"
         public static let noServer = "org.freedesktop.DBus.Error.NoServer"
         public static let disconnected = "org.freedesktop.DBus.Error.Disconnected"
         public static let timeout = "org.freedesktop.DBus.Error.Timeout"

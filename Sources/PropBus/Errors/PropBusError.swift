@@ -43,7 +43,7 @@ public struct PropBusError: Error, Hashable, Sendable, CustomStringConvertible {
 
         /// The full D-Bus error name.
         public var dbusName: String {
-            rawValue.contains(".") ? rawValue : "org.propbus.PropBus1.Error." + rawValue
+            rawValue.contains(".") ? rawValue : PropBusAPI.errorPrefix + rawValue
         }
     }
 }

@@ -10,7 +10,7 @@ public struct Key: Hashable, Sendable, Comparable, CustomStringConvertible {
     /// The maximum key length, in bytes.
     public static let maximumLength = 255
     /// The object path of the root object; groups live below it.
-    public static let rootPath = "/org/propbus/PropBus1"
+    public static let rootPath = PropBusAPI.rootPath
 
     /// The full key text.
     public let text: String

@@ -72,9 +72,7 @@ final class ClientChannel: @unchecked Sendable {
                   member: "PropertiesChanged", arg0: PropbusClient.valuesInterface)
     }
 
-    private static let ownerRule = MatchRule(sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                                             interface: "org.freedesktop.DBus", member: "NameOwnerChanged",
-                                             arg0: PropbusClient.busName)
+    private static let ownerRule = MatchRule.nameOwnerChanged(arg0: PropbusClient.busName)
 
     /// Runs the channel until the local side ends, a signal arrives or the bus goes away.
     func run() async throws(CommandFailure) {
@@ -128,7 +126,7 @@ final class ClientChannel: @unchecked Sendable {
                     return fields[1].stringValue
                 }.first
                 guard let signature = listed, let type = try? DBusType(parsing: signature) else {
-                    readFailed(CommandFailure(.dbusError, "org.propbus.PropBus1.Error.UnknownKey: no property named \(key)"))
+                    readFailed(CommandFailure(.dbusError, "\(PropBusError.Code.unknownKey.dbusName): no property named \(key)"))
                     return
                 }
                 if !started {

@@ -18,7 +18,7 @@ struct CommandFailure: Error {
     init(_ error: DBusError) {
         let unavailable: Set<String> = [DBusError.Name.serviceUnknown, DBusError.Name.nameHasNoOwner,
                                         DBusError.Name.noServer, DBusError.Name.disconnected,
-                                        "org.freedesktop.DBus.Error.FileNotFound", "org.freedesktop.DBus.Error.NoReply"]
+                                        DBusError.Name.fileNotFound, DBusError.Name.noReply]
         code = unavailable.contains(error.name) ? .unavailable : .dbusError
         if error.name == DBusError.Name.serviceUnknown || error.name == DBusError.Name.nameHasNoOwner {
             // The bus's own text ("The name is not activatable") says nothing to a user.
@@ -45,6 +45,6 @@ struct CommandFailure: Error {
 
     /// Any other value that does not parse (an option's value, a document's entry): exit 1.
     static func badValue(_ message: String) -> CommandFailure {
-        CommandFailure(.dbusError, "org.propbus.PropBus1.Error.InvalidValue: \(message)")
+        CommandFailure(.dbusError, "\(PropBusError.Code.invalidValue.dbusName): \(message)")
     }
 }

@@ -7,8 +7,8 @@ import PropBus
 /// `@unchecked Sendable`: everything is confined to the connection's queue; process
 /// completions hop back to it before touching anything.
 final class HandlerServer: @unchecked Sendable {
-    static let path = "/org/propbus/PropBus1/Handler"
-    static let interface = "org.propbus.PropBus1.Handler"
+    static let path = PropBusAPI.handlerPath
+    static let interface = PropBusAPI.handlerInterface
 
     private let connection: Connection
     private let key: Key
@@ -23,9 +23,7 @@ final class HandlerServer: @unchecked Sendable {
         self.argv = argv
     }
 
-    private static let ownerRule = MatchRule(sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                                             interface: "org.freedesktop.DBus", member: "NameOwnerChanged",
-                                             arg0: PropbusClient.busName)
+    private static let ownerRule = MatchRule.nameOwnerChanged(arg0: PropbusClient.busName)
 
     /// Exports the handler object, subscribes to propbusd's restarts, then registers.
     func start() async throws(CommandFailure) {

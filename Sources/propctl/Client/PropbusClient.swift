@@ -3,10 +3,10 @@ import PropBus
 
 /// propctl's view of propbusd: one bus connection and typed calls to the daemon.
 struct PropbusClient {
-    static let busName = "org.propbus.PropBus1"
-    static let managerInterface = "org.propbus.PropBus1.Manager"
-    static let valuesInterface = "org.propbus.PropBus1.Values"
-    static let propertiesInterface = "org.freedesktop.DBus.Properties"
+    static let busName = PropBusAPI.busName
+    static let managerInterface = PropBusAPI.managerInterface
+    static let valuesInterface = PropBusAPI.valuesInterface
+    static let propertiesInterface = PropBusAPI.propertiesInterface
 
     let connection: Connection
 
@@ -64,7 +64,7 @@ struct PropbusClient {
     /// of objects and properties, the daemon of keys.
     static func meansUnknownKey(_ error: DBusError) -> Bool {
         [DBusError.Name.unknownObject, DBusError.Name.unknownProperty, DBusError.Name.unknownInterface,
-         "org.propbus.PropBus1.Error.UnknownKey"].contains(error.name)
+         PropBusError.Code.unknownKey.dbusName].contains(error.name)
     }
 
     /// The one wording for an unknown key, whichever verb met it, with the nearest existing key.
@@ -81,13 +81,13 @@ struct PropbusClient {
 
     private static func unknown(_ what: String, _ key: String, among keys: [String]) -> CommandFailure {
         let hint = closest(to: key, among: keys).map { "; did you mean '\($0)'?" } ?? ""
-        return CommandFailure(.dbusError, "org.propbus.PropBus1.Error.UnknownKey: no \(what) named \(key)\(hint)")
+        return CommandFailure(.dbusError, "\(PropBusError.Code.unknownKey.dbusName): no \(what) named \(key)\(hint)")
     }
 
     /// Runs `body`, turning "no such key" errors into the one wording for `key`.
     func naming(_ key: String, _ body: () async throws(CommandFailure) -> [DBusValue]) async throws(CommandFailure) -> [DBusValue] {
         do { return try await body() } catch {
-            if error.message.hasPrefix("org.freedesktop.DBus.Error.Unknown") || error.message.hasPrefix("org.propbus.PropBus1.Error.UnknownKey") {
+            if error.message.hasPrefix("org.freedesktop.DBus.Error.Unknown") || error.message.hasPrefix(PropBusError.Code.unknownKey.dbusName) {
                 throw await unknownKey(key)
             }
             throw error

@@ -7,7 +7,7 @@ enum DeleteCommandCommand: Subcommand {
         let client = try await PropbusClient.connect(parsed)
         do {
             _ = try await client.manager("DeleteCommand", [.string(key.text)])
-        } catch where error.message.hasPrefix("org.propbus.PropBus1.Error.UnknownKey") {
+        } catch where error.message.hasPrefix(PropBusError.Code.unknownKey.dbusName) {
             throw await client.unknownCommand(key.text)
         }
         if parsed.flag("json") { Output.line(Output.json(.object([("deleted", .string(key.text))]))) }

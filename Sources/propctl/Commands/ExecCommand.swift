@@ -9,7 +9,7 @@ import PropBus
 /// Start rather than Execute, so that the id is known at once: it is printed on stderr, and
 /// SIGINT or SIGTERM cancels exactly that execution before propctl exits (130 or 143).
 enum ExecCommand: Subcommand {
-    static let commandInterface = "org.propbus.PropBus1.Command"
+    static let commandInterface = PropBusAPI.commandInterface
 
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let key = try PropbusClient.key(parsed.positional("KEY") ?? "")
@@ -126,8 +126,7 @@ final class ExecutionWaiter: @unchecked Sendable {
         }
     }
 
-    private static let ownerChanges = MatchRule(sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
-                                                member: "NameOwnerChanged", arg0: PropbusClient.busName)
+    private static let ownerChanges = MatchRule.nameOwnerChanged(arg0: PropbusClient.busName)
 
     /// The outcome of execution `id`, and the signal that cancelled it, if one did.
     func wait(for id: UInt64) async -> (Result<DBusValue, DBusError>, Int32?) {

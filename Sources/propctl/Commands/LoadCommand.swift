@@ -119,13 +119,13 @@ enum LoadCommand: Subcommand {
             let key = member.key
             guard let existing = current[key] else {
                 let hint = member.value["definition"] == nil ? "" : " (load --create creates it from its definition)"
-                throw CommandFailure(.dbusError, "org.propbus.PropBus1.Error.UnknownKey: \(path): no property named \(key)\(hint)")
+                throw CommandFailure(.dbusError, "\(PropBusError.Code.unknownKey.dbusName): \(path): no property named \(key)\(hint)")
             }
             guard member.value.objectMembers != nil, let value = member.value["value"] else {
                 throw CommandFailure(.usage, "\(path): \(key): expected an object with \"type\" and \"value\"")
             }
             if let type = member.value["type"]?.stringValue, type != existing.type {
-                throw CommandFailure(.dbusError, "org.propbus.PropBus1.Error.TypeMismatch: \(path): \(key) has type '\(existing.type)' in the daemon, '\(type)' in the file")
+                throw CommandFailure(.dbusError, "\(PropBusError.Code.typeMismatch.dbusName): \(path): \(key) has type '\(existing.type)' in the daemon, '\(type)' in the file")
             }
             let wantsSet = member.value["is_set"]?.boolValue ?? true
             let isSet = existing.metadata["is_set"]?.boolValue ?? true

@@ -62,8 +62,7 @@ enum WatchCommand: Subcommand {
 
     static let changes = MatchRule(sender: PropbusClient.busName, pathNamespace: Key.rootPath,
                                    interface: PropbusClient.propertiesInterface, member: "PropertiesChanged")
-    static let ownerChanges = MatchRule(sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                                        interface: "org.freedesktop.DBus", member: "NameOwnerChanged", arg0: PropbusClient.busName)
+    static let ownerChanges = MatchRule.nameOwnerChanged(arg0: PropbusClient.busName)
 }
 
 /// Formats and prints changes; confined to the connection's queue.
