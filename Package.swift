@@ -5,6 +5,7 @@ let package = Package(
     name: "PropBus",
     platforms: [.macOS(.v14)],
     products: [
+        .library(name: "DBusValues", targets: ["DBusValues"]),
         .library(name: "DBus", targets: ["DBus"]),
         .library(name: "PropBus", targets: ["PropBus"]),
         .library(name: "Etcd", targets: ["Etcd"]),
@@ -27,13 +28,15 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
-        .target(name: "DBus", dependencies: ["CDBus"]),
+        // The D-Bus value model, signatures and name validation: pure Swift, no libdbus.
+        .target(name: "DBusValues", dependencies: ["CDBus"]),
+        .target(name: "DBus", dependencies: ["DBusValues", "CDBus"]),
         .target(name: "Etcd", dependencies: ["CCurl"]),
         .target(name: "PropBus", dependencies: ["DBus", "CSQLite"]),
         .target(name: "PropBusService", dependencies: ["DBus", "PropBus"]),
         .executableTarget(name: "propbusd", dependencies: ["DBus", "PropBus", "PropBusService"]),
         .executableTarget(name: "propctl", dependencies: ["DBus", "PropBus"]),
-        .testTarget(name: "DBusTests", dependencies: ["DBus", "CDBus"]),
+        .testTarget(name: "DBusTests", dependencies: ["DBus", "DBusValues", "CDBus"]),
         .testTarget(name: "PropBusTests", dependencies: ["PropBus", "DBus"]),
         .testTarget(name: "PropctlTests", dependencies: ["propctl", "PropBus", "DBus"]),
         .testTarget(name: "EtcdTests", dependencies: ["Etcd"]),
