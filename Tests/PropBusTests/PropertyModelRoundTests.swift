@@ -1,4 +1,4 @@
-import DBus
+import DBusValues
 import XCTest
 
 @testable import PropBus

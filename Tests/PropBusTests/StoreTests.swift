@@ -1,4 +1,4 @@
-import DBus
+import DBusValues
 import Foundation
 import XCTest
 

@@ -1,21 +1,8 @@
 import Glibc
 
-/// Who is at the other end of a connection, as the bus saw it when the connection was made
-/// (`org.freedesktop.DBus.GetConnectionCredentials`).
-public struct Credentials: Hashable, Sendable {
-    /// `UnixUserID`: the connecting process's effective uid.
-    public var userID: UInt32
-    /// `UnixGroupIDs`, or the user's groups from the group database when the bus did not say.
-    public var groupIDs: [UInt32]
-    /// `ProcessID`, when the bus knows it.
-    public var processID: UInt32?
-
-    public init(userID: UInt32, groupIDs: [UInt32], processID: UInt32? = nil) {
-        self.userID = userID
-        self.groupIDs = groupIDs
-        self.processID = processID
-    }
-
+/// Reading credentials from the bus; the value itself is in DBusValues, where the access policy
+/// (which links no libdbus) can use it.
+extension Credentials {
     /// Reads a `GetConnectionCredentials` reply.
     ///
     /// Without `UnixGroupIDs` (older buses, or a bus that cannot read the peer's groups) the
@@ -29,13 +16,15 @@ public struct Credentials: Hashable, Sendable {
         guard case .uint32(let uid)? = entries["UnixUserID"]?.unwrappingVariantOnce else {
             throw .failed("the bus did not report a UnixUserID")
         }
-        userID = uid
+        let groupIDs: [UInt32]
         if case .array(_, let items)? = entries["UnixGroupIDs"]?.unwrappingVariantOnce {
             groupIDs = items.compactMap { if case .uint32(let gid) = $0 { gid } else { nil } }
         } else {
             groupIDs = Self.groups(ofUser: uid)
         }
-        if case .uint32(let pid)? = entries["ProcessID"]?.unwrappingVariantOnce { processID = pid } else { processID = nil }
+        var processID: UInt32?
+        if case .uint32(let pid)? = entries["ProcessID"]?.unwrappingVariantOnce { processID = pid }
+        self.init(userID: uid, groupIDs: groupIDs, processID: processID)
     }
 
     /// The primary and supplementary groups of `uid` in the user and group databases

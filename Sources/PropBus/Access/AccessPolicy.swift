@@ -1,4 +1,4 @@
-import DBus
+import DBusValues
 
 /// Who may write and read which property (SPEC §7), decided from a caller's credentials.
 ///

@@ -1,4 +1,4 @@
-import DBus
+import DBusValues
 
 /// A daemon-side channel: `key` follows `to`, and, unless one-way, `to` follows `key`.
 ///

@@ -1,4 +1,4 @@
-import DBus
+import DBusValues
 
 /// Spreads a change through the bindings until it settles.
 ///

@@ -1,4 +1,4 @@
-import DBus
+import DBusValues
 
 /// A command's fixed description (SPEC §6): what runs, when it is enabled, and how.
 public struct CommandDefinition: Hashable, Sendable {

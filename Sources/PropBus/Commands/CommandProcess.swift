@@ -1,4 +1,4 @@
-import DBus
+import DBusValues
 import Dispatch
 import Glibc
 import Synchronization

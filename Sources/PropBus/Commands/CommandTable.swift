@@ -1,4 +1,4 @@
-import DBus
+import DBusValues
 
 /// The daemon's commands (SPEC §6): definitions, running executions and registered handlers,
 /// with `Enabled`, `Executing` and `Executions` kept as read-only keys of the model.

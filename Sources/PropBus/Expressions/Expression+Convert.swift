@@ -1,4 +1,4 @@
-import DBus
+import DBusValues
 
 extension Expression {
     /// Converts an evaluation result to `type` (int64 → i/u/y/... with range check, int → d,

@@ -1,4 +1,4 @@
-import DBus
+import DBusValues
 
 /// An expression of SPEC §5.2, used for binding transforms and command predicates.
 ///

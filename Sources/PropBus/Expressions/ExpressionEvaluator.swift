@@ -1,4 +1,4 @@
-import DBus
+import DBusValues
 
 /// Evaluates a parsed expression. Its recursion is as deep as the tree, which the parser
 /// bounds.

@@ -1,4 +1,4 @@
-import DBus
+import DBusValues
 
 /// A built-in function (SPEC §5.2).
 enum ExpressionFunction: String, Sendable, CaseIterable {

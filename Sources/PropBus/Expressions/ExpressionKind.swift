@@ -1,4 +1,4 @@
-import DBus
+import DBusValues
 
 /// What an expression value is, as far as the expression language cares: integers of every
 /// D-Bus width are one kind, and so are `s`, `o` and `g`.

@@ -1,4 +1,4 @@
-import DBus
+import DBusValues
 
 /// A value during evaluation: integers are widened to `Int64`, variants unwrapped, and `o`/`g`
 /// read as strings.

@@ -1,4 +1,4 @@
-import DBus
+import DBusValues
 
 /// Finds the kind of an expression's result without evaluating it, and the type errors that
 /// every evaluation would hit.

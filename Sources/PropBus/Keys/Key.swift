@@ -1,4 +1,4 @@
-import DBus
+import DBusValues
 
 /// A property key, `group.name`, validated against SPEC §2.
 ///

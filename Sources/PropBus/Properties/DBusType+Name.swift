@@ -1,4 +1,4 @@
-import DBus
+import DBusValues
 
 extension DBusType {
     /// The type's name as people read it and as docs/expressions.md and error messages spell

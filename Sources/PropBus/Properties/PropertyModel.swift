@@ -1,4 +1,4 @@
-import DBus
+import DBusValues
 
 /// The daemon's properties: definitions, current values and revisions.
 ///

@@ -1,4 +1,4 @@
-import DBus
+import DBusValues
 
 /// The text form of D-Bus values that `propctl` reads and prints.
 ///

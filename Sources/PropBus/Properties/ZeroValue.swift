@@ -1,4 +1,4 @@
-import DBus
+import DBusValues
 
 extension DBusType {
     /// The natural empty value of the type (`false`, `0`, `""`, `[]`, `{}`, a struct of those),

@@ -1,4 +1,4 @@
-import DBus
+import DBusValues
 
 /// Where property definitions and values are kept between runs.
 ///

@@ -1,5 +1,5 @@
 import CSQLite
-import DBus
+import DBusValues
 import Glibc
 
 /// The durable store: one SQLite database in WAL mode with `synchronous=FULL`.

@@ -1,4 +1,4 @@
-import DBus
+import DBusValues
 
 /// The store's encoding of a ``DBusValue``: compact, self-describing and exact.
 ///
