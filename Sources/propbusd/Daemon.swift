@@ -43,6 +43,7 @@ final class Daemon: @unchecked Sendable {
                 store = try openDatabase(directory + "/" + SQLiteStore.fileName)
             }
             let model = try PropertyModel(store: store, limits: options.limits)
+            for reason in model.refusedAtLoad { Diagnostics.write("propbusd: \(reason)\n") }
             let commands = CommandTable(model: model, store: store, maximumRunning: options.maximumExecutions)
             for (key, error) in commands.recreate(model.storedCommands) {
                 Diagnostics.write("propbusd: stored command \(key) could not be created again: \(error.message)\n")
