@@ -14,6 +14,11 @@ extension Service {
     func startExecution(of key: Key, input: DBusValue, call: MethodCall, waits: Bool) throws(DBusError) -> UInt64 {
         guard let definition = commands.definition(of: key) else { throw .unknownObject("no command named \(key)") }
         try authorizeWrite(key.text, writers: definition.writers, by: call)
+        // The program or handler would get the daemon's own duplicate, a number that means
+        // nothing to it (and the daemon would hand out its descriptors).
+        guard !input.containsUnixFD else {
+            throw .invalidArgs("the input of command \(key) holds a unix fd ('h'); fds cannot be passed to an execution")
+        }
         let (execution, changes) = try bridged { () throws(PropBusError) in try commands.accept(key.text, input: input) }
         publish(changes)
         let path = Key.objectPath(ofGroup: key.text)
@@ -75,7 +80,10 @@ extension Service {
                 switch reply {
                 case .success(let message):
                     if let arguments = try? message.arguments(), let value = arguments.first {
-                        result = .success(value.unwrappingVariantOnce)
+                        let value = value.unwrappingVariantOnce
+                        result = value.containsUnixFD
+                            ? .failure(PropBusError(.invalidArgs, "the handler of command \(key) returned a result holding a unix fd ('h') for execution \(execution.id); fds cannot be results").dbusError)
+                            : .success(value)
                     } else {
                         result = .failure(PropBusError(.executionFailed, "the handler of command \(key) sent no result (expected a 'v')").dbusError)
                     }
