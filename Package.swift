@@ -21,8 +21,10 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        // Linux calls Swift cannot import directly (variadic prctl); header only, no library.
+        .systemLibrary(name: "CLinux"),
         .target(name: "DBus", dependencies: ["CDBus"]),
-        .target(name: "PropBus", dependencies: ["DBus", "CSQLite"]),
+        .target(name: "PropBus", dependencies: ["DBus", "CSQLite", "CLinux"]),
         .target(name: "PropBusService", dependencies: ["DBus", "PropBus"]),
         .executableTarget(name: "propbusd", dependencies: ["DBus", "PropBus", "PropBusService"]),
         .executableTarget(name: "propctl", dependencies: ["DBus", "PropBus"]),

@@ -131,6 +131,9 @@ extension Service {
     func finishExecution(_ id: UInt64, of key: Key, _ result: Result<DBusValue, DBusError>) {
         guard let work = running.removeValue(forKey: id) else { return }
         work.timer?.cancel()
+        // Its process group is gone already; what left the group (setsid) goes now, before the
+        // reply, so a caller never sees an ended execution with work still running.
+        if work.process != nil { sweepLeftovers() }
         publish(commands.finish(id, of: key))
         let path = Key.objectPath(ofGroup: key.text)
         switch result {
@@ -142,6 +145,16 @@ extension Service {
             work.waiter?.fail(error)
         }
         tree.connection.scheduleRound()
+    }
+
+    /// Kills what ended executions left behind and reaps the daemon's zombie orphans; comes
+    /// back while anything was killed, to reap it and catch what it left in turn.
+    func sweepLeftovers(attempt: Int = 0) {
+        dispatchPrecondition(condition: .onQueue(tree.connection.queue))
+        let leaders = Set(running.values.compactMap { $0.process?.pid })
+        let killed = LeftoverProcesses.sweep(running: Set(running.keys), leaders: leaders)
+        guard killed > 0 || attempt == 0, attempt < 100 else { return }
+        tree.connection.queue.asyncAfter(deadline: .now() + 0.05) { [weak self] in self?.sweepLeftovers(attempt: attempt + 1) }
     }
 
     /// Cancels every running execution (SIGTERM): a daemon that stops must not leave work
