@@ -112,6 +112,45 @@ final class HostileValueTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertTrue(daemon.stderr.contains("old.any"), daemon.stderr)
     }
 
+    func testAHandlerResultHoldingAnFDFailsTheExecution() async throws {
+        try await client.createCommand("fd.handled", ["handler": .boolean(true)])
+        // A python-dbus handler whose Run answers with an fd in its variant.
+        let handler = try ChildProcess("/usr/bin/python3", ["-c", """
+            import dbus, dbus.service, sys
+            from dbus.mainloop.glib import DBusGMainLoop
+            from gi.repository import GLib
+            DBusGMainLoop(set_as_default=True)
+            bus = dbus.bus.BusConnection(sys.argv[1])
+            class Handler(dbus.service.Object):
+                @dbus.service.method('org.propbus.PropBus1.Handler', in_signature='stv', out_signature='v')
+                def Run(self, key, id, input):
+                    return dbus.types.UnixFd(1, variant_level=1)
+                @dbus.service.method('org.propbus.PropBus1.Handler', in_signature='st', out_signature='')
+                def Cancel(self, key, id):
+                    pass
+            Handler(bus, '/org/propbus/PropBus1/Handler')
+            bus.get_object('org.propbus.PropBus1', '/org/propbus/PropBus1').RegisterHandler(
+                'fd.handled', dbus_interface='org.propbus.PropBus1.Manager')
+            GLib.MainLoop().run()
+            """, bus.address], environment: bus.environment)
+        defer { handler.signal(SIGKILL) }
+        let registered = await eventually { (try? await self.client.commandProperty("fd.handled", "Enabled")) == .boolean(true) }
+        XCTAssertTrue(registered, "the python handler registered: \(handler.stderr)")
+        await assertDBusError(PropBusAPI.standard("InvalidArgs"), containing: ["fd.handled", "unix fd"]) {
+            try await self.client.execute("fd.handled")
+        }
+        let executing = try await client.commandProperty("fd.handled", "Executing")
+        XCTAssertEqual(executing, .boolean(false))
+    }
+
+    func testBindOptionsHoldingAnFDAreRefused() async throws {
+        try await client.create("fd.left", "s", default: .string(""))
+        try await client.create("fd.right", "s", default: .string(""))
+        await assertDBusError(PropBusAPI.standard("InvalidArgs"), containing: ["fd.left", "to_key"]) {
+            try await self.bind("fd.left", to: "fd.right", ["to_key": .variant(.unixFD(1))])
+        }
+    }
+
     // MARK: Item 4: values that cannot be sent back
 
     func testValuesTooDeepForTheRepliesAreRefusedAndTheStoreStaysUsable() async throws {
