@@ -104,6 +104,35 @@ final class HostileValueCheckTests: XCTestCase {
         XCTAssertEqual(nested(57).nestingDepth, 57)
     }
 
+    /// The depth count agrees with the wire validator for every kind of container, not just variants.
+    func testNestingDepthCountsEachContainerAsTheValidatorDoes() throws {
+        func managedObjects(_ value: DBusValue) -> DBusValue {
+            let properties = DBusValue.dictionary(key: .string, value: .variant, [DictionaryEntry(.string("k"), .variant(value))])
+            let interfaces = DBusValue.dictionary(key: .string, value: properties.type, [DictionaryEntry(.string("i"), properties)])
+            return .dictionary(key: .objectPath, value: interfaces.type, [DictionaryEntry(.objectPath("/a"), interfaces)])
+        }
+        func padded(_ core: DBusValue, to depth: Int) -> DBusValue {
+            var value = core
+            while value.nestingDepth < depth { value = .variant(value) }
+            return value
+        }
+        let cores: [DBusValue] = [
+            .structure([.string("a"), .variant(.int32(1))]),
+            .array(of: .structure([.int32]), [.structure([.int32(1)])]),
+            .array(of: .structure([.int32]), []),
+            .vardict(["k": .string("v")]),
+            .array(of: .int32, [.int32(1)]),
+            .bytes([1, 2]),
+            .array(of: .array(.string), [.array(of: .string, [.string("s")])]),
+        ]
+        for core in cores {
+            let fits = padded(core, to: PropertyDefinition.maximumNestingDepth)
+            XCTAssertEqual(fits.nestingDepth, PropertyDefinition.maximumNestingDepth, "\(core.signature)")
+            XCTAssertNoThrow(try managedObjects(fits).validate(), "\(core.signature)")
+            XCTAssertThrowsError(try managedObjects(.variant(fits)).validate(), "\(core.signature)")
+        }
+    }
+
     func testValuesTooDeepToSendBackAreRefusedNamingKeyAndDepth() throws {
         let model = try model()
         _ = try model.create(key: "deep.any", type: "v", defaultValue: .variant(.string("")))
