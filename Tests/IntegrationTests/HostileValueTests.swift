@@ -184,6 +184,29 @@ final class HostileValueTests: DaemonTestCase, @unchecked Sendable {
         _ = try await client.call(PropBusAPI.objectManager, "GetManagedObjects")
     }
 
+    func testAStoreHoldingAValueTooDeepToSendBackKeepsServingEveryReply() async throws {
+        try await client.create("deep.kept", "v", default: .variant(.string("")))
+        try await client.create("deep.other", "s", default: .string(""))
+        await daemon.stop()
+        _ = await eventually { !((try? await client.nameHasOwner()) ?? true) }
+        // What an older version accepted: 63 nested variants.
+        do {
+            let store = try SQLiteStore(path: storePath)
+            _ = try store.load()
+            store.saveValue(nested(63), revision: 80, for: try Key("deep.kept"))
+            try store.commit()
+        }
+        daemon = try await Daemon.start(on: bus, watcher: client)
+        let kept = try await client.get("deep.kept")
+        XCTAssertEqual(kept, .variant(.string("")), "the value is not served; the key reads its default")
+        let listed = try await client.list(prefix: "deep.")
+        XCTAssertEqual(listed.map(\.key), ["deep.kept", "deep.other"])
+        let reason = listed.first?.metadata["hidden_reason"]?.stringValue ?? ""
+        XCTAssertTrue(reason.contains("63"), "hidden_reason: \(reason)")
+        _ = try await client.getAll(group: "deep")
+        _ = try await client.call(PropBusAPI.objectManager, "GetManagedObjects")
+    }
+
     // MARK: Item 6: bounded evaluation
 
     func testConcatenationBombIsRefusedQuicklyAndTheDaemonKeepsServing() async throws {

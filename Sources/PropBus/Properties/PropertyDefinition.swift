@@ -94,6 +94,12 @@ public struct PropertyDefinition: Hashable, Sendable {
     /// metadata), and libdbus refuses a message nested deeper than 64 in all.
     public static let maximumNestingDepth = DBusValue.maximumMessageDepth - 7
 
+    /// Whether `value` can go out in any reply that carries a property value (no fd, and not
+    /// nested deeper than ``maximumNestingDepth``), for values kept from older versions.
+    public static func canSendBack(_ value: DBusValue) -> Bool {
+        !value.containsUnixFD && value.nestingDepth <= maximumNestingDepth
+    }
+
     /// Refuses a type holding a unix fd: the number the daemon receives is its own duplicate,
     /// meaningless once the call is over (after a restart it would name whatever is open then).
     public static func checkStorable(_ type: DBusType, key: Key) throws(PropBusError) {
