@@ -28,11 +28,13 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
+        // Linux calls Swift cannot import directly (variadic prctl); header only, no library.
+        .systemLibrary(name: "CLinux"),
         // The D-Bus value model, signatures and name validation: pure Swift, no libdbus.
         .target(name: "DBusValues"),
         .target(name: "DBus", dependencies: ["DBusValues", "CDBus"]),
         .target(name: "Etcd", dependencies: ["CCurl"]),
-        .target(name: "PropBus", dependencies: ["DBusValues", "CSQLite"]),
+        .target(name: "PropBus", dependencies: ["DBusValues", "CSQLite", "CLinux"]),
         .target(name: "PropBusService", dependencies: ["DBus", "PropBus"]),
         .executableTarget(name: "propbusd", dependencies: ["DBus", "PropBus", "PropBusService"]),
         .executableTarget(name: "propctl", dependencies: ["DBus", "PropBus"]),

@@ -57,6 +57,7 @@ final class Daemon: @unchecked Sendable {
                 store = try openDatabase(path)
             }
             let model = try PropertyModel(store: store, limits: options.limits)
+            for reason in model.refusedAtLoad { Diagnostics.write("propbusd: \(reason)\n") }
             let commands = CommandTable(model: model, store: store, maximumRunning: options.maximumExecutions)
             // A predicate may read a key that is gone (or comes with a model file below): the
             // command then starts disabled rather than being lost.
