@@ -34,16 +34,20 @@ let package = Package(
         .target(name: "DBusValues"),
         .target(name: "DBus", dependencies: ["DBusValues", "CDBus"]),
         .target(name: "Etcd", dependencies: ["CCurl"]),
-        .target(name: "PropBus", dependencies: ["DBusValues", "CSQLite", "CLinux"]),
-        .target(name: "PropBusService", dependencies: ["DBus", "PropBus"]),
-        .executableTarget(name: "propbusd", dependencies: ["DBus", "PropBus", "PropBusService"]),
+        // The core model: no libdbus, no SQLite.
+        .target(name: "PropBus", dependencies: ["DBusValues", "CLinux"]),
+        // The core's adapters to the system: the SQLite store, the state directory, model files.
+        .target(name: "PropBusSystem", dependencies: ["PropBus", "DBusValues", "CSQLite"]),
+        .target(name: "PropBusService", dependencies: ["DBus", "PropBus", "PropBusSystem"]),
+        .executableTarget(name: "propbusd", dependencies: ["DBus", "PropBus", "PropBusSystem", "PropBusService"]),
         .executableTarget(name: "propctl", dependencies: ["DBus", "PropBus"]),
         // Links libdbus only to compare the pure validators with libdbus's answers.
         .testTarget(name: "DBusValuesTests", dependencies: ["DBusValues", "CDBus"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus", "DBusValues", "CDBus"]),
         .testTarget(name: "PropBusTests", dependencies: ["PropBus", "DBusValues"]),
+        .testTarget(name: "PropBusSystemTests", dependencies: ["PropBusSystem", "PropBus", "DBusValues"]),
         .testTarget(name: "PropctlTests", dependencies: ["propctl", "PropBus", "DBus"]),
         .testTarget(name: "EtcdTests", dependencies: ["Etcd"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["DBus", "PropBus", "CSQLite"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["DBus", "PropBus", "PropBusSystem", "CSQLite"]),
     ]
 )

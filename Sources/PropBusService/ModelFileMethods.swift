@@ -1,6 +1,7 @@
 import DBus
 import Dispatch
 import PropBus
+import PropBusSystem
 
 extension Service {
     /// Reload, ListUnclaimed and Prune of the Manager interface: the model-file lifecycle.

@@ -1,6 +1,7 @@
 import DBus
 import Dispatch
 import PropBus
+import PropBusSystem
 
 /// The daemon's brain: exports a ``PropertyModel`` over D-Bus.
 ///

@@ -3,6 +3,7 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import PropBus
+import PropBusSystem
 import PropBusService
 
 /// The daemon's lifecycle: connect, export, own the name, tell systemd, and shut down on a signal.

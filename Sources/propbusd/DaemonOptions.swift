@@ -1,5 +1,6 @@
 import DBus
 import PropBus
+import PropBusSystem
 import PropBusService
 
 /// propbusd's command line, declared once: parsing and `--help` both come from `table`.

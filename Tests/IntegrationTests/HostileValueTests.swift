@@ -1,6 +1,7 @@
 import DBus
 import Foundation
 import PropBus
+import PropBusSystem
 import XCTest
 
 /// Issue 10, the model side: what a hostile or careless client sends can never make the daemon

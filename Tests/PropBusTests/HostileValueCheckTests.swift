@@ -60,15 +60,6 @@ final class HostileValueCheckTests: XCTestCase {
         XCTAssertEqual(try model.value(of: "fd.any"), .variant(.string("")))
     }
 
-    func testModelFileDeclaringAnFDTypeIsRefusedNamingFileAndKey() throws {
-        let model = try model()
-        let file = try ModelFile(path: "fds.json", text: #"{"groups": {"dev": {"properties": {"handle": {"type": "ah", "default": []}}}}}"#)
-        assertError(.invalidArgs, containing: ["fds.json", "dev.handle", "unix fd"]) {
-            _ = try file.apply(to: model, commands: CommandTable(model: model, store: MemoryStore()))
-        }
-        XCTAssertNil(model.entry(for: try Key("dev.handle")))
-    }
-
     func testStoredUnixFDPropertiesAreLeftOutAtLoadWithTheReason() throws {
         var state = StoredState()
         state.definitions = [

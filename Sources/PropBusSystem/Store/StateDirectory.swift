@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import PropBus
 
 /// Where the daemon keeps its store (SPEC §4).
 public enum StateDirectory {

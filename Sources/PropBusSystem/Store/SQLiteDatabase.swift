@@ -1,4 +1,5 @@
 import CSQLite
+import PropBus
 
 /// An SQLite result code with SQLite's message, thrown at the C boundary and no further than
 /// ``SQLiteStore``, which turns it into `StoreFailed`.

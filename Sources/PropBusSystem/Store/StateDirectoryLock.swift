@@ -1,4 +1,5 @@
 import Glibc
+import PropBus
 
 /// An exclusive `flock(2)` on `DIR/propbusd.lock`, held for the life of the daemon: one
 /// propbusd per state directory. Two daemons sharing a store (one per bus, say, since the

@@ -3,6 +3,7 @@ import Foundation
 import XCTest
 
 @testable import PropBus
+@testable import PropBusSystem
 
 /// Issue 11 at the model and store level: hidden values, retired keys, pruning, model files
 /// skipped as a whole, revision reservations and the store's identity.

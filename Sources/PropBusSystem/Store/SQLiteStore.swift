@@ -1,6 +1,7 @@
 import CSQLite
 import DBusValues
 import Glibc
+import PropBus
 
 /// The durable store: one SQLite database in WAL mode with `synchronous=FULL`.
 ///

@@ -3,6 +3,7 @@ import Foundation
 import XCTest
 
 @testable import PropBus
+@testable import PropBusSystem
 
 final class StoreTests: XCTestCase {
     private var directory: URL!

@@ -1,4 +1,5 @@
 import DBusValues
+import PropBus
 
 /// The store's encoding of a ``DBusValue``: compact, self-describing and exact.
 ///

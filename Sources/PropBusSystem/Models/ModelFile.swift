@@ -1,6 +1,7 @@
 import DBusValues
 import FoundationEssentials
 import Glibc
+import PropBus
 
 /// A JSON declaration of groups with their properties, commands and bindings, like a GSettings
 /// schema (SPEC §4, "Model files"). The format is documented in `docs/model-files.md`.

@@ -1,3 +1,5 @@
+import PropBus
+
 /// The daemon's model files and what each one declared: loads them at startup and again on a
 /// reload (SIGHUP, `Manager.Reload`), applying the difference (issue 11, SPEC §12).
 ///

@@ -1,6 +1,7 @@
 import DBusValues
 import Foundation
 import PropBus
+import PropBusSystem
 import XCTest
 
 final class ModelFileTests: XCTestCase {

@@ -3,6 +3,7 @@ import Foundation
 import XCTest
 
 @testable import PropBus
+@testable import PropBusSystem
 
 /// Commands in the SQLite store (schema v3) and in model files.
 final class CommandStoreTests: XCTestCase {

@@ -1,0 +1,26 @@
+import DBusValues
+import Foundation
+import PropBus
+import PropBusSystem
+import XCTest
+
+/// Bindings kept in the SQLite store (moved from ChannelTests, which needs no store).
+final class BindingStoreTests: XCTestCase {
+    func testBindingIDsAreNotReusedAfterARestart() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("propbus-ids-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        do {
+            let store = try SQLiteStore(path: directory + "/propbus.db")
+            let model = try PropertyModel(store: store)
+            for key in ["i.a", "i.b"] { _ = try model.create(key: key, type: "i", defaultValue: .int32(0)) }
+            _ = try model.bind(key: "i.a", to: "i.b", options: ["persistent": .boolean(true)], owner: ":1.1")
+            _ = try model.bind(key: "i.b", to: "i.a", options: [:], owner: ":1.1")
+            try store.commit()
+        }
+        let model = try PropertyModel(store: try SQLiteStore(path: directory + "/propbus.db"))
+        XCTAssertEqual(model.bindings.all.map(\.id), [1])
+        let next = try model.bind(key: "i.b", to: "i.a", options: [:], owner: ":1.2").binding
+        XCTAssertEqual(next.id, 3, "id 2 belonged to a binding of the previous run")
+    }
+}

@@ -1,0 +1,22 @@
+import DBusValues
+import PropBus
+import PropBusSystem
+import XCTest
+
+/// A model file is refused when it declares what the model refuses (issue 10's value checks,
+/// moved from HostileValueCheckTests, which needs no file adapter).
+final class ModelFileValueCheckTests: XCTestCase {
+    private func model() throws -> PropertyModel { try PropertyModel(store: MemoryStore()) }
+
+    func testModelFileDeclaringAnFDTypeIsRefusedNamingFileAndKey() throws {
+        let model = try model()
+        let file = try ModelFile(path: "fds.json", text: #"{"groups": {"dev": {"properties": {"handle": {"type": "ah", "default": []}}}}}"#)
+        XCTAssertThrowsError(try file.apply(to: model, commands: CommandTable(model: model, store: MemoryStore()))) { error in
+            XCTAssertEqual((error as? PropBusError)?.code, .invalidArgs)
+            for fragment in ["fds.json", "dev.handle", "unix fd"] {
+                XCTAssertTrue("\(error)".contains(fragment), "'\(error)' does not contain '\(fragment)'")
+            }
+        }
+        XCTAssertNil(model.entry(for: try Key("dev.handle")))
+    }
+}
