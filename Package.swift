@@ -35,12 +35,13 @@ let package = Package(
         .target(name: "DBus", dependencies: ["DBusValues", "CDBus"]),
         .target(name: "Etcd", dependencies: ["CCurl"]),
         // The core model: no libdbus, no SQLite.
-        .target(name: "PropBus", dependencies: ["DBusValues", "CLinux"]),
-        // The core's adapters to the system: the SQLite store, the state directory, model files.
-        .target(name: "PropBusSystem", dependencies: ["PropBus", "DBusValues", "CSQLite"]),
+        .target(name: "PropBus", dependencies: ["DBusValues"]),
+        // The core's adapters to the system: the SQLite store, the state directory, model files,
+        // the process runner and the user and group databases.
+        .target(name: "PropBusSystem", dependencies: ["PropBus", "DBusValues", "CSQLite", "CLinux"]),
         .target(name: "PropBusService", dependencies: ["DBus", "PropBus", "PropBusSystem"]),
         .executableTarget(name: "propbusd", dependencies: ["DBus", "PropBus", "PropBusSystem", "PropBusService"]),
-        .executableTarget(name: "propctl", dependencies: ["DBus", "PropBus"]),
+        .executableTarget(name: "propctl", dependencies: ["DBus", "PropBus", "PropBusSystem"]),
         // Links libdbus only to compare the pure validators with libdbus's answers.
         .testTarget(name: "DBusValuesTests", dependencies: ["DBusValues", "CDBus"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus", "DBusValues", "CDBus"]),

@@ -157,7 +157,7 @@ final class Daemon: @unchecked Sendable {
                         var serviceOptions = options.service
                         if options.enforcesAccess {
                             // The propbus group is resolved once, now; writers options on each check.
-                            serviceOptions.access = .enforcing(daemonUserID: geteuid())
+                            serviceOptions.access = .enforcing(daemonUserID: geteuid(), accounts: .system)
                         }
                         // Export everything before owning the name: no client may see a half-built daemon.
                         service = Service(connection: connection, model: model, store: store, commands: commands, options: serviceOptions)

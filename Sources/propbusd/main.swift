@@ -2,6 +2,7 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import PropBus
+import PropBusSystem
 
 // Not an option users see: scripts/install and the tests build propbusd(8) from DaemonOptions.
 if CommandLine.arguments.dropFirst().elementsEqual(["--generate-man-page"]) {

@@ -128,11 +128,4 @@ final class AccessPolicyTests: XCTestCase {
         XCTAssertNoThrow(try policy.checkRead("a.b", writers: nil, secret: false, caller: nobody))
         XCTAssertNoThrow(try policy.checkRead("a.b", writers: ["nobody"], secret: true, caller: nobody))
     }
-
-    func testSystemAccountsResolveRealNamesAndRefuseUnknownOnes() {
-        XCTAssertEqual(Accounts.system.userID("root"), 0)
-        XCTAssertEqual(Accounts.system.groupID("root"), 0)
-        XCTAssertNil(Accounts.system.userID("no-such-user-propbus-test"))
-        XCTAssertNil(Accounts.system.groupID("no-such-group-propbus-test"))
-    }
 }

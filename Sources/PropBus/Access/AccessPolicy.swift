@@ -37,7 +37,7 @@ public struct AccessPolicy: Sendable {
 
     /// The rules in force for a daemon running as `daemonUserID`, with the `propbus` group
     /// resolved now (at startup).
-    public static func enforcing(daemonUserID: UInt32, accounts: Accounts = .system) -> AccessPolicy {
+    public static func enforcing(daemonUserID: UInt32, accounts: Accounts) -> AccessPolicy {
         let group = accounts.groupID(writerGroupName).map { (name: writerGroupName, id: $0) }
         return AccessPolicy(daemonUserID: daemonUserID, writerGroup: group, accounts: accounts)
     }

@@ -1,5 +1,6 @@
 import CLinux
 import Glibc
+import PropBus
 
 /// Ends what executions leave behind, even what escaped their process group with `setsid`.
 ///

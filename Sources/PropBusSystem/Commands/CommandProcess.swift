@@ -1,6 +1,7 @@
 import DBusValues
 import Dispatch
 import Glibc
+import PropBus
 import Synchronization
 
 /// One run of a command's argv: spawned without a shell in its own process group, the input on
