@@ -1,9 +1,9 @@
 import DBus
 import Dispatch
-import FoundationEssentials
 import Glibc
 import PropBus
 import PropBusService
+import SystemKit
 
 /// The daemon's lifecycle: connect, export, own the name, tell systemd, and shut down on a signal.
 ///
@@ -31,7 +31,7 @@ final class Daemon: @unchecked Sendable {
 
     /// Opens and checks the store and loads the model, before anything touches the bus: a
     /// damaged store must stop the daemon before it owns its name. On failure prints why and exits.
-    func openStore(environment: [String: String] = ProcessInfo.processInfo.environment) {
+    func openStore(environment: [String: String] = Environment.current) {
         do {
             let store: PropertyStore
             if options.inMemory {

@@ -1,5 +1,4 @@
 import Dispatch
-import FoundationEssentials
 import Glibc
 
 // Not an option users see: scripts/install and the tests build propbusd(8) from DaemonOptions.
