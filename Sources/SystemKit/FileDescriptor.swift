@@ -69,6 +69,9 @@ public struct FileDescriptor: RawRepresentable, Hashable, Sendable {
         var offset = 0
         while offset < buffer.count {
             switch Errno.retryingInterrupted({ Glibc.write(descriptor, buffer.baseAddress! + offset, buffer.count - offset) }) {
+            // Nothing written for a non-empty buffer would loop forever; no device is expected
+            // to do it, but a stuck one is an I/O error, not a hang.
+            case .success(0): return Errno(rawValue: EIO)
             case .success(let count): offset += count
             case .failure(let error): return error
             }

@@ -236,13 +236,7 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
     }
 
     private func writeAll(_ descriptor: Int32, _ bytes: [UInt8]) -> Bool {
-        var offset = 0
-        while offset < bytes.count {
-            let count = bytes[offset...].withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else { return false }
-            offset += count
-        }
+        do { try FileDescriptor(rawValue: descriptor).writeAll(bytes) } catch { return false }
         return true
     }
 
