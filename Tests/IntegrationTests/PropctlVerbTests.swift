@@ -167,6 +167,9 @@ final class PropctlVerbTests: DaemonTestCase {
         XCTAssertTrue(theme.stdout.contains("choices      light, dark"), theme.stdout)
         XCTAssertTrue(theme.stdout.contains("is_set       no (reads the default)"), theme.stdout)
         XCTAssertTrue(theme.stdout.contains("persistent   no"), theme.stdout)
+        try await client.create("settings.gain", "d", default: .double(0), options: ["maximum": .double(6)])
+        let gain = try await propctl(["describe", "settings.gain"])
+        XCTAssertTrue(gain.stdout.contains("range        at most 6"), gain.stdout)
         let asJSON = try await propctl(["--json", "describe", "settings.volume"])
         XCTAssertEqual((json(asJSON.stdout) as? [String: Any])?["maximum"] as? Int, 100, asJSON.stdout)
     }

@@ -24,7 +24,9 @@ enum DescribeCommand: Subcommand {
         if let defaultValue = metadata["default"] { rows.append(["default", text(defaultValue)]) }
         switch (metadata["minimum"], metadata["maximum"]) {
         case (nil, nil): break
-        case (let low, let high): rows.append(["range", "\(low.map(text) ?? "…") to \(high.map(text) ?? "…")"])
+        case (let low?, nil): rows.append(["range", "at least \(text(low))"])
+        case (nil, let high?): rows.append(["range", "at most \(text(high))"])
+        case (let low?, let high?): rows.append(["range", "\(text(low)) to \(text(high))"])
         }
         if case .array(_, let choices)? = metadata["choices"] {
             rows.append(["choices", choices.map { text($0.unwrappingVariantOnce) }.joined(separator: ", ")])
