@@ -30,18 +30,22 @@ let package = Package(
         ),
         // Linux calls Swift cannot import directly (variadic prctl); header only, no library.
         .systemLibrary(name: "CLinux"),
+        // Typed wrappers over the C library (files, environment, clock): what Foundation gave,
+        // without linking it.
+        .target(name: "SystemKit"),
         // The D-Bus value model, signatures and name validation: pure Swift, no libdbus.
         .target(name: "DBusValues"),
-        .target(name: "DBus", dependencies: ["DBusValues", "CDBus"]),
+        .target(name: "DBus", dependencies: ["DBusValues", "CDBus", "SystemKit"]),
         .target(name: "Etcd", dependencies: ["CCurl"]),
         // The core model: no libdbus, no SQLite.
         .target(name: "PropBus", dependencies: ["DBusValues"]),
         // The core's adapters to the system: the SQLite store, the state directory, model files,
         // the process runner and the user and group databases.
-        .target(name: "PropBusSystem", dependencies: ["PropBus", "DBusValues", "CSQLite", "CLinux"]),
+        .target(name: "PropBusSystem", dependencies: ["PropBus", "DBusValues", "CSQLite", "CLinux", "SystemKit"]),
         .target(name: "PropBusService", dependencies: ["DBus", "PropBus", "PropBusSystem"]),
-        .executableTarget(name: "propbusd", dependencies: ["DBus", "PropBus", "PropBusSystem", "PropBusService"]),
-        .executableTarget(name: "propctl", dependencies: ["DBus", "PropBus", "PropBusSystem"]),
+        .executableTarget(name: "propbusd", dependencies: ["DBus", "PropBus", "PropBusSystem", "PropBusService", "SystemKit"]),
+        .executableTarget(name: "propctl", dependencies: ["DBus", "PropBus", "PropBusSystem", "SystemKit"]),
+        .testTarget(name: "SystemKitTests", dependencies: ["SystemKit"]),
         // Links libdbus only to compare the pure validators with libdbus's answers.
         .testTarget(name: "DBusValuesTests", dependencies: ["DBusValues", "CDBus"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus", "DBusValues", "CDBus"]),

@@ -1,10 +1,10 @@
 import DBus
 import Dispatch
-import FoundationEssentials
 import Glibc
 import PropBus
 import PropBusSystem
 import PropBusService
+import SystemKit
 
 /// The daemon's lifecycle: connect, export, own the name, tell systemd, and shut down on a signal.
 ///
@@ -41,7 +41,7 @@ final class Daemon: @unchecked Sendable {
     /// Only reads and checks: what the model files and stored bindings change is committed by
     /// ``start()`` once the name is owned, so a daemon that loses the race for the name (or the
     /// lock) leaves the store as it found it.
-    func openStore(environment: [String: String] = ProcessInfo.processInfo.environment) {
+    func openStore(environment: [String: String] = Environment.current) {
         do {
             let store: PropertyStore
             if options.inMemory {

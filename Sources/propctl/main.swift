@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 import PropBus
 
 // propctl: parse with the declarative spec, run one subcommand, exit with SPEC §9's codes.

@@ -1,5 +1,4 @@
 import DBusValues
-import FoundationEssentials
 import Glibc
 
 /// A registered property: its type, registered default and metadata.
@@ -148,9 +147,13 @@ public struct PropertyDefinition: Hashable, Sendable {
         return false
     }
 
+    /// How one number compares with another; Foundation's `ComparisonResult`, which the
+    /// daemon does not link.
+    enum Order { case orderedAscending, orderedSame, orderedDescending }
+
     /// Orders two numbers exactly: integers as integers (64-bit bounds stay exact), anything
     /// with a double as doubles.
-    static func compare(_ a: DBusValue, _ b: DBusValue) -> ComparisonResult {
+    static func compare(_ a: DBusValue, _ b: DBusValue) -> Order {
         func integer(_ v: DBusValue) -> (negative: Bool, magnitude: UInt64)? {
             switch v {
             case .byte(let x): (false, UInt64(x))
