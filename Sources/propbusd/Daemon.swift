@@ -166,7 +166,7 @@ final class Daemon: @unchecked Sendable {
                         service?.skippedModelFiles = modelFiles.skipped
                         service?.reloadHandler = { [unowned self] () throws(DBusError) in try reload(because: "Manager.Reload") }
                         self.connection = connection
-                        connection.onDisconnect = {
+                        connection.whenDisconnected {
                             Self.fail("lost the connection to the bus", code: 1)
                         }
                         continuation.resume()

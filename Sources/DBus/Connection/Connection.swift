@@ -22,8 +22,16 @@ public final class Connection: @unchecked Sendable {
     /// Receives method calls addressed to this connection; set by an ``ObjectTree``.
     var methodCallHandler: ((Message) -> Void)?
 
-    /// Called on `queue` once, when the connection to the bus is lost.
-    public var onDisconnect: (@Sendable () -> Void)?
+    /// Called on `queue` once, when the connection to the bus is lost; set with
+    /// ``whenDisconnected(_:)``.
+    public private(set) var onDisconnect: (@Sendable () -> Void)?
+
+    /// Sets what runs (on `queue`, once) when the connection to the bus is lost, replacing any
+    /// earlier handler. Call on `queue`: the dispatch round reads the handler there.
+    public func whenDisconnected(_ handler: @escaping @Sendable () -> Void) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        onDisconnect = handler
+    }
 
     private static let threadsInitialized: Bool = {
         // Must precede every other libdbus call in the process.

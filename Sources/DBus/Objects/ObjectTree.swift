@@ -92,6 +92,7 @@ public final class ObjectTree: @unchecked Sendable {
 
     /// Exports an object at `path`. Emits InterfacesAdded if an object manager is above it.
     public func export(_ object: ExportedObject, at path: String) {
+        dispatchPrecondition(condition: .onQueue(connection.queue))
         objects[path] = object
         if let manager = manager(above: path) {
             pendingEvents.append { [unowned self] in
@@ -109,6 +110,7 @@ public final class ObjectTree: @unchecked Sendable {
 
     /// Removes the object at `path`. Emits InterfacesRemoved if an object manager is above it.
     public func unexport(_ path: String) {
+        dispatchPrecondition(condition: .onQueue(connection.queue))
         guard let object = objects.removeValue(forKey: path) else { return }
         let names = object.interfaces().map(\.name)
         pendingChangeOrder.removeAll { $0.path == path }
@@ -122,21 +124,31 @@ public final class ObjectTree: @unchecked Sendable {
     }
 
     /// The object exported at `path`, if any.
-    public func object(at path: String) -> ExportedObject? { objects[path] }
+    public func object(at path: String) -> ExportedObject? {
+        dispatchPrecondition(condition: .onQueue(connection.queue))
+        return objects[path]
+    }
 
     /// Makes the object at `path` (existing or not) an `org.freedesktop.DBus.ObjectManager` for
     /// everything below it.
-    public func addObjectManager(at path: String) { managerPaths.insert(path) }
+    public func addObjectManager(at path: String) {
+        dispatchPrecondition(condition: .onQueue(connection.queue))
+        managerPaths.insert(path)
+    }
 
     /// Runs before each flush, after the round's messages were handled; e.g. a store's commit.
     ///
     /// Returning an error fails the round's successful writes with it and drops the round's
     /// pending signals; the hook must itself have undone the round's changes.
-    public func addBeforeFlushHook(_ hook: @escaping () -> DBusError?) { beforeFlushHooks.append(hook) }
+    public func addBeforeFlushHook(_ hook: @escaping () -> DBusError?) {
+        dispatchPrecondition(condition: .onQueue(connection.queue))
+        beforeFlushHooks.append(hook)
+    }
 
     /// Marks a method as a write: if a before-flush hook fails the round, its reply becomes the
     /// hook's error instead of a success that was never made durable.
     public func declareWriteMethod(interface: String, member: String) {
+        dispatchPrecondition(condition: .onQueue(connection.queue))
         writeMethods.insert(MethodName(interface: interface, member: member))
     }
 
@@ -156,6 +168,7 @@ public final class ObjectTree: @unchecked Sendable {
     /// At the end of the round the current value is compared with the oldest noted value, and
     /// the change is dropped if they are equal (GDBus's no-op rule).
     public func noteChange(path: String, interface: String, property: String, oldValue: DBusValue?) {
+        dispatchPrecondition(condition: .onQueue(connection.queue))
         let key = ChangeKey(path: path, interface: interface)
         if pendingChanges[key] == nil {
             pendingChanges[key] = [:]
@@ -168,6 +181,7 @@ public final class ObjectTree: @unchecked Sendable {
 
     /// Queues a signal to go out with the round's other signals.
     public func emitAtFlush(path: String, interface: String, member: String, _ arguments: [DBusValue]) {
+        dispatchPrecondition(condition: .onQueue(connection.queue))
         pendingEvents.append { [unowned self] in try? signal(path, interface, member, arguments) }
     }
 

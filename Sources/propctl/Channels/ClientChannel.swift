@@ -82,7 +82,7 @@ final class ClientChannel: @unchecked Sendable {
                 finished = continuation
                 connection.addSignalHandler(matching: changesRule) { [self] in busSignal($0) }
                 connection.addSignalHandler(matching: Self.ownerRule) { [self] in ownerChanged($0) }
-                connection.onDisconnect = { [self] in finish(CommandFailure(.unavailable, "lost the connection to the bus")) }
+                connection.whenDisconnected { [self] in finish(CommandFailure(.unavailable, "lost the connection to the bus")) }
                 for number in [SIGINT, SIGTERM, SIGHUP] {
                     // libdispatch on Linux takes the signal itself; the source lives as long as the channel.
                     let source = DispatchSource.makeSignalSource(signal: number, queue: queue)

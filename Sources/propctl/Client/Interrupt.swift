@@ -20,7 +20,7 @@ enum Interrupt {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             connection.queue.async {
                 waiter.continuation = continuation
-                connection.onDisconnect = { waiter.end() }
+                connection.whenDisconnected { waiter.end() }
                 for number in [SIGINT, SIGTERM, SIGHUP] {
                     // libdispatch on Linux takes the signal itself; the source must outlive the wait.
                     let source = DispatchSource.makeSignalSource(signal: number, queue: connection.queue)

@@ -104,7 +104,7 @@ final class ExecutionWaiter: @unchecked Sendable {
                     end(.failure(DBusError(name: DBusError.Name.noReply,
                                            message: "propbusd left the bus while execution \(id.map(String.init) ?? "?") of \(key) ran")))
                 }
-                connection.onDisconnect = { [self] in
+                connection.whenDisconnected { [self] in
                     connection.queue.async { [self] in
                         end(.failure(DBusError(name: DBusError.Name.disconnected, message: "the bus went away while execution \(id.map(String.init) ?? "?") of \(key) ran")))
                     }

@@ -21,7 +21,7 @@ enum WatchCommand: Subcommand {
         let connection = client.connection
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             connection.queue.async {
-                connection.onDisconnect = {
+                connection.whenDisconnected {
                     Output.error("propctl watch: the bus went away")
                     exit(CommandFailure.ExitCode.unavailable.rawValue)
                 }
