@@ -18,7 +18,7 @@ final class CommandFailureTests: DaemonTestCase {
         let events = try await client.recordExecutions(of: key)
         await assertDBusError(name, containing: fragments, file: file, line: line) { try await body() }
         let signals = await events.wait { !$0.named("Failed").isEmpty }
-        try await Task.sleep(nanoseconds: 200_000_000)
+        try await client.barrier()
         XCTAssertEqual(events.signals.named("Failed").count, 1, "\(events.signals)", file: file, line: line)
         XCTAssertEqual(signals.named("Failed").first?.arguments[1], .string(name), file: file, line: line)
         XCTAssertEqual(events.signals.named("Finished").count, 0, file: file, line: line)

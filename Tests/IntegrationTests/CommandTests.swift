@@ -40,7 +40,7 @@ final class CommandTests: DaemonTestCase {
         }
         // Two flips, each announced on the Values and the Command interface; nothing for "abcde".
         let signals = await changes.wait(count: 4)
-        try await Task.sleep(nanoseconds: 200_000_000)
+        try await client.barrier()
         let command = changes.signals.filter { $0.arguments.first?.stringValue == Client.commandInterface }
         XCTAssertEqual(command.map { $0.changed["Enabled"] }, [.boolean(true), .boolean(false)], "\(signals)")
         let values = changes.signals.filter { $0.arguments.first?.stringValue == PropBusAPI.values }
@@ -64,7 +64,7 @@ final class CommandTests: DaemonTestCase {
             try await self.client.execute("vm.search", .string("ab"))
         }
         await assertDBusError(PropBusAPI.error("NotEnabled")) { try await self.client.start("vm.search") }
-        try await Task.sleep(nanoseconds: 300_000_000)
+        try await client.barrier()
         XCTAssertEqual(events.signals.count, 0, "no Started or Failed: \(events.signals)")
         XCTAssertEqual(changes.signals.count, 0, "Executing never moved: \(changes.signals)")
         try await assertState("vm.search", "Executing", .boolean(false))
