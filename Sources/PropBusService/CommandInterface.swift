@@ -14,15 +14,15 @@ extension Service {
             }
         }
         return InterfaceDescription(Self.commandInterface, methods: [
-            MethodDescription("Execute", in: [("input", "v")], out: [("result", "v")]) { [unowned self] call throws(DBusError) in
+            MethodDescription("Execute", in: [("input", .variant)], out: [("result", .variant)]) { [unowned self] call throws(DBusError) in
                 _ = try startExecution(of: key, input: call.arguments[0].unwrappingVariantOnce, call: call, waits: true)
                 return .deferred
             },
-            MethodDescription("Start", in: [("input", "v")], out: [("id", "t")]) { [unowned self] call throws(DBusError) in
+            MethodDescription("Start", in: [("input", .variant)], out: [("id", .uint64)]) { [unowned self] call throws(DBusError) in
                 let id = try startExecution(of: key, input: call.arguments[0].unwrappingVariantOnce, call: call, waits: false)
                 return .reply([.uint64(id)])
             },
-            MethodDescription("Cancel", in: [("id", "t")]) { [unowned self] call throws(DBusError) in
+            MethodDescription("Cancel", in: [("id", .uint64)]) { [unowned self] call throws(DBusError) in
                 guard case .uint64(let id) = call.arguments[0] else { throw .invalidArgs("Cancel expects (t id)") }
                 try authorizeWrite(key.text, writers: commands.definition(of: key)?.writers, by: call)
                 guard commands.execution(id, of: key) != nil else {
@@ -37,9 +37,9 @@ extension Service {
             state("Executions", .uint32) { state, _ in .uint32(state.executions) },
             state("AllowsConcurrentExecution", .boolean) { _, definition in .boolean(definition.concurrent) },
         ]), signals: [
-            SignalDescription("Started", [("id", "t"), ("input", "v")]),
-            SignalDescription("Finished", [("id", "t"), ("result", "v")]),
-            SignalDescription("Failed", [("id", "t"), ("error_name", "s"), ("message", "s")]),
+            SignalDescription("Started", [("id", .uint64), ("input", .variant)]),
+            SignalDescription("Finished", [("id", .uint64), ("result", .variant)]),
+            SignalDescription("Failed", [("id", .uint64), ("error_name", .string), ("message", .string)]),
         ])
     }
 
@@ -47,7 +47,7 @@ extension Service {
     /// Manager interface.
     func commandMethods() -> [MethodDescription] {
         [
-            MethodDescription("CreateCommand", in: [("key", "s"), ("options", "a{sv}")]) { [unowned self] call throws(DBusError) in
+            MethodDescription("CreateCommand", in: [("key", .string), ("options", .dictionary(key: .string, value: .variant))]) { [unowned self] call throws(DBusError) in
                 let keyText = call.arguments[0].stringValue ?? ""
                 // An argv runs as the daemon: only the default writers may set one, whatever
                 // a command's own `writers` allow.
@@ -65,7 +65,7 @@ extension Service {
                 }
                 return .reply([])
             },
-            MethodDescription("DeleteCommand", in: [("key", "s")]) { [unowned self] call throws(DBusError) in
+            MethodDescription("DeleteCommand", in: [("key", .string)]) { [unowned self] call throws(DBusError) in
                 let keyText = call.arguments[0].stringValue ?? ""
                 try authorizeWrite(keyText, writers: nil, by: call)
                 let key = try bridged { () throws(PropBusError) in try commands.command(keyText) }
@@ -78,7 +78,7 @@ extension Service {
                 }
                 return .reply([])
             },
-            MethodDescription("ListCommands", out: [("commands", "a(sa{sv})")]) { [unowned self] _ in
+            MethodDescription("ListCommands", out: [("commands", .array(.structure([.string, .dictionary(key: .string, value: .variant)])))]) { [unowned self] _ in
                 let items = commands.definitions.map { definition in
                     var info = definition.options
                     let state = commands.state(of: definition.key)!
@@ -90,7 +90,7 @@ extension Service {
                 }
                 return .reply([.array(of: .structure([.string, .dictionary(key: .string, value: .variant)]), items)])
             },
-            MethodDescription("ListExecutions", out: [("executions", "a(tss)")]) { [unowned self] _ in
+            MethodDescription("ListExecutions", out: [("executions", .array(.structure([.uint64, .string, .string])))]) { [unowned self] _ in
                 // What `propctl status` and `propctl cancel KEY` need: which executions run, of
                 // what, for whom; in id order so the listing is stable.
                 let items = running.sorted { $0.key < $1.key }.map { id, work in
@@ -98,14 +98,14 @@ extension Service {
                 }
                 return .reply([.array(of: .structure([.uint64, .string, .string]), items)])
             },
-            MethodDescription("RegisterHandler", in: [("key", "s")]) { [unowned self] call throws(DBusError) in
+            MethodDescription("RegisterHandler", in: [("key", .string)]) { [unowned self] call throws(DBusError) in
                 let keyText = call.arguments[0].stringValue ?? ""
                 let key = try bridged { () throws(PropBusError) in try commands.command(keyText) }
                 try authorizeWrite(keyText, writers: commands.definition(of: key)?.writers, by: call)
                 publish(try bridged { () throws(PropBusError) in try commands.registerHandler(keyText, owner: call.sender) })
                 return .reply([])
             },
-            MethodDescription("UnregisterHandler", in: [("key", "s")]) { [unowned self] call throws(DBusError) in
+            MethodDescription("UnregisterHandler", in: [("key", .string)]) { [unowned self] call throws(DBusError) in
                 let keyText = call.arguments[0].stringValue ?? ""
                 let (ended, changes) = try bridged { () throws(PropBusError) in try commands.unregisterHandler(keyText, owner: call.sender) }
                 publish(changes)

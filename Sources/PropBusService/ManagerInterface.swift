@@ -5,7 +5,7 @@ extension Service {
     /// `org.propbus.PropBus1.Manager` on the root object.
     func managerDescription() -> InterfaceDescription {
         InterfaceDescription(Self.managerInterface, methods: [
-            MethodDescription("CreateProperty", in: [("key", "s"), ("type", "s"), ("default", "v"), ("options", "a{sv}")]) { [unowned self] call throws(DBusError) in
+            MethodDescription("CreateProperty", in: [("key", .string), ("type", .string), ("default", .variant), ("options", .dictionary(key: .string, value: .variant))]) { [unowned self] call throws(DBusError) in
                 let args = call.arguments
                 try authorizeCreate(args[0].stringValue ?? "", by: call)
                 let changes = try bridged { () throws(PropBusError) in
@@ -15,12 +15,12 @@ extension Service {
                 publish(changes)
                 return .reply([])
             },
-            MethodDescription("DeleteProperty", in: [("key", "s")]) { [unowned self] call throws(DBusError) in
+            MethodDescription("DeleteProperty", in: [("key", .string)]) { [unowned self] call throws(DBusError) in
                 try authorizeWrite(existing: call.arguments[0].stringValue ?? "", by: call)
                 publish(try bridged { () throws(PropBusError) in try model.delete(key: call.arguments[0].stringValue ?? "") })
                 return .reply([])
             },
-            MethodDescription("ListProperties", in: [("prefix", "s")], out: [("properties", "a(ssva{sv})")]) { [unowned self] call in
+            MethodDescription("ListProperties", in: [("prefix", .string)], out: [("properties", .array(.structure([.string, .string, .variant, .dictionary(key: .string, value: .variant)])))]) { [unowned self] call in
                 // Secret values are left out for callers who may not read them.
                 let visible = model.list(prefix: call.arguments[0].stringValue ?? "").filter { mayRead($0.definition, by: call) }
                 let items = visible.map { entry in
@@ -33,7 +33,7 @@ extension Service {
                 }
                 return .reply([.array(of: .structure([.string, .string, .variant, .dictionary(key: .string, value: .variant)]), items)])
             },
-            MethodDescription("Apply", in: [("set", "a{sv}"), ("reset", "as")]) { [unowned self] call throws(DBusError) in
+            MethodDescription("Apply", in: [("set", .dictionary(key: .string, value: .variant)), ("reset", .array(.string))]) { [unowned self] call throws(DBusError) in
                 guard case .dictionary(_, _, let entries) = call.arguments[0], case .array(_, let resets) = call.arguments[1] else {
                     throw .invalidArgs("Apply expects (a{sv} set, as reset)")
                 }
@@ -48,7 +48,7 @@ extension Service {
             },
         ] + bindingMethods() + commandMethods() + modelFileMethods(), properties: .fixed([
             PropertyDescription("Version", type: .string, changeSignal: .const) { .string(Self.version) },
-            PropertyDescription("SkippedModelFiles", type: try! DBusType(parsing: "a(ss)"), changeSignal: .none) { [unowned self] in
+            PropertyDescription("SkippedModelFiles", type: .array(.structure([.string, .string])), changeSignal: .none) { [unowned self] in
                 Self.skippedList(skippedModelFiles)
             },
         ]))

@@ -7,7 +7,7 @@ extension Service {
     /// Reload, ListUnclaimed and Prune of the Manager interface: the model-file lifecycle.
     func modelFileMethods() -> [MethodDescription] {
         [
-            MethodDescription("Reload", out: [("skipped", "a(ss)")]) { [unowned self] call throws(DBusError) in
+            MethodDescription("Reload", out: [("skipped", .array(.structure([.string, .string])))]) { [unowned self] call throws(DBusError) in
                 try authorizeWrite("the model files (Reload)", writers: nil, by: call)
                 guard reloadHandler != nil else { throw .failed("this propbusd reads no model files") }
                 // Between rounds, not inside this one: a reload commits file by file.
@@ -22,12 +22,12 @@ extension Service {
                 }
                 return .deferred
             },
-            MethodDescription("ListUnclaimed", out: [("values", "a(sv)")]) { [unowned self] call throws(DBusError) in
+            MethodDescription("ListUnclaimed", out: [("values", .array(.structure([.string, .variant])))]) { [unowned self] call throws(DBusError) in
                 // Values without a definition have no readers list: only writers see them.
                 try authorizeWrite("unclaimed stored values (ListUnclaimed)", writers: nil, by: call)
                 return .reply([Self.unclaimedList(model.unclaimed)])
             },
-            MethodDescription("Prune", in: [("keys", "as")], out: [("pruned", "as")]) { [unowned self] call throws(DBusError) in
+            MethodDescription("Prune", in: [("keys", .array(.string))], out: [("pruned", .array(.string))]) { [unowned self] call throws(DBusError) in
                 try authorizeWrite("unclaimed stored values (Prune)", writers: nil, by: call)
                 guard case .array(_, let items) = call.arguments[0] else { throw .invalidArgs("Prune expects (as keys)") }
                 var keys: [Key] = []

@@ -7,17 +7,17 @@ extension Service {
     func valuesDescription(group: String) -> InterfaceDescription {
         let key = { (name: String) in group + "." + name }
         return InterfaceDescription(Self.valuesInterface, methods: [
-            MethodDescription("Reset", in: [("name", "s")]) { [unowned self] call throws(DBusError) in
+            MethodDescription("Reset", in: [("name", .string)]) { [unowned self] call throws(DBusError) in
                 try authorizeWrite(existing: key(call.arguments[0].stringValue ?? ""), by: call)
                 publish(try bridged { () throws(PropBusError) in try model.reset(key(call.arguments[0].stringValue ?? "")) })
                 return .reply([])
             },
-            MethodDescription("GetWithRevision", in: [("name", "s")], out: [("value", "v"), ("revision", "t")]) { [unowned self] call throws(DBusError) in
+            MethodDescription("GetWithRevision", in: [("name", .string)], out: [("value", .variant), ("revision", .uint64)]) { [unowned self] call throws(DBusError) in
                 let entry = try bridged { () throws(PropBusError) in try model.entry(key(call.arguments[0].stringValue ?? "")) }
                 try authorizeRead(entry.definition, by: call)
                 return .reply([.variant(entry.value), .uint64(entry.revision)])
             },
-            MethodDescription("CompareAndSet", in: [("name", "s"), ("revision", "t"), ("value", "v")], out: [("revision", "t")]) { [unowned self] call throws(DBusError) in
+            MethodDescription("CompareAndSet", in: [("name", .string), ("revision", .uint64), ("value", .variant)], out: [("revision", .uint64)]) { [unowned self] call throws(DBusError) in
                 guard case .uint64(let expected) = call.arguments[1] else { throw .invalidArgs("revision must be 't'") }
                 try authorizeWrite(existing: key(call.arguments[0].stringValue ?? ""), by: call)
                 let result = try bridged { () throws(PropBusError) in

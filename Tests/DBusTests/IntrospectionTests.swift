@@ -60,9 +60,9 @@ final class IntrospectionTests: XCTestCase {
     private var sample: InterfaceDescription {
         InterfaceDescription("org.propbus.Test1",
             methods: [
-                MethodDescription("Set", in: [("key", "s"), ("value", "v")], handler: noReply),
-                MethodDescription("Get", in: [("key", "s")], out: [("value", "v")], handler: noReply),
-                MethodDescription("List", in: [("prefix", "s")], out: [("keys", "as"), ("metadata", "a{sa{sv}}")], handler: noReply),
+                MethodDescription("Set", in: [("key", .string), ("value", .variant)], handler: noReply),
+                MethodDescription("Get", in: [("key", .string)], out: [("value", .variant)], handler: noReply),
+                MethodDescription("List", in: [("prefix", .string)], out: [("keys", .array(.string)), ("metadata", .dictionary(key: .string, value: .dictionary(key: .string, value: .variant)))], handler: noReply),
                 MethodDescription("Ping", handler: noReply),
             ],
             properties: .fixed([
@@ -73,7 +73,7 @@ final class IntrospectionTests: XCTestCase {
                 property("Quiet", .dictionary(key: .string, value: .variant), changeSignal: .none),
             ]),
             signals: [
-                SignalDescription("Changed", [("key", "s"), ("value", "v")]),
+                SignalDescription("Changed", [("key", .string), ("value", .variant)]),
                 SignalDescription("Reloaded"),
             ],
             annotations: [(name: "org.freedesktop.DBus.Deprecated", value: "false")])
@@ -183,9 +183,9 @@ final class IntrospectionTests: XCTestCase {
     func testAttributeValuesAreEscaped() {
         let awkward = #"a<b>&"c"'d'"#
         let interface = InterfaceDescription("org.propbus.Escape",
-            methods: [MethodDescription("M", in: [(awkward, "s")], handler: noReply)],
+            methods: [MethodDescription("M", in: [(awkward, .string)], handler: noReply)],
             properties: .fixed([PropertyDescription(awkward, type: .string, get: { .string("") })]),
-            signals: [SignalDescription("S", [(awkward, "s")])],
+            signals: [SignalDescription("S", [(awkward, .string)])],
             annotations: [(name: "org.propbus.Note", value: awkward + " <tag attr=\"x\"/> &amp;")])
         let xml = Introspection.xml(interfaces: [interface], children: [awkward])
         XCTAssertTrue(xml.contains("a&lt;b&gt;&amp;&quot;c&quot;&apos;d&apos;"), xml)

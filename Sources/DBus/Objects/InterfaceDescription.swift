@@ -43,14 +43,15 @@ public struct MethodDescription {
     /// The signature callers must send; computed once, checked on every call.
     public let inSignature: String
 
-    public init(_ name: String, in inArguments: [(String, String)] = [], out outArguments: [(String, String)] = [],
+    /// Types are given as ``DBusType`` values, not signature text, so there is nothing to parse
+    /// and nothing that could fail at run time.
+    public init(_ name: String, in inArguments: [(String, DBusType)] = [], out outArguments: [(String, DBusType)] = [],
                 handler: @escaping (MethodCall) throws(DBusError) -> MethodResult) {
         self.name = name
-        // Signatures here are compile-time constants of this program; a bad one is a bug.
-        self.inArguments = inArguments.map { ($0.0, try! DBusType(parsing: $0.1)) }
-        self.outArguments = outArguments.map { ($0.0, try! DBusType(parsing: $0.1)) }
+        self.inArguments = inArguments.map { (name: $0.0, type: $0.1) }
+        self.outArguments = outArguments.map { (name: $0.0, type: $0.1) }
         self.handler = handler
-        inSignature = inArguments.map(\.1).joined()
+        inSignature = inArguments.map(\.1.signature).joined()
     }
 }
 
@@ -59,9 +60,9 @@ public struct SignalDescription {
     public var name: String
     public var arguments: [(name: String, type: DBusType)]
 
-    public init(_ name: String, _ arguments: [(String, String)] = []) {
+    public init(_ name: String, _ arguments: [(String, DBusType)] = []) {
         self.name = name
-        self.arguments = arguments.map { ($0.0, try! DBusType(parsing: $0.1)) }
+        self.arguments = arguments.map { (name: $0.0, type: $0.1) }
     }
 }
 

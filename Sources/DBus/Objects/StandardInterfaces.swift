@@ -18,7 +18,7 @@ struct StandardInterfaces {
     private static func peer() -> InterfaceDescription {
         InterfaceDescription("org.freedesktop.DBus.Peer", methods: [
             MethodDescription("Ping") { _ in .reply([]) },
-            MethodDescription("GetMachineId", out: [("machine_uuid", "s")]) { _ throws(DBusError) in
+            MethodDescription("GetMachineId", out: [("machine_uuid", .string)]) { _ throws(DBusError) in
                 var error = CError()
                 guard let raw = dbus_try_get_local_machine_id(&error.raw) else {
                     throw error.take(default: "cannot read the machine id")
@@ -31,7 +31,7 @@ struct StandardInterfaces {
 
     private static func introspectable(_ tree: ObjectTree) -> InterfaceDescription {
         InterfaceDescription("org.freedesktop.DBus.Introspectable", methods: [
-            MethodDescription("Introspect", out: [("xml_data", "s")]) { [unowned tree] call in
+            MethodDescription("Introspect", out: [("xml_data", .string)]) { [unowned tree] call in
                 .reply([.string(Introspection.xml(interfaces: tree.allInterfaces(at: call.path), children: tree.childNames(of: call.path)))])
             },
         ])
@@ -62,7 +62,7 @@ struct StandardInterfaces {
             return property
         }
         return InterfaceDescription("org.freedesktop.DBus.Properties", methods: [
-            MethodDescription("Get", in: [("interface_name", "s"), ("property_name", "s")], out: [("value", "v")]) { [unowned tree] call throws(DBusError) in
+            MethodDescription("Get", in: [("interface_name", .string), ("property_name", .string)], out: [("value", .variant)]) { [unowned tree] call throws(DBusError) in
                 let property = try property(call, tree)
                 guard property.access != .write else {
                     throw DBusError(name: DBusError.Name.accessDenied, message: "Property '\(property.name)' is write-only")
@@ -70,7 +70,7 @@ struct StandardInterfaces {
                 try property.authorizeRead?(call)
                 return .reply([.variant(try property.get())])
             },
-            MethodDescription("Set", in: [("interface_name", "s"), ("property_name", "s"), ("value", "v")]) { [unowned tree] call throws(DBusError) in
+            MethodDescription("Set", in: [("interface_name", .string), ("property_name", .string), ("value", .variant)]) { [unowned tree] call throws(DBusError) in
                 let property = try property(call, tree)
                 guard let set = property.set else {
                     throw .propertyReadOnly("Property '\(property.name)' is not writable")
@@ -78,7 +78,7 @@ struct StandardInterfaces {
                 try set(call.arguments[2].unwrappingVariantOnce, call)
                 return .reply([])
             },
-            MethodDescription("GetAll", in: [("interface_name", "s")], out: [("props", "a{sv}")]) { [unowned tree] call throws(DBusError) in
+            MethodDescription("GetAll", in: [("interface_name", .string)], out: [("props", .dictionary(key: .string, value: .variant))]) { [unowned tree] call throws(DBusError) in
                 if call.arguments[0].stringValue?.isEmpty ?? true {
                     // An empty name means every interface, as GDBus and sd-bus treat it.
                     // A name two interfaces share (a command's state) is listed once, as a
@@ -94,13 +94,13 @@ struct StandardInterfaces {
                 return .reply([tree.propertyDictionary(try find(call, tree), for: call)])
             },
         ], signals: [
-            SignalDescription("PropertiesChanged", [("interface_name", "s"), ("changed_properties", "a{sv}"), ("invalidated_properties", "as")]),
+            SignalDescription("PropertiesChanged", [("interface_name", .string), ("changed_properties", .dictionary(key: .string, value: .variant)), ("invalidated_properties", .array(.string))]),
         ])
     }
 
     private static func objectManager(_ tree: ObjectTree) -> InterfaceDescription {
         InterfaceDescription("org.freedesktop.DBus.ObjectManager", methods: [
-            MethodDescription("GetManagedObjects", out: [("objpath_interfaces_and_properties", "a{oa{sa{sv}}}")]) { [unowned tree] call in
+            MethodDescription("GetManagedObjects", out: [("objpath_interfaces_and_properties", .dictionary(key: .objectPath, value: .dictionary(key: .string, value: .dictionary(key: .string, value: .variant))))]) { [unowned tree] call in
                 let entries = tree.managedObjects(below: call.path).map { objectPath, object in
                     DictionaryEntry(.objectPath(objectPath), .dictionary(key: .string, value: .dictionary(key: .string, value: .variant),
                         object.interfaces().map { DictionaryEntry(.string($0.name), tree.propertyDictionary($0, for: call)) }))
@@ -108,8 +108,8 @@ struct StandardInterfaces {
                 return .reply([.dictionary(key: .objectPath, value: .dictionary(key: .string, value: .dictionary(key: .string, value: .variant)), entries)])
             },
         ], signals: [
-            SignalDescription("InterfacesAdded", [("object_path", "o"), ("interfaces_and_properties", "a{sa{sv}}")]),
-            SignalDescription("InterfacesRemoved", [("object_path", "o"), ("interfaces", "as")]),
+            SignalDescription("InterfacesAdded", [("object_path", .objectPath), ("interfaces_and_properties", .dictionary(key: .string, value: .dictionary(key: .string, value: .variant)))]),
+            SignalDescription("InterfacesRemoved", [("object_path", .objectPath), ("interfaces", .array(.string))]),
         ])
     }
 }

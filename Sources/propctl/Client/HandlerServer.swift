@@ -69,7 +69,7 @@ final class HandlerServer: @unchecked Sendable {
 
     private func handlerDescription() -> InterfaceDescription {
         InterfaceDescription(Self.interface, methods: [
-            MethodDescription("Run", in: [("key", "s"), ("id", "t"), ("input", "v")], out: [("result", "v")]) { [unowned self] call throws(DBusError) in
+            MethodDescription("Run", in: [("key", .string), ("id", .uint64), ("input", .variant)], out: [("result", .variant)]) { [unowned self] call throws(DBusError) in
                 guard case .uint64(let id) = call.arguments[1] else { throw .invalidArgs("Run expects (s key, t id, v input)") }
                 do {
                     let process = try CommandProcess.execute(argv, command: key, execution: id, input: call.arguments[2].unwrappingVariantOnce,
@@ -84,7 +84,7 @@ final class HandlerServer: @unchecked Sendable {
                 }
                 return .deferred
             },
-            MethodDescription("Cancel", in: [("key", "s"), ("id", "t")]) { [unowned self] call in
+            MethodDescription("Cancel", in: [("key", .string), ("id", .uint64)]) { [unowned self] call in
                 if case .uint64(let id) = call.arguments[1] { running[id]?.process.terminate(grace: 2) }
                 return .reply([])
             },
