@@ -32,7 +32,7 @@ extension Service {
     /// Bind, Unbind and ListBindings of the Manager interface.
     func bindingMethods() -> [MethodDescription] {
         [
-            MethodDescription("Bind", in: [("key", .string), ("to", .string), ("options", .dictionary(key: .string, value: .variant))], out: [("binding", .objectPath)]) { [unowned self] call throws(DBusError) in
+            MethodDescription("Bind", in: [("key", .string), ("to", .string), ("options", .dictionary(key: .string, value: .variant))], out: [("binding", .objectPath)], writes: true) { [unowned self] call throws(DBusError) in
                 let args = call.arguments
                 try authorizeBind(key: args[0].stringValue ?? "", to: args[1].stringValue ?? "",
                                   options: args[2].stringKeyedEntries ?? [:], by: call)
@@ -44,7 +44,7 @@ extension Service {
                 publish(result.changes)
                 return .reply([.objectPath(Self.path(ofBinding: result.binding.id))])
             },
-            MethodDescription("Unbind", in: [("binding", .objectPath)]) { [unowned self] call throws(DBusError) in
+            MethodDescription("Unbind", in: [("binding", .objectPath)], writes: true) { [unowned self] call throws(DBusError) in
                 let path = call.arguments[0].stringValue ?? ""
                 guard let id = Self.bindingID(atPath: path), let binding = model.bindings[id] else {
                     throw .unknownObject("no binding at \(path)")

@@ -47,7 +47,7 @@ extension Service {
     /// Manager interface.
     func commandMethods() -> [MethodDescription] {
         [
-            MethodDescription("CreateCommand", in: [("key", .string), ("options", .dictionary(key: .string, value: .variant))]) { [unowned self] call throws(DBusError) in
+            MethodDescription("CreateCommand", in: [("key", .string), ("options", .dictionary(key: .string, value: .variant))], writes: true) { [unowned self] call throws(DBusError) in
                 let keyText = call.arguments[0].stringValue ?? ""
                 // An argv runs as the daemon: only the default writers may set one, whatever
                 // a command's own `writers` allow.
@@ -65,7 +65,7 @@ extension Service {
                 }
                 return .reply([])
             },
-            MethodDescription("DeleteCommand", in: [("key", .string)]) { [unowned self] call throws(DBusError) in
+            MethodDescription("DeleteCommand", in: [("key", .string)], writes: true) { [unowned self] call throws(DBusError) in
                 let keyText = call.arguments[0].stringValue ?? ""
                 try authorizeWrite(keyText, writers: nil, by: call)
                 let key = try bridged { () throws(PropBusError) in try commands.command(keyText) }

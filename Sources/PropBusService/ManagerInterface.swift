@@ -5,7 +5,7 @@ extension Service {
     /// `org.propbus.PropBus1.Manager` on the root object.
     func managerDescription() -> InterfaceDescription {
         InterfaceDescription(Self.managerInterface, methods: [
-            MethodDescription("CreateProperty", in: [("key", .string), ("type", .string), ("default", .variant), ("options", .dictionary(key: .string, value: .variant))]) { [unowned self] call throws(DBusError) in
+            MethodDescription("CreateProperty", in: [("key", .string), ("type", .string), ("default", .variant), ("options", .dictionary(key: .string, value: .variant))], writes: true) { [unowned self] call throws(DBusError) in
                 let args = call.arguments
                 try authorizeCreate(args[0].stringValue ?? "", by: call)
                 let changes = try bridged { () throws(PropBusError) in
@@ -15,7 +15,7 @@ extension Service {
                 publish(changes)
                 return .reply([])
             },
-            MethodDescription("DeleteProperty", in: [("key", .string)]) { [unowned self] call throws(DBusError) in
+            MethodDescription("DeleteProperty", in: [("key", .string)], writes: true) { [unowned self] call throws(DBusError) in
                 try authorizeWrite(existing: call.arguments[0].stringValue ?? "", by: call)
                 publish(try bridged { () throws(PropBusError) in try model.delete(key: call.arguments[0].stringValue ?? "") })
                 return .reply([])
@@ -33,7 +33,7 @@ extension Service {
                 }
                 return .reply([.array(of: .structure([.string, .string, .variant, .dictionary(key: .string, value: .variant)]), items)])
             },
-            MethodDescription("Apply", in: [("set", .dictionary(key: .string, value: .variant)), ("reset", .array(.string))]) { [unowned self] call throws(DBusError) in
+            MethodDescription("Apply", in: [("set", .dictionary(key: .string, value: .variant)), ("reset", .array(.string))], writes: true) { [unowned self] call throws(DBusError) in
                 guard case .dictionary(_, _, let entries) = call.arguments[0], case .array(_, let resets) = call.arguments[1] else {
                     throw .invalidArgs("Apply expects (a{sv} set, as reset)")
                 }

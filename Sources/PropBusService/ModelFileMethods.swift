@@ -27,7 +27,7 @@ extension Service {
                 try authorizeWrite("unclaimed stored values (ListUnclaimed)", writers: nil, by: call)
                 return .reply([Self.unclaimedList(model.unclaimed)])
             },
-            MethodDescription("Prune", in: [("keys", .array(.string))], out: [("pruned", .array(.string))]) { [unowned self] call throws(DBusError) in
+            MethodDescription("Prune", in: [("keys", .array(.string))], out: [("pruned", .array(.string))], writes: true) { [unowned self] call throws(DBusError) in
                 try authorizeWrite("unclaimed stored values (Prune)", writers: nil, by: call)
                 guard case .array(_, let items) = call.arguments[0] else { throw .invalidArgs("Prune expects (as keys)") }
                 var keys: [Key] = []

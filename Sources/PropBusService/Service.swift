@@ -81,7 +81,6 @@ public final class Service: @unchecked Sendable {
         tree.export(ExportedObject { [unowned self] in [managerDescription()] }, at: Key.rootPath)
         for group in model.groupNames { exportGroup(group) }
         for binding in model.bindings.all { exportBinding(binding) }
-        for (interface, member) in Self.writeMethods { tree.declareWriteMethod(interface: interface, member: member) }
         tree.addBeforeFlushHook { [unowned self] in commit() }
         connection.addSignalHandler(matching: Self.matchRules[0]) { [unowned self] message in
             // A connection that leaves the bus ends its non-persistent bindings.
@@ -103,15 +102,6 @@ public final class Service: @unchecked Sendable {
             }
         }
     }
-
-    /// The methods whose success must not be reported when the round's commit fails
-    /// (`Properties.Set` is a write for the tree already).
-    static let writeMethods = [
-        (managerInterface, "CreateProperty"), (managerInterface, "DeleteProperty"), (managerInterface, "Apply"),
-        (valuesInterface, "Reset"), (valuesInterface, "CompareAndSet"),
-        (managerInterface, "Bind"), (managerInterface, "Unbind"),
-        (managerInterface, "CreateCommand"), (managerInterface, "DeleteCommand"), (managerInterface, "Prune"),
-    ]
 
     /// Makes the round's writes durable before its replies and signals go out.
     ///

@@ -7,7 +7,7 @@ extension Service {
     func valuesDescription(group: String) -> InterfaceDescription {
         let key = { (name: String) in group + "." + name }
         return InterfaceDescription(Self.valuesInterface, methods: [
-            MethodDescription("Reset", in: [("name", .string)]) { [unowned self] call throws(DBusError) in
+            MethodDescription("Reset", in: [("name", .string)], writes: true) { [unowned self] call throws(DBusError) in
                 try authorizeWrite(existing: key(call.arguments[0].stringValue ?? ""), by: call)
                 publish(try bridged { () throws(PropBusError) in try model.reset(key(call.arguments[0].stringValue ?? "")) })
                 return .reply([])
@@ -17,7 +17,7 @@ extension Service {
                 try authorizeRead(entry.definition, by: call)
                 return .reply([.variant(entry.value), .uint64(entry.revision)])
             },
-            MethodDescription("CompareAndSet", in: [("name", .string), ("revision", .uint64), ("value", .variant)], out: [("revision", .uint64)]) { [unowned self] call throws(DBusError) in
+            MethodDescription("CompareAndSet", in: [("name", .string), ("revision", .uint64), ("value", .variant)], out: [("revision", .uint64)], writes: true) { [unowned self] call throws(DBusError) in
                 guard case .uint64(let expected) = call.arguments[1] else { throw .invalidArgs("revision must be 't'") }
                 try authorizeWrite(existing: key(call.arguments[0].stringValue ?? ""), by: call)
                 let result = try bridged { () throws(PropBusError) in

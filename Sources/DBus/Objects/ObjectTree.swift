@@ -15,7 +15,7 @@ import Dispatch
 /// A hook can fail the round (a store that cannot commit): then the replies of the round's
 /// successful write calls become the hook's error, and the round's pending signals are dropped,
 /// since they describe changes the hook undid. Write calls are `Properties.Set` and the methods
-/// named with ``declareWriteMethod(interface:member:)``.
+/// whose description says it ``MethodDescription/writes``.
 ///
 /// With ``requiresCredentials`` on, each call is routed only once its sender's credentials are
 /// known (``MethodCall/credentials``): a sender's calls wait, in order, for the first lookup,
@@ -34,14 +34,9 @@ public final class ObjectTree: @unchecked Sendable {
     /// Whether the round handled a write call, which must reach the hooks even without a reply.
     private var roundHasWrites = false
     private var beforeFlushHooks: [() -> DBusError?] = []
-    private var writeMethods: Set<MethodName> = [MethodName(interface: "org.freedesktop.DBus.Properties", member: "Set")]
     /// Set by ``refuseCalls(with:)``: the answer to every method call from then on.
     private var refusal: DBusError?
 
-    private struct MethodName: Hashable {
-        var interface: String
-        var member: String
-    }
 
     private struct PendingReply {
         var message: Message
@@ -145,12 +140,6 @@ public final class ObjectTree: @unchecked Sendable {
         beforeFlushHooks.append(hook)
     }
 
-    /// Marks a method as a write: if a before-flush hook fails the round, its reply becomes the
-    /// hook's error instead of a success that was never made durable.
-    public func declareWriteMethod(interface: String, member: String) {
-        dispatchPrecondition(condition: .onQueue(connection.queue))
-        writeMethods.insert(MethodName(interface: interface, member: member))
-    }
 
     /// Answers every method call from now on with `error`, before any routing or handler: for a
     /// service that is shutting down and must not change anything after its last commit.
@@ -242,7 +231,7 @@ public final class ObjectTree: @unchecked Sendable {
         }
         do {
             let call = MethodCall(message: message, arguments: try message.arguments(), credentials: credentials, tree: self)
-            let isWrite = writeMethods.contains(MethodName(interface: resolvedInterface ?? "", member: member))
+            let isWrite = method.writes
             if isWrite { roundHasWrites = true }
             switch try method.handler(call) {
             case .reply(let values): reply(to: message, .success(values), isWrite: isWrite)

@@ -70,7 +70,7 @@ struct StandardInterfaces {
                 try property.authorizeRead?(call)
                 return .reply([.variant(try property.get())])
             },
-            MethodDescription("Set", in: [("interface_name", .string), ("property_name", .string), ("value", .variant)]) { [unowned tree] call throws(DBusError) in
+            MethodDescription("Set", in: [("interface_name", .string), ("property_name", .string), ("value", .variant)], writes: true) { [unowned tree] call throws(DBusError) in
                 let property = try property(call, tree)
                 guard let set = property.set else {
                     throw .propertyReadOnly("Property '\(property.name)' is not writable")
