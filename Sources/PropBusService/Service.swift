@@ -45,6 +45,8 @@ public final class Service: @unchecked Sendable {
     let model: PropertyModel
     let store: PropertyStore
     let commands: CommandTable
+    /// The transaction of the current dispatch round (model, command table, store).
+    let round: Round
     let tree: ObjectTree
     let options: Options
     /// The work of every running execution, by execution id.
@@ -72,6 +74,7 @@ public final class Service: @unchecked Sendable {
         self.model = model
         self.store = store
         self.commands = commands ?? CommandTable(model: model, store: store)
+        round = Round(model: model, commands: self.commands, store: store)
         self.options = options
         tree = ObjectTree(connection: connection)
         // Checks need the caller's credentials; the lookup it costs is skipped when all is allowed.
@@ -111,39 +114,33 @@ public final class Service: @unchecked Sendable {
         // After the rollback below too, which may export groups again.
         defer { groupsExportedThisRound.removeAll() }
         guard !holdsCommits else { return nil }
-        do {
-            try store.commit()
-            model.commitRound()
-            commands.commitRound()
-            return nil
-        } catch {
-            storeFailureHandler?(error)
-            store.rollback()
-            let touched = model.rollbackRound()
-            let orphaned = commands.rollbackRound()
-            // Groups created or emptied in the round were exported or unexported; undo that too.
-            // The tree drops the signals this queues, with the rest of the round's.
-            for group in Set(touched.map(\.group)) {
-                let exported = tree.object(at: Key.objectPath(ofGroup: group)) != nil
-                let exists = !model.names(inGroup: group).isEmpty
-                if exists, !exported { exportGroup(group) }
-                if !exists, exported { tree.unexport(Key.objectPath(ofGroup: group)) }
-            }
-            let current = Set(model.bindings.all.map(\.id))
-            for id in exportedBindings.subtracting(current) { unexportBinding(id) }
-            for binding in model.bindings.all where !exportedBindings.contains(binding.id) { exportBinding(binding) }
-            // Executions went on regardless; once this round's signals are dropped, bring the
-            // state keys back in line with them and announce that in a round of its own.
-            tree.connection.queue.async { [weak self] in
-                guard let self else { return }
-                for execution in orphaned {
-                    cancelExecution(execution.id, of: execution.command, reason: PropBusError(.storeFailed, "command \(execution.command) was rolled back: \(error.message)"))
-                }
-                publish(commands.reassertState())
-                tree.connection.scheduleRound()
-            }
-            return error.dbusError
+        guard let rollback = round.end() else { return nil }
+        let error = rollback.error
+        storeFailureHandler?(error)
+        let touched = rollback.touchedKeys
+        let orphaned = rollback.orphanedExecutions
+        // Groups created or emptied in the round were exported or unexported; undo that too.
+        // The tree drops the signals this queues, with the rest of the round's.
+        for group in Set(touched.map(\.group)) {
+            let exported = tree.object(at: Key.objectPath(ofGroup: group)) != nil
+            let exists = !model.names(inGroup: group).isEmpty
+            if exists, !exported { exportGroup(group) }
+            if !exists, exported { tree.unexport(Key.objectPath(ofGroup: group)) }
         }
+        let current = Set(model.bindings.all.map(\.id))
+        for id in exportedBindings.subtracting(current) { unexportBinding(id) }
+        for binding in model.bindings.all where !exportedBindings.contains(binding.id) { exportBinding(binding) }
+        // Executions went on regardless; once this round's signals are dropped, bring the
+        // state keys back in line with them and announce that in a round of its own.
+        tree.connection.queue.async { [weak self] in
+            guard let self else { return }
+            for execution in orphaned {
+                cancelExecution(execution.id, of: execution.command, reason: PropBusError(.storeFailed, "command \(execution.command) was rolled back: \(error.message)"))
+            }
+            publish(commands.reassertState())
+            tree.connection.scheduleRound()
+        }
+        return error.dbusError
     }
 
     /// Lets rounds commit again and commits what was held back (see ``holdsCommits``).

@@ -47,20 +47,11 @@ final class CommandTableTests: XCTestCase {
         changes.compactMap { if case .valueChanged(let key, _) = $0 { key.text } else { nil } }
     }
 
-    /// What the service does at the end of a round.
+    /// Ends the round as the service does, through ``Round``; whether it committed.
     private func endRound() -> Bool {
-        do {
-            try store.commit()
-            model.commitRound()
-            table.commitRound()
-            return true
-        } catch {
-            store.rollback()
-            model.rollbackRound()
-            _ = table.rollbackRound()
-            _ = table.reassertState()
-            return false
-        }
+        guard Round(model: model, commands: table, store: store).end() != nil else { return true }
+        _ = table.reassertState()
+        return false
     }
 
     private func assertThrows<T>(_ code: PropBusError.Code, containing pieces: [String] = [], _ body: @autoclosure () throws -> T,

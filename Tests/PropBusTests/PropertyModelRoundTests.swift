@@ -36,17 +36,9 @@ final class FailingStore: PropertyStore {
 final class PropertyModelRoundTests: XCTestCase {
     private let store = FailingStore()
 
-    /// What the service does at the end of a round.
+    /// Ends the round as the service does, through ``Round``; whether it committed.
     private func endRound(_ model: PropertyModel) -> Bool {
-        do {
-            try store.commit()
-            model.commitRound()
-            return true
-        } catch {
-            store.rollback()
-            model.rollbackRound()
-            return false
-        }
+        Round(model: model, commands: nil, store: store).end() == nil
     }
 
     func testFailedCommitRestoresValuesRevisionsAndDefinitions() throws {
@@ -102,5 +94,25 @@ final class PropertyModelRoundTests: XCTestCase {
         XCTAssertTrue(endRound(model))
         XCTAssertEqual(model.rollbackRound(), [])
         XCTAssertEqual(try model.value(of: "app.a"), .int32(5))
+    }
+
+    func testARoundReportsItsWriteSetAndUndoesItWhenTheStoreRefuses() throws {
+        let model = try PropertyModel(store: store)
+        let round = Round(model: model, commands: nil, store: store)
+        _ = try model.create(key: "app.a", type: "i", defaultValue: .int32(1))
+        _ = try model.create(key: "app.b", type: "i", defaultValue: .int32(1))
+        XCTAssertEqual(round.writtenKeys, [try Key("app.a"), try Key("app.b")])
+        XCTAssertNil(round.end())
+        XCTAssertEqual(round.writtenKeys, [], "a committed round leaves nothing for the next")
+
+        _ = try model.set("app.a", to: .int32(5))
+        XCTAssertEqual(round.writtenKeys, [try Key("app.a")], "the write set is what the round changed, not what exists")
+        store.failNextCommit = true
+        let rollback = try XCTUnwrap(round.end(), "the store refused: the round must say so")
+        XCTAssertEqual(rollback.error.code, .storeFailed)
+        XCTAssertEqual(rollback.touchedKeys, [try Key("app.a")])
+        XCTAssertEqual(try model.value(of: "app.a"), .int32(1))
+        XCTAssertEqual(round.writtenKeys, [])
+        XCTAssertEqual(store.committedValues[try Key("app.a")], nil, "the refused write never reached the store")
     }
 }

@@ -148,6 +148,9 @@ public final class PropertyModel {
         if undoUnclaimed.index(forKey: key) == nil { undoUnclaimed.updateValue(unclaimedValues[key], forKey: key) }
     }
 
+    /// The keys whose entries changed since the last ``commitRound()`` (``Round/writtenKeys``).
+    public var keysChangedThisRound: Set<Key> { Set(undoLog.keys) }
+
     /// Records `key`'s state before its first change in this round.
     private func remember(_ key: Key) {
         if undoLog[key] == nil { undoLog[key] = .some(entries[key]) }
