@@ -33,19 +33,17 @@ extension Service {
     func bindingMethods() -> [MethodDescription] {
         [
             MethodDescription("Bind", in: [("key", .string), ("to", .string), ("options", .dictionary(key: .string, value: .variant))], out: [("binding", .objectPath)], writes: true) { [unowned self] call throws(DBusError) in
-                let args = call.arguments
-                try authorizeBind(key: args[0].stringValue ?? "", to: args[1].stringValue ?? "",
-                                  options: args[2].stringKeyedEntries ?? [:], by: call)
+                let key = try call.string("key"), to = try call.string("to"), bindOptions = try call.dictionary("options")
+                try authorizeBind(key: key, to: to, options: bindOptions, by: call)
                 let result = try bridged { () throws(PropBusError) in
-                    try model.bind(key: args[0].stringValue ?? "", to: args[1].stringValue ?? "",
-                                   options: args[2].stringKeyedEntries ?? [:], owner: call.sender,
+                    try model.bind(key: key, to: to, options: bindOptions, owner: call.sender,
                                    maximumPerOwner: options.maximumBindingsPerClient)
                 }
                 publish(result.changes)
                 return .reply([.objectPath(Self.path(ofBinding: result.binding.id))])
             },
             MethodDescription("Unbind", in: [("binding", .objectPath)], writes: true) { [unowned self] call throws(DBusError) in
-                let path = call.arguments[0].stringValue ?? ""
+                let path = try call.string("binding")
                 guard let id = Self.bindingID(atPath: path), let binding = model.bindings[id] else {
                     throw .unknownObject("no binding at \(path)")
                 }

@@ -15,15 +15,15 @@ extension Service {
         }
         return InterfaceDescription(Self.commandInterface, methods: [
             MethodDescription("Execute", in: [("input", .variant)], out: [("result", .variant)]) { [unowned self] call throws(DBusError) in
-                _ = try startExecution(of: key, input: call.arguments[0].unwrappingVariantOnce, call: call, waits: true)
+                _ = try startExecution(of: key, input: try call.variant("input"), call: call, waits: true)
                 return .deferred
             },
             MethodDescription("Start", in: [("input", .variant)], out: [("id", .uint64)]) { [unowned self] call throws(DBusError) in
-                let id = try startExecution(of: key, input: call.arguments[0].unwrappingVariantOnce, call: call, waits: false)
+                let id = try startExecution(of: key, input: try call.variant("input"), call: call, waits: false)
                 return .reply([.uint64(id)])
             },
             MethodDescription("Cancel", in: [("id", .uint64)]) { [unowned self] call throws(DBusError) in
-                guard case .uint64(let id) = call.arguments[0] else { throw .invalidArgs("Cancel expects (t id)") }
+                let id = try call.uint64("id")
                 try authorizeWrite(key.text, writers: commands.definition(of: key)?.writers, by: call)
                 guard commands.execution(id, of: key) != nil else {
                     throw .invalidArgs("command \(key) has no running execution \(id)")
@@ -48,13 +48,14 @@ extension Service {
     func commandMethods() -> [MethodDescription] {
         [
             MethodDescription("CreateCommand", in: [("key", .string), ("options", .dictionary(key: .string, value: .variant))], writes: true) { [unowned self] call throws(DBusError) in
-                let keyText = call.arguments[0].stringValue ?? ""
+                let keyText = try call.string("key")
                 // An argv runs as the daemon: only the default writers may set one, whatever
                 // a command's own `writers` allow.
                 try authorizeWrite(keyText, writers: nil, by: call)
                 let before = (try? Key(keyText)).flatMap { commands.definition(of: $0) }
+                let commandOptions = try call.dictionary("options")
                 publish(try bridged { () throws(PropBusError) in
-                    try commands.create(key: keyText, options: call.arguments[1].stringKeyedEntries ?? [:])
+                    try commands.create(key: keyText, options: commandOptions)
                 })
                 if let before {
                     // Created again with other options: AllowsConcurrentExecution is no model key,
@@ -66,7 +67,7 @@ extension Service {
                 return .reply([])
             },
             MethodDescription("DeleteCommand", in: [("key", .string)], writes: true) { [unowned self] call throws(DBusError) in
-                let keyText = call.arguments[0].stringValue ?? ""
+                let keyText = try call.string("key")
                 try authorizeWrite(keyText, writers: nil, by: call)
                 let key = try bridged { () throws(PropBusError) in try commands.command(keyText) }
                 // Unexport while the command still exists, so InterfacesRemoved names both interfaces.
@@ -99,14 +100,14 @@ extension Service {
                 return .reply([.array(of: .structure([.uint64, .string, .string]), items)])
             },
             MethodDescription("RegisterHandler", in: [("key", .string)]) { [unowned self] call throws(DBusError) in
-                let keyText = call.arguments[0].stringValue ?? ""
+                let keyText = try call.string("key")
                 let key = try bridged { () throws(PropBusError) in try commands.command(keyText) }
                 try authorizeWrite(keyText, writers: commands.definition(of: key)?.writers, by: call)
                 publish(try bridged { () throws(PropBusError) in try commands.registerHandler(keyText, owner: call.sender) })
                 return .reply([])
             },
             MethodDescription("UnregisterHandler", in: [("key", .string)]) { [unowned self] call throws(DBusError) in
-                let keyText = call.arguments[0].stringValue ?? ""
+                let keyText = try call.string("key")
                 let (ended, changes) = try bridged { () throws(PropBusError) in try commands.unregisterHandler(keyText, owner: call.sender) }
                 publish(changes)
                 for execution in ended {

@@ -6,23 +6,24 @@ extension Service {
     func managerDescription() -> InterfaceDescription {
         InterfaceDescription(Self.managerInterface, methods: [
             MethodDescription("CreateProperty", in: [("key", .string), ("type", .string), ("default", .variant), ("options", .dictionary(key: .string, value: .variant))], writes: true) { [unowned self] call throws(DBusError) in
-                let args = call.arguments
-                try authorizeCreate(args[0].stringValue ?? "", by: call)
+                let key = try call.string("key"), type = try call.string("type")
+                let defaultValue = try call.argument("default"), options = try call.dictionary("options")
+                try authorizeCreate(key, by: call)
                 let changes = try bridged { () throws(PropBusError) in
-                    try model.create(key: args[0].stringValue ?? "", type: args[1].stringValue ?? "",
-                                     defaultValue: args[2], options: args[3].stringKeyedEntries ?? [:])
+                    try model.create(key: key, type: type, defaultValue: defaultValue, options: options)
                 }
                 publish(changes)
                 return .reply([])
             },
             MethodDescription("DeleteProperty", in: [("key", .string)], writes: true) { [unowned self] call throws(DBusError) in
-                try authorizeWrite(existing: call.arguments[0].stringValue ?? "", by: call)
-                publish(try bridged { () throws(PropBusError) in try model.delete(key: call.arguments[0].stringValue ?? "") })
+                let key = try call.string("key")
+                try authorizeWrite(existing: key, by: call)
+                publish(try bridged { () throws(PropBusError) in try model.delete(key: key) })
                 return .reply([])
             },
-            MethodDescription("ListProperties", in: [("prefix", .string)], out: [("properties", .array(.structure([.string, .string, .variant, .dictionary(key: .string, value: .variant)])))]) { [unowned self] call in
+            MethodDescription("ListProperties", in: [("prefix", .string)], out: [("properties", .array(.structure([.string, .string, .variant, .dictionary(key: .string, value: .variant)])))]) { [unowned self] call throws(DBusError) in
                 // Secret values are left out for callers who may not read them.
-                let visible = model.list(prefix: call.arguments[0].stringValue ?? "").filter { mayRead($0.definition, by: call) }
+                let visible = model.list(prefix: try call.string("prefix")).filter { mayRead($0.definition, by: call) }
                 let items = visible.map { entry in
                     DBusValue.structure([
                         .string(entry.definition.key.text),
@@ -34,15 +35,15 @@ extension Service {
                 return .reply([.array(of: .structure([.string, .string, .variant, .dictionary(key: .string, value: .variant)]), items)])
             },
             MethodDescription("Apply", in: [("set", .dictionary(key: .string, value: .variant)), ("reset", .array(.string))], writes: true) { [unowned self] call throws(DBusError) in
-                guard case .dictionary(_, _, let entries) = call.arguments[0], case .array(_, let resets) = call.arguments[1] else {
-                    throw .invalidArgs("Apply expects (a{sv} set, as reset)")
-                }
-                let assignments = entries.map { ($0.key.stringValue ?? "", $0.value.unwrappingVariantOnce) }
+                // In the order sent (a dictionary would lose it): the model applies them in turn.
+                guard case .dictionary(_, _, let entries) = try call.argument("set") else { throw .invalidArgs("Apply expects (a{sv} set, as reset)") }
+                let assignments = entries.compactMap { entry in entry.key.stringValue.map { ($0, entry.value.unwrappingVariantOnce) } }
+                let resets = try call.strings("reset")
                 // Every key is checked before anything changes: one denial leaves all as it was.
                 for (key, _) in assignments { try authorizeWrite(existing: key, by: call) }
-                for reset in resets { try authorizeWrite(existing: reset.stringValue ?? "", by: call) }
+                for reset in resets { try authorizeWrite(existing: reset, by: call) }
                 publish(try bridged { () throws(PropBusError) in
-                    try model.apply(set: assignments, reset: resets.compactMap(\.stringValue))
+                    try model.apply(set: assignments, reset: resets)
                 })
                 return .reply([])
             },

@@ -29,10 +29,9 @@ extension Service {
             },
             MethodDescription("Prune", in: [("keys", .array(.string))], out: [("pruned", .array(.string))], writes: true) { [unowned self] call throws(DBusError) in
                 try authorizeWrite("unclaimed stored values (Prune)", writers: nil, by: call)
-                guard case .array(_, let items) = call.arguments[0] else { throw .invalidArgs("Prune expects (as keys)") }
                 var keys: [Key] = []
-                for item in items {
-                    keys.append(try bridged { () throws(PropBusError) in try Key(item.stringValue ?? "") })
+                for item in try call.strings("keys") {
+                    keys.append(try bridged { () throws(PropBusError) in try Key(item) })
                 }
                 let pruned = model.prune(keys)
                 return .reply([.array(of: .string, pruned.map { .string($0.text) })])

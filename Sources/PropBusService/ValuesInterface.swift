@@ -8,21 +8,22 @@ extension Service {
         let key = { (name: String) in group + "." + name }
         return InterfaceDescription(Self.valuesInterface, methods: [
             MethodDescription("Reset", in: [("name", .string)], writes: true) { [unowned self] call throws(DBusError) in
-                try authorizeWrite(existing: key(call.arguments[0].stringValue ?? ""), by: call)
-                publish(try bridged { () throws(PropBusError) in try model.reset(key(call.arguments[0].stringValue ?? "")) })
+                let name = key(try call.string("name"))
+                try authorizeWrite(existing: name, by: call)
+                publish(try bridged { () throws(PropBusError) in try model.reset(name) })
                 return .reply([])
             },
             MethodDescription("GetWithRevision", in: [("name", .string)], out: [("value", .variant), ("revision", .uint64)]) { [unowned self] call throws(DBusError) in
-                let entry = try bridged { () throws(PropBusError) in try model.entry(key(call.arguments[0].stringValue ?? "")) }
+                let name = key(try call.string("name"))
+                let entry = try bridged { () throws(PropBusError) in try model.entry(name) }
                 try authorizeRead(entry.definition, by: call)
                 return .reply([.variant(entry.value), .uint64(entry.revision)])
             },
             MethodDescription("CompareAndSet", in: [("name", .string), ("revision", .uint64), ("value", .variant)], out: [("revision", .uint64)], writes: true) { [unowned self] call throws(DBusError) in
-                guard case .uint64(let expected) = call.arguments[1] else { throw .invalidArgs("revision must be 't'") }
-                try authorizeWrite(existing: key(call.arguments[0].stringValue ?? ""), by: call)
+                let name = key(try call.string("name")), expected = try call.uint64("revision"), value = try call.variant("value")
+                try authorizeWrite(existing: name, by: call)
                 let result = try bridged { () throws(PropBusError) in
-                    try model.compareAndSet(key(call.arguments[0].stringValue ?? ""), expectedRevision: expected,
-                                            to: call.arguments[2].unwrappingVariantOnce)
+                    try model.compareAndSet(name, expectedRevision: expected, to: value)
                 }
                 publish(result.changes)
                 return .reply([.uint64(result.revision)])

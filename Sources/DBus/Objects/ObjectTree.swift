@@ -230,7 +230,8 @@ public final class ObjectTree: @unchecked Sendable {
             return
         }
         do {
-            let call = MethodCall(message: message, arguments: try message.arguments(), credentials: credentials, tree: self)
+            let call = MethodCall(message: message, arguments: try message.arguments(), argumentNames: method.inArguments.map(\.name),
+                                  credentials: credentials, tree: self)
             let isWrite = method.writes
             if isWrite { roundHasWrites = true }
             switch try method.handler(call) {

@@ -39,15 +39,15 @@ struct StandardInterfaces {
 
     private static func properties(_ tree: ObjectTree) -> InterfaceDescription {
         func find(_ call: MethodCall, _ tree: ObjectTree) throws(DBusError) -> InterfaceDescription {
-            let name = call.arguments[0].stringValue ?? ""
+            let name = try call.string("interface_name")
             guard let interface = tree.interface(named: name, at: call.path, object: tree.object(at: call.path)) else {
                 throw .unknownInterface("No such interface '\(name)' at object path '\(call.path)'")
             }
             return interface
         }
         func property(_ call: MethodCall, _ tree: ObjectTree) throws(DBusError) -> PropertyDescription {
-            let name = call.arguments[1].stringValue ?? ""
-            if call.arguments[0].stringValue?.isEmpty ?? true {
+            let name = try call.string("property_name")
+            if try call.string("interface_name").isEmpty {
                 // An empty interface name means "whichever interface has it" (D-Bus spec).
                 let own = tree.object(at: call.path)?.interfaces() ?? []
                 guard let property = own.lazy.compactMap({ $0.properties.lookup(name) }).first else {
@@ -75,11 +75,11 @@ struct StandardInterfaces {
                 guard let set = property.set else {
                     throw .propertyReadOnly("Property '\(property.name)' is not writable")
                 }
-                try set(call.arguments[2].unwrappingVariantOnce, call)
+                try set(try call.variant("value"), call)
                 return .reply([])
             },
             MethodDescription("GetAll", in: [("interface_name", .string)], out: [("props", .dictionary(key: .string, value: .variant))]) { [unowned tree] call throws(DBusError) in
-                if call.arguments[0].stringValue?.isEmpty ?? true {
+                if try call.string("interface_name").isEmpty {
                     // An empty name means every interface, as GDBus and sd-bus treat it.
                     // A name two interfaces share (a command's state) is listed once, as a
                     // dictionary must: the first interface's value.

@@ -70,9 +70,9 @@ final class HandlerServer: @unchecked Sendable {
     private func handlerDescription() -> InterfaceDescription {
         InterfaceDescription(Self.interface, methods: [
             MethodDescription("Run", in: [("key", .string), ("id", .uint64), ("input", .variant)], out: [("result", .variant)]) { [unowned self] call throws(DBusError) in
-                guard case .uint64(let id) = call.arguments[1] else { throw .invalidArgs("Run expects (s key, t id, v input)") }
+                let id = try call.uint64("id"), input = try call.variant("input")
                 do {
-                    let process = try CommandProcess.execute(argv, command: key, execution: id, input: call.arguments[2].unwrappingVariantOnce,
+                    let process = try CommandProcess.execute(argv, command: key, execution: id, input: input,
                                                              outputLimit: 1 << 20) { [self] outcome in
                         connection.queue.async { [self] in finish(id, outcome) }
                     }
@@ -84,8 +84,8 @@ final class HandlerServer: @unchecked Sendable {
                 }
                 return .deferred
             },
-            MethodDescription("Cancel", in: [("key", .string), ("id", .uint64)]) { [unowned self] call in
-                if case .uint64(let id) = call.arguments[1] { running[id]?.process.terminate(grace: 2) }
+            MethodDescription("Cancel", in: [("key", .string), ("id", .uint64)]) { [unowned self] call throws(DBusError) in
+                running[try call.uint64("id")]?.process.terminate(grace: 2)
                 return .reply([])
             },
         ])
