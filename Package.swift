@@ -50,6 +50,8 @@ let package = Package(
         .testTarget(name: "DBusValuesTests", dependencies: ["DBusValues", "CDBus"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus", "DBusValues", "CDBus"]),
         .testTarget(name: "PropBusTests", dependencies: ["PropBus", "DBusValues"]),
+        // The service in this process on a private bus, with stores in memory.
+        .testTarget(name: "PropBusServiceTests", dependencies: ["PropBusService", "PropBus", "DBus"]),
         .testTarget(name: "PropBusSystemTests", dependencies: ["PropBusSystem", "PropBus", "DBusValues"]),
         .testTarget(name: "PropctlTests", dependencies: ["propctl", "PropBus", "DBus"]),
         .testTarget(name: "EtcdTests", dependencies: ["Etcd"]),

@@ -1,0 +1,141 @@
+import DBus
+import Foundation
+import PropBus
+import PropBusService
+import XCTest
+
+/// A store whose next commit fails when asked to, as a full disk would.
+final class RefusingStore: PropertyStore, @unchecked Sendable {
+    var refuseNextCommit = false
+    func load() -> StoredState { StoredState() }
+    func saveDefinition(_ definition: PropertyDefinition) {}
+    func removeDefinition(_ key: Key) {}
+    func saveValue(_ value: DBusValue, revision: UInt64, for key: Key) {}
+    func removeValue(for key: Key) {}
+    func saveRevision(_ revision: UInt64) {}
+    func saveBinding(_ binding: Binding) {}
+    func removeBinding(_ id: UInt64) {}
+    func saveNextBindingID(_ id: UInt64) {}
+    func saveCommand(_ key: Key, options: [String: DBusValue]) {}
+    func removeCommand(_ key: Key) {}
+    func commit() throws(PropBusError) {
+        guard refuseNextCommit else { return }
+        refuseNextCommit = false
+        throw PropBusError(.storeFailed, "cannot commit: No space left on device")
+    }
+    func rollback() {}
+}
+
+/// The service, object tree and connection in this process, on a private bus, with a store in
+/// memory: no daemon binary, no SQLite. What the integration tests check through propbusd,
+/// checked here at the seams (the round, the vtable's write flag, the tree's signals).
+final class ServiceInProcessTests: XCTestCase, @unchecked Sendable {
+    private var bus: ServiceBus!
+    private var serviceConnection: Connection!
+    private var client: Connection!
+    private var service: Service?
+    private let store = RefusingStore()
+
+    override func setUp() async throws {
+        bus = try ServiceBus.start()
+        serviceConnection = try await bus.connect()
+        client = try await bus.connect()
+        let store = store
+        service = try await onQueue(serviceConnection) { [serviceConnection] in
+            let model = try PropertyModel(store: store)
+            _ = try model.create(key: "app.volume", type: "i", defaultValue: .int32(1))
+            _ = try model.create(key: "app.marker", type: "i", defaultValue: .int32(0))
+            model.commitRound()
+            return Service(connection: serviceConnection!, model: model, store: store)
+        }
+    }
+
+    override func tearDown() async throws {
+        if let serviceConnection { _ = try? await onQueue(serviceConnection) { [self] in service = nil } }
+        serviceConnection?.close()
+        client?.close()
+        bus?.stop()
+    }
+
+    private var group: String { Key.objectPath(ofGroup: "app") }
+
+    private func get(_ name: String) async throws -> DBusValue {
+        let reply = try await client.call(destination: serviceConnection.uniqueName, path: group, interface: PropBusAPI.propertiesInterface,
+                                          member: "Get", arguments: [.string(PropBusAPI.valuesInterface), .string(name)])
+        return reply.first?.unwrappingVariantOnce ?? .string("")
+    }
+
+    private func set(_ name: String, _ value: DBusValue) async throws {
+        _ = try await client.call(destination: serviceConnection.uniqueName, path: group, interface: PropBusAPI.propertiesInterface,
+                                  member: "Set", arguments: [.string(PropBusAPI.valuesInterface), .string(name), .variant(value)])
+    }
+
+    /// The PropertiesChanged signals of the group, in arrival order.
+    private func recordChanges() async throws -> ChangeLog {
+        let log = ChangeLog()
+        let rule = MatchRule(sender: serviceConnection.uniqueName, path: group, interface: PropBusAPI.propertiesInterface, member: "PropertiesChanged")
+        _ = try await onQueue(client) { [client] in
+            client!.addSignalHandler(matching: rule) { message in
+                guard let arguments = try? message.arguments(), arguments.count == 3,
+                      let changed = arguments[1].stringKeyedEntries else { return }
+                log.append(changed.mapValues(\.unwrappingVariantOnce))
+            }
+        }
+        try await client.addMatch(rule)
+        return log
+    }
+
+    func testCallsReachTheModelAndChangesAreSignalledOnce() async throws {
+        let before = try await get("volume")
+        XCTAssertEqual(before, .int32(1))
+        let changes = try await recordChanges()
+        try await set("volume", .int32(5))
+        try await set("volume", .int32(5))  // no-op: no second signal
+        try await set("marker", .int32(1))  // barrier: its signal comes after any for volume
+        let arrived = await changes.wait { $0.contains { $0["marker"] == .int32(1) } }
+        XCTAssertEqual(arrived.compactMap { $0["volume"] }, [.int32(5)], "\(arrived)")
+        let after = try await get("volume")
+        XCTAssertEqual(after, .int32(5))
+    }
+
+    func testARefusedCommitFailsTheWriteUndoesItAndDropsItsSignal() async throws {
+        let changes = try await recordChanges()
+        store.refuseNextCommit = true
+        do {
+            try await set("volume", .int32(9))
+            XCTFail("the write was acknowledged although the store refused it")
+        } catch let error as DBusError {
+            XCTAssertEqual(error.name, PropBusError.Code.storeFailed.dbusName, error.message)
+        }
+        let after = try await get("volume")
+        XCTAssertEqual(after, .int32(1), "the round was rolled back")
+        try await set("marker", .int32(1))
+        let arrived = await changes.wait { $0.contains { $0["marker"] == .int32(1) } }
+        XCTAssertEqual(arrived.compactMap { $0["volume"] }, [], "the rolled-back change was announced: \(arrived)")
+    }
+}
+
+/// Changed-property dictionaries, appended on the client's queue and read from the test.
+final class ChangeLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var entries: [[String: DBusValue]] = []
+
+    func append(_ changed: [String: DBusValue]) {
+        lock.lock()
+        entries.append(changed)
+        lock.unlock()
+    }
+
+    var all: [[String: DBusValue]] {
+        lock.lock()
+        defer { lock.unlock() }
+        return entries
+    }
+
+    /// Waits (at most 10 s) until `condition` holds, and returns what arrived.
+    func wait(_ condition: ([[String: DBusValue]]) -> Bool) async -> [[String: DBusValue]] {
+        let deadline = Date().addingTimeInterval(10)
+        while !condition(all), Date() < deadline { try? await Task.sleep(nanoseconds: 2_000_000) }
+        return all
+    }
+}
