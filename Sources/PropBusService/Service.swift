@@ -70,9 +70,10 @@ public final class Service: @unchecked Sendable {
         for binding in model.bindings.all { exportBinding(binding) }
         for (interface, member) in Self.writeMethods { tree.declareWriteMethod(interface: interface, member: member) }
         tree.addBeforeFlushHook { [unowned self] in commit() }
-        connection.addSignalHandler(matching: Self.matchRules[0]) { [unowned self] message in
+        // Weak: the connection holds this handler and may outlive the service.
+        connection.addSignalHandler(matching: Self.matchRules[0]) { [weak self] message in
             // A connection that leaves the bus ends its non-persistent bindings.
-            guard let args = try? message.arguments(), args.count == 3,
+            guard let self, let args = try? message.arguments(), args.count == 3,
                   let name = args[0].stringValue, name.hasPrefix(":"), args[2].stringValue == "" else { return }
             publish(model.unbindAll(ownedBy: name))
             // A handler that leaves fails its running executions and disables its commands.

@@ -163,11 +163,21 @@ public final class Connection: @unchecked Sendable {
     /// Queues a message for sending (`dbus_connection_send`). Safe from any thread.
     public func send(_ message: Message) {
         if DispatchQueue.getSpecific(key: QueueKey.key) == ObjectIdentifier(self) {
+            sendObserver?(message)
             dbus_connection_send(raw, message.raw, nil)
         } else {
-            queue.async { [self] in _ = dbus_connection_send(raw, message.raw, nil) }
+            queue.async { [self] in
+                sendObserver?(message)
+                _ = dbus_connection_send(raw, message.raw, nil)
+            }
         }
     }
+
+    /// A test hook: sees every message ``send(_:)`` hands to libdbus, on `queue`.
+    ///
+    /// The bus drops replies nobody asked for before any monitor sees them, so what a service
+    /// answers to a NO_REPLY_EXPECTED call can only be checked at the sender.
+    var sendObserver: ((Message) -> Void)?
 
     /// Sends a method call and delivers the reply (or error) on `queue`.
     ///
@@ -274,6 +284,11 @@ public final class Connection: @unchecked Sendable {
     /// Releases a well-known name (`org.freedesktop.DBus.ReleaseName`).
     public func releaseName(_ name: String) async throws(DBusError) {
         _ = try await callBus("ReleaseName", [.string(name)])
+    }
+
+    /// Runs `body` now when already on `queue`, else queues it there.
+    func onQueueOrAsync(_ body: @escaping @Sendable () -> Void) {
+        if DispatchQueue.getSpecific(key: QueueKey.key) == ObjectIdentifier(self) { body() } else { queue.async(execute: body) }
     }
 
     /// Marks the queue so ``send(_:)`` can tell whether it already runs there.
