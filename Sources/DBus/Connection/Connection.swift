@@ -152,6 +152,7 @@ public final class Connection: @unchecked Sendable {
             for entry in signalHandlers where entry.rule?.matches(message) ?? true {
                 entry.handler(message)
             }
+            message.closeReceivedFDs()
             return DBUS_HANDLER_RESULT_NOT_YET_HANDLED
         default:
             return DBUS_HANDLER_RESULT_NOT_YET_HANDLED

@@ -193,6 +193,9 @@ public final class ObjectTree: @unchecked Sendable {
     }
 
     private func route(_ message: Message, credentials: Credentials?) {
+        // Fds the call carried are closed once it was handled, whatever the outcome; a handler
+        // that keeps one takes it first (MethodCall.takeUnixFD).
+        defer { message.closeReceivedFDs() }
         let path = message.path ?? "/"
         let member = message.member ?? ""
         let object = objects[path]
