@@ -1,4 +1,5 @@
 import DBus
+import PropBus
 import Foundation
 import XCTest
 
@@ -80,5 +81,74 @@ final class HostileBusAccessTests: AccessControlTestCase, @unchecked Sendable {
         XCTAssertTrue(result.stdout.contains(Self.accessDenied), "\(result)")
         let after = try FileManager.default.contentsOfDirectory(atPath: fdDirectory).count
         XCTAssertLessThanOrEqual(after, before + 2, "the daemon kept the fds it received: \(before) → \(after) open")
+    }
+}
+
+/// Replies and signals too big for the bus (1 MiB here, as `max_message_size` in the test bus's
+/// configuration and `--max-message-size`): answered with LimitsExceeded or degraded, never
+/// sent, so the daemon stays on the bus (issue 10, item 3).
+final class HostileMessageSizeTests: DaemonTestCase, @unchecked Sendable {
+    static let limit = 1 << 20
+    override var busMaxMessageSize: Int? { Self.limit }
+    override var daemonArguments: [String] { ["--max-message-size", "\(Self.limit)", "--max-value-size", "300000"] }
+
+    private func big(_ n: Int) -> DBusValue { .string(String(repeating: Character(UnicodeScalar(UInt8(97 + n % 26))), count: 250_000)) }
+
+    /// The daemon is still on the bus and serves another client.
+    private func assertStillServing(_ key: String, file: StaticString = #filePath, line: UInt = #line) async throws {
+        XCTAssertTrue(daemon.process.isRunning, "propbusd exited: \(daemon.stderr)", file: file, line: line)
+        let other = try await Client.connect(to: bus)
+        defer { other.close() }
+        let value = try await other.get(key)
+        XCTAssertEqual(value.stringValue?.utf8.count, 250_000, file: file, line: line)
+    }
+
+    func testRepliesTooBigForTheBusAreLimitsExceededAndTheDaemonStays() async throws {
+        for n in 1...5 { try await client.create("big\(n).v", "s", default: big(n)) }
+        await assertDBusError(PropBusAPI.error("LimitsExceeded"), containing: ["ListProperties", "bytes", "prefix"]) {
+            try await client.list()
+        }
+        await assertDBusError(PropBusAPI.error("LimitsExceeded"), containing: ["GetManagedObjects", "bytes", "one group"]) {
+            try await client.call(PropBusAPI.objectManager, "GetManagedObjects")
+        }
+        // A narrower call works.
+        let listed = try await client.list(prefix: "big1.")
+        XCTAssertEqual(listed.count, 1)
+        try await assertStillServing("big3.v")
+    }
+
+    func testAWriteThatWouldMakeAGroupUnreadableIsRefused() async throws {
+        for n in 1...4 { try await client.create("grp.v\(n)", "s", default: big(n)) }
+        await assertDBusError(PropBusAPI.error("LimitsExceeded"), containing: ["group grp", "GetAll"]) {
+            try await client.create("grp.v5", "s", default: big(5))
+        }
+        try await client.create("grp.small", "s", default: .string("x"))
+        await assertDBusError(PropBusAPI.error("LimitsExceeded"), containing: ["group grp"]) {
+            try await client.set("grp.small", big(6))
+        }
+        let all = try await client.getAll(group: "grp")
+        XCTAssertEqual(all.count, 5)
+        await assertDBusError(PropBusAPI.error("LimitsExceeded"), containing: ["description", "4096"]) {
+            try await client.create("grp.described", "s", default: .string(""), options: ["description": .string(String(repeating: "d", count: 5000))])
+        }
+        try await assertStillServing("grp.v1")
+    }
+
+    /// A store written under a larger limit holds a group too big for one message: the daemon
+    /// must still start (its InterfacesAdded is sent without values) and keep serving.
+    func testAStoreWithAGroupTooBigForOneMessageStillStarts() async throws {
+        try await restartDaemon(arguments: ["--max-message-size", "\(4 << 20)", "--max-value-size", "300000"])
+        for n in 1...5 { try await client.create("grp.v\(n)", "s", default: .string(""), options: ["persistent": .boolean(true)]) }
+        for n in 1...5 { try await client.set("grp.v\(n)", big(n)) }
+        try await restartDaemon(arguments: daemonArguments)
+        try await assertStillServing("grp.v3")
+        await assertDBusError(PropBusAPI.error("LimitsExceeded"), containing: ["GetAll", "Properties.Get"]) {
+            try await client.getAll(group: "grp")
+        }
+        // Writes that do not grow the group still work (each call must fit the bus: a client
+        // sending more than max_message_size is itself disconnected).
+        try await client.set("grp.v1", big(11))
+        try await assertStillServing("grp.v1")
+        XCTAssertTrue(daemon.stderr.contains("InterfacesAdded for \(Key.objectPath(ofGroup: "grp")) would be"), daemon.stderr)
     }
 }
