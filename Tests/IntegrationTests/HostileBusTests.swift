@@ -152,3 +152,71 @@ final class HostileMessageSizeTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertTrue(daemon.stderr.contains("InterfacesAdded for \(Key.objectPath(ofGroup: "grp")) would be"), daemon.stderr)
     }
 }
+
+/// One connection pipelining thousands of calls must not starve the others (issue 10, item 5).
+final class HostileFloodTests: DaemonTestCase, @unchecked Sendable {
+    /// Pipelines `count` ListProperties(prefix) calls, then reads the replies as they come (a
+    /// GLib main loop), and prints "done" when all arrived. (A client that never reads makes the
+    /// bus itself stop reading from the daemon once 127 MB of replies are queued for it: that
+    /// is the bus's limit to enforce, not the daemon's.)
+    static let floodScript = """
+    import dbus, dbus.lowlevel, dbus.mainloop.glib, sys
+    from gi.repository import GLib
+    dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
+    bus = dbus.bus.BusConnection(sys.argv[1])
+    count, prefix = int(sys.argv[2]), sys.argv[3]
+    loop = GLib.MainLoop()
+    replies = [0]
+    def on_message(connection, message):
+        if isinstance(message, (dbus.lowlevel.MethodReturnMessage, dbus.lowlevel.ErrorMessage)):
+            replies[0] += 1
+            if replies[0] == count:
+                loop.quit()
+    bus.add_message_filter(on_message)
+    for _ in range(count):
+        m = dbus.lowlevel.MethodCallMessage("org.propbus.PropBus1", "/org/propbus/PropBus1",
+                                            "org.propbus.PropBus1.Manager", "ListProperties")
+        m.append(prefix, signature="s")
+        bus.send_message(m)
+    bus.flush()
+    print("sent", flush=True)
+    loop.run()
+    print("done", flush=True)
+    """
+
+    private func peakRSSKilobytes() -> Int {
+        let status = (try? String(contentsOfFile: "/proc/\(daemon.process.pid)/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") } ?? ""
+        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+    }
+
+    func testAFloodingConnectionDoesNotStarveAnotherClientsGet() async throws {
+        try await client.apply(set: [])
+        for n in 0..<200 {
+            try await client.create("flood.p\(String(format: "%03d", n))", "s", default: .string(String(repeating: "v", count: 100)))
+        }
+        try await client.create("victim.x", "i", default: .int32(7))
+        let idleRSS = peakRSSKilobytes()
+        let flooder = try ChildProcess("/usr/bin/python3", ["-c", Self.floodScript, bus.address, "1000", "flood."],
+                                       environment: bus.environment)
+        defer { flooder.signal(SIGKILL) }
+        let sent = await eventually(timeout: 60) { flooder.stdout.contains("sent") || !flooder.isRunning }
+        XCTAssertTrue(sent && flooder.isRunning, "flooder: \(flooder.stdout) \(flooder.stderr)")
+        var worst = 0.0
+        for _ in 0..<20 {
+            let start = Date()
+            let value = try await client.get("victim.x")
+            XCTAssertEqual(value, .int32(7))
+            worst = max(worst, Date().timeIntervalSince(start))
+        }
+        // Generous: before the fix the first Get waited for all 1000 replies (tens of seconds in a debug build).
+        XCTAssertLessThan(worst, 1.0, "the victim's Get took \(worst) s during the flood")
+        // The flood is served to its end, and the replies never sat in memory all at once.
+        let done = await eventually(timeout: 120) { flooder.stdout.contains("done") || !flooder.isRunning }
+        XCTAssertTrue(done && flooder.stdout.contains("done"), "flooder: \(flooder.stdout) \(flooder.stderr)")
+        let peak = peakRSSKilobytes()
+        XCTAssertLessThan(peak - idleRSS, 150_000, "peak RSS grew from \(idleRSS) kB to \(peak) kB during the flood")
+        print("flood: victim's worst Get \(worst) s; peak RSS \(idleRSS) kB → \(peak) kB")
+        XCTAssertTrue(daemon.process.isRunning)
+    }
+}

@@ -89,7 +89,15 @@ public final class ObjectTree: @unchecked Sendable {
         // next round; its calls then get no handler, like calls to a connection without objects.
         connection.methodCallHandler = { [weak self] in self?.handle($0) }
         connection.addRoundEndHandler { [weak self] in self?.flush() }
+        connection.roundIsFull = { [weak self] in (self?.pendingReplyBytes ?? 0) >= Self.replyBytesPerRound }
     }
+
+    /// Bytes of replies a round may hold before it ends and sends them: with the connection's
+    /// per-round call budget, this bounds the memory replies take and how long one client's
+    /// backlog delays the others.
+    public static let replyBytesPerRound = 4 << 20
+    /// Bytes of the replies queued in this round.
+    private var pendingReplyBytes = 0
 
     // MARK: Credentials
 
@@ -303,6 +311,8 @@ public final class ObjectTree: @unchecked Sendable {
             let size = messageSize(values, path: "", member: "")
             if size > maximumMessageSize {
                 result = .failure(replyTooLarge(message, size, maximumMessageSize))
+            } else {
+                pendingReplyBytes += size
             }
         }
         switch result {
@@ -353,6 +363,7 @@ public final class ObjectTree: @unchecked Sendable {
         pendingChanges = [:]
         let replies = pendingReplies
         pendingReplies = []
+        pendingReplyBytes = 0
         for reply in replies { connection.send(reply.message) }
     }
 
