@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "DBus", targets: ["DBus"]),
         .library(name: "PropBus", targets: ["PropBus"]),
+        .library(name: "Etcd", targets: ["Etcd"]),
         .executable(name: "propbusd", targets: ["propbusd"]),
         .executable(name: "propctl", targets: ["propctl"]),
     ],
@@ -21,14 +22,27 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
-        .target(name: "DBus", dependencies: ["CDBus"]),
-        .target(name: "PropBus", dependencies: ["DBus", "CSQLite"]),
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        // Linux calls Swift cannot import directly (variadic prctl); header only, no library.
+        .systemLibrary(name: "CLinux"),
+        // Typed wrappers over the C library (files, environment, clock): what Foundation gave,
+        // without linking it.
+        .target(name: "SystemKit"),
+        .target(name: "DBus", dependencies: ["CDBus", "SystemKit"]),
+        .target(name: "Etcd", dependencies: ["CCurl"]),
+        .target(name: "PropBus", dependencies: ["DBus", "CSQLite", "CLinux", "SystemKit"]),
         .target(name: "PropBusService", dependencies: ["DBus", "PropBus"]),
-        .executableTarget(name: "propbusd", dependencies: ["DBus", "PropBus", "PropBusService"]),
-        .executableTarget(name: "propctl", dependencies: ["DBus", "PropBus"]),
+        .executableTarget(name: "propbusd", dependencies: ["DBus", "PropBus", "PropBusService", "SystemKit"]),
+        .executableTarget(name: "propctl", dependencies: ["DBus", "PropBus", "SystemKit"]),
+        .testTarget(name: "SystemKitTests", dependencies: ["SystemKit"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus", "CDBus"]),
         .testTarget(name: "PropBusTests", dependencies: ["PropBus", "DBus"]),
         .testTarget(name: "PropctlTests", dependencies: ["propctl", "PropBus", "DBus"]),
+        .testTarget(name: "EtcdTests", dependencies: ["Etcd"]),
         .testTarget(name: "IntegrationTests", dependencies: ["DBus", "PropBus", "CSQLite"]),
     ]
 )

@@ -43,7 +43,7 @@ extension Service {
         ])
     }
 
-    /// CreateCommand, DeleteCommand, ListCommands, RegisterHandler and UnregisterHandler of the
+    /// CreateCommand, DeleteCommand, ListCommands, ListExecutions, RegisterHandler and UnregisterHandler of the
     /// Manager interface.
     func commandMethods() -> [MethodDescription] {
         [
@@ -52,9 +52,17 @@ extension Service {
                 // An argv runs as the daemon: only the default writers may set one, whatever
                 // a command's own `writers` allow.
                 try authorizeWrite(keyText, writers: nil, by: call)
+                let before = (try? Key(keyText)).flatMap { commands.definition(of: $0) }
                 publish(try bridged { () throws(PropBusError) in
                     try commands.create(key: keyText, options: call.arguments[1].stringKeyedEntries ?? [:])
                 })
+                if let before {
+                    // Created again with other options: AllowsConcurrentExecution is no model key,
+                    // so note it here (the flush drops it when it did not change).
+                    tree.noteChange(path: Key.objectPath(ofGroup: before.key.text),
+                                    interface: Self.commandInterface, property: "AllowsConcurrentExecution",
+                                    oldValue: .boolean(before.concurrent))
+                }
                 return .reply([])
             },
             MethodDescription("DeleteCommand", in: [("key", "s")]) { [unowned self] call throws(DBusError) in
@@ -81,6 +89,14 @@ extension Service {
                     return DBusValue.structure([.string(definition.key.text), .vardict(info)])
                 }
                 return .reply([.array(of: .structure([.string, .dictionary(key: .string, value: .variant)]), items)])
+            },
+            MethodDescription("ListExecutions", out: [("executions", "a(tss)")]) { [unowned self] _ in
+                // What `propctl status` and `propctl cancel KEY` need: which executions run, of
+                // what, for whom; in id order so the listing is stable.
+                let items = running.sorted { $0.key < $1.key }.map { id, work in
+                    DBusValue.structure([.uint64(id), .string(work.execution.command.text), .string(work.caller)])
+                }
+                return .reply([.array(of: .structure([.uint64, .string, .string]), items)])
             },
             MethodDescription("RegisterHandler", in: [("key", "s")]) { [unowned self] call throws(DBusError) in
                 let keyText = call.arguments[0].stringValue ?? ""

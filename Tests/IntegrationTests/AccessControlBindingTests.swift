@@ -97,8 +97,8 @@ final class AccessControlBindingTests: AccessControlTestCase, @unchecked Sendabl
         """
         var environment = bus.environment
         environment["HOME"] = "/nonexistent"
-        let child = try ChildProcess("setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--",
-                                                 "/usr/bin/python3", "-c", script, bus.address, go], environment: environment)
+        let (program, arguments) = try AsNobody.command("/usr/bin/python3", ["-c", script, bus.address, go])
+        let child = try ChildProcess(program, arguments, environment: environment)
         let bound = await eventually(timeout: 15) { child.stdout.contains("bound") || !child.isRunning }
         XCTAssertTrue(bound && child.stdout.hasPrefix("bound"), "stdout: \(child.stdout) stderr: \(child.stderr)")
         for key in ["mine.a", "mine.b"] {

@@ -24,7 +24,7 @@ final class ModelFileAndDumpTests: DaemonTestCase, @unchecked Sendable {
         try await restartDaemon(arguments: ["--model", example])
         let title = try await client.get("viewmodel.title")
         XCTAssertEqual(title, .string("Flickr Search"))
-        await assertDBusError(PropBusAPI.error("ReadOnly"), containing: ["viewmodel.title"]) {
+        await assertDBusError(PropBusAPI.standard("PropertyReadOnly"), containing: ["viewmodel.title"]) {
             try await self.client.set("viewmodel.title", .string("Other"))
         }
         try await client.set("settings.someBoolKey", .boolean(true))
@@ -95,6 +95,15 @@ final class ModelFileAndDumpTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertEqual(again.status, 0, "loading what is already there changes nothing: \(again.stderr)")
     }
 
+    func testLoadOfAFileThatCannotBeReadSaysWhyAndExits64() async throws {
+        let missing = bus.directory.appendingPathComponent("missing.json").path
+        let load = try await propctl(["load", missing])
+        XCTAssertEqual(load.status, 64, "\(load)")
+        XCTAssertEqual(load.stderr, "propctl load: cannot read \(missing): No such file or directory\n")
+        let fromStdin = try await propctl(["load", "-"], stdin: #"{"properties": {}}"#)
+        XCTAssertEqual(fromStdin.status, 0, "\(fromStdin)")
+    }
+
     func testLoadWithOneBadValueChangesNothingAndNamesTheKey() async throws {
         try await client.create("l.a", "i", default: .int32(1))
         _ = try await client.call(PropBusAPI.manager, "CreateProperty",
@@ -108,7 +117,7 @@ final class ModelFileAndDumpTests: DaemonTestCase, @unchecked Sendable {
 
         let typo = try write(#"{"properties": {"l.a": {"type": "i", "value": "five"}}}"#, to: "typo.json")
         let refused = try await propctl(["load", typo])
-        XCTAssertEqual(refused.status, 64)
+        XCTAssertEqual(refused.status, 1, "a bad value exits 1, like one the daemon refuses")
         XCTAssertTrue(refused.stderr.contains("l.a"), refused.stderr)
     }
 }

@@ -7,7 +7,7 @@ import XCTest
 ///
 /// The `propbus` user does not exist here, so the policy is included with `user="propbus"` read
 /// as `user="root"`: root stands for the service, `nobody` for everyone else. Needs root (to run
-/// as `nobody`) and `runuser`; skipped otherwise.
+/// as `nobody`); skipped otherwise.
 final class PolicyFileOnSystemBusTests: XCTestCase {
     private var directory: URL!
     private var busProcess: ChildProcess!
@@ -17,7 +17,6 @@ final class PolicyFileOnSystemBusTests: XCTestCase {
     override func setUp() async throws {
         try await super.setUp()
         guard getuid() == 0 else { throw XCTSkip("needs root, to run clients as nobody") }
-        guard (try? ChildProcess.resolve("runuser")) != nil else { throw XCTSkip("runuser is not installed") }
         directory = try makeTemporaryDirectory(prefix: "pbit-sys")
         // nobody must reach the socket.
         chmod(directory.path, 0o755)
@@ -45,7 +44,7 @@ final class PolicyFileOnSystemBusTests: XCTestCase {
 
     /// Runs `arguments` as `nobody`.
     private func asNobody(_ arguments: [String], timeout: TimeInterval = 10) async throws -> CommandResult {
-        try await runCommand("runuser", ["-u", "nobody", "--"] + arguments, environment: environment, timeout: timeout)
+        try await AsNobody.run(arguments[0], Array(arguments.dropFirst()), environment: environment, timeout: timeout)
     }
 
     func testOnlyThePolicyUserMayOwnTheNameAndEveryoneMayCallIt() async throws {

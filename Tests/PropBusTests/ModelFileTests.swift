@@ -9,7 +9,7 @@ final class ModelFileTests: XCTestCase {
     private func assertFails(_ text: String, containing pieces: [String], file: StaticString = #filePath, line: UInt = #line) {
         XCTAssertThrowsError(try load(text), file: file, line: line) { error in
             let message = (error as? PropBusError)?.message ?? "\(error)"
-            XCTAssertTrue(message.hasPrefix("test.json: "), message, file: file, line: line)
+            XCTAssertTrue(message.hasPrefix("test.json:"), message, file: file, line: line)
             for piece in pieces { XCTAssertTrue(message.contains(piece), "\(message) lacks \(piece)", file: file, line: line) }
         }
     }
@@ -25,6 +25,24 @@ final class ModelFileTests: XCTestCase {
         XCTAssertFalse(try model.entry("viewmodel.searchText").definition.persistent)
         XCTAssertEqual(try model.value(of: "settings.someBoolKey"), .boolean(false))
         XCTAssertEqual(file.commands.map(\.key.text), ["viewmodel.executeSearch"])
+    }
+
+    func testAnUnreadableOrNonUTF8ModelFileIsRefusedWithTheReason() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("modelfile-\(getpid())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let missing = directory.appendingPathComponent("missing.json").path
+        XCTAssertThrowsError(try ModelFile(contentsOf: missing)) { error in
+            XCTAssertEqual((error as? PropBusError)?.message, "\(missing): cannot read the model file: No such file or directory")
+        }
+        let latin1 = directory.appendingPathComponent("latin1.json").path
+        // "café" in Latin-1: the é is the lone byte E9.
+        try Data(Array(#"{"groups": {}, "description": "caf"#.utf8) + [0xE9] + Array(#""}"#.utf8)).write(to: URL(fileURLWithPath: latin1))
+        XCTAssertThrowsError(try ModelFile(contentsOf: latin1)) { error in
+            XCTAssertEqual((error as? PropBusError)?.message, "\(latin1): cannot read the model file: it is not UTF-8 text")
+        }
+        XCTAssertEqual(ModelFile.files(in: directory.path), [latin1])
+        XCTAssertEqual(ModelFile.files(in: missing), [])
     }
 
     func testValuesAreReadByTheDeclaredType() throws {
@@ -59,7 +77,7 @@ final class ModelFileTests: XCTestCase {
         let model = try PropertyModel(store: MemoryStore())
         XCTAssertThrowsError(try file.apply(to: model, commands: CommandTable(model: model, store: MemoryStore()))) { error in
             let message = (error as? PropBusError)?.message ?? ""
-            XCTAssertTrue(message.hasPrefix("test.json: a.b: "), message)
+            XCTAssertTrue(message.hasPrefix("test.json:") && message.contains(": a.b: "), message)
         }
     }
 

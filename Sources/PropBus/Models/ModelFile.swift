@@ -1,6 +1,6 @@
 import DBus
-import FoundationEssentials
 import Glibc
+import SystemKit
 
 /// A JSON declaration of groups with their properties, commands and bindings, like a GSettings
 /// schema (SPEC §4, "Model files"). The format is documented in `docs/model-files.md`.
@@ -34,17 +34,23 @@ public struct ModelFile: Sendable {
 
     /// The file the declarations came from.
     public let path: String
+    /// The file's text, to point errors at a line and column.
+    private let text: String
     public private(set) var properties: [PropertyDeclaration] = []
     public private(set) var commands: [CommandDeclaration] = []
     public private(set) var bindings: [BindingDeclaration] = []
 
     /// Reads and checks the file at `path`.
     public init(contentsOf path: String) throws(PropBusError) {
-        let text: String
+        let bytes: [UInt8]
         do {
-            text = try String(contentsOfFile: path, encoding: .utf8)
+            bytes = try FileSystem.contents(of: path)
         } catch {
-            throw PropBusError(.invalidArgs, "\(path): cannot read the model file: \(SystemError.describe(error))")
+            throw PropBusError(.invalidArgs, "\(path): cannot read the model file: \(error)")
+        }
+        // Strict, as String(contentsOfFile:encoding: .utf8) was: a file that is not UTF-8 is refused.
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw PropBusError(.invalidArgs, "\(path): cannot read the model file: it is not UTF-8 text")
         }
         try self.init(path: path, text: text)
     }
@@ -52,9 +58,11 @@ public struct ModelFile: Sendable {
     /// Checks `text` as the content of a model file named `path`.
     public init(path: String, text: String) throws(PropBusError) {
         self.path = path
+        self.text = text
         let json: JSONValue
         do { json = try JSONValue.parse(text) } catch {
-            throw fail(nil, "invalid JSON at byte \(error.offset): \(error.reason)")
+            let (line, column) = Self.lineAndColumn(ofByte: error.offset, in: text)
+            throw PropBusError(.invalidArgs, "\(path):\(line):\(column): invalid JSON: \(error.reason)")
         }
         guard let top = json.objectMembers else { throw fail(nil, "the document must be a JSON object with \"groups\" (and optionally \"bindings\")") }
         for member in top {
@@ -73,8 +81,33 @@ public struct ModelFile: Sendable {
         }
     }
 
+    /// An error as compilers write them: `FILE:LINE:COLUMN: KEY: PROBLEM`, pointing at the
+    /// declaration of `key` (its last name, as written in the file) or at the start.
     private func fail(_ key: String?, _ problem: String) -> PropBusError {
-        PropBusError(.invalidArgs, "\(path): " + (key.map { "\($0): " } ?? "") + problem)
+        let (line, column) = key.map { Self.lineAndColumn(ofDeclaration: $0, in: text) } ?? (1, 1)
+        return PropBusError(.invalidArgs, "\(path):\(line):\(column): " + (key.map { "\($0): " } ?? "") + problem)
+    }
+
+    /// Where `"name":` of a key (its last segment; `bindings` for a binding) first appears.
+    static func lineAndColumn(ofDeclaration key: String, in text: String) -> (Int, Int) {
+        var name = key.hasPrefix("bindings[") ? "bindings" : String(key.split(separator: ".").last ?? "")
+        if let space = name.firstIndex(of: " ") { name = String(name[..<space]) }
+        let needle = Array("\"\(name)\"".utf8)
+        let bytes = Array(text.utf8)
+        guard !needle.isEmpty, bytes.count >= needle.count else { return (1, 1) }
+        for start in 0...(bytes.count - needle.count) where bytes[start..<start + needle.count].elementsEqual(needle) {
+            return lineAndColumn(ofByte: start, in: text)
+        }
+        return (1, 1)
+    }
+
+    /// 1-based line and column (in bytes) of a byte offset.
+    static func lineAndColumn(ofByte offset: Int, in text: String) -> (Int, Int) {
+        var line = 1, column = 1
+        for byte in text.utf8.prefix(offset) {
+            if byte == UInt8(ascii: "\n") { line += 1; column = 1 } else { column += 1 }
+        }
+        return (line, column)
     }
 
     private mutating func readGroup(_ group: String, _ json: JSONValue) throws(PropBusError) {
@@ -140,6 +173,8 @@ public struct ModelFile: Sendable {
                 throw fail(keyText, "unknown field \"\(field)\"; expected type, default, \(PropertyDefinition.optionNames.joined(separator: ", "))")
             }
         }
+        // Where it came from, kept with the definition: a key its file drops can then leave the bus.
+        options["source"] = .string(path)
         properties.append(PropertyDeclaration(key: key, type: type, defaultValue: defaultValue, options: options))
     }
 
@@ -158,7 +193,7 @@ public struct ModelFile: Sendable {
                 // "./script" names a file beside the model file, wherever the daemon runs.
                 if words[0].hasPrefix("./") || words[0].hasPrefix("../") {
                     // Stored commands outlive this working directory: keep the path absolute.
-                    let cwd = FileManager.default.currentDirectoryPath
+                    let cwd = FileSystem.currentDirectory
                     var directory = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : cwd
                     if !directory.hasPrefix("/") { directory = cwd + "/" + directory }
                     words[0] = directory + "/" + (words[0].hasPrefix("./") ? String(words[0].dropFirst(2)) : words[0])
@@ -224,7 +259,8 @@ public struct ModelFile: Sendable {
                 changes += try model.create(key: property.key.text, type: property.type.signature,
                                             defaultValue: property.defaultValue, options: property.options)
             } catch {
-                throw fail(property.key.text, error.message)
+                guard error.code == .typeMismatch else { throw fail(property.key.text, error.message) }
+                throw fail(property.key.text, error.message + "; to migrate, declare the new type under a new name (and copy the value with propctl get/set), or delete the key with propctl delete \(property.key) (which drops its stored value) and reload")
             }
         }
         // In an order that works, so a predicate may read a command declared further down.
@@ -254,7 +290,7 @@ extension ModelFile {
 
     /// The `*.json` files of `directory`, sorted by name; none when it does not exist.
     public static func files(in directory: String) -> [String] {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        let names = (try? FileSystem.contentsOfDirectory(directory)) ?? []
         return names.filter { $0.hasSuffix(".json") }.sorted().map { directory + "/" + $0 }
     }
 }

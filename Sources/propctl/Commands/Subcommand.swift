@@ -20,7 +20,14 @@ enum Subcommands {
         "dump": DumpCommand.self,
         "load": LoadCommand.self,
         "status": StatusCommand.self,
+        "reload": ReloadCommand.self,
+        "prune": PruneCommand.self,
         "exec": ExecCommand.self,
         "serve": ServeCommand.self,
+        "cancel": CancelCommand.self,
+        "create-command": CreateCommandCommand.self,
+        "delete-command": DeleteCommandCommand.self,
+        "describe": DescribeCommand.self,
+        "completion": CompletionCommand.self,
     ]
 }

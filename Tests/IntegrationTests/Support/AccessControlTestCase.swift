@@ -9,7 +9,7 @@ import XCTest
 /// The test process and its ``client`` are root. Skipped when not run as root: only root can
 /// switch to another user.
 class AccessControlTestCase: DaemonTestCase, @unchecked Sendable {
-    static let nobody: UInt32 = 65534
+    static let nobody = AsNobody.uid
     static let accessDenied = PropBusAPI.standard("AccessDenied")
 
     override var busKind: PrivateBus.Kind { .system }
@@ -25,8 +25,7 @@ class AccessControlTestCase: DaemonTestCase, @unchecked Sendable {
         var environment = bus.environment
         // nobody's tools must not try to write into root's home.
         environment["HOME"] = "/nonexistent"
-        return try await runCommand("setpriv", ["--reuid=\(Self.nobody)", "--regid=\(Self.nobody)", "--clear-groups", "--", executable] + arguments,
-                                    environment: environment, timeout: timeout)
+        return try await AsNobody.run(executable, arguments, environment: environment, timeout: timeout)
     }
 
     /// `busctl --address=<bus> -- …` as nobody.
