@@ -115,4 +115,22 @@ final class PropertyModelRoundTests: XCTestCase {
         XCTAssertEqual(round.writtenKeys, [])
         XCTAssertEqual(store.committedValues[try Key("app.a")], nil, "the refused write never reached the store")
     }
+
+    func testARoundRecordsTheKeysItsTransformsRead() throws {
+        let model = try PropertyModel(store: store)
+        let round = Round(model: model, commands: nil, store: store)
+        _ = try model.create(key: "a.x", type: "i", defaultValue: .int32(0))
+        _ = try model.create(key: "b.y", type: "i", defaultValue: .int32(0))
+        _ = try model.create(key: "c.z", type: "i", defaultValue: .int32(10))
+        _ = try model.bind(key: "b.y", to: "a.x", options: ["to_key": .string("value + c.z")], owner: ":1.1")
+        XCTAssertNil(round.end())
+        XCTAssertEqual(round.readKeys, [])
+
+        _ = try model.set("a.x", to: .int32(1))
+        XCTAssertEqual(try model.value(of: "b.y"), .int32(11))
+        XCTAssertTrue(round.readKeys.contains(try Key("c.z")), "the transform read c.z: \(round.readKeys)")
+        XCTAssertEqual(round.writtenKeys, [try Key("a.x"), try Key("b.y")])
+        XCTAssertNil(round.end())
+        XCTAssertEqual(round.readKeys, [], "the next round starts with an empty read set")
+    }
 }

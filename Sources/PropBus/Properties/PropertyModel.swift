@@ -126,6 +126,7 @@ public final class PropertyModel {
         revisionAtCommit = revision
         bindingsAtCommit = nil
         commandKeysAtCommit = nil
+        keysReadThisRound.removeAll(keepingCapacity: true)
     }
 
     /// Puts every entry back as it was at the last ``commitRound()``; returns the keys that
@@ -154,6 +155,8 @@ public final class PropertyModel {
 
     /// The keys whose entries changed since the last ``commitRound()`` (``Round/writtenKeys``).
     public var keysChangedThisRound: Set<Key> { Set(undoLog.keys) }
+    /// The keys whose values bindings read since the last ``commitRound()`` (``Round/readKeys``).
+    public private(set) var keysReadThisRound: Set<Key> = []
 
     /// Records `key`'s state before its first change in this round.
     private func remember(_ key: Key) {
@@ -460,7 +463,12 @@ public final class PropertyModel {
     }
 
     private var propagation: Propagation {
-        Propagation(bindings: bindings, currentValue: { [unowned self] in entries[$0]?.value },
+        // Every value propagation reads (a transform's inputs, a bound key compared before it is
+        // written) joins the round's read set.
+        Propagation(bindings: bindings, currentValue: { [unowned self] key in
+                        keysReadThisRound.insert(key)
+                        return entries[key]?.value
+                    },
                     type: { [unowned self] in entries[$0]?.definition.type }, maximumSize: limits.maximumValueSize)
     }
 

@@ -7,7 +7,8 @@ import DBusValues
 /// The round begins at the previous ``end()``; handlers stage their changes through the model
 /// and the command table as usual; ``end()`` makes them durable, or undoes every part and says
 /// what the owner must bring back in line (exported objects, executions). The fleet work maps
-/// one round to one etcd transaction: ``writtenKeys`` is its write set.
+/// one round to one etcd transaction: ``writtenKeys`` is its write set, ``readKeys`` what its
+/// transforms read.
 ///
 /// Confined to the owner's queue, like the model.
 public final class Round {
@@ -34,6 +35,10 @@ public final class Round {
 
     /// The keys whose entries the round changed (created, written, reset or deleted) so far.
     public var writtenKeys: Set<Key> { model.keysChangedThisRound }
+    /// The keys whose values the round's bindings read so far: transform inputs and the bound
+    /// keys compared before being written. With ``writtenKeys``, what a transaction must check
+    /// has not changed underneath it.
+    public var readKeys: Set<Key> { model.keysReadThisRound }
 
     /// Ends the round: commits the store, then forgets the undo state of the model and the
     /// command table, so the next round begins. Returns `nil` when committed.
