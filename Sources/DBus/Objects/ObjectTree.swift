@@ -258,7 +258,6 @@ public final class ObjectTree: @unchecked Sendable {
             return
         }
         let method: MethodDescription?
-        var resolvedInterface = message.interface
         if let interfaceName = message.interface {
             guard let interface = interface(named: interfaceName, at: path, object: object) else {
                 reply(to: message, .failure(.unknownInterface("No such interface '\(interfaceName)' at object path '\(path)'")))
@@ -267,9 +266,7 @@ public final class ObjectTree: @unchecked Sendable {
             method = interface.methods[member]
         } else {
             let all = standardInterfaces(for: path, exported: object != nil) + (object?.interfaces() ?? [])
-            let interface = all.first { $0.methods[member] != nil }
-            method = interface?.methods[member]
-            resolvedInterface = interface?.name
+            method = all.lazy.compactMap { $0.methods[member] }.first
         }
         guard let method else {
             reply(to: message, .failure(.unknownMethod(
