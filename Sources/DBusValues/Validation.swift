@@ -36,7 +36,7 @@ public enum Validation {
 
     /// Two or more `.`-separated elements of `[A-Za-z_][A-Za-z0-9_]*`, at most 255 bytes.
     public static func isValidInterfaceName(_ name: String) -> Bool {
-        let bytes = Array(name.utf8)
+        let bytes = name.utf8
         guard !bytes.isEmpty, bytes.count <= maximumNameLength else { return false }
         var elements = 1
         var atElementStart = true
@@ -57,7 +57,7 @@ public enum Validation {
 
     /// One element of `[A-Za-z_][A-Za-z0-9_]*`, at most 255 bytes.
     public static func isValidMemberName(_ name: String) -> Bool {
-        let bytes = Array(name.utf8)
+        let bytes = name.utf8
         guard let first = bytes.first, bytes.count <= maximumNameLength, isInitialNameByte(first) else { return false }
         return bytes.dropFirst().allSatisfy(isNameByte)
     }
@@ -69,9 +69,9 @@ public enum Validation {
     /// (`:` alone and `:.1` pass): the bus assigns them, and refusing one it assigned would help
     /// nobody.
     public static func isValidBusName(_ name: String) -> Bool {
-        let bytes = Array(name.utf8)
-        guard !bytes.isEmpty, bytes.count <= maximumNameLength else { return false }
-        if bytes[0] == UInt8(ascii: ":") {
+        let bytes = name.utf8
+        guard let first = bytes.first, bytes.count <= maximumNameLength else { return false }
+        if first == UInt8(ascii: ":") {
             var previousWasDot = false
             for byte in bytes.dropFirst() {
                 if byte == UInt8(ascii: ".") {

@@ -4,8 +4,9 @@ public struct MethodCall {
     public let message: Message
     /// The decoded arguments, already checked against the method's signature.
     public let arguments: [DBusValue]
-    /// The names of the input arguments, in order, from the method's description.
-    let argumentNames: [String]
+    /// The input arguments' names and types, in order, from the method's description (shared
+    /// with it, not copied per call).
+    let argumentDescriptions: [(name: String, type: DBusType)]
     /// The caller's credentials, when the tree looks them up (``ObjectTree/requiresCredentials``);
     /// `nil` otherwise, or for a message without a sender (a peer-to-peer connection).
     public let credentials: Credentials?
@@ -28,7 +29,7 @@ public struct MethodCall {
     /// runs, so the typed accessors below cannot meet a value of another type; a name the
     /// description does not have is a bug in the handler, answered with `Failed`.
     public func argument(_ name: String) throws(DBusError) -> DBusValue {
-        guard let index = argumentNames.firstIndex(of: name), index < arguments.count else {
+        guard let index = argumentDescriptions.firstIndex(where: { $0.name == name }), index < arguments.count else {
             throw .failed("\(message.member ?? "the method") has no argument named '\(name)'")
         }
         return arguments[index]

@@ -280,7 +280,7 @@ public final class ObjectTree: @unchecked Sendable {
             return
         }
         do {
-            let call = MethodCall(message: message, arguments: try message.arguments(), argumentNames: method.inArguments.map(\.name),
+            let call = MethodCall(message: message, arguments: try message.arguments(), argumentDescriptions: method.inArguments,
                                   credentials: credentials, tree: self)
             let isWrite = method.writes
             if isWrite { roundHasWrites = true }
