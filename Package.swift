@@ -24,7 +24,14 @@ let package = Package(
         .target(name: "DBus", dependencies: ["CDBus"]),
         .target(name: "PropBus", dependencies: ["DBus", "CSQLite"]),
         .target(name: "PropBusService", dependencies: ["DBus", "PropBus"]),
-        .executableTarget(name: "propbusd", dependencies: ["DBus", "PropBus", "PropBusService"]),
+        // Release builds link the Swift runtime statically (issue 13): the daemon starts like a C
+        // program instead of loading and relocating a dozen Swift libraries, and its resident
+        // size drops by about 3.5 MiB. Debug builds (the tests) keep the shared runtime. propctl
+        // stays dynamic until it drops Foundation: statically it would carry ICU (76 MB).
+        .executableTarget(
+            name: "propbusd", dependencies: ["DBus", "PropBus", "PropBusService"],
+            linkerSettings: [.unsafeFlags(["-static-stdlib", "-l_FoundationCollections", "-l_FoundationCShims"], .when(configuration: .release))]
+        ),
         .executableTarget(name: "propctl", dependencies: ["DBus", "PropBus"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus", "CDBus"]),
         .testTarget(name: "PropBusTests", dependencies: ["PropBus", "DBus"]),
