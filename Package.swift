@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "DBus", targets: ["DBus"]),
         .library(name: "PropBus", targets: ["PropBus"]),
+        .library(name: "Etcd", targets: ["Etcd"]),
         .executable(name: "propbusd", targets: ["propbusd"]),
         .executable(name: "propctl", targets: ["propctl"]),
     ],
@@ -21,7 +22,13 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
         .target(name: "DBus", dependencies: ["CDBus"]),
+        .target(name: "Etcd", dependencies: ["CCurl"]),
         .target(name: "PropBus", dependencies: ["DBus", "CSQLite"]),
         .target(name: "PropBusService", dependencies: ["DBus", "PropBus"]),
         // Release builds link the Swift runtime statically (issue 13): the daemon starts like a C
@@ -36,6 +43,7 @@ let package = Package(
         .testTarget(name: "DBusTests", dependencies: ["DBus", "CDBus"]),
         .testTarget(name: "PropBusTests", dependencies: ["PropBus", "DBus"]),
         .testTarget(name: "PropctlTests", dependencies: ["propctl", "PropBus", "DBus"]),
+        .testTarget(name: "EtcdTests", dependencies: ["Etcd"]),
         .testTarget(name: "IntegrationTests", dependencies: ["DBus", "PropBus", "CSQLite"]),
     ]
 )

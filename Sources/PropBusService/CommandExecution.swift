@@ -18,7 +18,7 @@ extension Service {
         publish(changes)
         let path = Key.objectPath(ofGroup: key.text)
         tree.emitAtFlush(path: path, interface: Self.commandInterface, member: "Started", [.uint64(execution.id), .variant(input)])
-        var work = ExecutionWork(execution: execution, waiter: waits ? call : nil)
+        var work = ExecutionWork(execution: execution, waiter: waits ? call : nil, caller: call.sender)
         if let timeout = definition.timeout {
             let timer = DispatchWorkItem { [weak self] in
                 self?.cancelExecution(execution.id, of: key, reason: PropBusError(.timedOut, "execution \(execution.id) of command \(key) did not finish within \(timeout) s"))

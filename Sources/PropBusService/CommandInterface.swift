@@ -43,7 +43,7 @@ extension Service {
         ])
     }
 
-    /// CreateCommand, DeleteCommand, ListCommands, RegisterHandler and UnregisterHandler of the
+    /// CreateCommand, DeleteCommand, ListCommands, ListExecutions, RegisterHandler and UnregisterHandler of the
     /// Manager interface.
     func commandMethods() -> [MethodDescription] {
         [
@@ -81,6 +81,14 @@ extension Service {
                     return DBusValue.structure([.string(definition.key.text), .vardict(info)])
                 }
                 return .reply([.array(of: .structure([.string, .dictionary(key: .string, value: .variant)]), items)])
+            },
+            MethodDescription("ListExecutions", out: [("executions", "a(tss)")]) { [unowned self] _ in
+                // What `propctl status` and `propctl cancel KEY` need: which executions run, of
+                // what, for whom; in id order so the listing is stable.
+                let items = running.sorted { $0.key < $1.key }.map { id, work in
+                    DBusValue.structure([.uint64(id), .string(work.execution.command.text), .string(work.caller)])
+                }
+                return .reply([.array(of: .structure([.uint64, .string, .string]), items)])
             },
             MethodDescription("RegisterHandler", in: [("key", "s")]) { [unowned self] call throws(DBusError) in
                 let keyText = call.arguments[0].stringValue ?? ""

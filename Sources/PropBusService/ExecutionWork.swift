@@ -7,6 +7,8 @@ struct ExecutionWork {
     let execution: CommandTable.Execution
     /// The `Execute` call waiting for the result; `nil` for `Start`.
     let waiter: MethodCall?
+    /// The unique name of the connection that called `Execute` or `Start`; `""` when unknown.
+    let caller: String
     /// The spawned argv, for `exec` commands.
     var process: CommandProcess?
     /// The unique name of the handler running it, for `handler` commands.

@@ -28,14 +28,14 @@ struct DaemonOptions {
 
     struct UsageError: Error { var message: String }
 
-    private struct Option: Sendable {
+    struct Option: Sendable {
         var name: String
         var value: String?
         var help: String
         var apply: @Sendable (inout DaemonOptions, String) throws(UsageError) -> Void
     }
 
-    private static let table: [Option] = [
+    static let table: [Option] = [
         Option(name: "--session", help: "Use the session bus (the default).") { o, _ in o.bus = .session },
         Option(name: "--system", help: "Use the system bus.") { o, _ in o.bus = .system },
         Option(name: "--address", value: "ADDR", help: "Use the bus at this D-Bus address.") { o, v in o.bus = .address(v) },

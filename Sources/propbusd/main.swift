@@ -2,6 +2,12 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 
+// Not an option users see: scripts/install and the tests build propbusd(8) from DaemonOptions.
+if CommandLine.arguments.dropFirst().elementsEqual(["--generate-man-page"]) {
+    print(DaemonManPage.render(version: "0.1.0"), terminator: "")
+    exit(0)
+}
+
 switch Result(catching: { try DaemonOptions.parse(Array(CommandLine.arguments.dropFirst())) }) {
 case .success(.help):
     print(DaemonOptions.help)

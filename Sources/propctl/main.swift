@@ -2,6 +2,12 @@ import Foundation
 
 // propctl: parse with the declarative spec, run one subcommand, exit with SPEC §9's codes.
 let parser = CommandLineParser(root: PropctlSpec.root)
+
+// Not an option users see: scripts/install and the tests build propctl(1) from the same spec.
+if CommandLine.arguments.dropFirst().elementsEqual(["--generate-man-page"]) {
+    print(ManPage(root: PropctlSpec.root, version: "0.1.0", seeAlso: ["propbusd(8)", "busctl(1)", "gsettings(1)"]).render(), terminator: "")
+    exit(0)
+}
 let help = HelpGenerator(root: PropctlSpec.root)
 
 let result: ParseResult

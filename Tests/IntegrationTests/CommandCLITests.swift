@@ -31,7 +31,7 @@ final class CommandCLITests: DaemonTestCase {
         XCTAssertEqual(exec.status, 0, "\(exec)")
         XCTAssertEqual(exec.stdout, "HELLO WORLD\n")
         let json = try await propctl(["--json", "exec", "jobs.upper", "abc"])
-        XCTAssertEqual(json.stdout, #"{"key":"jobs.upper","result":"ABC"}"# + "\n")
+        XCTAssertEqual(json.stdout, #"{"key":"jobs.upper","id":2,"result":"ABC"}"# + "\n")
 
         // A second handler is refused while the first is there.
         let second = try await propctl(["serve", "jobs.upper", "--", "cat"])
@@ -78,7 +78,7 @@ final class CommandCLITests: DaemonTestCase {
         XCTAssertEqual(unknown.status, 1)
         XCTAssertTrue(unknown.stderr.contains("UnknownKey") && unknown.stderr.contains("no command named jobs.nothing"), unknown.stderr)
         let badInput = try await propctl(["exec", "--type", "i", "jobs.echo", "twelve"])
-        XCTAssertEqual(badInput.status, 64, "\(badInput)")
+        XCTAssertEqual(badInput.status, 1, "a bad value exits 1, like one the daemon refuses: \(badInput)")
         let help = try await propctl(["exec", "--help"])
         XCTAssertTrue(help.stdout.contains("--no-wait") && help.stdout.contains("propctl exec --no-wait viewmodel.executeSearch cats"), help.stdout)
     }

@@ -28,11 +28,11 @@ final class DaemonBindingErrorTests: DaemonBindingTestCase, @unchecked Sendable 
         try await client.set("dev.volume", .int32(7))
         try await assertValues(["ui.level": .byte(7)])
 
-        try await assertRejectedAtomically(PropBusAPI.error("TransformFailed"), containing: ["300 does not fit 'y'", "ui.level"],
+        try await assertRejectedAtomically(PropBusAPI.error("TransformFailed"), containing: ["300 does not fit 'byte'", "ui.level"],
                                            keys: ["ui.level", "dev.volume"]) {
             try await self.client.set("dev.volume", .int32(300))
         }
-        try await assertRejectedAtomically(PropBusAPI.error("TransformFailed"), containing: ["-1 does not fit 'y'"],
+        try await assertRejectedAtomically(PropBusAPI.error("TransformFailed"), containing: ["-1 does not fit 'byte'"],
                                            keys: ["ui.level", "dev.volume"]) {
             try await self.client.set("dev.volume", .int32(-1))
         }
@@ -108,7 +108,7 @@ final class DaemonBindingErrorTests: DaemonBindingTestCase, @unchecked Sendable 
         try await create([("chain.a", "i", .int32(1)), ("chain.b", "i", .int32(1)), ("chain.c", "y", .byte(1))])
         try await bindKey("chain.b", to: "chain.a")
         try await bindKey("chain.c", to: "chain.b")
-        try await assertRejectedAtomically(PropBusAPI.error("TransformFailed"), containing: ["300", "'y'", "chain.c"],
+        try await assertRejectedAtomically(PropBusAPI.error("TransformFailed"), containing: ["300", "'byte'", "chain.c"],
                                            keys: ["chain.a", "chain.b", "chain.c"]) {
             try await self.client.set("chain.a", .int32(300))
         }
@@ -145,7 +145,7 @@ final class DaemonBindingErrorTests: DaemonBindingTestCase, @unchecked Sendable 
     func testBindWhoseInitialValueCannotBeMappedIsRefusedAndLeavesNoBinding() async throws {
         try await create([("ui.level", "y", .byte(3)), ("dev.volume", "i", .int32(300))])
         let objects = try await recordObjects()
-        try await assertRejectedAtomically(PropBusAPI.error("TransformFailed"), containing: ["300 does not fit 'y'"],
+        try await assertRejectedAtomically(PropBusAPI.error("TransformFailed"), containing: ["300 does not fit 'byte'"],
                                            keys: ["ui.level", "dev.volume"]) {
             try await self.bindKey("ui.level", to: "dev.volume")
         }
@@ -168,7 +168,7 @@ final class DaemonBindingErrorTests: DaemonBindingTestCase, @unchecked Sendable 
 
     func testTypesThatCannotBecomeEachOtherAreRefusedAtBindTime() async throws {
         try await create([("ui.switch.on", "b", .boolean(false)), ("settings.theme", "s", .string("dark"))])
-        await assertDBusError(PropBusAPI.error("TransformFailed"), containing: ["ui.switch.on", "settings.theme", "'s'", "'b'"]) {
+        await assertDBusError(PropBusAPI.error("TransformFailed"), containing: ["ui.switch.on", "settings.theme", "'string'", "'boolean'"]) {
             try await self.bindKey("ui.switch.on", to: "settings.theme")
         }
         // A transform fixes one direction only; the other still cannot be converted.

@@ -242,24 +242,24 @@ final class ExpressionTests: XCTestCase {
         assertEvaluates("true != false", .boolean(true))
         assertEvaluates("settings.names == settings.names", .boolean(true))
         assertEvaluates("settings.path == '/a/b'", .boolean(true))
-        assertEvaluationFails("\"1\" == 1", containing: "cannot compare 's' with 'x'")
-        assertEvaluationFails("true != 0", containing: "cannot compare 'b' with 'x'")
-        assertEvaluationFails("settings.names == settings.bytes", containing: "cannot compare 'as' with 'ay'")
-        assertEvaluationFails("true < false", containing: "cannot compare 'b' with 'b' using '<'")
-        assertEvaluationFails("'a' > 1", containing: "cannot compare 's' with 'x' using '>'")
+        assertEvaluationFails("\"1\" == 1", containing: "cannot compare 'string' with 'int64'")
+        assertEvaluationFails("true != 0", containing: "cannot compare 'boolean' with 'int64'")
+        assertEvaluationFails("settings.names == settings.bytes", containing: "cannot compare 'array<string>' with 'array<byte>'")
+        assertEvaluationFails("true < false", containing: "cannot compare 'boolean' with 'boolean' using '<'")
+        assertEvaluationFails("'a' > 1", containing: "cannot compare 'string' with 'int64' using '>'")
     }
 
     func testStringConcatenation() {
         assertEvaluates("\"count: \" + string(settings.count)", .string("count: 7"))
         assertEvaluates("viewmodel.searchText + '!'", .string("hello!"))
-        assertEvaluationFails("'n' + 1", containing: "cannot add 's' and 'x'; use string()")
-        assertEvaluationFails("1 + 'n'", containing: "cannot add 'x' and 's'")
-        assertEvaluationFails("true + 1", containing: "cannot add 'b' and 'x'")
-        assertEvaluationFails("'a' - 'b'", containing: "cannot subtract 's' from 's'")
-        assertEvaluationFails("'a' * 2", containing: "cannot multiply 's' and 'x'")
-        assertEvaluationFails("true / 2", containing: "cannot divide 'b' by 'x'")
-        assertEvaluationFails("-'a'", containing: "cannot negate 's'")
-        assertEvaluationFails("!1", containing: "'!' expects 'b', got 'x'")
+        assertEvaluationFails("'n' + 1", containing: "cannot add 'string' and 'int64'; use string()")
+        assertEvaluationFails("1 + 'n'", containing: "cannot add 'int64' and 'string'")
+        assertEvaluationFails("true + 1", containing: "cannot add 'boolean' and 'int64'")
+        assertEvaluationFails("'a' - 'b'", containing: "cannot subtract 'string' from 'string'")
+        assertEvaluationFails("'a' * 2", containing: "cannot multiply 'string' and 'int64'")
+        assertEvaluationFails("true / 2", containing: "cannot divide 'boolean' by 'int64'")
+        assertEvaluationFails("-'a'", containing: "cannot negate 'string'")
+        assertEvaluationFails("!1", containing: "'!' expects 'boolean', got 'int64'")
     }
 
     func testLogicalOperatorsShortCircuit() {
@@ -270,9 +270,9 @@ final class ExpressionTests: XCTestCase {
         assertEvaluates("false ? unknown.key : 2", .int64(2))
         assertEvaluates("true && settings.flag", .boolean(true))
         assertEvaluationFails("true && unknown.key", containing: "unknown key unknown.key")
-        assertEvaluationFails("1 && true", containing: "'&&' expects 'b' operands, got 'x'")
-        assertEvaluationFails("false || 's'", containing: "'||' expects 'b' operands, got 's'")
-        assertEvaluationFails("'yes' ? 1 : 2", containing: "the condition of '?:' must be 'b', got 's'")
+        assertEvaluationFails("1 && true", containing: "'&&' expects 'boolean' operands, got 'int64'")
+        assertEvaluationFails("false || 's'", containing: "'||' expects 'boolean' operands, got 'string'")
+        assertEvaluationFails("'yes' ? 1 : 2", containing: "the condition of '?:' must be 'boolean', got 'string'")
     }
 
     // MARK: Functions
@@ -283,8 +283,8 @@ final class ExpressionTests: XCTestCase {
         assertEvaluates("length(settings.names)", .int64(2))
         assertEvaluates("length(settings.bytes)", .int64(3))
         assertEvaluates("length(settings.table)", .int64(1))
-        assertEvaluationFails("length(true)", containing: "length() expects a string, an array or a dict, got 'b'")
-        assertEvaluationFails("length(3)", containing: "got 'x'")
+        assertEvaluationFails("length(true)", containing: "length() expects a string, an array or a dict, got 'boolean'")
+        assertEvaluationFails("length(3)", containing: "got 'int64'")
     }
 
     func testCaseAndTrim() {
@@ -292,8 +292,8 @@ final class ExpressionTests: XCTestCase {
         assertEvaluates("upper('MiXed')", .string("MIXED"))
         assertEvaluates("trim('  padded \\n\\t')", .string("padded"))
         assertEvaluates("trim('   ')", .string(""))
-        assertEvaluationFails("lower(1)", containing: "lower() expects a string, got 'x'")
-        assertEvaluationFails("trim(settings.names)", containing: "trim() expects a string, got 'as'")
+        assertEvaluationFails("lower(1)", containing: "lower() expects a string, got 'int64'")
+        assertEvaluationFails("trim(settings.names)", containing: "trim() expects a string, got 'array<string>'")
     }
 
     func testStringFunction() {
@@ -316,7 +316,7 @@ final class ExpressionTests: XCTestCase {
         assertEvaluationFails("int('')", containing: "cannot read")
         assertEvaluationFails("int('3.5')", containing: "cannot read")
         assertEvaluationFails("int(1e30)", containing: "int() cannot convert")
-        assertEvaluationFails("int(settings.names)", containing: "int() expects a number, a string or a boolean, got 'as'")
+        assertEvaluationFails("int(settings.names)", containing: "int() expects a number, a string or a boolean, got 'array<string>'")
     }
 
     func testDoubleFunction() {
@@ -339,7 +339,7 @@ final class ExpressionTests: XCTestCase {
         assertEvaluates("bool(true)", .boolean(true))
         assertEvaluationFails("bool('maybe')", containing: "bool() cannot read \"maybe\" as a boolean")
         assertEvaluationFails("bool(2)", containing: "bool() expects 0 or 1, got 2")
-        assertEvaluationFails("bool(0.5)", containing: "bool() expects an integer, a string or a boolean, got 'd'")
+        assertEvaluationFails("bool(0.5)", containing: "bool() expects an integer, a string or a boolean, got 'double'")
     }
 
     func testContainsStartsWithEndsWith() {
@@ -359,9 +359,9 @@ final class ExpressionTests: XCTestCase {
         assertEvaluates("endsWith('prefix', 'fix')", .boolean(true))
         assertEvaluates("endsWith('prefix', '')", .boolean(true))
         assertEvaluationFails("contains('abc', 1)", containing: "contains() expects")
-        assertEvaluationFails("contains(settings.names, 1)", containing: "got 'as' and 'x'")
+        assertEvaluationFails("contains(settings.names, 1)", containing: "got 'array<string>' and 'int64'")
         assertEvaluationFails("contains(1, 1)", containing: "contains() expects")
-        assertEvaluationFails("startsWith(1, 'a')", containing: "startsWith() expects two strings, got 'x' and 's'")
+        assertEvaluationFails("startsWith(1, 'a')", containing: "startsWith() expects two strings, got 'int64' and 'string'")
         assertEvaluationFails("endsWith('a', true)", containing: "endsWith() expects two strings")
     }
 
@@ -373,7 +373,7 @@ final class ExpressionTests: XCTestCase {
         assertEvaluates("max(settings.count, 3)", .int64(7))
         assertEvaluates("min('b', 'a', 'c')", .string("a"))
         assertEvaluates("max('b', 'a', 'c')", .string("c"))
-        assertEvaluationFails("min(1, 'a')", containing: "min() expects numbers or strings, got 'x' and 's'")
+        assertEvaluationFails("min(1, 'a')", containing: "min() expects numbers or strings, got 'int64' and 'string'")
         assertEvaluationFails("max(true, false)", containing: "max() expects numbers or strings")
     }
 
@@ -469,14 +469,14 @@ final class ExpressionTests: XCTestCase {
                 return ""
             }
         }
-        XCTAssertEqual(staticError("value + 1", value: .boolean), "column 7: cannot add 'b' and 'x'")
-        XCTAssertEqual(staticError("value == 1", value: .string), "column 7: cannot compare 's' with 'x'")
-        XCTAssertEqual(staticError("length(value)", value: .int32), "column 1: length() expects a string, an array or a dict, got 'x'")
-        XCTAssertEqual(staticError("value ? 1 : 2", value: .string), "column 7: the condition of '?:' must be 'b', got 's'")
-        XCTAssertEqual(staticError("!value", value: .double), "column 1: '!' expects 'b', got 'd'")
-        XCTAssertEqual(staticError("x.y + true", value: nil), "column 5: cannot add a value of unknown type and 'b'")
-        XCTAssertEqual(staticError("1 + settings.flag", value: nil), "column 3: cannot add 'x' and 'b'")
-        XCTAssertEqual(staticError("false && value + 1", value: .boolean), "column 16: cannot add 'b' and 'x'")
+        XCTAssertEqual(staticError("value + 1", value: .boolean), "column 7: cannot add 'boolean' and 'int64'")
+        XCTAssertEqual(staticError("value == 1", value: .string), "column 7: cannot compare 'string' with 'int64'")
+        XCTAssertEqual(staticError("length(value)", value: .int32), "column 1: length() expects a string, an array or a dict, got 'int64'")
+        XCTAssertEqual(staticError("value ? 1 : 2", value: .string), "column 7: the condition of '?:' must be 'boolean', got 'string'")
+        XCTAssertEqual(staticError("!value", value: .double), "column 1: '!' expects 'boolean', got 'double'")
+        XCTAssertEqual(staticError("x.y + true", value: nil), "column 5: cannot add a value of unknown type and 'boolean'")
+        XCTAssertEqual(staticError("1 + settings.flag", value: nil), "column 3: cannot add 'int64' and 'boolean'")
+        XCTAssertEqual(staticError("false && value + 1", value: .boolean), "column 16: cannot add 'boolean' and 'int64'")
     }
 
     // MARK: convert()
@@ -504,16 +504,16 @@ final class ExpressionTests: XCTestCase {
                 return error.message
             }
         }
-        XCTAssertEqual(failure(.int64(300), .byte), "300 does not fit 'y' (0...255)")
-        XCTAssertEqual(failure(.int64(-1), .byte), "-1 does not fit 'y' (0...255)")
-        XCTAssertEqual(failure(.int64(-1), .uint64), "-1 does not fit 't' (0...18446744073709551615)")
-        XCTAssertEqual(failure(.int64(32768), .int16), "32768 does not fit 'n' (-32768...32767)")
-        XCTAssertEqual(failure(.int64(-32769), .int16), "-32769 does not fit 'n' (-32768...32767)")
-        XCTAssertEqual(failure(.int64(Int64(Int32.max) + 1), .int32), "2147483648 does not fit 'i' (-2147483648...2147483647)")
-        XCTAssertEqual(failure(.uint64(.max), .int64), "18446744073709551615 does not fit 'x' (-9223372036854775808...9223372036854775807)")
+        XCTAssertEqual(failure(.int64(300), .byte), "300 does not fit 'byte' (0...255)")
+        XCTAssertEqual(failure(.int64(-1), .byte), "-1 does not fit 'byte' (0...255)")
+        XCTAssertEqual(failure(.int64(-1), .uint64), "-1 does not fit 'uint64' (0...18446744073709551615)")
+        XCTAssertEqual(failure(.int64(32768), .int16), "32768 does not fit 'int16' (-32768...32767)")
+        XCTAssertEqual(failure(.int64(-32769), .int16), "-32769 does not fit 'int16' (-32768...32767)")
+        XCTAssertEqual(failure(.int64(Int64(Int32.max) + 1), .int32), "2147483648 does not fit 'int32' (-2147483648...2147483647)")
+        XCTAssertEqual(failure(.uint64(.max), .int64), "18446744073709551615 does not fit 'int64' (-9223372036854775808...9223372036854775807)")
         XCTAssertTrue(failure(.double(1.5), .int32).contains("not a whole number; use int()"))
-        XCTAssertTrue(failure(.double(.infinity), .int64).contains("does not fit 'x'"))
-        XCTAssertTrue(failure(.double(1e20), .int64).contains("does not fit 'x'"))
+        XCTAssertTrue(failure(.double(.infinity), .int64).contains("does not fit 'int64'"))
+        XCTAssertTrue(failure(.double(1e20), .int64).contains("does not fit 'int64'"))
     }
 
     func testConvertRefusesOtherKinds() throws {
@@ -527,15 +527,15 @@ final class ExpressionTests: XCTestCase {
                 return error.message
             }
         }
-        XCTAssertEqual(failure(.string("x"), .int32), "cannot convert 's' to 'i'; use int() to make a number")
-        XCTAssertEqual(failure(.boolean(true), .string), "cannot convert 'b' to 's'; use string() to make a string")
-        XCTAssertEqual(failure(.int64(1), .boolean), "cannot convert 'x' to 'b'; use bool() or a comparison to make a boolean")
-        XCTAssertEqual(failure(.double(1), .string), "cannot convert 'd' to 's'; use string() to make a string")
-        XCTAssertEqual(failure(.string("1"), .double), "cannot convert 's' to 'd'; use double() to make a number")
-        XCTAssertEqual(failure(.array(of: .string, []), .string), "cannot convert 'as' to 's'; use string() to make a string")
-        XCTAssertTrue(failure(.string("not a path"), .objectPath).contains("does not fit 'o'"))
-        XCTAssertTrue(failure(.string("(("), .signature).contains("does not fit 'g'"))
-        XCTAssertEqual(failure(.array(of: .int32, [.int32(256)]), .array(.byte)), "256 does not fit 'y' (0...255)")
+        XCTAssertEqual(failure(.string("x"), .int32), "cannot convert 'string' to 'int32'; use int() to make a number")
+        XCTAssertEqual(failure(.boolean(true), .string), "cannot convert 'boolean' to 'string'; use string() to make a string")
+        XCTAssertEqual(failure(.int64(1), .boolean), "cannot convert 'int64' to 'boolean'; use bool() or a comparison to make a boolean")
+        XCTAssertEqual(failure(.double(1), .string), "cannot convert 'double' to 'string'; use string() to make a string")
+        XCTAssertEqual(failure(.string("1"), .double), "cannot convert 'string' to 'double'; use double() to make a number")
+        XCTAssertEqual(failure(.array(of: .string, []), .string), "cannot convert 'array<string>' to 'string'; use string() to make a string")
+        XCTAssertTrue(failure(.string("not a path"), .objectPath).contains("does not fit 'object_path'"))
+        XCTAssertTrue(failure(.string("(("), .signature).contains("does not fit 'signature'"))
+        XCTAssertEqual(failure(.array(of: .int32, [.int32(256)]), .array(.byte)), "256 does not fit 'byte' (0...255)")
     }
 
     func testConvertPassesThroughWrapsAndUnwraps() throws {

@@ -132,6 +132,15 @@ final class CommandLineParserTests: XCTestCase {
         XCTAssertEqual(usageError(["frobnicate"]), UsageError("unknown subcommand 'frobnicate'", commandPath: []))
     }
 
+    func testASwappedPairOfLettersIsOneTypo() {
+        XCTAssertEqual(usageError(["lsit"]), UsageError("unknown subcommand 'lsit'; did you mean 'list'?", commandPath: []))
+        XCTAssertEqual(usageError(["get", "--jsno", "a.b"]),
+                       UsageError("unknown option '--jsno'; did you mean '--json'?", commandPath: ["get"]))
+        XCTAssertEqual(editDistance("ab", "ba"), 1)
+        XCTAssertEqual(editDistance("list", "lsit"), 1)
+        XCTAssertEqual(editDistance("kitten", "sitting"), 3)
+    }
+
     func testMissingPositionalNamesTheFirstOneWithoutAWord() {
         XCTAssertEqual(usageError(["set", "ui.switch.on"]),
                        UsageError("missing argument VALUE", commandPath: ["set"]))

@@ -17,7 +17,7 @@ final class HelpGeneratorTests: XCTestCase {
 
             Exit status:
               0   success
-              1   the daemon answered with a D-Bus error
+              1   the daemon answered with a D-Bus error, or a value is invalid
               64  the command line is wrong
               69  the propbus service is unavailable
 
@@ -37,6 +37,8 @@ final class HelpGeneratorTests: XCTestCase {
                                   default again.
               list                List keys with their types and current values.
               watch               Print every change to the watched keys until interrupted.
+              describe            Show everything about a key: type, default, range or
+                                  choices, writers and more.
               create              Register a key with a fixed D-Bus type.
               delete              Remove a key and its stored value.
               bind                Bind a key two-way to a file, a coprocess, stdin/stdout or
@@ -45,10 +47,16 @@ final class HelpGeneratorTests: XCTestCase {
               unbind              Remove a daemon-side binding.
               exec                Run a command and print its result.
               serve               Handle a command's executions by running CMD for each one.
+              cancel              Cancel one running execution of a command, or all of them.
+              create-command      Create a command that runs PROGRAM, or that a client
+                                  serves with --handler.
+              delete-command      Delete a command; its running executions fail with
+                                  Cancelled.
               dump                Write keys, types and values as one JSON document.
               load                Apply a document written by 'propctl dump', atomically.
               status              Show whether propbusd is running, its version and its
                                   commands.
+              completion          Print a shell completion script for bash, zsh or fish.
 
             Examples:
               # Turn a switch on

@@ -7,7 +7,8 @@ final class PropctlSpecTests: XCTestCase {
 
     func testSubcommandsAreThoseOfTheContract() {
         XCTAssertEqual(root.subcommands.map(\.name),
-                       ["get", "set", "reset", "list", "watch", "create", "delete", "bind", "bindings", "unbind", "exec", "serve", "dump", "load", "status"])
+                       ["get", "set", "reset", "list", "watch", "describe", "create", "delete", "bind", "bindings", "unbind",
+                        "exec", "serve", "cancel", "create-command", "delete-command", "dump", "load", "status", "completion"])
         XCTAssertEqual(root.options.map(\.long), ["system", "user", "address", "json", "help", "version"])
     }
 

@@ -33,14 +33,14 @@ extension Expression {
             return .string(s)
         case (.string(let s), .objectPath), (.signature(let s), .objectPath):
             guard ObjectPath.isValid(s) else {
-                throw PropBusError(.transformFailed, "\"\(ExpressionLexer.abbreviated(s))\" is not a valid object path, so it does not fit 'o'")
+                throw PropBusError(.transformFailed, "\"\(ExpressionLexer.abbreviated(s))\" is not a valid object path, so it does not fit 'object_path'")
             }
             return .objectPath(s)
         case (.string(let s), .signature), (.objectPath(let s), .signature):
             do throws(SignatureError) {
                 _ = try Signature(validating: s)
             } catch {
-                throw PropBusError(.transformFailed, "\(error), so it does not fit 'g'")
+                throw PropBusError(.transformFailed, "\(error), so it does not fit 'signature'")
             }
             return .signature(s)
         case (.array(_, let items), .array(let element)):
@@ -78,7 +78,7 @@ extension Expression {
         case .boolean: value.stringValue != nil || value.numericValue != nil ? "; use bool() or a comparison to make a boolean" : ""
         default: ""
         }
-        return PropBusError(.transformFailed, "cannot convert '\(value.signature)' to '\(type.signature)'\(hint)")
+        return PropBusError(.transformFailed, "cannot convert '\(value.type.name)' to '\(type.name)'\(hint)")
     }
 
     /// An integer of any width, or a whole double, as an integer of `type`.
@@ -97,10 +97,10 @@ extension Expression {
         case .uint64(let v): (negative, magnitude, shown) = (false, v, "\(v)")
         case .double(let v):
             guard v.isFinite, v == v.rounded(.towardZero) else {
-                throw PropBusError(.transformFailed, "\(v) ('d') does not fit '\(type.signature)': it is not a whole number; use int() to truncate")
+                throw PropBusError(.transformFailed, "\(v) ('double') does not fit '\(type.name)': it is not a whole number; use int() to truncate")
             }
             guard v.magnitude < 18_446_744_073_709_551_616.0 else {
-                throw PropBusError(.transformFailed, "\(v) does not fit '\(type.signature)'")
+                throw PropBusError(.transformFailed, "\(v) does not fit '\(type.name)'")
             }
             (negative, magnitude, shown) = (v < 0, UInt64(v.magnitude), "\(v)")
         default:
@@ -111,7 +111,7 @@ extension Expression {
                 ? (T.isSigned && magnitude <= UInt64(T.min.magnitude) ? T(truncatingIfNeeded: 0 &- magnitude) : nil)
                 : T(exactly: magnitude)
             guard let result else {
-                throw PropBusError(.transformFailed, "\(shown) does not fit '\(type.signature)' (\(T.min)...\(T.max))")
+                throw PropBusError(.transformFailed, "\(shown) does not fit '\(type.name)' (\(T.min)...\(T.max))")
             }
             return result
         }

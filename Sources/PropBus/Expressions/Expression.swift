@@ -63,8 +63,8 @@ public struct Expression: Sendable, Hashable, CustomStringConvertible {
     /// Static type of the result given the type of `value` and of keys, or nil when it can't
     /// be known statically (e.g. ?: with branches of different types, a key of type v).
     ///
-    /// Throws `.invalidExpression` ("column N: cannot add 'b' and 'x'") for a definite type
-    /// error, e.g. `value + 1` when value is 'b'. A nil `valueType` or key type is unknown,
+    /// Throws `.invalidExpression` ("column N: cannot add 'boolean' and 'int64'") for a definite type
+    /// error, e.g. `value + 1` when value is a boolean. A nil `valueType` or key type is unknown,
     /// not an error.
     public func resultType(valueType: DBusType?, keyType: (String) -> DBusType?) throws(PropBusError) -> DBusType? {
         try withoutActuallyEscaping(keyType) { (keyType) throws(PropBusError) in

@@ -35,7 +35,7 @@ struct ExpressionEvaluator {
         case .conditional(let conditionNode, let then, let otherwise, _):
             let condition = try evaluate(conditionNode)
             guard case .boolean(let holds) = condition else {
-                throw fail("the condition of '?:' must be 'b', got \(condition.kind.quoted)")
+                throw fail("the condition of '?:' must be 'boolean', got \(condition.kind.quoted)")
             }
             return try evaluate(holds ? then : otherwise)
         case .call(let function, let argumentNodes, _):

@@ -39,8 +39,8 @@ enum ExpressionKind: Hashable, Sendable {
         }
     }
 
-    /// The kind's signature in quotes, as messages name it: `'x'`.
-    var quoted: String { "'\(type.signature)'" }
+    /// The kind's type name in quotes, as messages and docs/expressions.md name it: `'int64'`.
+    var quoted: String { "'\(type.name)'" }
 
     var isNumeric: Bool { self == .integer || self == .double }
 

@@ -25,7 +25,7 @@ enum UnaryOperator: String, Sendable {
 
     func mismatch(_ operand: ExpressionKind?) -> String {
         switch self {
-        case .not: "'!' expects 'b', got \(operand.quoted)"
+        case .not: "'!' expects 'boolean', got \(operand.quoted)"
         case .negate: "cannot negate \(operand.quoted)"
         }
     }
@@ -99,7 +99,7 @@ enum BinaryOperator: String, Sendable, CaseIterable {
         switch self {
         case .or, .and:
             let culprit = lhs == .boolean ? rhs : lhs
-            return "'\(rawValue)' expects 'b' operands, got \(culprit.quoted)"
+            return "'\(rawValue)' expects 'boolean' operands, got \(culprit.quoted)"
         case .equal, .notEqual:
             return "cannot compare \(lhs.quoted) with \(rhs.quoted)"
         case .less, .lessOrEqual, .greater, .greaterOrEqual:

@@ -38,7 +38,7 @@ struct ExpressionTypeChecker {
             }
         case .conditional(let condition, let then, let otherwise, let column):
             if let kind = try kind(of: condition), kind != .boolean {
-                throw fail(column, "the condition of '?:' must be 'b', got \(kind.quoted)")
+                throw fail(column, "the condition of '?:' must be 'boolean', got \(kind.quoted)")
             }
             let thenKind = try kind(of: then)
             let otherwiseKind = try kind(of: otherwise)

@@ -508,8 +508,8 @@ public final class PropertyModel {
             guard let sourceType = entries[source]?.definition.type, let targetType = entries[target]?.definition.type else { return }
             let produced = try transform?.resultType(valueType: sourceType, keyType: keyTypes) ?? sourceType
             guard produced == targetType || Self.convertible(produced, to: targetType) else {
-                let what = transform == nil ? "without a transform, \(source) ('\(sourceType.signature)')" : "\(option) yields '\(produced.signature)', which"
-                throw PropBusError(.transformFailed, "cannot bind \(binding.key) to \(binding.to): \(what) cannot become \(target)'s type '\(targetType.signature)'")
+                let what = transform == nil ? "without a transform, \(source) ('\(sourceType.name)')" : "\(option) yields '\(produced.name)', which"
+                throw PropBusError(.transformFailed, "cannot bind \(binding.key) to \(binding.to): \(what) cannot become \(target)'s type '\(targetType.name)'")
             }
         }
         if binding.flowsToKey { try check(binding.toKey, from: binding.to, to: binding.key, option: "to_key") }

@@ -20,16 +20,31 @@ struct CommandFailure: Error {
                                         DBusError.Name.noServer, DBusError.Name.disconnected,
                                         "org.freedesktop.DBus.Error.FileNotFound", "org.freedesktop.DBus.Error.NoReply"]
         code = unavailable.contains(error.name) ? .unavailable : .dbusError
-        message = "\(error.name): \(error.message)"
+        if error.name == DBusError.Name.serviceUnknown || error.name == DBusError.Name.nameHasNoOwner {
+            // The bus's own text ("The name is not activatable") says nothing to a user.
+            message = Self.notRunning
+        } else {
+            message = "\(error.name): \(error.message)"
+        }
     }
+
+    /// The one message for "nothing owns org.propbus.PropBus1 on this bus".
+    static let notRunning = "propbusd is not running on this bus (nothing owns \(PropbusClient.busName)); "
+        + "start it with 'systemctl --user start propbusd' (or --system), or scripts/run in a clone"
 
     init(_ code: ExitCode, _ message: String) {
         self.code = code
         self.message = message
     }
 
-    /// A VALUE that does not parse as the key's type: a usage error.
+    /// A VALUE that does not parse as the key's type. Exit status 1, the same as when the
+    /// daemon refuses a value: whoever notices, a bad value is not a malformed command line.
     static func badValue(_ key: String, _ error: ValueTextError) -> CommandFailure {
-        CommandFailure(.usage, "invalid value for \(key): \(error)")
+        badValue("invalid value for \(key): \(error)")
+    }
+
+    /// Any other value that does not parse (an option's value, a document's entry): exit 1.
+    static func badValue(_ message: String) -> CommandFailure {
+        CommandFailure(.dbusError, "org.propbus.PropBus1.Error.InvalidValue: \(message)")
     }
 }

@@ -53,16 +53,56 @@ struct PropbusClient {
             let reply = try await connection.call(destination: Self.busName, path: key.objectPath, interface: Self.propertiesInterface,
                                                   member: "Get", arguments: [.string(Self.valuesInterface), .string(key.name)])
             return reply.first?.unwrappingVariantOnce ?? .string("")
-        } catch where error.name == DBusError.Name.unknownObject || error.name == DBusError.Name.unknownProperty {
-            // The bus speaks of objects and properties; the user asked for a key.
-            throw CommandFailure(DBusError(name: error.name, message: "no property named \(key) (\(error.message))"))
+        } catch where Self.meansUnknownKey(error) {
+            throw await unknownKey(key.text)
         } catch {
             throw CommandFailure(error)
         }
     }
 
-    /// Every property whose key starts with `prefix` (`Manager.ListProperties`).
+    /// Whether a daemon error means "no such key", whatever layer noticed it: the bus speaks
+    /// of objects and properties, the daemon of keys.
+    static func meansUnknownKey(_ error: DBusError) -> Bool {
+        [DBusError.Name.unknownObject, DBusError.Name.unknownProperty, DBusError.Name.unknownInterface,
+         "org.propbus.PropBus1.Error.UnknownKey"].contains(error.name)
+    }
+
+    /// The one wording for an unknown key, whichever verb met it, with the nearest existing key.
+    func unknownKey(_ key: String) async -> CommandFailure {
+        let keys = ((try? await list(prefix: "")) ?? []).map(\.key)
+        return Self.unknown("property", key, among: keys)
+    }
+
+    /// The one wording for an unknown command, with the nearest existing command.
+    func unknownCommand(_ key: String) async -> CommandFailure {
+        let keys = ((try? await commands()) ?? []).map(\.key)
+        return Self.unknown("command", key, among: keys)
+    }
+
+    private static func unknown(_ what: String, _ key: String, among keys: [String]) -> CommandFailure {
+        let hint = closest(to: key, among: keys).map { "; did you mean '\($0)'?" } ?? ""
+        return CommandFailure(.dbusError, "org.propbus.PropBus1.Error.UnknownKey: no \(what) named \(key)\(hint)")
+    }
+
+    /// Runs `body`, turning "no such key" errors into the one wording for `key`.
+    func naming(_ key: String, _ body: () async throws(CommandFailure) -> [DBusValue]) async throws(CommandFailure) -> [DBusValue] {
+        do { return try await body() } catch {
+            if error.message.hasPrefix("org.freedesktop.DBus.Error.Unknown") || error.message.hasPrefix("org.propbus.PropBus1.Error.UnknownKey") {
+                throw await unknownKey(key)
+            }
+            throw error
+        }
+    }
+
+    /// Every property in the group `prefix` and its subgroups, or the key `prefix` itself
+    /// (``KeyPrefix``): `Manager.ListProperties`, whose string prefix is narrowed to that rule.
     func list(prefix: String) async throws(CommandFailure) -> [ListedProperty] {
+        let rule = KeyPrefix(prefix)
+        return try await listAll(stringPrefix: rule.text).filter { rule.matches($0.key) }
+    }
+
+    /// `Manager.ListProperties` as the daemon answers it: keys starting with `stringPrefix`.
+    private func listAll(stringPrefix prefix: String) async throws(CommandFailure) -> [ListedProperty] {
         let reply = try await manager("ListProperties", [.string(prefix)])
         guard case .array(_, let items)? = reply.first else { return [] }
         return items.compactMap { item in
@@ -83,10 +123,22 @@ struct PropbusClient {
         }
     }
 
+    /// Every running execution: id, command key and the unique name of its caller
+    /// (`Manager.ListExecutions`).
+    func executions() async throws(CommandFailure) -> [(id: UInt64, key: String, caller: String)] {
+        let reply = try await manager("ListExecutions")
+        guard case .array(_, let items)? = reply.first else { return [] }
+        return items.compactMap { item in
+            guard case .structure(let fields) = item, fields.count == 3, case .uint64(let id) = fields[0],
+                  let key = fields[1].stringValue, let caller = fields[2].stringValue else { return nil }
+            return (id, key, caller)
+        }
+    }
+
     /// The type of `key`, for reading a VALUE argument.
     func type(of key: Key) async throws(CommandFailure) -> DBusType {
         guard let listed = try await list(prefix: key.text).first(where: { $0.key == key.text }) else {
-            throw CommandFailure(.dbusError, "org.propbus.PropBus1.Error.UnknownKey: no property named \(key)")
+            throw await unknownKey(key.text)
         }
         do { return try DBusType(parsing: listed.type) } catch {
             throw CommandFailure(.dbusError, "the daemon reported an invalid type '\(listed.type)' for \(key)")

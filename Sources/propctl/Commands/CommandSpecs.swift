@@ -13,7 +13,7 @@ enum PropctlSpec {
 
             Exit status:
               0   success
-              1   the daemon answered with a D-Bus error
+              1   the daemon answered with a D-Bus error, or a value is invalid
               64  the command line is wrong
               69  the propbus service is unavailable
             """,
@@ -25,7 +25,8 @@ enum PropctlSpec {
             .help,
             .version,
         ],
-        subcommands: [get, set, reset, list, watch, create, delete, bind, bindings, unbind, exec, serve, dump, load, status],
+        subcommands: [get, set, reset, list, watch, describe, create, delete, bind, bindings, unbind,
+                      exec, serve, cancel, createCommand, deleteCommand, dump, load, status, completion],
         exclusiveOptions: [["system", "user", "address"]],
         examples: [
             .init("Turn a switch on", "propctl set ui.switch.on true"),
@@ -40,7 +41,11 @@ enum PropctlSpec {
     static let get = CommandSpec(
         name: "get",
         abstract: "Print the current value of one or more keys.",
-        discussion: "Scalars print as plain text and containers as JSON, one line per key in the order given.",
+        discussion: """
+            Scalars print as plain text and containers as JSON, one line per key in the order \
+            given. One key prints exactly; with several, control characters in values are \
+            escaped (\\n, \\t, \\\\) so that each stays on its line. --json is always exact.
+            """,
         positionals: [.init("KEY", help: "A key such as ui.switch.on.", repeating: true)],
         examples: [
             .init("Read one key", "propctl get ui.switch.on"),
@@ -67,21 +72,34 @@ enum PropctlSpec {
         ]
     )
 
-    /// `propctl reset KEY`
+    /// `propctl reset [--recursive] KEY|PREFIX`
     static let reset = CommandSpec(
         name: "reset",
         abstract: "Forget the stored value of a key, so that it reads its default again.",
-        discussion: "The default is not written: a later change of the registered default shows through.",
-        positionals: [.init("KEY", help: "The key to reset.")],
-        examples: [.init("Go back to the default volume", "propctl reset settings.volume")]
+        discussion: """
+            The default is not written: a later change of the registered default shows through. \
+            With --recursive, every key of the group PREFIX and its subgroups is reset in one \
+            Manager.Apply: all of them or, if one is refused, none.
+            """,
+        options: [.flag("recursive", short: "r", help: "Reset every key of a group and its subgroups.")],
+        positionals: [.init("KEY", display: "KEY|PREFIX", help: "The key to reset, or with --recursive the group.")],
+        examples: [
+            .init("Go back to the default volume", "propctl reset settings.volume"),
+            .init("Reset every setting", "propctl reset --recursive settings"),
+        ]
     )
 
     /// `propctl list [PREFIX]`
     static let list = CommandSpec(
         name: "list",
         abstract: "List keys with their types and current values.",
-        discussion: "Without PREFIX every key is listed. On a terminal the output is an aligned table.",
-        positionals: [.init("PREFIX", help: "List only keys in this group, e.g. settings.", optional: true)],
+        discussion: """
+            Without PREFIX every key is listed; PREFIX selects a group and its subgroups (view \
+            never selects viewmodel), or one key. A * in a fourth column marks a key whose value differs \
+            from its default. On a terminal the output is an aligned table, otherwise \
+            tab-separated; control characters in values are escaped (\\n, \\t, \\\\), never in --json.
+            """,
+        positionals: [.init("PREFIX", help: "List only this group and its subgroups, e.g. settings.", optional: true)],
         examples: [
             .init("List everything", "propctl list"),
             .init("List the settings group as JSON", "propctl --json list settings"),
@@ -93,8 +111,11 @@ enum PropctlSpec {
         name: "watch",
         abstract: "Print every change to the watched keys until interrupted.",
         discussion: """
-            Each change prints one line: the key and its new value. Without arguments every key \
-            is watched; a group name watches every key in it.
+            First the current value of every watched key, then one line per change: the key \
+            and its new value (control characters escaped, never in --json). Without arguments \
+            every key is watched; a group name watches the group and its subgroups, as list does. \
+            When propbusd restarts, every watched key is printed again; when the bus goes away, \
+            watch exits with status 69.
             """,
         options: [.flag("timestamps", help: "Start each line with the time of the change.")],
         positionals: [

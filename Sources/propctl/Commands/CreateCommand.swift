@@ -13,7 +13,7 @@ enum CreateCommand: Subcommand {
         func read(_ option: String) throws(CommandFailure) -> DBusValue? {
             guard let text = parsed.option(option) else { return nil }
             do { return try ValueText.parse(text, as: type) } catch {
-                throw CommandFailure(.usage, "invalid --\(option) for \(key) (type '\(typeText)'): \(error)")
+                throw CommandFailure.badValue("invalid --\(option) for \(key) (type '\(typeText)'): \(error)")
             }
         }
         var options: [String: DBusValue] = [:]
@@ -28,7 +28,7 @@ enum CreateCommand: Subcommand {
             var choices: [DBusValue] = []
             for text in choiceTexts {
                 do { choices.append(.variant(try ValueText.parse(text, as: type))) } catch {
-                    throw CommandFailure(.usage, "invalid --choice for \(key) (type '\(typeText)'): \(error)")
+                    throw CommandFailure.badValue("invalid --choice for \(key) (type '\(typeText)'): \(error)")
                 }
             }
             options["choices"] = .array(of: .variant, choices)

@@ -5,12 +5,21 @@ extension PropctlSpec {
         abstract: "Write keys, types and values as one JSON document.",
         discussion: """
             The document maps each key to its type, its value and whether a value is stored \
-            (is_set); keys reading their default have "is_set": false. 'propctl load' reads it back.
+            (is_set); keys reading their default have "is_set": false. 'propctl load' reads it back. \
+            With --definitions each key also gets its "definition" (default, range, choices, \
+            description, persistent, writable, writers, secret), from which 'propctl load \
+            --create' creates keys the daemon does not have. --format lines writes one JSON \
+            object per key and line, sorted by key, which diffs well; load reads both formats.
             """,
-        positionals: [.init("PREFIX", help: "Only keys starting with this, e.g. settings.", optional: true)],
+        options: [
+            .flag("definitions", help: "Include each key's definition, for load --create."),
+            .value("format", valueName: "FORMAT", help: "json (one document, the default) or lines (one key per line)."),
+        ],
+        positionals: [.init("PREFIX", help: "Only this group and its subgroups, e.g. settings.", optional: true)],
         examples: [
             .init("Print every key under settings", "propctl dump settings"),
             .init("Dump everything on the system bus", "propctl --system dump"),
+            .init("Keys with their definitions, one per line", "propctl dump --definitions --format lines settings"),
         ]
     )
 
@@ -22,12 +31,16 @@ extension PropctlSpec {
             Every value is read by its key's type and checked first; then the whole document is \
             applied in one Manager.Apply call, so if one value is refused nothing changes, and the \
             error names the key. Keys whose value is already the same are left alone; keys with \
-            "is_set": false are reset to their default.
+            "is_set": false are reset to their default. With --create, keys missing from the \
+            daemon are first created from their "definition" (dump --definitions); if the \
+            values are then refused, those keys are deleted again.
             """,
-        positionals: [.init("FILE", help: "The JSON document; - reads standard input.")],
+        options: [.flag("create", help: "Create missing keys from their definitions first.")],
+        positionals: [.init("FILE", help: "The document (JSON or lines); - reads standard input.")],
         examples: [
             .init("Restore settings", "propctl load settings.json"),
             .init("Read the document from standard input", "propctl load -"),
+            .init("Restore keys and their values on a fresh daemon", "propctl load --create keys.jsonl"),
         ]
     )
 }

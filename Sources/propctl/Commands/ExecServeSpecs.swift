@@ -4,12 +4,14 @@ extension PropctlSpec {
         name: "exec",
         abstract: "Run a command and print its result.",
         discussion: """
-            Calls Execute on the command KEY and waits for the execution to end; the result \
-            prints like a value (scalars plain, containers as JSON). If the execution fails, the \
-            error name and message go to stderr and the exit status is 1; a disabled command is \
-            refused with NotEnabled and nothing runs. INPUT is sent as a string unless --type \
-            names another D-Bus type, read like a VALUE of 'propctl set'. With --no-wait, Start is \
-            called instead and the execution id is printed.
+            Starts an execution of the command KEY, prints its id on stderr ("execution N of \
+            KEY started") and waits for it to end; the result prints like a value (scalars \
+            plain, containers as JSON). If the execution fails, the error name and message go to \
+            stderr and the exit status is 1; a disabled command is refused with NotEnabled and \
+            nothing runs. Ctrl-C (SIGINT) or SIGTERM cancels the execution, then propctl exits \
+            130 or 143; if propbusd goes away meanwhile, 69. INPUT is sent as a string unless \
+            --type names another D-Bus type, read like a VALUE of 'propctl set'. With --no-wait, \
+            the execution id is printed on stdout and propctl returns at once.
             """,
         options: [
             .value("type", valueName: "TYPE", help: "The D-Bus type of INPUT (default s)."),

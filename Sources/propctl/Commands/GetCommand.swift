@@ -12,7 +12,9 @@ enum GetCommand: Subcommand {
         if parsed.flag("json") {
             Output.line(Output.json(.object(values.map { ($0.0.text, ValueText.jsonValue($0.1)) })))
         } else {
-            for (_, value) in values { Output.line(ValueText.format(value)) }
+            // One key prints verbatim, so that `$(propctl get K)` gives the value back exactly;
+            // several print one line each, so control characters are escaped to keep them apart.
+            for (_, value) in values { Output.line(values.count == 1 ? ValueText.format(value) : Output.escaped(ValueText.format(value))) }
         }
     }
 }

@@ -1,7 +1,8 @@
 import DBus
 import PropBus
 
-/// `propctl list [PREFIX]`: keys, types and values, as a table or JSON.
+/// `propctl list [PREFIX]`: keys, types and values, as a table or JSON. A `*` in a fourth
+/// column marks a key whose value differs from its default.
 enum ListCommand: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let client = try await PropbusClient.connect(parsed)
@@ -11,14 +12,23 @@ enum ListCommand: Subcommand {
             return
         }
         guard !items.isEmpty else { return }
-        Output.line(Output.table(header: ["KEY", "TYPE", "VALUE"],
-                                 rows: items.map { [$0.key, $0.type, ValueText.format($0.value)] }))
+        // The marker has a column of its own, so `cut -f3` still gives the bare value.
+        Output.line(Output.table(header: ["KEY", "TYPE", "VALUE", ""], rows: items.map { item in
+            [item.key, item.type, Output.escaped(ValueText.format(item.value)), isModified(item) ? "*" : ""]
+        }))
     }
 
-    /// One property as a JSON object: key, type, value and every metadata entry.
+    /// Whether the value differs from the registered default (gsettings' "modified").
+    static func isModified(_ item: ListedProperty) -> Bool {
+        // A command's state is not a setting: it is never "modified".
+        guard item.metadata["state_of"] == nil, let defaultValue = item.metadata["default"] else { return false }
+        return defaultValue != item.value
+    }
+
+    /// One property as a JSON object: key, type, value, `modified` and every metadata entry.
     static func json(_ item: ListedProperty) -> JSONValue {
         var members: [(String, JSONValue)] = [("key", .string(item.key)), ("type", .string(item.type)),
-                                              ("value", ValueText.jsonValue(item.value))]
+                                              ("value", ValueText.jsonValue(item.value)), ("modified", .bool(isModified(item)))]
         for (name, value) in item.metadata.sorted(by: { $0.key < $1.key }) {
             members.append((name, ValueText.jsonValue(value)))
         }

@@ -2,9 +2,15 @@ import DBus
 import Foundation
 import PropBus
 
-/// `propctl load FILE`: checks a `dump` document against the daemon's types, then applies it
-/// in one `Manager.Apply`, so it changes everything or nothing.
+/// `propctl load FILE [--create]`: checks a `dump` document (JSON or lines) against the
+/// daemon's types, then applies it in one `Manager.Apply`, so it changes everything or nothing.
+/// With `--create`, keys the daemon lacks are created first from their `definition`; if the
+/// Apply is then refused, the keys this load created are deleted again.
 enum LoadCommand: Subcommand {
+    /// The `ListProperties` metadata that `dump --definitions` writes and `CreateProperty` takes.
+    static let definitionOptions = ["default", "description", "minimum", "maximum", "choices", "persistent",
+                                    "writable", "writers", "secret"]
+
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let path = parsed.positional("FILE") ?? "-"
         let text: String
@@ -15,26 +21,105 @@ enum LoadCommand: Subcommand {
                 throw CommandFailure(.usage, "cannot read \(path): \(error.localizedDescription)")
             }
         }
-        let document: [JSONValue.Member]
+        let document = try read(text, path: path)
+
+        let client = try await PropbusClient.connect(parsed)
+        var current = Dictionary(try await client.list(prefix: "").map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
+        var created: [String] = []
+        if parsed.flag("create") {
+            for member in document where current[member.key] == nil {
+                guard let definition = member.value["definition"] else { continue }
+                try await create(member.key, member.value, definition, path: path, client)
+                created.append(member.key)
+            }
+            if !created.isEmpty {
+                current = Dictionary(try await client.list(prefix: "").map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
+            }
+        }
+        do {
+            try await apply(document, current: current, path: path, client: client, json: parsed.flag("json"), created: created.count)
+        } catch {
+            // All or nothing: keys created for a document that was refused go again.
+            for key in created { _ = try? await client.manager("DeleteProperty", [.string(key)]) }
+            throw error
+        }
+    }
+
+    /// The `{key: entry}` members of a document: `dump`'s JSON, or its lines format.
+    private static func read(_ text: String, path: String) throws(CommandFailure) -> [JSONValue.Member] {
+        let trimmed = text.drop { $0 == " " || $0 == "\n" || $0 == "\t" }
+        if trimmed.hasPrefix("{\"key\"") || trimmed.hasPrefix("{ \"key\"") {
+            var members: [JSONValue.Member] = []
+            for (index, line) in text.split(separator: "\n").enumerated() where !line.allSatisfy({ $0 == " " }) {
+                do {
+                    let object = try JSONValue.parse(String(line))
+                    guard let key = object["key"]?.stringValue, let fields = object.objectMembers else {
+                        throw CommandFailure(.usage, "\(path):\(index + 1): expected {\"key\": …, \"type\": …, \"value\": …}")
+                    }
+                    members.append(JSONValue.Member(key, .object(fields.filter { $0.key != "key" }.map { ($0.key, $0.value) })))
+                } catch let error as CommandFailure {
+                    throw error
+                } catch {
+                    throw CommandFailure(.usage, "\(path):\(index + 1): invalid JSON: \(error)")
+                }
+            }
+            return members
+        }
         do {
             guard let members = try JSONValue.parse(text)["properties"]?.objectMembers else {
                 throw CommandFailure(.usage, "\(path): expected {\"properties\": {KEY: {\"type\": …, \"value\": …}}}, as 'propctl dump' writes")
             }
-            document = members
+            return members
         } catch let error as CommandFailure {
             throw error
         } catch {
             throw CommandFailure(.usage, "\(path): invalid JSON: \(error)")
         }
+    }
 
-        let client = try await PropbusClient.connect(parsed)
-        let current = Dictionary(try await client.list(prefix: "").map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
+    private static func create(_ key: String, _ entry: JSONValue, _ definition: JSONValue, path: String,
+                               _ client: PropbusClient) async throws(CommandFailure) {
+        guard let typeText = entry["type"]?.stringValue, let type = try? DBusType(parsing: typeText) else {
+            throw CommandFailure(.usage, "\(path): \(key): a key to create needs its \"type\"")
+        }
+        func value(_ json: JSONValue, _ what: String) throws(CommandFailure) -> DBusValue {
+            do { return try ValueText.value(from: json, as: type) } catch {
+                throw CommandFailure.badValue("\(path): \(key): \(what) is not a valid '\(typeText)' value: \(error.message)")
+            }
+        }
+        var options: [String: DBusValue] = [:]
+        var defaultValue = type.zeroValue
+        for member in definition.objectMembers ?? [] {
+            switch member.key {
+            case "default": defaultValue = try value(member.value, "the default")
+            case "minimum", "maximum": options[member.key] = try value(member.value, member.key)
+            case "choices":
+                var choices: [DBusValue] = []
+                for choice in member.value.arrayValue ?? [] { choices.append(.variant(try value(choice, "a choice"))) }
+                options["choices"] = .array(of: .variant, choices)
+            case "persistent", "writable", "secret":
+                guard let flag = member.value.boolValue else { throw CommandFailure.badValue("\(path): \(key): \(member.key) must be true or false") }
+                options[member.key] = .boolean(flag)
+            case "description":
+                options["description"] = .string(member.value.stringValue ?? "")
+            case "writers":
+                options["writers"] = .array(of: .string, (member.value.arrayValue ?? []).compactMap(\.stringValue).map { .string($0) })
+            default:
+                continue   // Metadata a newer daemon may add (source, …) is not a creation option.
+            }
+        }
+        _ = try await client.manager("CreateProperty", [.string(key), .string(typeText), .variant(defaultValue), .vardict(options)])
+    }
+
+    private static func apply(_ document: [JSONValue.Member], current: [String: ListedProperty], path: String,
+                              client: PropbusClient, json: Bool, created: Int) async throws(CommandFailure) {
         var assignments: [DictionaryEntry] = []
         var resets: [DBusValue] = []
         for member in document {
             let key = member.key
             guard let existing = current[key] else {
-                throw CommandFailure(.dbusError, "org.propbus.PropBus1.Error.UnknownKey: \(path): no property named \(key)")
+                let hint = member.value["definition"] == nil ? "" : " (load --create creates it from its definition)"
+                throw CommandFailure(.dbusError, "org.propbus.PropBus1.Error.UnknownKey: \(path): no property named \(key)\(hint)")
             }
             guard member.value.objectMembers != nil, let value = member.value["value"] else {
                 throw CommandFailure(.usage, "\(path): \(key): expected an object with \"type\" and \"value\"")
@@ -52,18 +137,19 @@ enum LoadCommand: Subcommand {
             do {
                 parsedValue = try ValueText.value(from: value, as: DBusType(parsing: existing.type))
             } catch let error as ValueTextError {
-                throw CommandFailure(.usage, "\(path): \(key): not a valid '\(existing.type)' value: \(error.message)")
+                throw CommandFailure.badValue("\(path): \(key): not a valid '\(existing.type)' value: \(error.message)")
             } catch {
-                throw CommandFailure(.usage, "\(path): \(key): \(error)")
+                throw CommandFailure.badValue("\(path): \(key): \(error)")
             }
             if parsedValue != existing.value || !isSet {
                 assignments.append(DictionaryEntry(.string(key), .variant(parsedValue)))
             }
         }
-        guard !assignments.isEmpty || !resets.isEmpty else { return }
-        _ = try await client.manager("Apply", [.dictionary(key: .string, value: .variant, assignments), .array(of: .string, resets)])
-        if parsed.flag("json") {
-            Output.line(Output.json(.object([("set", .number(assignments.count)), ("reset", .number(resets.count))])))
+        if !assignments.isEmpty || !resets.isEmpty {
+            _ = try await client.manager("Apply", [.dictionary(key: .string, value: .variant, assignments), .array(of: .string, resets)])
+        }
+        if json {
+            Output.line(Output.json(.object([("created", .number(created)), ("set", .number(assignments.count)), ("reset", .number(resets.count))])))
         }
     }
 }

@@ -22,5 +22,10 @@ enum Subcommands {
         "status": StatusCommand.self,
         "exec": ExecCommand.self,
         "serve": ServeCommand.self,
+        "cancel": CancelCommand.self,
+        "create-command": CreateCommandCommand.self,
+        "delete-command": DeleteCommandCommand.self,
+        "describe": DescribeCommand.self,
+        "completion": CompletionCommand.self,
     ]
 }

@@ -2,28 +2,36 @@ import DBus
 import Foundation
 import PropBus
 
-/// `propctl watch [KEY|PREFIX...]`: one line per change until interrupted.
+/// `propctl watch [KEY|PREFIX...]`: the current value of every watched key, then one line per
+/// change until interrupted.
 ///
-/// It subscribes before it reads: an AddMatch after the first Get would lose any change made
-/// between the two. Exact keys print their current value first.
+/// It subscribes before it reads: a read before the AddMatch would lose any change made
+/// between the two. Keys and groups follow one rule (``KeyPrefix``). When propbusd restarts
+/// (its name gets a new owner) every watched key is printed again, since values may have
+/// changed while it was away; when the bus itself goes away, watch exits 69.
 enum WatchCommand: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let patterns = parsed.positionals("KEY")
         for pattern in patterns where pattern.isEmpty || !pattern.utf8.allSatisfy({ ObjectPath.isElementByte($0) || $0 == UInt8(ascii: ".") }) {
             throw CommandFailure(.usage, "'\(pattern)' is neither a key nor a key prefix; \(Key.rule)")
         }
-        let printer = WatchPrinter(patterns: patterns, json: parsed.flag("json"), timestamps: parsed.flag("timestamps"))
+        let printer = WatchPrinter(patterns: patterns.map(KeyPrefix.init), json: parsed.flag("json"), timestamps: parsed.flag("timestamps"))
         let client = try await PropbusClient.connect(parsed)
         let connection = client.connection
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             connection.queue.async {
+                connection.onDisconnect = {
+                    Output.error("propctl watch: the bus went away")
+                    exit(CommandFailure.ExitCode.unavailable.rawValue)
+                }
                 connection.addSignalHandler(matching: Self.changes) { printer.received($0) }
                 connection.addSignalHandler(matching: Self.ownerChanges) { message in
                     guard let args = try? message.arguments(), args.count == 3 else { return }
                     if args[2].stringValue == "" {
-                        Output.error("propctl: propbusd left the bus; waiting for it to come back")
-                    } else if args[1].stringValue == "" {
-                        Output.error("propctl: propbusd is back")
+                        Output.error("propctl watch: propbusd left the bus; waiting for it to come back")
+                    } else {
+                        Output.error("propctl watch: propbusd is back; current values follow")
+                        Task { await printCurrent(client, printer) }
                     }
                 }
                 continuation.resume()
@@ -35,20 +43,21 @@ enum WatchCommand: Subcommand {
         } catch {
             throw CommandFailure(error)
         }
-        var initial: [(Key, DBusValue)] = []
-        for pattern in patterns {
-            guard let key = try? Key(pattern) else { continue }
-            // A prefix that also parses as a key (settings.ui) is not an error when no such key exists.
-            if let value = try? await client.value(of: key) { initial.append((key, value)) }
-        }
-        let initialValues = initial
+        await printCurrent(client, printer)
+        while true { try? await Task.sleep(for: .seconds(3600)) }
+    }
+
+    /// Prints the current value of every watched key, then lets the changes through.
+    private static func printCurrent(_ client: PropbusClient, _ printer: WatchPrinter) async {
+        // Nothing to print while the daemon is away; its return prints them all.
+        let items = ((try? await client.list(prefix: "")) ?? []).filter { printer.watches($0.key) }
+        let current = items.map { ($0.key, $0.value) }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            connection.queue.async {
-                printer.start(initial: initialValues)
+            client.connection.queue.async {
+                printer.start(initial: current)
                 continuation.resume()
             }
         }
-        while true { try? await Task.sleep(for: .seconds(3600)) }
     }
 
     static let changes = MatchRule(sender: PropbusClient.busName, pathNamespace: Key.rootPath,
@@ -61,13 +70,13 @@ enum WatchCommand: Subcommand {
 ///
 /// `@unchecked Sendable`: only touched on that queue (signal handlers and `start`).
 final class WatchPrinter: @unchecked Sendable {
-    let patterns: [String]
+    let patterns: [KeyPrefix]
     let json: Bool
     let timestamps: Bool
     private var started = false
     private var buffered: [(String, DBusValue)] = []
 
-    init(patterns: [String], json: Bool, timestamps: Bool) {
+    init(patterns: [KeyPrefix], json: Bool, timestamps: Bool) {
         self.patterns = patterns
         self.json = json
         self.timestamps = timestamps
@@ -75,15 +84,15 @@ final class WatchPrinter: @unchecked Sendable {
 
     /// Whether `key` is one of the watched keys or below a watched prefix.
     func watches(_ key: String) -> Bool {
-        patterns.isEmpty || patterns.contains { key == $0 || key.hasPrefix($0 + ".") }
+        patterns.isEmpty || patterns.contains { $0.matches(key) }
     }
 
     /// Prints the initial values, then the changes that arrived while they were read, skipping
     /// those the initial value already shows.
-    func start(initial: [(Key, DBusValue)]) {
-        for (key, value) in initial { print(key.text, value) }
+    func start(initial: [(String, DBusValue)]) {
+        for (key, value) in initial { print(key, value) }
         started = true
-        for (key, value) in buffered where !initial.contains(where: { $0.0.text == key && $0.1 == value }) {
+        for (key, value) in buffered where !initial.contains(where: { $0.0 == key && $0.1 == value }) {
             print(key, value)
         }
         buffered = []
@@ -110,7 +119,7 @@ final class WatchPrinter: @unchecked Sendable {
             if let time { members.append(("time", .string(time))) }
             Output.line(Output.json(.object(members)))
         } else {
-            Output.line([time, key, ValueText.format(value)].compactMap { $0 }.joined(separator: " "))
+            Output.line([time, key, Output.escaped(ValueText.format(value))].compactMap { $0 }.joined(separator: " "))
         }
     }
 }

@@ -22,9 +22,11 @@ enum Output {
         let all = [header] + rows
         let widths = header.indices.map { column in all.map { $0[column].count }.max() ?? 0 }
         return all.map { row in
-            row.enumerated().map { index, cell in
+            let line = row.enumerated().map { index, cell in
                 index == row.count - 1 ? cell : cell.padding(toLength: widths[index], withPad: " ", startingAt: 0)
             }.joined(separator: "  ")
+            // An empty last column (list's modified marker) leaves no trailing blanks.
+            return String(line.reversed().drop { $0 == " " }.reversed())
         }.joined(separator: "\n")
     }
 

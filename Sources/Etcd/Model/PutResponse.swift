@@ -1,0 +1,12 @@
+/// The answer to a ``PutRequest``.
+public struct PutResponse: Equatable, Sendable {
+    /// The revision the write created.
+    public var header: ResponseHeader
+    /// The key before the write, if asked for and it existed.
+    public var prevKV: KeyValue?
+
+    init(json: GatewayJSON) throws(EtcdError) {
+        header = ResponseHeader(json: json["header"])
+        prevKV = try json["prev_kv"].map { (item) throws(EtcdError) in try KeyValue(json: item) }
+    }
+}

@@ -1,0 +1,18 @@
+/// The answer to a transaction: which branch ran and what each of its operations returned.
+public struct TxnResponse: Equatable, Sendable {
+    /// The revision after the transaction (the one its writes created, if any).
+    public var header: ResponseHeader
+    /// Whether every compare held and the success branch ran. (proto3 JSON leaves the field out
+    /// when false: a failed txn has no `succeeded`.)
+    public var succeeded: Bool
+    /// One answer per operation of the branch that ran.
+    public var responses: [ResponseOp]
+
+    init(json: GatewayJSON) throws(EtcdError) {
+        header = ResponseHeader(json: json["header"])
+        succeeded = json["succeeded"]?.boolValue ?? false
+        var responses: [ResponseOp] = []
+        for item in json["responses"]?.elements ?? [] { responses.append(try ResponseOp(json: item)) }
+        self.responses = responses
+    }
+}

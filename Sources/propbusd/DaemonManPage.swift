@@ -1,0 +1,47 @@
+/// propbusd(8), generated from ``DaemonOptions/table``: the page lists exactly the options the
+/// parser accepts, and a new option appears in it without anyone editing the page.
+enum DaemonManPage {
+    static func render(version: String) -> String {
+        func escape(_ text: String) -> String {
+            var result = text.split(separator: "\\", omittingEmptySubsequences: false).joined(separator: "\\e")
+                .split(separator: "-", omittingEmptySubsequences: false).joined(separator: "\\-")
+            if result.hasPrefix(".") || result.hasPrefix("'") { result = "\\&" + result }
+            return result
+        }
+        var lines = [
+            ".TH PROPBUSD 8 \"\" \"propbusd \(version)\" \"System Administration\"",
+            ".SH NAME", "propbusd \\- serve typed, observable properties and commands on D\\-Bus",
+            ".SH SYNOPSIS", ".B propbusd", "[\\fB\\-\\-session\\fR | \\fB\\-\\-system\\fR | \\fB\\-\\-address\\fR \\fIADDR\\fR] [\\fIOPTIONS\\fR]",
+            ".SH DESCRIPTION",
+            "propbusd owns \\fBorg.propbus.PropBus1\\fR and exports each group of keys as an object whose properties are the keys,",
+            "with PropertiesChanged, change\\-only writes, bindings between keys and commands. It is usually started by systemd",
+            "(\\fBpropbusd.service\\fR on the system bus, the user unit on the session bus) or by D\\-Bus activation;",
+            "\\fBpropctl\\fR(1) is its command\\-line client.",
+            ".SH OPTIONS",
+        ]
+        for option in DaemonOptions.table {
+            var label = "\\fB\(escape(option.name))\\fR"
+            if let value = option.value { label += " \\fI\(escape(value))\\fR" }
+            lines += [".TP", label, escape(option.help)]
+        }
+        lines += [".TP", "\\fB\\-\\-version\\fR", "Print the version.", ".TP", "\\fB\\-h\\fR, \\fB\\-\\-help\\fR", "Show the help."]
+        // The prose after the option list in --help: the store, access control, signals.
+        let help = DaemonOptions.help
+        let paragraphs = help.split(separator: "\n\n")
+        if let first = paragraphs.firstIndex(where: { $0.hasPrefix("The store is ") }) {
+            lines.append(".SH NOTES")
+            for paragraph in paragraphs[first...] {
+                lines += [".PP", escape(paragraph.split(separator: "\n").joined(separator: " "))]
+            }
+        }
+        lines += [
+            ".SH FILES",
+            ".TP", "\\fI$XDG_STATE_HOME/propbus/propbus.db\\fR, \\fI/var/lib/propbus/propbus.db\\fR", "The store (session and system bus).",
+            ".TP", "\\fI$XDG_CONFIG_HOME/propbus/models/*.json\\fR, \\fI/etc/propbus/models/*.json\\fR", "Model files read at start.",
+            ".SH \"EXIT STATUS\"",
+            "0 after SIGTERM or SIGINT; 1 on a start\\-up failure or when the bus goes away; 64 for a wrong command line.",
+            ".SH \"SEE ALSO\"", "\\fBpropctl\\fR(1), \\fBbusctl\\fR(1), \\fBsystemd.service\\fR(5), \\fBdbus\\-daemon\\fR(1)",
+        ]
+        return lines.joined(separator: "\n") + "\n"
+    }
+}

@@ -1,0 +1,65 @@
+import XCTest
+@testable import Etcd
+
+/// The gateway's encodings, without an etcd: base64, proto3 JSON, prefix ends, endpoints.
+final class GatewayEncodingTests: XCTestCase {
+    func testBase64RoundTripsEveryLengthAndRejectsGarbage() {
+        for length in 0..<70 {
+            let bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+            XCTAssertEqual(Base64.decode(Base64.encode(bytes)), bytes, "length \(length)")
+        }
+        XCTAssertEqual(Base64.encode(Array("foo".utf8)), "Zm9v")
+        XCTAssertEqual(Base64.encode(Array("fo".utf8)), "Zm8=")
+        XCTAssertEqual(Base64.encode(Array("f".utf8)), "Zg==")
+        XCTAssertEqual(Base64.decode("Zg"), Array("f".utf8))
+        XCTAssertNil(Base64.decode("Zm9v!"))
+        XCTAssertNil(Base64.decode("Z=m9"))
+    }
+
+    func testProto3JSONDefaultsAndInt64Strings() throws {
+        let json = try GatewayJSON.parse(Array(#"{"header":{"revision":"9223372036854775807","member_id":"13668033151171901709"},"kvs":[{"key":"Zm9v","mod_revision":"2"}]}"#.utf8))
+        let range = try RangeResponse(json: json)
+        XCTAssertEqual(range.header.revision, Int64.max)
+        XCTAssertEqual(range.header.memberID, 13668033151171901709)
+        XCTAssertEqual(range.count, 0, "an absent count is 0")
+        XCTAssertFalse(range.more)
+        XCTAssertEqual(range.kvs.first?.value, [], "an absent value is empty")
+        XCTAssertEqual(range.kvs.first?.version, 0)
+        let failed = try TxnResponse(json: GatewayJSON.parse(Array(#"{"header":{"revision":"4"}}"#.utf8)))
+        XCTAssertFalse(failed.succeeded, "a failed txn has no succeeded field")
+        XCTAssertEqual(failed.responses, [])
+    }
+
+    func testJSONStringsEscapesAndRejections() throws {
+        let parsed = try GatewayJSON.parse(Array(#"{"a":"x\"\\\/\n\u00e9\ud83d\ude00","b":[true,false,null,-1.5e3]}"#.utf8))
+        XCTAssertEqual(parsed["a"], .string("x\"\\/\n\u{e9}\u{1F600}"))
+        XCTAssertEqual(parsed["b"], .array([.bool(true), .bool(false), .null, .number("-1.5e3")]))
+        let text = GatewayJSON.object([("k", .string("q\"\u{1}\n"))]).text
+        XCTAssertEqual(text, #"{"k":"q\"\u0001\n"}"#)
+        XCTAssertEqual(try GatewayJSON.parse(Array(text.utf8)), .object([("k", .string("q\"\u{1}\n"))]))
+        for bad in ["", "{", #"{"a":}"#, "[1,]", "tru", #"{"a":1} x"#, String(repeating: "[", count: 100)] {
+            XCTAssertThrowsError(try GatewayJSON.parse(Array(bad.utf8)), bad)
+        }
+    }
+
+    func testPrefixEndFollowsEtcd() {
+        XCTAssertEqual(RangeRequest.prefixEnd(of: Array("abc".utf8)), Array("abd".utf8))
+        XCTAssertEqual(RangeRequest.prefixEnd(of: [0x61, 0xFF, 0xFF]), [0x62])
+        XCTAssertEqual(RangeRequest.prefixEnd(of: [0xFF]), [0])
+        XCTAssertEqual(RangeRequest.prefixEnd(of: []), [0])
+    }
+
+    func testEndpointsAcceptURLsAndHostPortAndRejectTheRest() throws {
+        XCTAssertEqual(try EtcdClient(endpoints: ["127.0.0.1:2379", "http://h:1/", "https://[::1]:2379"]).endpoints,
+                       ["http://127.0.0.1:2379", "http://h:1", "https://[::1]:2379"])
+        var tls = EtcdOptions()
+        tls.caFile = "/etc/ca.pem"
+        XCTAssertEqual(try EtcdClient(endpoints: ["h:2379"], options: tls).endpoints, ["https://h:2379"])
+        for bad in ["ftp://h:1", "h", "h:0", "h:99999", ":2379", "http://h:1/path"] {
+            XCTAssertThrowsError(try EtcdClient(endpoints: [bad]), bad) { error in
+                XCTAssertEqual((error as! EtcdError).code, .invalidRequest)
+            }
+        }
+        XCTAssertThrowsError(try EtcdClient(endpoints: []))
+    }
+}
