@@ -167,14 +167,17 @@ pm=$(bench_median "${p_ms[@]}")
 row "ready from a model file of 10k properties" "-" "$pm ms" "-" "<= 60 ms" "$(met "$pm" 60)"
 
 # Properties.Get against the C service: get-roundtrip.sh's machinery, synchronous and pipelined.
-roundtrip() { # WINDOW CALLS → the median line's fields
-  BIN=$bin bench/get-roundtrip.sh --rounds "$get_rounds" --calls "$2" --window "$1" 2>/dev/null |
-    awk '$1 == "median" { print $2, $3, $4, $5, $6, $7 }'
+roundtrip() { # WINDOW CALLS → the median line's fields: ref wall, propbusd wall, ratio, ref cpu, …
+  BIN=$bin bench/get-roundtrip.sh --rounds "$get_rounds" --calls "$2" --window "$1" >"$tmp/roundtrip.out" 2>"$tmp/roundtrip.err" ||
+    { echo "all: bench/get-roundtrip.sh failed:" >&2; tail -20 "$tmp/roundtrip.err" >&2; return 1; }
+  awk '$1 == "median" { print $2, $3, $4, $5, $6, $7 }' "$tmp/roundtrip.out"
 }
-read -r rw pw wr rc pc cr < <(roundtrip 1 "$get_calls")
+medians=$(roundtrip 1 "$get_calls")
+read -r rw pw wr rc pc cr <<<"$medians"
 row "sync Properties.Get: service CPU per call" "C $rc us" "$pc us" "$cr" "<= 1.3x" "$(met "$cr" 1.3)"
 row "sync Properties.Get: client wall per call" "C $rw us" "$pw us" "$wr" "<= 1.1x" "$(met "$wr" 1.1)"
-read -r rw pw wr rc pc cr < <(roundtrip 64 $((get_calls * 2)))
+medians=$(roundtrip 64 $((get_calls * 2)))
+read -r rw pw wr rc pc cr <<<"$medians"
 row "pipelined Get, window 64: wall per call" "C $rw us" "$pw us" "$wr" "<= 1.1x" "$(met "$wr" 1.1)"
 
 # --- report --------------------------------------------------------------------------
