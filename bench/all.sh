@@ -184,7 +184,8 @@ row "pipelined Get, window 64: wall per call" "C $rw us" "$pw us" "$wr" "<= 1.1x
 out="bench/out/all-$(date -u +%Y%m%d-%H%M%S).txt"
 {
   echo "bench/all.sh$([ "$quick" -eq 1 ] && echo ' --quick') $(date -u +%Y-%m-%dT%H:%M:%SZ), git $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "propbusd $(du -k "$bin/propbusd" | cut -f1) KiB, propctl $(du -k "$bin/propctl" | cut -f1) KiB, from $bin"
+  linked() { ldd "$1" | grep -q libswiftCore && echo "shared Swift runtime" || echo "static Swift runtime"; }
+  echo "propbusd $(du -k "$bin/propbusd" | cut -f1) KiB ($(linked "$bin/propbusd")), propctl $(du -k "$bin/propctl" | cut -f1) KiB ($(linked "$bin/propctl")), from $bin"
   echo
   printf '| %s | %s | %s | %s | %s | %s |\n' work reference propbus ratio goal met
   echo "| --- | --- | --- | --- | --- | --- |"
