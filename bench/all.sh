@@ -5,7 +5,7 @@
 #
 #   --quick      fewer runs and calls per row (a smoke run of a minute or two, not figures)
 #   --existing   then rerun the other benches' headline numbers (durable writes without dconf,
-#                binding, file binding and command latency); several more minutes
+#                transient writes, binding, file binding and command latency); several more minutes
 #   env BIN      a directory holding prebuilt propbusd and propctl to measure, instead of
 #                building them in release mode (e.g. a static build, or another checkout's)
 #
@@ -197,6 +197,7 @@ if [ "$existing" -eq 1 ]; then
   # The other benches' headline numbers, so that no feature gets slower unseen.
   export BIN=$bin
   bench/durable-writes.sh --no-dconf --levels "0 10000" --seconds 3
+  bench/transient-writes.sh
   bench/binding-latency.sh
   bench/file-binding.sh
   bench/command-latency.sh

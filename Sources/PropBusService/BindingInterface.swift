@@ -24,7 +24,8 @@ extension Service {
             constant("Persistent", .boolean(binding.persistent)),
             constant("ToKey", .string(binding.toKey?.text ?? "")),
             constant("ToTarget", .string(binding.toTarget?.text ?? "")),
-            constant("Owner", .string(binding.owner ?? "")),
+            // A persistent binding has no owner: it does not end with the connection that made it.
+            constant("Owner", .string(binding.persistent ? "" : binding.owner ?? "")),
         ]))
     }
 

@@ -52,9 +52,17 @@ extension Service {
                 // An argv runs as the daemon: only the default writers may set one, whatever
                 // a command's own `writers` allow.
                 try authorizeWrite(keyText, writers: nil, by: call)
+                let before = (try? Key(keyText)).flatMap { commands.definition(of: $0) }
                 publish(try bridged { () throws(PropBusError) in
                     try commands.create(key: keyText, options: call.arguments[1].stringKeyedEntries ?? [:])
                 })
+                if let before {
+                    // Created again with other options: AllowsConcurrentExecution is no model key,
+                    // so note it here (the flush drops it when it did not change).
+                    tree.noteChange(path: Key.objectPath(ofGroup: before.key.text),
+                                    interface: Self.commandInterface, property: "AllowsConcurrentExecution",
+                                    oldValue: .boolean(before.concurrent))
+                }
                 return .reply([])
             },
             MethodDescription("DeleteCommand", in: [("key", "s")]) { [unowned self] call throws(DBusError) in

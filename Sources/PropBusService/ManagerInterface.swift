@@ -46,8 +46,11 @@ extension Service {
                 })
                 return .reply([])
             },
-        ] + bindingMethods() + commandMethods(), properties: .fixed([
+        ] + bindingMethods() + commandMethods() + modelFileMethods(), properties: .fixed([
             PropertyDescription("Version", type: .string, changeSignal: .const) { .string(Self.version) },
+            PropertyDescription("SkippedModelFiles", type: try! DBusType(parsing: "a(ss)"), changeSignal: .none) { [unowned self] in
+                Self.skippedList(skippedModelFiles)
+            },
         ]))
     }
 
@@ -56,6 +59,11 @@ extension Service {
         var items = entry.definition.metadata
         items["is_set"] = .boolean(entry.storedValue != nil)
         items["revision"] = .uint64(entry.revision)
+        if let hidden = entry.hidden {
+            // Kept in the store, unseen: say so, and why, so nobody thinks it lost.
+            items["hidden_value"] = hidden.value
+            items["hidden_reason"] = .string(hidden.reason)
+        }
         return .vardict(items)
     }
 }

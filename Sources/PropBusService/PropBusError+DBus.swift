@@ -3,7 +3,7 @@ import PropBus
 
 extension PropBusError {
     /// The same error as a D-Bus error reply.
-    var dbusError: DBusError { DBusError(name: name, message: message) }
+    public var dbusError: DBusError { DBusError(name: name, message: message) }
 }
 
 /// Runs a model operation, turning its error into the D-Bus error of the same name.

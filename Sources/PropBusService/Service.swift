@@ -48,6 +48,18 @@ public final class Service: @unchecked Sendable {
     let options: Options
     /// The work of every running execution, by execution id.
     var running: [UInt64: ExecutionWork] = [:]
+    /// While set, rounds do not commit: the daemon holds the store's writes until it owns its
+    /// name, so a daemon that loses the name leaves its store as it found it.
+    public var holdsCommits = false
+    /// Re-reads the model files (`Manager.Reload`, SIGHUP); set by the daemon, which knows them.
+    /// Runs on the queue between rounds; returns the files it skipped.
+    public var reloadHandler: (() throws(DBusError) -> [ModelFileSet.Skipped])?
+    /// The model files skipped by the last load, for `SkippedModelFiles` (`propctl status`).
+    public var skippedModelFiles: [ModelFileSet.Skipped] = []
+    /// Told of every commit the store refused (the daemon logs them, rate-limited).
+    public var storeFailureHandler: ((PropBusError) -> Void)?
+    /// Groups exported since the last flush: a property created in one needs no PropertiesChanged.
+    private var groupsExportedThisRound: Set<String> = []
     /// Binding objects currently exported, so a rolled-back round can be undone.
     private var exportedBindings: Set<UInt64> = []
 
@@ -91,7 +103,7 @@ public final class Service: @unchecked Sendable {
         (managerInterface, "CreateProperty"), (managerInterface, "DeleteProperty"), (managerInterface, "Apply"),
         (valuesInterface, "Reset"), (valuesInterface, "CompareAndSet"),
         (managerInterface, "Bind"), (managerInterface, "Unbind"),
-        (managerInterface, "CreateCommand"), (managerInterface, "DeleteCommand"),
+        (managerInterface, "CreateCommand"), (managerInterface, "DeleteCommand"), (managerInterface, "Prune"),
     ]
 
     /// Makes the round's writes durable before its replies and signals go out.
@@ -99,12 +111,16 @@ public final class Service: @unchecked Sendable {
     /// If the store cannot commit, the model goes back to the last commit and the round's
     /// writes are answered with `StoreFailed` (by the tree); reads go on working.
     func commit() -> DBusError? {
+        // After the rollback below too, which may export groups again.
+        defer { groupsExportedThisRound.removeAll() }
+        guard !holdsCommits else { return nil }
         do {
             try store.commit()
             model.commitRound()
             commands.commitRound()
             return nil
         } catch {
+            storeFailureHandler?(error)
             store.rollback()
             let touched = model.rollbackRound()
             let orphaned = commands.rollbackRound()
@@ -133,6 +149,12 @@ public final class Service: @unchecked Sendable {
         }
     }
 
+    /// Lets rounds commit again and commits what was held back (see ``holdsCommits``).
+    public func releaseCommits() throws(DBusError) {
+        holdsCommits = false
+        if let error = commit() { throw error }
+    }
+
     /// Turns model changes into exported objects and coalesced signals, with the command
     /// state they change in turn (predicates that read a changed key).
     func publish(_ changes: [PropertyChange]) {
@@ -148,19 +170,26 @@ public final class Service: @unchecked Sendable {
             case .created:
                 if tree.object(at: path) == nil {
                     exportGroup(key.group)
-                } else {
+                } else if !groupsExportedThisRound.contains(key.group) {
                     // A new property of an existing group: announce it to cached proxies.
                     tree.noteChange(path: path, interface: Self.valuesInterface, property: key.name, oldValue: nil)
                 }
             case .redefined:
                 break
             case .valueChanged(_, let old):
+                // A group exported this round is announced whole, with its values at the flush.
+                if groupsExportedThisRound.contains(key.group) { continue }
                 tree.noteChange(path: path, interface: Self.valuesInterface, property: key.name, oldValue: old)
                 if model.entry(for: key)?.definition.stateOf != nil {
                     tree.noteChange(path: path, interface: Self.commandInterface, property: key.name, oldValue: old)
                 }
-            case .deleted:
-                if model.names(inGroup: key.group).isEmpty { tree.unexport(path) }
+            case .deleted(_, let old):
+                if model.names(inGroup: key.group).isEmpty {
+                    tree.unexport(path)
+                } else {
+                    // The group remains: its cached proxies must drop the name (invalidated).
+                    tree.noteChange(path: path, interface: Self.valuesInterface, property: key.name, oldValue: old)
+                }
             case .bound(let binding):
                 exportBinding(binding)
             case .unbound(let binding):
@@ -180,6 +209,8 @@ public final class Service: @unchecked Sendable {
     }
 
     private func exportGroup(_ group: String) {
+        // Its InterfacesAdded, built at the flush, carries every property added this round.
+        groupsExportedThisRound.insert(group)
         // A command's group holds its state keys; its object also carries the Command interface.
         let command = try? Key(group)
         tree.export(ExportedObject { [unowned self] in

@@ -44,6 +44,12 @@ extension Service {
                 },
                 set: { [unowned self] value, call throws(DBusError) in
                     try authorizeWrite(existing: key.text, by: call)
+                    if let current = model.entry(for: key), !current.definition.writable {
+                        // Generic clients know the standard name only (D-Bus spec, Properties).
+                        do throws(PropBusError) { _ = try model.set(key.text, to: value) } catch {
+                            throw .propertyReadOnly(error.message)
+                        }
+                    }
                     publish(try bridged { () throws(PropBusError) in try model.set(key.text, to: value) })
                 })
             if restricted {

@@ -18,8 +18,13 @@ final class Daemon: @unchecked Sendable {
     private var connection: Connection?
     private var service: Service?
     private var store: PropertyStore?
+    /// The state directory's lock, held until exit: one daemon per store.
+    private var lock: StateDirectoryLock?
     private var model: PropertyModel?
     private var commands: CommandTable?
+    private let modelFiles = ModelFileSet()
+    /// The model files to read: the config directory's, then `--model` ones (read again at each reload).
+    private var modelPaths: () -> [String] = { [] }
     private var signalSources: [DispatchSourceSignal] = []
     private var watchdog: DispatchSourceTimer?
     private var stopping = false
@@ -31,29 +36,45 @@ final class Daemon: @unchecked Sendable {
 
     /// Opens and checks the store and loads the model, before anything touches the bus: a
     /// damaged store must stop the daemon before it owns its name. On failure prints why and exits.
+    ///
+    /// Only reads and checks: what the model files and stored bindings change is committed by
+    /// ``start()`` once the name is owned, so a daemon that loses the race for the name (or the
+    /// lock) leaves the store as it found it.
     func openStore(environment: [String: String] = ProcessInfo.processInfo.environment) {
         do {
             let store: PropertyStore
             if options.inMemory {
+                Log.info("propbusd \(Service.version) starting: store in memory, bus \(Self.describe(options.bus))")
                 store = MemoryStore()
             } else {
                 let systemBus = if case .system = options.bus { true } else { false }
                 let directory = StateDirectory.resolve(environment: environment, option: options.stateDirectory, systemBus: systemBus)
                 try StateDirectory.create(directory)
-                store = try openDatabase(directory + "/" + SQLiteStore.fileName)
+                // Before the store is opened: a second daemon must not even read a store in use.
+                lock = try StateDirectoryLock(directory: directory)
+                let path = directory + "/" + SQLiteStore.fileName
+                Log.info("propbusd \(Service.version) starting: store \(path), bus \(Self.describe(options.bus))")
+                store = try openDatabase(path)
             }
             let model = try PropertyModel(store: store, limits: options.limits)
             let commands = CommandTable(model: model, store: store, maximumRunning: options.maximumExecutions)
-            for (key, error) in commands.recreate(model.storedCommands) {
+            // A predicate may read a key that is gone (or comes with a model file below): the
+            // command then starts disabled rather than being lost.
+            for (key, error) in commands.recreate(model.storedCommands, allowingMissingKeys: true) {
                 Diagnostics.write("propbusd: stored command \(key) could not be created again: \(error.message)\n")
             }
-            try loadModelFiles(into: model, commands: commands, environment: environment)
+            let systemBus = if case .system = options.bus { true } else { false }
+            let directory = ModelFile.configDirectory(environment: environment, systemBus: systemBus)
+            let extra = options.models
+            modelPaths = { ModelFile.files(in: directory) + extra }
+            let report = try modelFiles.load(modelPaths(), into: model, commands: commands, store: store, strict: options.strictModels)
+            _ = commands.refresh(after: report.changes)
+            logSkippedModelFiles()
             // Stored bindings start as they were made: the leading side wins.
             for (binding, error) in model.resynchronizeBindings().failures {
                 Diagnostics.write("propbusd: binding \(binding.id) (\(binding.key) ↔ \(binding.to)) could not be synchronized at startup: \(error.message)\n")
             }
-            // Declarations are applied before the bus is reached, so commit them here.
-            try store.commit()
+            // The declarations stay buffered in the store until the name is owned (start()).
             model.commitRound()
             commands.commitRound()
             self.model = model
@@ -64,21 +85,52 @@ final class Daemon: @unchecked Sendable {
         }
     }
 
-    /// Registers what the config directory's model files and `--model` files declare.
-    private func loadModelFiles(into model: PropertyModel, commands: CommandTable, environment: [String: String]) throws(PropBusError) {
-        let systemBus = if case .system = options.bus { true } else { false }
-        let paths = ModelFile.files(in: ModelFile.configDirectory(environment: environment, systemBus: systemBus)) + options.models
-        for path in paths {
-            let file = try ModelFile(contentsOf: path)
-            _ = try file.apply(to: model, commands: commands)
+    private func logSkippedModelFiles() {
+        for skipped in modelFiles.skipped {
+            // The reason starts with file:line:column, as compilers write it.
+            Log.info("skipped model file \(skipped.reason)")
         }
+    }
+
+    /// SIGHUP and `Manager.Reload`: reads the model files again and applies the difference,
+    /// with sd_notify's reload protocol around it. Returns the files skipped.
+    private func reload(because origin: String) throws(DBusError) -> [ModelFileSet.Skipped] {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard let model, let commands, let store, let service, !stopping else {
+            throw DBusError(name: DBusError.Name.failed, message: "propbusd is not serving; nothing to reload")
+        }
+        notifier.notify("RELOADING=1\nSTATUS=Reloading model files\nMONOTONIC_USEC=\(Self.monotonicMicroseconds())")
+        Log.info("reloading model files (\(origin))")
+        defer {
+            notifier.notify("READY=1\nSTATUS=Serving \(service.propertyCount) properties as \(Service.busName)")
+        }
+        let report: ModelFileSet.Report
+        do {
+            report = try modelFiles.load(modelPaths(), into: model, commands: commands, store: store, strict: false)
+        } catch {
+            throw error.dbusError
+        }
+        try service.applyReload(report, skipped: modelFiles.skipped)
+        Log.info("reloaded model files: \(report.loaded.count) loaded, \(modelFiles.skipped.count) skipped, \(report.retired.count) keys left the bus (their stored values are kept)")
+        logSkippedModelFiles()
+        return modelFiles.skipped
+    }
+
+    /// `CLOCK_MONOTONIC` in microseconds, as systemd's `MONOTONIC_USEC=` wants it with RELOADING=1.
+    static func monotonicMicroseconds() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1_000
     }
 
     private func openDatabase(_ path: String) throws(PropBusError) -> SQLiteStore {
         do {
-            return try SQLiteStore(path: path)
+            // A new store is created once the name is owned (start()).
+            return try SQLiteStore(path: path, createLazily: true)
         } catch {
-            guard options.recover else {
+            // Only damage is worth setting the file aside; a full disk or a permission is not.
+            guard options.recover, SQLiteStore.isCorruption(error) else {
+                guard SQLiteStore.isCorruption(error) else { throw error }
                 throw PropBusError(error.code, error.message + "\npropbusd: start it with --recover to move the damaged files aside (they are kept) and start empty")
             }
             let moved = try SQLiteStore.moveAside(path)
@@ -107,6 +159,10 @@ final class Daemon: @unchecked Sendable {
                         }
                         // Export everything before owning the name: no client may see a half-built daemon.
                         service = Service(connection: connection, model: model, store: store, commands: commands, options: serviceOptions)
+                        service?.storeFailureHandler = { Log.storeFailure($0.message) }
+                        service?.holdsCommits = true
+                        service?.skippedModelFiles = modelFiles.skipped
+                        service?.reloadHandler = { [unowned self] () throws(DBusError) in try reload(because: "Manager.Reload") }
                         self.connection = connection
                         connection.onDisconnect = {
                             Self.fail("lost the connection to the bus", code: 1)
@@ -125,6 +181,14 @@ final class Daemon: @unchecked Sendable {
             queue.async { [self] in
                 // A SIGTERM during start-up already said STOPPING=1; READY=1 would contradict it.
                 guard !stopping else { return }
+                // Ours now: what the model files and stored bindings changed becomes durable.
+                do throws(DBusError) { try service?.releaseCommits() } catch {
+                    Self.fail("cannot commit the model files' declarations: \(error.message)", code: 1)
+                }
+                do throws(PropBusError) { try (store as? SQLiteStore)?.createIfNeeded() } catch {
+                    Self.fail(error.message, code: 1)
+                }
+                Log.info("propbusd ready: serving \(service?.propertyCount ?? 0) properties as \(Service.busName)")
                 notifier.notify("READY=1\nSTATUS=Serving \(service?.propertyCount ?? 0) properties as \(Service.busName)")
                 startWatchdog()
             }
@@ -144,6 +208,15 @@ final class Daemon: @unchecked Sendable {
             source.resume()
             signalSources.append(source)
         }
+        // SIGHUP reloads the model files (systemctl reload); its default action would kill us.
+        let hangup = DispatchSource.makeSignalSource(signal: SIGHUP, queue: queue)
+        hangup.setEventHandler { [self] in
+            do throws(DBusError) { _ = try reload(because: "SIGHUP") } catch {
+                Log.info("reload failed: \(error.name): \(error.message)")
+            }
+        }
+        hangup.resume()
+        signalSources.append(hangup)
     }
 
     /// Pings systemd's watchdog (`WatchdogSec=`) at half its period, from the connection's queue:
@@ -167,6 +240,7 @@ final class Daemon: @unchecked Sendable {
         stopping = true
         // 1. systemd hears it first, also when the signal came from someone else.
         notifier.notify("STOPPING=1\nSTATUS=Shutting down")
+        Log.info("propbusd stopping")
         guard let connection, let service else { exit(0) }
         // 2. Calls arriving from now on are answered NoServer, unhandled: nothing may change
         //    after the final commit.
@@ -187,6 +261,8 @@ final class Daemon: @unchecked Sendable {
             Diagnostics.write("propbusd: the final commit failed, the last changes are lost: \(error.name): \(error.message)\n")
             status = 1
         }
+        // A clean exit leaves a checkpointed store: no WAL for the next start to replay.
+        (store as? SQLiteStore)?.close()
         // 5. Release the name before closing, so NameOwnerChanged tells clients at once and
         //    activation can start a new instance; bounded, so a wedged bus cannot hold us.
         Task {
@@ -194,8 +270,17 @@ final class Daemon: @unchecked Sendable {
                                            interface: "org.freedesktop.DBus", member: "ReleaseName",
                                            arguments: [.string(Service.busName)], timeoutMilliseconds: 5_000)
             connection.flush()
+            Log.info("propbusd stopped")
             // 6.
             exit(status)
+        }
+    }
+
+    static func describe(_ bus: BusAddress) -> String {
+        switch bus {
+        case .session: "session"
+        case .system: "system"
+        case .address(let address): address
         }
     }
 

@@ -37,7 +37,8 @@ enum DaemonManPage {
         lines += [
             ".SH FILES",
             ".TP", "\\fI$XDG_STATE_HOME/propbus/propbus.db\\fR, \\fI/var/lib/propbus/propbus.db\\fR", "The store (session and system bus).",
-            ".TP", "\\fI$XDG_CONFIG_HOME/propbus/models/*.json\\fR, \\fI/etc/propbus/models/*.json\\fR", "Model files read at start.",
+            ".TP", "\\fIpropbusd.lock\\fR beside the store", "The state directory's lock: one propbusd per store.",
+            ".TP", "\\fI$XDG_CONFIG_HOME/propbus/models/*.json\\fR, \\fI/etc/propbus/models/*.json\\fR", "Model files read at start and again on SIGHUP (systemctl reload, propctl reload).",
             ".SH \"EXIT STATUS\"",
             "0 after SIGTERM or SIGINT; 1 on a start\\-up failure or when the bus goes away; 64 for a wrong command line.",
             ".SH \"SEE ALSO\"", "\\fBpropctl\\fR(1), \\fBbusctl\\fR(1), \\fBsystemd.service\\fR(5), \\fBdbus\\-daemon\\fR(1)",

@@ -19,6 +19,8 @@ struct DaemonOptions {
     var maximumExecutions = 64
     /// `--system-access`: check callers as on the system bus, whatever the bus (SPEC §7).
     var systemAccess = false
+    /// `--strict-models`: a bad model file stops the start instead of being skipped.
+    var strictModels = false
 
     /// Whether callers are checked (SPEC §7): on the system bus, or with `--system-access`.
     var enforcesAccess: Bool {
@@ -56,6 +58,9 @@ struct DaemonOptions {
         },
         Option(name: "--model", value: "FILE", help: "Also read this model file (repeatable); the config directory's *.json come first.") { o, v in
             o.models.append(v)
+        },
+        Option(name: "--strict-models", help: "Refuse to start when a model file is bad (by default it is skipped and logged).") { o, _ in
+            o.strictModels = true
         },
         Option(name: "--state-dir", value: "DIR", help: "Keep the store in DIR (unless $STATE_DIRECTORY is set).") { o, v throws(UsageError) in
             guard !v.isEmpty else { throw UsageError(message: "--state-dir expects a directory") }
@@ -128,10 +133,15 @@ struct DaemonOptions {
         and members of group propbus may write; a property's writers option replaces that set, and
         secret properties are readable by their writers only. On the session bus all is allowed.
 
+        Model files are read at start and again on SIGHUP or Manager.Reload (propctl reload):
+        new keys appear, changed ones apply, keys a file no longer declares leave the bus while
+        their stored values stay (propctl prune deletes them). A bad file is skipped and logged.
+        Only one propbusd may use a state directory at a time (a lock file, propbusd.lock).
+
         On SIGTERM or SIGINT it stops accepting calls, cancels running executions, commits,
         releases its name and exits 0; if it loses the bus it exits 1. Under systemd
         (Type=notify) it sends READY=1 once the name is owned, STOPPING=1 on SIGTERM, and
-        watchdog pings when WatchdogSec= is set.
+        watchdog pings when WatchdogSec= is set; RELOADING=1 and READY=1 around a reload.
         """
     }
 }

@@ -151,7 +151,7 @@ final class CommandTests: DaemonTestCase {
         _ = await changes.wait { $0.contains { $0.changed["activity"] == .boolean(false) } }
         try await assertValue("ui.activity", .boolean(false))
         // The state is the command's: writing it or binding it both ways is refused.
-        await assertDBusError(PropBusAPI.error("ReadOnly"), containing: ["vm.search.Executing"]) {
+        await assertDBusError(PropBusAPI.standard("PropertyReadOnly"), containing: ["vm.search.Executing"]) {
             try await self.client.set("vm.search.Executing", .boolean(true))
         }
         await assertDBusError(PropBusAPI.error("ReadOnly"), containing: ["vm.search.Enabled", "direction=from"]) {

@@ -159,7 +159,7 @@ final class ErrorTests: DaemonTestCase {
 
     func testSetOfAReadOnlyPropertyIsReadOnly() async throws {
         try await client.create("sys.version", "s", default: .string("1.0"), options: ["writable": .boolean(false)])
-        await assertDBusError(PropBusAPI.error("ReadOnly"), containing: ["sys.version"]) {
+        await assertDBusError(PropBusAPI.standard("PropertyReadOnly"), containing: ["sys.version"]) {
             try await self.client.set("sys.version", .string("2.0"))
         }
         await assertDBusError(PropBusAPI.error("ReadOnly"), containing: ["sys.version"]) {

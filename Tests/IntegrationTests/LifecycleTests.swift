@@ -51,7 +51,10 @@ final class LifecycleTests: DaemonTestCase {
     }
 
     func testSecondDaemonOnTheSameBusRefusesToStartAndExitsNonZero() async throws {
-        let second = try ChildProcess(BuildProducts.propbusd, ["--address", bus.address], environment: bus.environment)
+        // A store of its own: the same one would be refused by its lock first (StoreLockTests).
+        var environment = bus.environment
+        environment["STATE_DIRECTORY"] = bus.directory.appendingPathComponent("second-state").path
+        let second = try ChildProcess(BuildProducts.propbusd, ["--address", bus.address], environment: environment)
         let ended = await second.waitForExit(timeout: 10)
         XCTAssertEqual(ended?.bySignal, false)
         XCTAssertNotEqual(ended?.status, 0, "\(second.stderr)")

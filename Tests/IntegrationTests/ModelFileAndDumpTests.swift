@@ -24,7 +24,7 @@ final class ModelFileAndDumpTests: DaemonTestCase, @unchecked Sendable {
         try await restartDaemon(arguments: ["--model", example])
         let title = try await client.get("viewmodel.title")
         XCTAssertEqual(title, .string("Flickr Search"))
-        await assertDBusError(PropBusAPI.error("ReadOnly"), containing: ["viewmodel.title"]) {
+        await assertDBusError(PropBusAPI.standard("PropertyReadOnly"), containing: ["viewmodel.title"]) {
             try await self.client.set("viewmodel.title", .string("Other"))
         }
         try await client.set("settings.someBoolKey", .boolean(true))

@@ -243,7 +243,7 @@ final class CommandStoreTests: XCTestCase {
         ] {
             XCTAssertThrowsError(try ModelFile(path: "m.json", text: text), text) { error in
                 let message = (error as? PropBusError)?.message ?? "\(error)"
-                XCTAssertTrue(message.hasPrefix("m.json: a.run"), message)
+                XCTAssertTrue(message.hasPrefix("m.json:") && message.contains(": a.run"), message)
                 XCTAssertTrue(message.contains(piece), message)
             }
         }
@@ -252,7 +252,7 @@ final class CommandStoreTests: XCTestCase {
         let model = try PropertyModel(store: MemoryStore())
         XCTAssertThrowsError(try file.apply(to: model, commands: CommandTable(model: model, store: MemoryStore()))) { error in
             let message = (error as? PropBusError)?.message ?? "\(error)"
-            XCTAssertTrue(message.hasPrefix("m.json: a.run"), message)
+            XCTAssertTrue(message.hasPrefix("m.json:") && message.contains(": a.run"), message)
             XCTAssertTrue(message.contains("a.missing"), message)
         }
     }

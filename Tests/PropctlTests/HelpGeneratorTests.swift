@@ -56,6 +56,10 @@ final class HelpGeneratorTests: XCTestCase {
               load                Apply a document written by 'propctl dump', atomically.
               status              Show whether propbusd is running, its version and its
                                   commands.
+              reload              Make propbusd read its model files again (like systemctl
+                                  reload).
+              prune               Show, then with --yes delete, stored values that no
+                                  definition claims.
               completion          Print a shell completion script for bash, zsh or fish.
 
             Examples:

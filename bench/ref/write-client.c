@@ -8,6 +8,8 @@
  *       "WRITES ELAPSED_S WRITES_PER_S" (acknowledged writes over all writers).
  *   write-client ADDRESS preload-propbus N
  *       Creates bench.w0..bench.w15 and N stored properties bench.k0..k(N-1) (pipelined).
+ *   write-client ADDRESS preload-propbus-transient
+ *       Creates bench.w0..bench.w15 as transient properties (persistent=false).
  *   write-client ADDRESS preload-dconf N
  *       Writes N keys /bench/k0..k(N-1) (in changesets of 10000 keys).
  *
@@ -97,6 +99,31 @@ static DBusMessage *propbus_create(const char *key, dbus_int32_t value)
     dbus_message_iter_append_basic(&entry, DBUS_TYPE_STRING, &option);
     dbus_message_iter_open_container(&entry, DBUS_TYPE_VARIANT, "i", &inner);
     dbus_message_iter_append_basic(&inner, DBUS_TYPE_INT32, &value);
+    dbus_message_iter_close_container(&entry, &inner);
+    dbus_message_iter_close_container(&dict, &entry);
+    dbus_message_iter_close_container(&it, &dict);
+    return m;
+}
+
+/* CreateProperty(key, "i", <0>, {"persistent": <false>}) */
+static DBusMessage *propbus_create_transient(const char *key)
+{
+    DBusMessage *m = dbus_message_new_method_call(PROPBUS, PROPBUS_ROOT, "org.propbus.PropBus1.Manager", "CreateProperty");
+    const char *type = "i", *option = "persistent";
+    dbus_int32_t zero = 0;
+    dbus_bool_t no = FALSE;
+    DBusMessageIter it, var, dict, entry, inner;
+    dbus_message_iter_init_append(m, &it);
+    dbus_message_iter_append_basic(&it, DBUS_TYPE_STRING, &key);
+    dbus_message_iter_append_basic(&it, DBUS_TYPE_STRING, &type);
+    dbus_message_iter_open_container(&it, DBUS_TYPE_VARIANT, "i", &var);
+    dbus_message_iter_append_basic(&var, DBUS_TYPE_INT32, &zero);
+    dbus_message_iter_close_container(&it, &var);
+    dbus_message_iter_open_container(&it, DBUS_TYPE_ARRAY, "{sv}", &dict);
+    dbus_message_iter_open_container(&dict, DBUS_TYPE_DICT_ENTRY, NULL, &entry);
+    dbus_message_iter_append_basic(&entry, DBUS_TYPE_STRING, &option);
+    dbus_message_iter_open_container(&entry, DBUS_TYPE_VARIANT, "b", &inner);
+    dbus_message_iter_append_basic(&inner, DBUS_TYPE_BOOLEAN, &no);
     dbus_message_iter_close_container(&entry, &inner);
     dbus_message_iter_close_container(&dict, &entry);
     dbus_message_iter_close_container(&it, &dict);
@@ -222,6 +249,15 @@ int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[2], "preload-propbus") == 0)
         return preload_propbus(argv[1], atol(argv[3]));
+    if (argc == 3 && strcmp(argv[2], "preload-propbus-transient") == 0) {
+        DBusConnection *conn = connect_bus(argv[1]);
+        for (int w = 0; w < 16; w++) {
+            char key[32];
+            snprintf(key, sizeof key, "bench.w%d", w);
+            dbus_message_unref(call(conn, propbus_create_transient(key)));
+        }
+        return 0;
+    }
     if (argc == 4 && strcmp(argv[2], "preload-dconf") == 0)
         return preload_dconf(argv[1], atol(argv[3]));
     if ((argc == 5 || argc == 6) && (strcmp(argv[2], "propbus") == 0 || strcmp(argv[2], "dconf") == 0))

@@ -151,6 +151,7 @@ public final class ObjectTree: @unchecked Sendable {
     // MARK: Change notification
 
     /// Notes that a property may have changed; `oldValue` is its value before the change.
+    /// A property noted and then gone from its interface is listed as invalidated.
     ///
     /// At the end of the round the current value is compared with the oldest noted value, and
     /// the change is dropped if they are equal (GDBus's no-op rule).
@@ -310,7 +311,13 @@ public final class ObjectTree: @unchecked Sendable {
         var changed: [DictionaryEntry] = []
         var invalidated: [DBusValue] = []
         for (name, old) in changes.sorted(by: { $0.key < $1.key }) {
-            guard let property = interface.properties.lookup(name), let current = try? property.get() else { continue }
+            guard let property = interface.properties.lookup(name) else {
+                // Noted, then removed from an interface that remains: caches (GDBusProxy,
+                // ObjectManager clients) forget a property only when told it is invalid.
+                invalidated.append(.string(name))
+                continue
+            }
+            guard let current = try? property.get() else { continue }
             if current == old { continue }
             switch property.changeSignal {
             // Anyone may receive the signal, so a restricted value is never carried in it.

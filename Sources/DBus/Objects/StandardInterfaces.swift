@@ -46,8 +46,16 @@ struct StandardInterfaces {
             return interface
         }
         func property(_ call: MethodCall, _ tree: ObjectTree) throws(DBusError) -> PropertyDescription {
-            let interface = try find(call, tree)
             let name = call.arguments[1].stringValue ?? ""
+            if call.arguments[0].stringValue?.isEmpty ?? true {
+                // An empty interface name means "whichever interface has it" (D-Bus spec).
+                let own = tree.object(at: call.path)?.interfaces() ?? []
+                guard let property = own.lazy.compactMap({ $0.properties.lookup(name) }).first else {
+                    throw .unknownProperty("No such property '\(name)' at object path '\(call.path)'")
+                }
+                return property
+            }
+            let interface = try find(call, tree)
             guard let property = interface.properties.lookup(name) else {
                 throw .unknownProperty("No such property '\(name)' on interface '\(interface.name)' at object path '\(call.path)'")
             }
@@ -73,9 +81,13 @@ struct StandardInterfaces {
             MethodDescription("GetAll", in: [("interface_name", "s")], out: [("props", "a{sv}")]) { [unowned tree] call throws(DBusError) in
                 if call.arguments[0].stringValue?.isEmpty ?? true {
                     // An empty name means every interface, as GDBus and sd-bus treat it.
+                    // A name two interfaces share (a command's state) is listed once, as a
+                    // dictionary must: the first interface's value.
                     var entries: [DictionaryEntry] = []
+                    var seen: Set<String> = []
                     for interface in tree.allInterfaces(at: call.path) {
-                        if case .dictionary(_, _, let items) = tree.propertyDictionary(interface, for: call) { entries += items }
+                        guard case .dictionary(_, _, let items) = tree.propertyDictionary(interface, for: call) else { continue }
+                        for item in items where seen.insert(item.key.stringValue ?? "").inserted { entries.append(item) }
                     }
                     return .reply([.dictionary(key: .string, value: .variant, entries)])
                 }

@@ -56,7 +56,14 @@ public struct Binding: Sendable, Hashable {
         var result: [String: DBusValue] = ["direction": .string(direction.rawValue), "persistent": .boolean(persistent)]
         if let toKey { result["to_key"] = .string(toKey.text) }
         if let toTarget { result["to_target"] = .string(toTarget.text) }
-        if let owner { result["owner"] = .string(owner) }
+        // A persistent binding belongs to no connection: it outlives the one that made it.
+        if let owner, !persistent { result["owner"] = .string(owner) }
         return result
+    }
+
+    /// Whether `other` binds the same keys the same way (direction and transforms).
+    public func sameChannel(as other: Binding) -> Bool {
+        key == other.key && to == other.to && direction == other.direction
+            && toKey?.text == other.toKey?.text && toTarget?.text == other.toTarget?.text
     }
 }

@@ -89,11 +89,15 @@ public final class CommandTable {
     /// Creates a command, or updates its definition if it exists (running executions go on).
     ///
     /// The `enabled_when` predicate must name existing keys and yield a boolean.
-    public func create(key keyText: String, options: [String: DBusValue]) throws(PropBusError) -> [PropertyChange] {
+    ///
+    /// - Parameter allowingMissingKeys: for a stored command at startup: a predicate that reads
+    ///   a key which does not exist (now) leaves the command disabled until the key appears, as
+    ///   deleting that key does while the daemon runs, instead of losing the command.
+    public func create(key keyText: String, options: [String: DBusValue], allowingMissingKeys: Bool = false) throws(PropBusError) -> [PropertyChange] {
         let key = try Key(keyText)
         let definition = try CommandDefinition(key: key, options: options)
         if let predicate = definition.enabledWhen {
-            for name in predicate.referencedKeys.sorted() {
+            for name in predicate.referencedKeys.sorted() where !allowingMissingKeys {
                 guard (try? model.entry(name)) != nil else {
                     throw PropBusError(.unknownKey, "option 'enabled_when' of command \(key) reads \(name), which does not exist")
                 }
@@ -120,7 +124,10 @@ public final class CommandTable {
 
     /// Creates stored commands again at startup, in an order that works: a command whose
     /// predicate reads another command's state comes after it. Returns those that still fail.
-    public func recreate(_ stored: [(key: Key, options: [String: DBusValue])]) -> [(key: Key, error: PropBusError)] {
+    ///
+    /// With `allowingMissingKeys` (stored commands at startup), those whose predicate reads a key
+    /// that does not exist are created last, disabled (see ``create(key:options:allowingMissingKeys:)``).
+    public func recreate(_ stored: [(key: Key, options: [String: DBusValue])], allowingMissingKeys: Bool = false) -> [(key: Key, error: PropBusError)] {
         var pending = stored
         while true {
             var failed: [(key: Key, options: [String: DBusValue], error: PropBusError)] = []
@@ -128,7 +135,14 @@ public final class CommandTable {
                 do { _ = try create(key: key.text, options: options) } catch { failed.append((key, options, error)) }
             }
             // Stop when a pass makes no progress: what is left cannot be created.
-            if failed.isEmpty || failed.count == pending.count { return failed.map { ($0.key, $0.error) } }
+            if failed.isEmpty || failed.count == pending.count {
+                guard allowingMissingKeys else { return failed.map { ($0.key, $0.error) } }
+                var left: [(key: Key, error: PropBusError)] = []
+                for (key, options, _) in failed {
+                    do { _ = try create(key: key.text, options: options, allowingMissingKeys: true) } catch { left.append((key, error)) }
+                }
+                return left
+            }
             pending = failed.map { ($0.key, $0.options) }
         }
     }

@@ -34,6 +34,8 @@ public struct ModelFile: Sendable {
 
     /// The file the declarations came from.
     public let path: String
+    /// The file's text, to point errors at a line and column.
+    private let text: String
     public private(set) var properties: [PropertyDeclaration] = []
     public private(set) var commands: [CommandDeclaration] = []
     public private(set) var bindings: [BindingDeclaration] = []
@@ -52,9 +54,11 @@ public struct ModelFile: Sendable {
     /// Checks `text` as the content of a model file named `path`.
     public init(path: String, text: String) throws(PropBusError) {
         self.path = path
+        self.text = text
         let json: JSONValue
         do { json = try JSONValue.parse(text) } catch {
-            throw fail(nil, "invalid JSON at byte \(error.offset): \(error.reason)")
+            let (line, column) = Self.lineAndColumn(ofByte: error.offset, in: text)
+            throw PropBusError(.invalidArgs, "\(path):\(line):\(column): invalid JSON: \(error.reason)")
         }
         guard let top = json.objectMembers else { throw fail(nil, "the document must be a JSON object with \"groups\" (and optionally \"bindings\")") }
         for member in top {
@@ -73,8 +77,33 @@ public struct ModelFile: Sendable {
         }
     }
 
+    /// An error as compilers write them: `FILE:LINE:COLUMN: KEY: PROBLEM`, pointing at the
+    /// declaration of `key` (its last name, as written in the file) or at the start.
     private func fail(_ key: String?, _ problem: String) -> PropBusError {
-        PropBusError(.invalidArgs, "\(path): " + (key.map { "\($0): " } ?? "") + problem)
+        let (line, column) = key.map { Self.lineAndColumn(ofDeclaration: $0, in: text) } ?? (1, 1)
+        return PropBusError(.invalidArgs, "\(path):\(line):\(column): " + (key.map { "\($0): " } ?? "") + problem)
+    }
+
+    /// Where `"name":` of a key (its last segment; `bindings` for a binding) first appears.
+    static func lineAndColumn(ofDeclaration key: String, in text: String) -> (Int, Int) {
+        var name = key.hasPrefix("bindings[") ? "bindings" : String(key.split(separator: ".").last ?? "")
+        if let space = name.firstIndex(of: " ") { name = String(name[..<space]) }
+        let needle = Array("\"\(name)\"".utf8)
+        let bytes = Array(text.utf8)
+        guard !needle.isEmpty, bytes.count >= needle.count else { return (1, 1) }
+        for start in 0...(bytes.count - needle.count) where bytes[start..<start + needle.count].elementsEqual(needle) {
+            return lineAndColumn(ofByte: start, in: text)
+        }
+        return (1, 1)
+    }
+
+    /// 1-based line and column (in bytes) of a byte offset.
+    static func lineAndColumn(ofByte offset: Int, in text: String) -> (Int, Int) {
+        var line = 1, column = 1
+        for byte in text.utf8.prefix(offset) {
+            if byte == UInt8(ascii: "\n") { line += 1; column = 1 } else { column += 1 }
+        }
+        return (line, column)
     }
 
     private mutating func readGroup(_ group: String, _ json: JSONValue) throws(PropBusError) {
@@ -140,6 +169,8 @@ public struct ModelFile: Sendable {
                 throw fail(keyText, "unknown field \"\(field)\"; expected type, default, \(PropertyDefinition.optionNames.joined(separator: ", "))")
             }
         }
+        // Where it came from, kept with the definition: a key its file drops can then leave the bus.
+        options["source"] = .string(path)
         properties.append(PropertyDeclaration(key: key, type: type, defaultValue: defaultValue, options: options))
     }
 
@@ -224,7 +255,8 @@ public struct ModelFile: Sendable {
                 changes += try model.create(key: property.key.text, type: property.type.signature,
                                             defaultValue: property.defaultValue, options: property.options)
             } catch {
-                throw fail(property.key.text, error.message)
+                guard error.code == .typeMismatch else { throw fail(property.key.text, error.message) }
+                throw fail(property.key.text, error.message + "; to migrate, declare the new type under a new name (and copy the value with propctl get/set), or delete the key with propctl delete \(property.key) (which drops its stored value) and reload")
             }
         }
         // In an order that works, so a predicate may read a command declared further down.

@@ -24,6 +24,9 @@ public struct PropertyDefinition: Hashable, Sendable {
     public var secret = false
     /// The command whose state this read-only key is (`Enabled`, `Executing`, `Executions`).
     public var stateOf: Key?
+    /// The model file that declared it; `nil` for a property created at run time. A key whose
+    /// file no longer declares it leaves the bus at the next reload or start.
+    public var source: String?
 
     public init(key: Key, type: DBusType, defaultValue: DBusValue) {
         self.key = key
@@ -73,6 +76,9 @@ public struct PropertyDefinition: Hashable, Sendable {
                 writers = items.compactMap(\.stringValue)
             case "value":
                 initial = value
+            case "source":
+                guard case .string(let s) = value else { throw expect("a string (s)") }
+                source = s.isEmpty ? nil : s
             default:
                 throw .invalidArgs("unknown option '\(name)' for \(key); expected one of: \(Self.optionNames.joined(separator: ", "))")
             }
@@ -151,6 +157,7 @@ public struct PropertyDefinition: Hashable, Sendable {
         if let choices { result["choices"] = .array(of: .variant, choices.map { .variant($0) }) }
         if let writers { result["writers"] = .array(of: .string, writers.map { .string($0) }) }
         if let stateOf { result["state_of"] = .string(stateOf.text) }
+        if let source { result["source"] = .string(source) }
         return result
     }
 }

@@ -29,9 +29,20 @@ public final class PropertyModel {
         public var storedValue: DBusValue?
         /// The model revision of the last change.
         public var revision: UInt64
+        /// A stored value the current definition does not admit (range, choices, type): kept in
+        /// the store, unseen, until a later definition admits it again (issue 11: a
+        /// redefinition never deletes data).
+        public var hidden: HiddenValue?
 
         /// The value clients see.
         public var value: DBusValue { storedValue ?? definition.defaultValue }
+    }
+
+    /// A stored value kept out of sight, and why.
+    public struct HiddenValue: Sendable {
+        public var value: DBusValue
+        /// Why the current definition does not admit it.
+        public var reason: String
     }
 
     public let limits: Limits
@@ -45,8 +56,14 @@ public final class PropertyModel {
     private var unclaimedValues: [Key: (value: DBusValue, revision: UInt64)] = [:]
     /// Each key's entry as it was at the last commit (`nil`: it did not exist), first touch wins.
     private var undoLog: [Key: Entry?] = [:]
-    private var undoUnclaimed: [Key: (value: DBusValue, revision: UInt64)] = [:]
+    /// Unclaimed values as they were at the last commit (`nil`: there was none), first touch wins.
+    private var undoUnclaimed: [Key: (value: DBusValue, revision: UInt64)?] = [:]
     private var revisionAtCommit: UInt64 = 0
+    /// Revisions up to here are reserved in the store: transient changes hand them out without
+    /// touching the disk (issue 11: transient means memory), and a restart starts above them.
+    private var reservedRevision: UInt64 = 0
+    /// How many revisions one reservation covers: one small write per this many transient changes.
+    static let revisionBlock: UInt64 = 4096
     /// The daemon-side channels (SPEC §5).
     public private(set) var bindings = BindingTable()
     /// The bindings as they were at the last commit, once the round changed them.
@@ -67,11 +84,13 @@ public final class PropertyModel {
         entries.reserveCapacity(state.definitions.count)
         for definition in state.definitions {
             let stored = unclaimedValues.removeValue(forKey: definition.key)
-            let value = stored.flatMap { $0.value.type == definition.type ? $0.value : nil }
-            insert(Entry(definition: definition, storedValue: value, revision: stored?.revision ?? 0))
+            var entry = Entry(definition: definition, storedValue: nil, revision: stored?.revision ?? 0)
+            if let stored { admit(stored.value, into: &entry) }
+            insert(entry)
             revision = max(revision, stored?.revision ?? 0)
         }
         for stored in unclaimedValues.values { revision = max(revision, stored.revision) }
+        reservedRevision = revision
         for binding in state.bindings { bindings.insert(binding) }
         bindings.reserveIDs(below: state.nextBindingID)
         storedCommands = state.commands
@@ -107,6 +126,10 @@ public final class PropertyModel {
         revision = revisionAtCommit
         commitRound()
         return touched
+    }
+
+    private func rememberUnclaimed(_ key: Key) {
+        if undoUnclaimed.index(forKey: key) == nil { undoUnclaimed.updateValue(unclaimedValues[key], forKey: key) }
     }
 
     /// Records `key`'s state before its first change in this round.
@@ -180,21 +203,22 @@ public final class PropertyModel {
 
         remember(key)
         var entry = existing ?? Entry(definition: definition, storedValue: nil, revision: 0)
-        if existing == nil, let stored = unclaimedValues[key], stored.value.type == type {
+        var candidate = entry.storedValue ?? entry.hidden?.value
+        if existing == nil, let stored = unclaimedValues[key] {
             // A value stored in an earlier run, for a property declared again only now.
-            undoUnclaimed[key] = stored
+            rememberUnclaimed(key)
             unclaimedValues[key] = nil
-            entry.storedValue = stored.value
+            candidate = stored.value
             entry.revision = stored.revision
         }
         let oldValue = existing?.value
         entry.definition = definition
-        if let stored = entry.storedValue, (try? definition.check(stored, maximumSize: limits.maximumValueSize)) == nil {
-            // A stored value the new metadata forbids falls back to the default.
-            entry.storedValue = nil
-            if definition.persistent { store.removeValue(for: key) }
-        }
-        if let initial, entry.storedValue == nil {
+        // A stored value the new definition does not admit is hidden, never deleted: it stays in
+        // the store and comes back when a later definition admits it.
+        entry.storedValue = nil
+        entry.hidden = nil
+        if let candidate { admit(candidate, into: &entry) }
+        if let initial, entry.storedValue == nil, entry.hidden == nil {
             try definition.check(initial, maximumSize: limits.maximumValueSize)
             entry.storedValue = initial
         }
@@ -212,12 +236,63 @@ public final class PropertyModel {
             revision += 1
             entry.revision = revision
             if let stored = entry.storedValue, definition.persistent { store.saveValue(stored, revision: revision, for: key) }
-            store.saveRevision(revision)
+            saveRevisionCeiling()
         }
         insert(entry)
         if existing == nil { return [.created(key)] }
         guard entry.value != oldValue else { return [.redefined(key)] }
         return [.valueChanged(key, old: oldValue!)] + (try write(propagated.map { ($0.0, $0.1) }, frozen: [key]))
+    }
+
+    /// Makes `value` the entry's stored value if its definition admits it, else keeps it hidden
+    /// with the reason.
+    private func admit(_ value: DBusValue, into entry: inout Entry) {
+        let definition = entry.definition
+        guard value.type == definition.type else {
+            entry.hidden = HiddenValue(value: value, reason: "the stored value has type '\(value.signature)' and \(definition.key) now has type '\(definition.type.signature)'")
+            return
+        }
+        do {
+            try definition.check(value, maximumSize: limits.maximumValueSize)
+            entry.storedValue = value
+        } catch {
+            entry.hidden = HiddenValue(value: value, reason: error.message)
+        }
+    }
+
+    // MARK: Model files
+
+    /// Takes a property off the bus but keeps its stored value, unclaimed: a key its model file
+    /// no longer declares. Declared again, it gets its value back; ``prune(_:)`` drops it.
+    public func retire(_ key: Key) -> [PropertyChange] {
+        guard let existing = entries[key], existing.definition.stateOf == nil else { return [] }
+        remember(key)
+        entries.removeValue(forKey: key)
+        removeFromGroup(key)
+        store.retireDefinition(key)
+        if existing.definition.persistent, let kept = existing.storedValue ?? existing.hidden?.value {
+            rememberUnclaimed(key)
+            unclaimedValues[key] = (kept, existing.revision)
+        }
+        let ended = bindings.touching(key).map { removeBinding($0.id) }
+        return [.deleted(key, old: existing.value)] + ended
+    }
+
+    /// Stored values that no definition claims, sorted by key.
+    public var unclaimed: [(key: Key, value: DBusValue)] {
+        unclaimedValues.map { ($0.key, $0.value.value) }.sorted { $0.key < $1.key }
+    }
+
+    /// Deletes stored values no definition claims; returns the keys whose value went.
+    public func prune(_ keys: [Key]) -> [Key] {
+        var pruned: [Key] = []
+        for key in keys where unclaimedValues[key] != nil {
+            rememberUnclaimed(key)
+            unclaimedValues[key] = nil
+            store.removeValue(for: key)
+            pruned.append(key)
+        }
+        return pruned
     }
 
     /// Removes a property and its stored value.
@@ -316,6 +391,8 @@ public final class PropertyModel {
             if let newStored, entry.value == newStored { continue }
             remember(key)
             entry.storedValue = newStored
+            // A new value replaces a hidden one (in the store too); a Reset leaves it be.
+            if newStored != nil { entry.hidden = nil }
             if entry.definition.persistent {
                 if let newStored { store.saveValue(newStored, revision: revision + 1, for: key) } else { store.removeValue(for: key) }
             }
@@ -325,9 +402,28 @@ public final class PropertyModel {
             entry.revision = revision
             entries[key] = entry
             if entry.value != old { changes.append(.valueChanged(key, old: old)) }
-            store.saveRevision(revision)
+            if entry.definition.persistent {
+                saveRevisionCeiling()
+            } else {
+                reserveRevision()
+            }
         }
         return changes
+    }
+
+    /// With a write that commits anyway: records the reserved ceiling, renewing the block
+    /// first when it is used up, so transient changes that follow need no write of their own.
+    private func saveRevisionCeiling() {
+        if revision >= reservedRevision { reservedRevision = revision + Self.revisionBlock }
+        store.saveRevision(reservedRevision)
+    }
+
+    /// Makes sure the revision just handed out is reserved in the store, reserving a new block
+    /// (one small write) when it is not.
+    private func reserveRevision() {
+        guard revision > reservedRevision else { return }
+        reservedRevision = revision + Self.revisionBlock
+        store.reserveRevisions(through: reservedRevision)
     }
 
     private var propagation: Propagation {
@@ -360,6 +456,7 @@ public final class PropertyModel {
             definition.description = "\(name) of command \(command)"
             remember(key)
             revision += 1
+            reserveRevision()
             insert(Entry(definition: definition, storedValue: nil, revision: revision))
             changes.append(.created(key))
         }
@@ -430,6 +527,11 @@ public final class PropertyModel {
             default:
                 throw .invalidArgs("unknown option '\(name)' for Bind; expected one of: \(Binding.optionNames.joined(separator: ", "))")
             }
+        }
+        // Binding the same persistent pair again (a setup script run twice) must not stack up
+        // identical bindings that outlive everyone: the existing one is the answer.
+        if binding.persistent, let existing = bindings.all.first(where: { $0.persistent && $0.sameChannel(as: binding) }) {
+            return (existing, [])
         }
         if let owner, bindings.count(ownedBy: owner) >= maximumPerOwner {
             throw PropBusError(.limitsExceeded, "cannot bind \(key) to \(to): this connection already holds the maximum of \(maximumPerOwner) bindings")

@@ -11,6 +11,12 @@ public protocol PropertyStore: AnyObject {
     func saveDefinition(_ definition: PropertyDefinition)
     /// Forgets a definition and its value.
     func removeDefinition(_ key: Key)
+    /// Forgets a definition but keeps its stored value (a key whose model file no longer
+    /// declares it: the value returns if the key is declared again, until pruned).
+    func retireDefinition(_ key: Key)
+    /// The writes recorded since the last commit, to go back to with ``StoreSavepoint/restore()``
+    /// (a model file that fails half-way is skipped as a whole).
+    func savepoint() -> StoreSavepoint
     /// Records a persistent property's value.
     func saveValue(_ value: DBusValue, revision: UInt64, for key: Key)
     /// Forgets a stored value (Reset).
@@ -18,6 +24,11 @@ public protocol PropertyStore: AnyObject {
     /// Records the model's highest revision, so revisions never go back across restarts even
     /// when the latest change was a Reset (whose value is not stored).
     func saveRevision(_ revision: UInt64)
+    /// Records that revisions up to `ceiling` may be handed out without another write, so a
+    /// restart starts above it. Advisory: a store may write it with the next commit or on its
+    /// own, and a failure to write it must not fail a round that wrote nothing else (transient
+    /// keys live in memory and must work on a full disk).
+    func reserveRevisions(through ceiling: UInt64)
     /// Records a persistent binding.
     func saveBinding(_ binding: Binding)
     /// Forgets a persistent binding.
@@ -34,11 +45,25 @@ public protocol PropertyStore: AnyObject {
     func rollback()
 }
 
+extension PropertyStore {
+    public func reserveRevisions(through ceiling: UInt64) { saveRevision(ceiling) }
+    public func retireDefinition(_ key: Key) {}
+    public func savepoint() -> StoreSavepoint { StoreSavepoint {} }
+}
+
+/// Uncommitted writes as they were at one moment.
+public struct StoreSavepoint {
+    /// Puts the uncommitted writes back as they were.
+    public let restore: () -> Void
+
+    public init(restore: @escaping () -> Void) { self.restore = restore }
+}
+
 /// The contents of a store, as loaded at startup.
 public struct StoredState: Sendable {
     public var definitions: [PropertyDefinition] = []
     public var values: [Key: (value: DBusValue, revision: UInt64)] = [:]
-    /// The highest revision the model had handed out when it last committed.
+    /// No revision above this was handed out before (the highest one, or a reserved ceiling).
     public var revision: UInt64 = 0
     /// Persistent bindings.
     public var bindings: [Binding] = []
@@ -59,6 +84,7 @@ public final class MemoryStore: PropertyStore {
     public func saveValue(_ value: DBusValue, revision: UInt64, for key: Key) {}
     public func removeValue(for key: Key) {}
     public func saveRevision(_ revision: UInt64) {}
+    public func reserveRevisions(through ceiling: UInt64) {}
     public func saveBinding(_ binding: Binding) {}
     public func removeBinding(_ id: UInt64) {}
     public func saveNextBindingID(_ id: UInt64) {}

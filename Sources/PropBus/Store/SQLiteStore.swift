@@ -1,5 +1,6 @@
 import CSQLite
 import DBus
+import Glibc
 
 /// The durable store: one SQLite database in WAL mode with `synchronous=FULL`.
 ///
@@ -13,17 +14,29 @@ public final class SQLiteStore: PropertyStore {
     public static let schemaVersion: Int64 = 3
     /// The database file name inside the state directory.
     public static let fileName = "propbus.db"
+    /// `PRAGMA application_id` of a propbus store ('PBUS'), so that another application's
+    /// SQLite file at the same path is recognised and refused rather than altered.
+    public static let applicationID: Int32 = 0x5042_5553
+    /// The tables a propbus store holds; a database with other tables belongs to someone else.
+    static let tableNames: Set<String> = ["definitions", "stored_values", "meta", "bindings", "commands"]
 
     /// The database file.
     public let path: String
-    private let database: SQLiteDatabase
-    private let statements: Statements
+    /// `nil` only for a store created lazily (``init(path:createLazily:)``) until its first commit.
+    private var database: SQLiteDatabase!
+    private var statements: Statements!
     private var pendingDefinitions: [Key: Pending<PropertyDefinition>] = [:]
     private var pendingValues: [Key: Pending<(value: DBusValue, revision: UInt64)>] = [:]
     private var pendingRevision: UInt64?
     private var pendingBindings: [UInt64: Pending<Binding>] = [:]
     private var pendingNextBindingID: UInt64?
     private var pendingCommands: [Key: Pending<[String: DBusValue]>] = [:]
+    /// A store written before `application_id` existed gets it with its next commit: opening
+    /// writes nothing (see the daemon's start-up rule).
+    private var pendingApplicationID = false
+    /// A revision ceiling to record (``reserveRevisions(through:)``); kept across a rollback
+    /// until written, since the model already counts on it.
+    private var pendingReservation: UInt64?
 
     private enum Pending<T> {
         case save(T)
@@ -45,15 +58,40 @@ public final class SQLiteStore: PropertyStore {
 
     /// Opens (creating if needed) the database at `path`, checks its integrity and migrates its
     /// schema. A corrupt or unreadable file throws `StoreFailed` naming it.
-    public init(path: String) throws(PropBusError) {
+    ///
+    /// With `createLazily`, a store that does not exist yet is created by the first commit or
+    /// by ``createIfNeeded()`` instead (it loads as empty): the daemon writes nothing to its store before it owns its
+    /// name, not even a new file.
+    public init(path: String, createLazily: Bool = false) throws(PropBusError) {
         self.path = path
+        if createLazily, access(path, F_OK) != 0 { return }
+        try open()
+    }
+
+    /// Creates a store that was left to be created lazily and has not been yet (the daemon
+    /// calls this once it owns its name, so the file exists from then on).
+    public func createIfNeeded() throws(PropBusError) {
+        if database == nil { try open() }
+    }
+
+    private func open() throws(PropBusError) {
         do {
-            database = try SQLiteDatabase(path: path)
+            // Kept only once everything below succeeded: a failed lazy open is tried again.
+            let database = try SQLiteDatabase(path: path)
             // An unreadable or non-database file fails here, on the first statement that reads it.
             let check = try database.textRows("PRAGMA quick_check")
             guard check == ["ok"] else {
                 throw PropBusError(.storeFailed, "the store \(path) is corrupt: integrity check reported: \(check.prefix(5).joined(separator: "; "))")
             }
+            let application = Int32(try database.textRows("PRAGMA application_id").first ?? "0") ?? 0
+            let tables = Set(try database.textRows("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"))
+            if application != 0, application != Self.applicationID {
+                throw PropBusError(.storeFailed, "\(path) is not a propbus store: it is another application's SQLite database (application_id \(application)); move it away or choose another --state-dir")
+            }
+            if application == 0, !tables.isSubset(of: Self.tableNames) {
+                throw PropBusError(.storeFailed, "\(path) is not a propbus store: it is an SQLite database with other tables (\(tables.subtracting(Self.tableNames).sorted().prefix(5).joined(separator: ", "))); move it away or choose another --state-dir")
+            }
+            pendingApplicationID = application == 0 && !tables.isEmpty
             let mode = try database.textRows("PRAGMA journal_mode=WAL")
             guard mode == ["wal"] else {
                 throw PropBusError(.storeFailed, "the store \(path) cannot use WAL mode (journal_mode is \(mode.first ?? "unknown"))")
@@ -62,6 +100,7 @@ public final class SQLiteStore: PropertyStore {
             // Only another process (e.g. someone's sqlite3 shell) can hold the write lock.
             try database.execute("PRAGMA busy_timeout=1000")
             try Self.migrate(database, path: path)
+            self.database = database
             statements = Statements(
                 saveDefinition: try database.prepare("INSERT OR REPLACE INTO definitions (key, type, default_value, options) VALUES (?1, ?2, ?3, ?4)"),
                 removeDefinition: try database.prepare("DELETE FROM definitions WHERE key = ?1"),
@@ -75,9 +114,39 @@ public final class SQLiteStore: PropertyStore {
                 removeCommand: try database.prepare("DELETE FROM commands WHERE key = ?1"))
         } catch let error as PropBusError {
             throw error
+        } catch let error as SQLiteError {
+            throw Self.describe(error, path: path)
         } catch {
             throw PropBusError(.storeFailed, "the store \(path) is corrupt or unreadable: \(error)")
         }
+    }
+
+    /// Tells damage apart from the disk or the permissions: only damage is "corrupt" (and only
+    /// then does the daemon suggest `--recover`, which sets the file aside).
+    static func describe(_ error: SQLiteError, path: String) -> PropBusError {
+        switch error.code & 0xff {
+        case SQLITE_CORRUPT, SQLITE_NOTADB:
+            return PropBusError(.storeFailed, "the store \(path) is corrupt: \(error)")
+        case SQLITE_FULL:
+            return PropBusError(.storeFailed, "cannot use the store \(path): the disk is full (\(error)); free some space and start again")
+        case SQLITE_READONLY, SQLITE_PERM, SQLITE_AUTH, SQLITE_CANTOPEN:
+            return PropBusError(.storeFailed, "cannot open the store \(path): permission denied or read-only (\(error)); check the owner and mode of the file and its directory")
+        case SQLITE_IOERR:
+            return PropBusError(.storeFailed, "cannot read the store \(path): input/output error (\(error)); check the disk")
+        default:
+            return PropBusError(.storeFailed, "cannot open the store \(path): \(error)")
+        }
+    }
+
+    /// Whether a failure to open names a damaged store (the case for `--recover`), rather than
+    /// a full disk, a permission or an I/O error.
+    public static func isCorruption(_ error: PropBusError) -> Bool {
+        error.message.contains(" is corrupt")
+    }
+
+    /// Checkpoints the WAL into the database and empties it, for a clean exit.
+    public func close() {
+        try? database?.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     }
 
     private static func migrate(_ database: SQLiteDatabase, path: String) throws -> Void {
@@ -126,6 +195,7 @@ public final class SQLiteStore: PropertyStore {
                 try database.execute(steps[from]!)
             }
             try database.execute("PRAGMA user_version = \(schemaVersion)")
+            try database.execute("PRAGMA application_id = \(applicationID)")
             try database.execute("COMMIT")
         } catch {
             try? database.execute("ROLLBACK")
@@ -137,6 +207,7 @@ public final class SQLiteStore: PropertyStore {
 
     public func load() throws(PropBusError) -> StoredState {
         var state = StoredState()
+        guard database != nil else { return state }
         do {
             let definitions = try database.prepare("SELECT key, type, default_value, options FROM definitions ORDER BY key")
             while try definitions.step() {
@@ -201,9 +272,23 @@ public final class SQLiteStore: PropertyStore {
 
     public func saveValue(_ value: DBusValue, revision: UInt64, for key: Key) { pendingValues[key] = .save((value, revision)) }
 
+    public func retireDefinition(_ key: Key) { pendingDefinitions[key] = .delete }
+
+    public func savepoint() -> StoreSavepoint {
+        let (definitions, values, revision, bindings, nextBindingID, commands) =
+            (pendingDefinitions, pendingValues, pendingRevision, pendingBindings, pendingNextBindingID, pendingCommands)
+        return StoreSavepoint { [weak self] in
+            guard let self else { return }
+            (pendingDefinitions, pendingValues, pendingRevision, pendingBindings, pendingNextBindingID, pendingCommands) =
+                (definitions, values, revision, bindings, nextBindingID, commands)
+        }
+    }
+
     public func removeValue(for key: Key) { pendingValues[key] = .delete }
 
     public func saveRevision(_ revision: UInt64) { pendingRevision = revision }
+
+    public func reserveRevisions(through ceiling: UInt64) { pendingReservation = max(pendingReservation ?? 0, ceiling) }
 
     public func saveBinding(_ binding: Binding) { pendingBindings[binding.id] = .save(binding) }
 
@@ -218,13 +303,32 @@ public final class SQLiteStore: PropertyStore {
     /// Whether writes are waiting for ``commit()``.
     public var hasPendingWrites: Bool {
         !pendingDefinitions.isEmpty || !pendingValues.isEmpty || pendingRevision != nil || !pendingBindings.isEmpty
-            || pendingNextBindingID != nil || !pendingCommands.isEmpty
+            || pendingNextBindingID != nil || !pendingCommands.isEmpty || pendingApplicationID
     }
 
     public func commit() throws(PropBusError) {
-        guard hasPendingWrites else { return }
+        if database == nil {
+            guard hasPendingWrites || pendingReservation != nil else { return }
+            try open()
+        }
+        guard hasPendingWrites else {
+            // A round of transient keys only: the reservation alone, best effort. On a full or
+            // read-only disk it waits for a later commit, and the round succeeds all the same.
+            if let reservation = pendingReservation {
+                do {
+                    try database.execute("BEGIN IMMEDIATE")
+                    try statements.saveRevision.run([.integer(Int64(bitPattern: reservation))])
+                    try database.execute("COMMIT")
+                    pendingReservation = nil
+                } catch {
+                    if database.inTransaction { try? database.execute("ROLLBACK") }
+                }
+            }
+            return
+        }
         do {
             try database.execute("BEGIN IMMEDIATE")
+            if pendingApplicationID { try database.execute("PRAGMA application_id = \(Self.applicationID)") }
             // Sorted, so a round's writes touch B-tree pages in order.
             for (key, pending) in pendingDefinitions.sorted(by: { $0.key < $1.key }) {
                 switch pending {
@@ -245,7 +349,10 @@ public final class SQLiteStore: PropertyStore {
                     try statements.removeValue.run([.text(key.text)])
                 }
             }
-            if let pendingRevision { try statements.saveRevision.run([.integer(Int64(bitPattern: pendingRevision))]) }
+            if pendingRevision != nil || pendingReservation != nil {
+                let ceiling = max(pendingRevision ?? 0, pendingReservation ?? 0)
+                try statements.saveRevision.run([.integer(Int64(bitPattern: ceiling))])
+            }
             if let pendingNextBindingID { try statements.saveNextBindingID.run([.integer(Int64(bitPattern: pendingNextBindingID))]) }
             for (id, pending) in pendingBindings.sorted(by: { $0.key < $1.key }) {
                 switch pending {
@@ -267,6 +374,8 @@ public final class SQLiteStore: PropertyStore {
             if database.inTransaction { try? database.execute("ROLLBACK") }
             throw PropBusError(.storeFailed, "cannot commit to the store \(path): \(error)")
         }
+        pendingApplicationID = false
+        pendingReservation = nil
         clearPending()
     }
 

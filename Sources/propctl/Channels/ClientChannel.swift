@@ -288,7 +288,13 @@ final class ClientChannel: @unchecked Sendable {
             // side to be put back. Either way: make local match the bus now, unless the bus
             // holds just what this side sent.
             defer { lastSetValue = nil }
-            if case .success = result, bus == lastSetValue { return }
+            if case .success = result, bus == lastSetValue {
+                // The local side may have moved on while the Set was in flight: a value then
+                // compared with the bus as it was before the Set looked like no change and was
+                // not sent. Compare its current value with the bus now, and send it if they differ.
+                if let current = endpoint.current(), current != text { pushToBus() }
+                return
+            }
             pushToLocal()
         }
     }

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Glibc
+import PropBus
 
 /// A stream of lines: each line read is a local change, each bus value is written as a line.
 /// Used for `--stdio` (propctl's own stdin and stdout) and `--exec` (a coprocess's stdout and
@@ -14,7 +15,16 @@ import Glibc
 /// `@unchecked Sendable`: the reading thread touches only the immutable descriptors and labels,
 /// and hands every line over to the queue; all mutable state is used on the queue only.
 final class LineEndpoint: LocalEndpoint, @unchecked Sendable {
+    /// How a value is written on one line.
+    enum Framing: Sendable {
+        /// The text itself: simple for shell scripts, but a value cannot hold a newline.
+        case lines
+        /// One JSON string per line (`"a\nb"`): any text fits.
+        case json
+    }
+
     let label: String
+    private let framing: Framing
     private let input: Int32
     private let output: Int32
     private let reads: Bool
@@ -25,8 +35,9 @@ final class LineEndpoint: LocalEndpoint, @unchecked Sendable {
     private var ended: ((CommandFailure?) -> Void)?
 
     /// `reads` false leaves `input` alone, for `--direction from`.
-    private init(label: String, input: Int32, output: Int32, reads: Bool, coprocess: pid_t?) {
+    private init(label: String, input: Int32, output: Int32, reads: Bool, coprocess: pid_t?, framing: Framing) {
         self.label = label
+        self.framing = framing
         self.input = input
         self.output = output
         self.reads = reads
@@ -34,13 +45,13 @@ final class LineEndpoint: LocalEndpoint, @unchecked Sendable {
     }
 
     /// propctl's own stdin and stdout.
-    static func standardStreams(reads: Bool) -> LineEndpoint {
-        LineEndpoint(label: "stdio", input: STDIN_FILENO, output: STDOUT_FILENO, reads: reads, coprocess: nil)
+    static func standardStreams(reads: Bool, framing: Framing = .lines) -> LineEndpoint {
+        LineEndpoint(label: "stdio", input: STDIN_FILENO, output: STDOUT_FILENO, reads: reads, coprocess: nil, framing: framing)
     }
 
     /// Starts `arguments` (a program and its arguments, looked up in PATH) with pipes on its stdin
     /// and stdout; its stderr is propctl's.
-    static func coprocess(_ arguments: [String], reads: Bool) throws(CommandFailure) -> LineEndpoint {
+    static func coprocess(_ arguments: [String], reads: Bool, framing: Framing = .lines) throws(CommandFailure) -> LineEndpoint {
         var toChild: [Int32] = [-1, -1]
         var fromChild: [Int32] = [-1, -1]
         guard pipe(&toChild) == 0, pipe(&fromChild) == 0 else {
@@ -75,7 +86,7 @@ final class LineEndpoint: LocalEndpoint, @unchecked Sendable {
             throw CommandFailure(.usage, "cannot start \(arguments[0]) for --exec: \(String(cString: strerror(result)))")
         }
         return LineEndpoint(label: "coprocess \(arguments.joined(separator: " "))", input: fromChild[0], output: toChild[1],
-                            reads: reads, coprocess: child)
+                            reads: reads, coprocess: child, framing: framing)
     }
 
     func start(on queue: DispatchQueue, changed: @escaping () -> Void,
@@ -130,8 +141,19 @@ final class LineEndpoint: LocalEndpoint, @unchecked Sendable {
 
     private func received(_ lines: [String]) {
         for line in lines where !stopped {
-            last = line
+            guard let text = decode(line) else {
+                Output.error("propctl bind: \(label): ignored a line that is not one JSON string (--framing json): \(line.prefix(80))")
+                continue
+            }
+            last = text
             changed?()
+        }
+    }
+
+    private func decode(_ line: String) -> String? {
+        switch framing {
+        case .lines: return line
+        case .json: return (try? JSONValue.parse(line))?.stringValue
         }
     }
 
@@ -139,7 +161,8 @@ final class LineEndpoint: LocalEndpoint, @unchecked Sendable {
 
     func write(_ text: String) throws(CommandFailure) -> Bool {
         last = text
-        let bytes = Array((text + "\n").utf8)
+        let line = framing == .json ? Output.json(.string(text)) : text
+        let bytes = Array((line + "\n").utf8)
         var offset = 0
         while offset < bytes.count {
             let count = bytes[offset...].withUnsafeBytes { Glibc.write(output, $0.baseAddress, $0.count) }

@@ -24,6 +24,15 @@ enum BindCommand: Subcommand {
             try await bindInDaemon(key, to: try PropbusClient.key(target), direction: direction, parsed)
             return
         }
+        let framing: LineEndpoint.Framing
+        switch parsed.option("framing") {
+        case nil, "lines": framing = .lines
+        case "json": framing = .json
+        case let other?: throw CommandFailure(.usage, "--framing expects lines or json, got '\(other)'")
+        }
+        if parsed.option("framing") != nil, parsed.option("exec") == nil, !parsed.flag("stdio") {
+            throw CommandFailure(.usage, "--framing is only meaningful with --exec or --stdio")
+        }
         let transforms = try ChannelTransforms(map: parsed.option("map"), unmap: parsed.option("unmap"))
         let endpoint: LocalEndpoint
         let stdio = parsed.flag("stdio")
@@ -34,10 +43,10 @@ enum BindCommand: Subcommand {
             let argv = arguments.isEmpty ? ["/bin/sh", "-c", command] : [command] + arguments
             // A coprocess that exits must not kill propctl through a write to its closed stdin.
             signal(SIGPIPE, SIG_IGN)
-            endpoint = try LineEndpoint.coprocess(argv, reads: direction.towardsBus)
+            endpoint = try LineEndpoint.coprocess(argv, reads: direction.towardsBus, framing: framing)
         } else if stdio {
             signal(SIGPIPE, SIG_IGN)
-            endpoint = LineEndpoint.standardStreams(reads: direction.towardsBus)
+            endpoint = LineEndpoint.standardStreams(reads: direction.towardsBus, framing: framing)
         } else {
             throw CommandFailure(.usage, "bind needs one of --file PATH, --exec CMD, --stdio or --to KEY2")
         }

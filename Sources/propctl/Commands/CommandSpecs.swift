@@ -26,7 +26,7 @@ enum PropctlSpec {
             .version,
         ],
         subcommands: [get, set, reset, list, watch, describe, create, delete, bind, bindings, unbind,
-                      exec, serve, cancel, createCommand, deleteCommand, dump, load, status, completion],
+                      exec, serve, cancel, createCommand, deleteCommand, dump, load, status, reload, prune, completion],
         exclusiveOptions: [["system", "user", "address"]],
         examples: [
             .init("Turn a switch on", "propctl set ui.switch.on true"),
@@ -190,7 +190,9 @@ enum PropctlSpec {
             If propbusd restarts, the local side is resynchronized from the key, except that \
             a local change made while the daemon was away is sent to it once it is back.
 
-            With --exec or --stdio, the binding ends when the coprocess or stdin ends. With \
+            With --exec or --stdio each line is one value; --framing json makes each line a \
+            JSON string instead ("line one\\nline two"), so values may hold newlines. The \
+            binding ends when the coprocess or stdin ends. With \
             --json each propagated change prints {"direction","key","value"}: "from" for \
             key -> local, "to" for local -> key (on stderr with --stdio).
 
@@ -204,6 +206,7 @@ enum PropctlSpec {
             .flag("in-place", help: "Write PATH in place, not by rename (sysfs-like files)."),
             .value("exec", valueName: "CMD", help: "Bind the lines of the coprocess /bin/sh -c CMD (with ARG...: CMD ARG... without a shell)."),
             .flag("stdio", help: "Bind lines read from stdin and written to stdout."),
+            .value("framing", valueName: "FORMAT", help: "With --exec or --stdio: lines (the default) or json (one JSON string per line)."),
             .value("to", valueName: "KEY2", help: "Make KEY follow KEY2 inside propbusd."),
             .flag("persist", help: "With --to: store the binding so that it survives restarts."),
             .value("map", valueName: "EXPR", help: "Compute the local value from the key's value."),

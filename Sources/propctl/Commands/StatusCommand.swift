@@ -23,10 +23,14 @@ enum StatusCommand: Subcommand {
         let properties = try await client.list(prefix: "")
         let groups = Set(properties.compactMap { try? Key($0.key).group })
         let commands = try await client.commands()
+        // An older propbusd has no such property: then nothing was skipped that it could say.
+        let skipped = SkippedFiles.decode(try? await client.call(Key.rootPath, PropbusClient.propertiesInterface, "Get",
+                                                                 [.string(PropbusClient.managerInterface), .string("SkippedModelFiles")]).first)
         let executions = try await client.executions()
         if parsed.flag("json") {
             Output.line(Output.json(.object([
                 ("running", .bool(true)), ("name", .string(PropbusClient.busName)), ("owner", .string(owner)),
+                ("skipped_model_files", SkippedFiles.json(skipped)),
                 ("version", .string(version)), ("properties", .number(properties.count)), ("groups", .number(groups.count)),
                 ("commands", .array(commands.map { command in
                     .object([("key", .string(command.key))] + command.info.sorted { $0.key < $1.key }.map { ($0.key, ValueText.jsonValue($0.value)) })
@@ -41,6 +45,11 @@ enum StatusCommand: Subcommand {
             ["status", "running"], ["name", PropbusClient.busName], ["owner", owner], ["version", version],
             ["properties", String(properties.count)], ["groups", String(groups.count)], ["commands", String(commands.count)],
         ]))
+        if !skipped.isEmpty {
+            Output.line("")
+            Output.line("Skipped model files (fix them, then propctl reload):")
+            for file in skipped { Output.line("  " + file.reason) }
+        }
         if !commands.isEmpty {
             Output.line("")
             Output.line(Output.table(header: ["COMMAND", "ENABLED", "EXECUTING", "EXECUTIONS", "RUNS"], rows: commands.map { command in

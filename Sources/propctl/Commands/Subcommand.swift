@@ -20,6 +20,8 @@ enum Subcommands {
         "dump": DumpCommand.self,
         "load": LoadCommand.self,
         "status": StatusCommand.self,
+        "reload": ReloadCommand.self,
+        "prune": PruneCommand.self,
         "exec": ExecCommand.self,
         "serve": ServeCommand.self,
         "cancel": CancelCommand.self,

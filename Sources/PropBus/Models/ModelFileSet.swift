@@ -1,0 +1,110 @@
+/// The daemon's model files and what each one declared: loads them at startup and again on a
+/// reload (SIGHUP, `Manager.Reload`), applying the difference (issue 11, SPEC §12).
+///
+/// - New keys appear; changed definitions apply (a stored value they do not admit is hidden,
+///   never deleted).
+/// - A key whose file no longer declares it (or whose file is gone) leaves the bus; its stored
+///   value stays, unclaimed, until it is declared again or pruned.
+/// - A file that cannot be read or applied is skipped as a whole, and the keys it declared
+///   before stay as they were; the other files load. With `strict` the first bad file throws.
+///
+/// Confined, like the model, to the daemon's queue; call between dispatch rounds.
+public final class ModelFileSet {
+    /// A file that was not loaded, and why (the message names file:line:column).
+    public struct Skipped: Sendable, Equatable {
+        public var path: String
+        public var reason: String
+    }
+
+    /// What one load did.
+    public struct Report {
+        /// The model changes, to publish.
+        public var changes: [PropertyChange] = []
+        /// The files loaded.
+        public var loaded: [String] = []
+        /// Keys that left the bus (their stored values kept).
+        public var retired: [Key] = []
+        /// Executions of commands whose file no longer declares them: the caller cancels them.
+        public var ended: [CommandTable.Execution] = []
+    }
+
+    /// The files skipped by the last load.
+    public private(set) var skipped: [Skipped] = []
+    /// The daemon-side bindings each file made, unmade when the file is applied again.
+    private var bindingIDs: [String: [UInt64]] = [:]
+    /// The commands each file declared at its last load; one it drops is deleted.
+    private var commandKeys: [String: Set<Key>] = [:]
+
+    public init() {}
+
+    /// Reads every file of `paths` and applies them in order, then retires the keys no file
+    /// declares any more. Throws only with `strict`, for the first bad file.
+    public func load(_ paths: [String], into model: PropertyModel, commands: CommandTable, store: PropertyStore,
+                     strict: Bool) throws(PropBusError) -> Report {
+        var report = Report()
+        var skipped: [Skipped] = []
+        var declared: Set<Key> = []
+        let previousCommands = commandKeys
+        // What came before is not this load's to undo.
+        model.commitRound()
+        commands.commitRound()
+        for path in paths {
+            let file: ModelFile
+            do {
+                file = try ModelFile(contentsOf: path)
+            } catch {
+                if strict { throw error }
+                skipped.append(Skipped(path: path, reason: error.message))
+                continue
+            }
+            let savepoint = store.savepoint()
+            do {
+                var changes: [PropertyChange] = []
+                // Declared bindings are made again with the file: first unmake the old ones.
+                for id in bindingIDs[path] ?? [] where model.bindings[id] != nil {
+                    changes += try model.unbind(id)
+                }
+                changes += try file.apply(to: model, commands: commands)
+                model.commitRound()
+                commands.commitRound()
+                bindingIDs[path] = changes.compactMap { if case .bound(let binding) = $0 { binding.id } else { nil } }
+                declared.formUnion(file.properties.map(\.key))
+                commandKeys[path] = Set(file.commands.map(\.key))
+                report.changes += changes
+                report.loaded.append(path)
+            } catch {
+                // The whole file, or nothing of it.
+                savepoint.restore()
+                model.rollbackRound()
+                _ = commands.rollbackRound()
+                if strict { throw error }
+                skipped.append(Skipped(path: path, reason: error.message))
+            }
+        }
+        // A file that is gone takes its bindings with it.
+        for (path, ids) in bindingIDs where !paths.contains(path) {
+            for id in ids where model.bindings[id] != nil { report.changes += (try? model.unbind(id)) ?? [] }
+            bindingIDs[path] = nil
+        }
+        // Keys from a file that no longer declares them leave the bus; a skipped file's stay.
+        let kept = Set(skipped.map(\.path))
+        // Commands likewise, except that a command has no value to keep: it is deleted.
+        for path in commandKeys.keys where !paths.contains(path) { commandKeys[path] = nil }
+        let current = commandKeys.values.reduce(into: Set<Key>()) { $0.formUnion($1) }
+        let previous = previousCommands.values.reduce(into: Set<Key>()) { $0.formUnion($1) }
+        for key in previous.subtracting(current).sorted() where commands.definition(of: key) != nil {
+            if let (ended, changes) = try? commands.delete(key: key.text) {
+                report.ended += ended
+                report.changes += changes
+            }
+        }
+        for entry in model.list() {
+            guard let source = entry.definition.source, !kept.contains(source), !declared.contains(entry.definition.key) else { continue }
+            report.changes += model.retire(entry.definition.key)
+            report.retired.append(entry.definition.key)
+        }
+        // The retirements stay in the round: a store that cannot commit them rolls them back.
+        self.skipped = skipped
+        return report
+    }
+}

@@ -1,0 +1,71 @@
+import DBus
+import Dispatch
+import PropBus
+
+extension Service {
+    /// Reload, ListUnclaimed and Prune of the Manager interface: the model-file lifecycle.
+    func modelFileMethods() -> [MethodDescription] {
+        [
+            MethodDescription("Reload", out: [("skipped", "a(ss)")]) { [unowned self] call throws(DBusError) in
+                try authorizeWrite("the model files (Reload)", writers: nil, by: call)
+                guard reloadHandler != nil else { throw .failed("this propbusd reads no model files") }
+                // Between rounds, not inside this one: a reload commits file by file.
+                let pending = QueueBound(call)
+                tree.connection.queue.async { [self] in
+                    guard let reloadHandler else { return pending.value.fail(.failed("this propbusd reads no model files")) }
+                    do throws(DBusError) {
+                        pending.value.reply([Self.skippedList(try reloadHandler())])
+                    } catch {
+                        pending.value.fail(error)
+                    }
+                }
+                return .deferred
+            },
+            MethodDescription("ListUnclaimed", out: [("values", "a(sv)")]) { [unowned self] call throws(DBusError) in
+                // Values without a definition have no readers list: only writers see them.
+                try authorizeWrite("unclaimed stored values (ListUnclaimed)", writers: nil, by: call)
+                return .reply([Self.unclaimedList(model.unclaimed)])
+            },
+            MethodDescription("Prune", in: [("keys", "as")], out: [("pruned", "as")]) { [unowned self] call throws(DBusError) in
+                try authorizeWrite("unclaimed stored values (Prune)", writers: nil, by: call)
+                guard case .array(_, let items) = call.arguments[0] else { throw .invalidArgs("Prune expects (as keys)") }
+                var keys: [Key] = []
+                for item in items {
+                    keys.append(try bridged { () throws(PropBusError) in try Key(item.stringValue ?? "") })
+                }
+                let pruned = model.prune(keys)
+                return .reply([.array(of: .string, pruned.map { .string($0.text) })])
+            },
+        ]
+    }
+
+    /// Applies what a reload changed: publishes it, commits, and flushes the signals in a round
+    /// of their own. Call on the queue, between rounds.
+    public func applyReload(_ report: ModelFileSet.Report, skipped: [ModelFileSet.Skipped]) throws(DBusError) {
+        dispatchPrecondition(condition: .onQueue(tree.connection.queue))
+        skippedModelFiles = skipped
+        // A command its file dropped was deleted: its executions fail as with DeleteCommand.
+        for execution in report.ended {
+            cancelExecution(execution.id, of: execution.command,
+                            reason: PropBusError(.cancelled, "command \(execution.command) was removed from its model file while execution \(execution.id) ran"))
+        }
+        publish(report.changes)
+        defer { tree.connection.scheduleRound() }
+        if let error = commit() { throw error }
+    }
+
+    static func skippedList(_ skipped: [ModelFileSet.Skipped]) -> DBusValue {
+        .array(of: .structure([.string, .string]), skipped.map { .structure([.string($0.path), .string($0.reason)]) })
+    }
+
+    static func unclaimedList(_ values: [(key: Key, value: DBusValue)]) -> DBusValue {
+        .array(of: .structure([.string, .variant]), values.map { .structure([.string($0.key.text), .variant($0.value)]) })
+    }
+}
+
+/// A value handed to a block that runs on the connection's queue, where it was made and where
+/// alone it is used; `@unchecked Sendable` for that reason.
+private struct QueueBound<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}

@@ -1,0 +1,54 @@
+import Dispatch
+import Glibc
+
+/// The daemon's log: one line per event on stderr, which the journal keeps (the unit supplies
+/// `SYSLOG_IDENTIFIER`, so lines carry no timestamp or name of their own beyond the
+/// `propbusd:` prefix that also reads well on a terminal).
+enum Log {
+    /// Start, ready, reload and stop: one line each.
+    static func info(_ message: String) {
+        Diagnostics.write("propbusd: \(message)\n")
+    }
+
+    /// Store failures, at most one line every ``interval`` seconds, with the number left out in
+    /// between, so a full disk under heavy writes cannot flood the journal.
+    static func storeFailure(_ message: String) {
+        limiter.run { suppressed in
+            let more = suppressed > 0 ? " (\(suppressed) more store failures since the last line)" : ""
+            Diagnostics.write("propbusd: store failure: \(message)\(more)\n")
+        }
+    }
+
+    static let interval: UInt64 = 10
+
+    private static let limiter = RateLimiter(seconds: interval)
+}
+
+/// Lets an action through at most once per period, counting what it held back.
+///
+/// `@unchecked Sendable`: its two counters are only touched under `lock`.
+final class RateLimiter: @unchecked Sendable {
+    private let period: UInt64
+    private var last: UInt64?
+    private var suppressed = 0
+    private var lock = pthread_mutex_t()
+
+    init(seconds: UInt64) {
+        period = seconds * 1_000_000_000
+        pthread_mutex_init(&lock, nil)
+    }
+
+    /// Runs `action` (with the number held back since the last run) unless one ran within the period.
+    func run(_ action: (Int) -> Void) {
+        pthread_mutex_lock(&lock)
+        defer { pthread_mutex_unlock(&lock) }
+        let now = DispatchTime.now().uptimeNanoseconds
+        if let last, now - last < period {
+            suppressed += 1
+            return
+        }
+        last = now
+        action(suppressed)
+        suppressed = 0
+    }
+}

@@ -1,0 +1,56 @@
+import DBus
+import Foundation
+import Glibc
+import PropBus
+
+/// `propctl prune [--yes]`: lists the stored values no definition claims (`ListUnclaimed`) and,
+/// with `--yes` (or a "y" at the prompt on a terminal), deletes exactly those (`Prune`).
+/// Otherwise nothing changes: deleting data is never the default.
+enum PruneCommand: Subcommand {
+    static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
+        let client = try await PropbusClient.connect(parsed)
+        let reply = try await client.manager("ListUnclaimed", [])
+        var values: [(key: String, value: DBusValue)] = []
+        if case .array(_, let rows)? = reply.first {
+            for case .structure(let fields) in rows where fields.count == 2 {
+                if let key = fields[0].stringValue { values.append((key, fields[1].unwrappingVariantOnce)) }
+            }
+        }
+        var confirmed = parsed.flag("yes")
+        var shown = false
+        if !confirmed, !values.isEmpty, !parsed.flag("json"), isatty(STDIN_FILENO) == 1, isatty(STDOUT_FILENO) == 1 {
+            // At a terminal, ask, as `docker system prune` does; in scripts, --yes says it.
+            Output.line(Output.table(header: ["KEY", "VALUE"], rows: values.map { [$0.key, ValueText.format($0.value)] }))
+            FileHandle.standardOutput.write(Data("Delete these \(values.count) stored value\(values.count == 1 ? "" : "s")? [y/N] ".utf8))
+            let answer = readLine()?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
+            guard answer == "y" || answer == "yes" else {
+                Output.line("nothing deleted")
+                return
+            }
+            confirmed = true
+            shown = true
+        }
+        var deleted: [String] = []
+        if confirmed, !values.isEmpty {
+            let pruned = try await client.manager("Prune", [.array(of: .string, values.map { .string($0.key) })])
+            if case .array(_, let keys)? = pruned.first { deleted = keys.compactMap(\.stringValue) }
+        }
+        if parsed.flag("json") {
+            Output.line(Output.json(.object([
+                ("unclaimed", .array(values.map { .object([("key", .string($0.key)), ("value", ValueText.jsonValue($0.value))]) })),
+                ("deleted", .array(deleted.map { .string($0) })),
+            ])))
+            return
+        }
+        guard !values.isEmpty else {
+            Output.line("no stored values without a definition")
+            return
+        }
+        if !shown { Output.line(Output.table(header: ["KEY", "VALUE"], rows: values.map { [$0.key, ValueText.format($0.value)] })) }
+        if confirmed {
+            Output.line("deleted \(deleted.count) stored value\(deleted.count == 1 ? "" : "s")")
+        } else {
+            Output.line("\(values.count) stored value\(values.count == 1 ? "" : "s") without a definition; run 'propctl prune --yes' to delete \(values.count == 1 ? "it" : "them")")
+        }
+    }
+}

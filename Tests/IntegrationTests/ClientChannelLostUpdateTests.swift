@@ -1,0 +1,73 @@
+import DBus
+import Foundation
+import XCTest
+
+/// Issue 11 item 6: `propctl bind --exec/--stdio` loses nothing. After every Set completes the
+/// endpoint's current value is compared with the bus and pushed again if they differ; and
+/// `--framing json` carries values with newlines.
+final class ClientChannelLostUpdateTests: DaemonTestCase, @unchecked Sendable {
+    private var binds: [ChildProcess] = []
+    private var directory: URL!
+
+    override func setUp() async throws {
+        try await super.setUp()
+        directory = try makeTemporaryDirectory(prefix: "pbit-lost")
+    }
+
+    override func tearDown() async throws {
+        for bind in binds { await bind.stop() }
+        if let directory { try? FileManager.default.removeItem(at: directory) }
+        try await super.tearDown()
+    }
+
+    private func script(_ name: String, _ body: String) throws -> String {
+        let path = directory.appendingPathComponent(name).path
+        try ("#!/bin/sh\n" + body).write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o755)
+        return path
+    }
+
+    private func bind(_ arguments: [String]) throws -> ChildProcess {
+        let process = try ChildProcess(BuildProducts.propctl, ["--address", bus.address, "bind"] + arguments, environment: bus.environment)
+        binds.append(process)
+        return process
+    }
+
+    func testCoprocessAnsweringABusChangeWithTwoQuickLinesLeavesTheBusAtItsLastLine() async throws {
+        try await client.create("demo.s", "s", default: .string("v0"))
+        let log = directory.appendingPathComponent("seen").path
+        // Answers the bus value v1 with "other", then at once "v1" again.
+        let coprocess = try script("answer", """
+            while IFS= read -r line; do
+              echo "$line" >> \(log)
+              if [ "$line" = v1 ]; then echo other; echo v1; fi
+            done
+            """)
+        let process = try bind(["demo.s", "--exec", coprocess])
+        let started = await eventually(timeout: 10) { ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("v0") }
+        XCTAssertTrue(started, "coprocess never got the initial value; stderr: \(process.stderr)")
+        try await client.set("demo.s", .string("v1"))
+        let settled = await eventually(timeout: 5) { (try? await self.client.get("demo.s")) == .string("v1") }
+        // Give a late wrong write the time to land, then look again.
+        try await Task.sleep(nanoseconds: 300_000_000)
+        let final = try await client.get("demo.s")
+        XCTAssertTrue(settled && final == .string("v1"), "the coprocess said v1 last, the bus holds \(final); stderr: \(process.stderr)")
+    }
+
+    func testJSONFramingCarriesValuesWithNewlinesBothWays() async throws {
+        try await client.create("demo.text", "s", default: .string("one\ntwo"))
+        let log = directory.appendingPathComponent("seen").path
+        let coprocess = try script("json", """
+            while IFS= read -r line; do
+              printf '%s\\n' "$line" >> \(log)
+              if [ "$line" = '"go"' ]; then printf '%s\\n' '"three\\nfour"'; fi
+            done
+            """)
+        let process = try bind(["demo.text", "--framing", "json", "--exec", coprocess])
+        let started = await eventually(timeout: 10) { ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains(#""one\ntwo""#) }
+        XCTAssertTrue(started, "expected one JSON line; log: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? ""); stderr: \(process.stderr)")
+        try await client.set("demo.text", .string("go"))
+        let back = await eventually(timeout: 10) { (try? await self.client.get("demo.text")) == .string("three\nfour") }
+        XCTAssertTrue(back, "stderr: \(process.stderr)")
+    }
+}

@@ -1,0 +1,77 @@
+import DBus
+import Foundation
+import XCTest
+
+/// Issue 11 item 1: one daemon per state directory (a lock), and nothing written to the store
+/// before the bus name is owned.
+final class StoreLockTests: DaemonTestCase, @unchecked Sendable {
+    private var stateDirectory: URL { bus.directory.appendingPathComponent("state") }
+
+    /// The bytes of the store's database and WAL (a missing file reads as empty).
+    private func storeBytes(in directory: URL) -> [Data] {
+        ["propbus.db", "propbus.db-wal"].map { (try? Data(contentsOf: directory.appendingPathComponent($0))) ?? Data() }
+    }
+
+    func testSecondDaemonOnAnotherBusRefusesTheLockedStateDirectoryNamingTheHolder() async throws {
+        try await client.create("lock.a", "i", default: .int32(1))
+        try await client.set("lock.a", .int32(7))
+        let before = storeBytes(in: stateDirectory)
+        let other = try await PrivateBus.start()
+        defer { Task { await other.stop() } }
+        var environment = other.environment
+        environment["STATE_DIRECTORY"] = stateDirectory.path
+        let result = try await runCommand(BuildProducts.propbusd, ["--address", other.address], environment: environment, timeout: 15)
+        XCTAssertNotNil(result.termination, "the second daemon must not run: \(result)")
+        XCTAssertNotEqual(result.termination, .exited(0), "\(result)")
+        XCTAssertTrue(result.stderr.contains("pid \(daemon.process.pid)"), "names the holder's pid: \(result.stderr)")
+        XCTAssertTrue(result.stderr.contains(stateDirectory.path), "names the directory: \(result.stderr)")
+        XCTAssertEqual(storeBytes(in: stateDirectory), before, "the loser left the store untouched")
+        let value = try await client.get("lock.a")
+        XCTAssertEqual(value, .int32(7))
+    }
+
+    func testSecondDaemonOnTheSameBusAndStateDirectoryRefusesTheLock() async throws {
+        try await client.create("lock.a", "i", default: .int32(1))
+        let before = storeBytes(in: stateDirectory)
+        let result = try await tool(BuildProducts.propbusd, ["--address", bus.address], timeout: 15)
+        XCTAssertNotEqual(result.termination, .exited(0), "\(result)")
+        XCTAssertTrue(result.stderr.contains("pid \(daemon.process.pid)"), "\(result.stderr)")
+        XCTAssertEqual(storeBytes(in: stateDirectory), before)
+    }
+
+    func testDaemonThatCannotOwnTheNameWritesNothingToItsStore() async throws {
+        // A store of its own, made by a daemon on another bus that has stopped since.
+        let other = try await PrivateBus.start()
+        defer { Task { await other.stop() } }
+        let otherClient = try await Client.connect(to: other)
+        let otherDaemon = try await Daemon.start(on: other, watcher: otherClient)
+        try await otherClient.create("mine.a", "i", default: .int32(1))
+        try await otherClient.set("mine.a", .int32(3))
+        try await otherClient.create("mine.b", "i", default: .int32(0))
+        try await otherClient.call(PropBusAPI.manager, "Bind", [.string("mine.b"), .string("mine.a"), .vardict(["persistent": .variant(.boolean(true))])])
+        try await otherClient.set("mine.a", .int32(4))
+        _ = await otherDaemon.terminate()
+        otherClient.close()
+        let otherState = other.directory.appendingPathComponent("state")
+        let before = storeBytes(in: otherState)
+
+        // Now on this bus, whose name is owned, with a model file that declares more.
+        let model = bus.directory.appendingPathComponent("extra.json")
+        try #"{"groups": {"mine": {"properties": {"c": {"type": "s", "default": "x"}, "a": {"type": "i", "default": 9}}}}}"#
+            .write(to: model, atomically: true, encoding: .utf8)
+        var environment = bus.environment
+        environment["STATE_DIRECTORY"] = otherState.path
+        let result = try await runCommand(BuildProducts.propbusd, ["--address", bus.address, "--model", model.path],
+                                          environment: environment, timeout: 15)
+        XCTAssertEqual(result.termination, .exited(1), "\(result)")
+        XCTAssertTrue(result.stderr.contains("already owned"), "\(result.stderr)")
+        XCTAssertEqual(storeBytes(in: otherState), before, "a daemon that did not own the name wrote to its store")
+    }
+
+    func testLockIsReleasedWhenTheDaemonStops() async throws {
+        try await client.create("lock.a", "i", default: .int32(1))
+        try await restartDaemon(arguments: [])
+        let value = try await client.get("lock.a")
+        XCTAssertEqual(value, .int32(1))
+    }
+}
