@@ -67,10 +67,10 @@ propbusd=("$bin/propbusd" --address "$ADDR" --max-properties 200000)
 
 # --- generated inputs (cached) -----------------------------------------------------------
 # The store is made by propbusd itself (schema, options encoding), then filled in bulk by
-# gen-props.py; the cache is keyed by the store's schema version, so a schema change rebuilds it.
-schema=$(sed -n 's/.*static let schemaVersion: Int64 = \([0-9]*\).*/\1/p' Sources/PropBus/Store/SQLiteStore.swift)
+# gen-props.py; the cache is keyed by the store's code, so any change to it rebuilds the stores.
+store_code=$(cat Sources/PropBus/Store/SQLiteStore.swift Sources/PropBus/Store/ValueCodec.swift | cksum | cut -d' ' -f1)
 store_for() { # COUNT → sets $store, the cached state directory of COUNT properties in 100 groups
-  store="$PWD/bench/build/stores/v$schema-$1"
+  store="$PWD/bench/build/stores/$store_code-$1"
   if [ ! -f "$store/propbus.db" ]; then
     echo "all: generating a store of $1 properties" >&2
     rm -rf "$store"

@@ -29,7 +29,7 @@ bench_start_bus profile
 export XDG_CONFIG_HOME="$tmp/config" XDG_STATE_HOME="$tmp/state"
 NAME=org.propbus.PropBus1
 if [ "$mode" = start ]; then
-  store=$(ls -d bench/build/stores/v*-10000 2>/dev/null | tail -1)
+  store=$(ls -td bench/build/stores/*-10000 2>/dev/null | head -1)   # the newest
   [ -n "$store" ] || { echo "profile: no cached 10k store; run bench/all.sh --quick first" >&2; exit 1; }
   cp -r "$store" "$tmp/s10k"
   read -r ms pid < <(bench/build/ready-client "$ADDR" "$NAME" -- \
