@@ -1,6 +1,9 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+/// `-static-stdlib` for release links only (see the executable targets).
+let staticRuntimeInRelease: [LinkerSetting] = [.unsafeFlags(["-static-stdlib"], .when(configuration: .release))]
+
 let package = Package(
     name: "PropBus",
     platforms: [.macOS(.v14)],
@@ -27,19 +30,27 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
-        .target(name: "DBus", dependencies: ["CDBus"]),
+        // Linux calls Swift cannot import directly (variadic prctl); header only, no library.
+        .systemLibrary(name: "CLinux"),
+        // Typed wrappers over the C library (files, environment, clock): what Foundation gave,
+        // without linking it.
+        .target(name: "SystemKit"),
+        .target(name: "DBus", dependencies: ["CDBus", "SystemKit"]),
         .target(name: "Etcd", dependencies: ["CCurl"]),
-        .target(name: "PropBus", dependencies: ["DBus", "CSQLite"]),
+        .target(name: "PropBus", dependencies: ["DBus", "CSQLite", "CLinux", "SystemKit"]),
         .target(name: "PropBusService", dependencies: ["DBus", "PropBus"]),
-        // Release builds link the Swift runtime statically (issue 13): the daemon starts like a C
-        // program instead of loading and relocating a dozen Swift libraries, and its resident
-        // size drops by about 3.5 MiB. Debug builds (the tests) keep the shared runtime. propctl
-        // stays dynamic until it drops Foundation: statically it would carry ICU (76 MB).
+        // Release builds link the Swift runtime statically (issue 13): a program starts like a C
+        // program instead of loading and relocating a dozen Swift libraries, and touches fewer
+        // pages. Debug builds (the tests) keep the shared runtime.
         .executableTarget(
-            name: "propbusd", dependencies: ["DBus", "PropBus", "PropBusService"],
-            linkerSettings: [.unsafeFlags(["-static-stdlib", "-l_FoundationCollections", "-l_FoundationCShims"], .when(configuration: .release))]
+            name: "propbusd", dependencies: ["DBus", "PropBus", "PropBusService", "SystemKit"],
+            linkerSettings: staticRuntimeInRelease
         ),
-        .executableTarget(name: "propctl", dependencies: ["DBus", "PropBus"]),
+        .executableTarget(
+            name: "propctl", dependencies: ["DBus", "PropBus", "SystemKit"],
+            linkerSettings: staticRuntimeInRelease
+        ),
+        .testTarget(name: "SystemKitTests", dependencies: ["SystemKit"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus", "CDBus"]),
         .testTarget(name: "PropBusTests", dependencies: ["PropBus", "DBus"]),
         .testTarget(name: "PropctlTests", dependencies: ["propctl", "PropBus", "DBus"]),

@@ -14,6 +14,11 @@ extension Service {
     func startExecution(of key: Key, input: DBusValue, call: MethodCall, waits: Bool) throws(DBusError) -> UInt64 {
         guard let definition = commands.definition(of: key) else { throw .unknownObject("no command named \(key)") }
         try authorizeWrite(key.text, writers: definition.writers, by: call)
+        // The program or handler would get the daemon's own duplicate, a number that means
+        // nothing to it (and the daemon would hand out its descriptors).
+        guard !input.containsUnixFD else {
+            throw .invalidArgs("the input of command \(key) holds a unix fd ('h'); fds cannot be passed to an execution")
+        }
         let (execution, changes) = try bridged { () throws(PropBusError) in try commands.accept(key.text, input: input) }
         publish(changes)
         let path = Key.objectPath(ofGroup: key.text)
@@ -75,7 +80,10 @@ extension Service {
                 switch reply {
                 case .success(let message):
                     if let arguments = try? message.arguments(), let value = arguments.first {
-                        result = .success(value.unwrappingVariantOnce)
+                        let value = value.unwrappingVariantOnce
+                        result = value.containsUnixFD
+                            ? .failure(PropBusError(.invalidArgs, "the handler of command \(key) returned a result holding a unix fd ('h') for execution \(execution.id); fds cannot be results").dbusError)
+                            : .success(value)
                     } else {
                         result = .failure(PropBusError(.executionFailed, "the handler of command \(key) sent no result (expected a 'v')").dbusError)
                     }
@@ -123,6 +131,9 @@ extension Service {
     func finishExecution(_ id: UInt64, of key: Key, _ result: Result<DBusValue, DBusError>) {
         guard let work = running.removeValue(forKey: id) else { return }
         work.timer?.cancel()
+        // Its process group is gone already; what left the group (setsid) goes now, before the
+        // reply, so a caller never sees an ended execution with work still running.
+        if work.process != nil { sweepLeftovers() }
         publish(commands.finish(id, of: key))
         let path = Key.objectPath(ofGroup: key.text)
         switch result {
@@ -134,6 +145,16 @@ extension Service {
             work.waiter?.fail(error)
         }
         tree.connection.scheduleRound()
+    }
+
+    /// Kills what ended executions left behind and reaps the daemon's zombie orphans; comes
+    /// back while anything was killed, to reap it and catch what it left in turn.
+    func sweepLeftovers(attempt: Int = 0) {
+        dispatchPrecondition(condition: .onQueue(tree.connection.queue))
+        let leaders = Set(running.values.compactMap { $0.process?.pid })
+        let killed = LeftoverProcesses.sweep(running: Set(running.keys), leaders: leaders)
+        guard killed > 0 || attempt == 0, attempt < 100 else { return }
+        tree.connection.queue.asyncAfter(deadline: .now() + 0.05) { [weak self] in self?.sweepLeftovers(attempt: attempt + 1) }
     }
 
     /// Cancels every running execution (SIGTERM): a daemon that stops must not leave work

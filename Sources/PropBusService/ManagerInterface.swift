@@ -60,8 +60,9 @@ extension Service {
         items["is_set"] = .boolean(entry.storedValue != nil)
         items["revision"] = .uint64(entry.revision)
         if let hidden = entry.hidden {
-            // Kept in the store, unseen: say so, and why, so nobody thinks it lost.
-            items["hidden_value"] = hidden.value
+            // Kept in the store, unseen: say so, and why, so nobody thinks it lost. An older
+            // version's value may be too deep to send back: shown, it would fail the whole reply.
+            if PropertyDefinition.canSendBack(hidden.value) { items["hidden_value"] = hidden.value }
             items["hidden_reason"] = .string(hidden.reason)
         }
         return .vardict(items)

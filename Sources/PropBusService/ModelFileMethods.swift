@@ -59,7 +59,11 @@ extension Service {
     }
 
     static func unclaimedList(_ values: [(key: Key, value: DBusValue)]) -> DBusValue {
-        .array(of: .structure([.string, .variant]), values.map { .structure([.string($0.key.text), .variant($0.value)]) })
+        .array(of: .structure([.string, .variant]), values.map {
+            // An older version's value may be too deep to send back, and would fail the reply.
+            let shown = PropertyDefinition.canSendBack($0.value) ? $0.value : .string("(not shown: nested \($0.value.nestingDepth) levels deep)")
+            return .structure([.string($0.key.text), .variant(shown)])
+        })
     }
 }
 

@@ -87,6 +87,12 @@ public final class Service: @unchecked Sendable {
             guard let args = try? message.arguments(), args.count == 3,
                   let name = args[0].stringValue, name.hasPrefix(":"), args[2].stringValue == "" else { return }
             publish(model.unbindAll(ownedBy: name))
+            // An Execute whose caller left can never be answered, and its id was never handed
+            // out, so nobody could cancel it: cancel it now.
+            for (id, work) in running.sorted(by: { $0.key < $1.key }) where work.waiter?.sender == name {
+                cancelExecution(id, of: work.execution.command, reason: PropBusError(
+                    .cancelled, "execution \(id) of command \(work.execution.command) was cancelled: its caller \(name) left the bus before the reply"))
+            }
             // A handler that leaves fails its running executions and disables its commands.
             let (ended, changes) = self.commands.handlerLeft(name)
             publish(changes)

@@ -1,9 +1,9 @@
 import DBus
 import Dispatch
-import FoundationEssentials
 import Glibc
 import PropBus
 import PropBusService
+import SystemKit
 
 /// The daemon's lifecycle: connect, export, own the name, tell systemd, and shut down on a signal.
 ///
@@ -40,7 +40,7 @@ final class Daemon: @unchecked Sendable {
     /// Only reads and checks: what the model files and stored bindings change is committed by
     /// ``start()`` once the name is owned, so a daemon that loses the race for the name (or the
     /// lock) leaves the store as it found it.
-    func openStore(environment: [String: String] = ProcessInfo.processInfo.environment) {
+    func openStore(environment: [String: String] = Environment.current) {
         do {
             let store: PropertyStore
             if options.inMemory {
@@ -57,6 +57,7 @@ final class Daemon: @unchecked Sendable {
                 store = try openDatabase(path)
             }
             let model = try PropertyModel(store: store, limits: options.limits)
+            for reason in model.refusedAtLoad { Diagnostics.write("propbusd: \(reason)\n") }
             let commands = CommandTable(model: model, store: store, maximumRunning: options.maximumExecutions)
             // A predicate may read a key that is gone (or comes with a model file below): the
             // command then starts disabled rather than being lost.

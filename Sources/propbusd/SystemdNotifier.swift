@@ -1,5 +1,5 @@
-import FoundationEssentials
 import Glibc
+import SystemKit
 
 /// Sends sd_notify(3) datagrams to `$NOTIFY_SOCKET`, without linking libsystemd.
 ///
@@ -18,7 +18,7 @@ struct SystemdNotifier: Sendable {
     ///
     /// Call before any other thread starts: `unsetenv` is not thread-safe.
     static func fromEnvironment() -> SystemdNotifier {
-        let environment = ProcessInfo.processInfo.environment
+        let environment = Environment.current
         let socket = environment["NOTIFY_SOCKET"].flatMap { $0.isEmpty ? nil : $0 }
         var watchdogMicroseconds: UInt64?
         // As sd_watchdog_enabled(3): WATCHDOG_PID, when set, must name this process.

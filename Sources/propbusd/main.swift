@@ -1,6 +1,6 @@
 import Dispatch
-import FoundationEssentials
 import Glibc
+import PropBus
 
 // Not an option users see: scripts/install and the tests build propbusd(8) from DaemonOptions.
 if CommandLine.arguments.dropFirst().elementsEqual(["--generate-man-page"]) {
@@ -18,6 +18,11 @@ case .success(.run(let options)):
     signal(SIGPIPE, SIG_IGN)
     // First, while no other thread runs: it edits the environment.
     let notifier = SystemdNotifier.fromEnvironment()
+    // Orphans of executions (a program that called setsid, then exited) come back to the
+    // daemon instead of init, so that they can be ended with their execution.
+    if !LeftoverProcesses.becomeSubreaper() {
+        Diagnostics.write("propbusd: cannot become a child subreaper (prctl: \(String(cString: strerror(errno)))); descendants that leave their process group may outlive their execution\n")
+    }
     let daemon = Daemon(options: options, notifier: notifier)
     daemon.openStore()
     Task { await daemon.start() }

@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 
 // propctl: parse with the declarative spec, run one subcommand, exit with SPEC §9's codes.
 let parser = CommandLineParser(root: PropctlSpec.root)

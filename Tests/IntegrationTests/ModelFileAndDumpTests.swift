@@ -95,6 +95,15 @@ final class ModelFileAndDumpTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertEqual(again.status, 0, "loading what is already there changes nothing: \(again.stderr)")
     }
 
+    func testLoadOfAFileThatCannotBeReadSaysWhyAndExits64() async throws {
+        let missing = bus.directory.appendingPathComponent("missing.json").path
+        let load = try await propctl(["load", missing])
+        XCTAssertEqual(load.status, 64, "\(load)")
+        XCTAssertEqual(load.stderr, "propctl load: cannot read \(missing): No such file or directory\n")
+        let fromStdin = try await propctl(["load", "-"], stdin: #"{"properties": {}}"#)
+        XCTAssertEqual(fromStdin.status, 0, "\(fromStdin)")
+    }
+
     func testLoadWithOneBadValueChangesNothingAndNamesTheKey() async throws {
         try await client.create("l.a", "i", default: .int32(1))
         _ = try await client.call(PropBusAPI.manager, "CreateProperty",

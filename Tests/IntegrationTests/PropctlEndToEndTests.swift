@@ -273,6 +273,45 @@ final class PropctlEndToEndTests: DaemonTestCase {
         XCTAssertEqual(objects.last?["value"] as? [String], ["a", "b"])
     }
 
+    func testWatchTimestampsAreUTCWithMillisecondsInBothFormats() async throws {
+        try await client.create("ui.switch.on", "b", default: .boolean(false))
+        // The format Foundation's ISO8601FormatStyle printed before propctl dropped Foundation;
+        // a time zone other than UTC must not change it.
+        let stamp = try NSRegularExpression(pattern: #"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"#)
+        func isStamp(_ text: String) -> Bool {
+            stamp.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)) != nil
+        }
+        var environment = bus.environment
+        environment["TZ"] = "Asia/Tokyo"
+        let before = Date()
+        let plain = try ChildProcess(BuildProducts.propctl, ["--address", bus.address, "watch", "--timestamps", "ui.switch.on"], environment: environment)
+        defer { plain.signal(SIGKILL) }
+        let json = try ChildProcess(BuildProducts.propctl, ["--address", bus.address, "--json", "watch", "--timestamps", "ui.switch.on"], environment: environment)
+        defer { json.signal(SIGKILL) }
+        _ = await eventually(timeout: 10) { (!self.lines(plain.stdout).isEmpty || !plain.isRunning) && (!self.lines(json.stdout).isEmpty || !json.isRunning) }
+        try await client.set("ui.switch.on", .boolean(true))
+        _ = await eventually(timeout: 10) { self.lines(plain.stdout).count >= 2 && self.lines(json.stdout).count >= 2 }
+        let after = Date()
+        let plainLines = lines(plain.stdout)
+        XCTAssertEqual(plainLines.count, 2, "\(plain.stdout)\n\(plain.stderr)")
+        for (line, value) in zip(plainLines, ["false", "true"]) {
+            let fields = line.split(separator: " ").map(String.init)
+            XCTAssertEqual(fields.count, 3, line)
+            XCTAssertTrue(isStamp(fields.first ?? ""), line)
+            XCTAssertEqual(Array(fields.dropFirst()), ["ui.switch.on", value], line)
+        }
+        let objects = lines(json.stdout).compactMap { self.json($0) as? [String: Any] }
+        XCTAssertEqual(objects.count, 2, json.stdout)
+        for object in objects {
+            let time = object["time"] as? String ?? ""
+            XCTAssertTrue(isStamp(time), "\(object)")
+            // The stamp is the wall-clock time in UTC, to the millisecond.
+            let parsed = try XCTUnwrap(try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(time), time)
+            XCTAssertGreaterThanOrEqual(parsed.timeIntervalSince1970, before.timeIntervalSince1970.rounded(.down) - 0.001, time)
+            XCTAssertLessThanOrEqual(parsed.timeIntervalSince1970, after.timeIntervalSince1970 + 0.001, time)
+        }
+    }
+
     func testPropctlAndBusctlSeeTheSameValues() async throws {
         let create = try await propctl(["create", "settings.theme", "s", "--default", "light"])
         XCTAssertEqual(create.status, 0, "\(create)")

@@ -66,6 +66,29 @@ final class ReloadTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertEqual(pruned, .int32(1))
     }
 
+    func testPruneAtATerminalAsksAndDeletesOnlyOnYes() async throws {
+        try write("app.json", #""x": {"type": "i", "default": 1}, "y": {"type": "s", "default": "old"}"#)
+        try await restartDaemon(arguments: ["--model", modelURL("app.json").path])
+        try await client.set("app.x", .int32(7))
+        try write("app.json", #""y": {"type": "s", "default": "old"}"#)
+        try await hangUp { try await self.keys() == ["app.y"] }
+        /// `propctl prune` on a pseudo-terminal (script(1)), answering the prompt with `answer`.
+        func prune(answering answer: String) async throws -> CommandResult {
+            let command = "'\(BuildProducts.propctl)' --address '\(bus.address)' prune"
+            return try await runCommand("/usr/bin/script", ["-qec", command, "/dev/null"], environment: bus.environment,
+                                        stdin: answer + "\n", timeout: 15)
+        }
+        let refused = try await prune(answering: "n")
+        XCTAssertTrue(refused.stdout.contains("[y/N]") && refused.stdout.contains("nothing deleted"), "\(refused)")
+        let kept = try await client.call(PropBusAPI.manager, "ListUnclaimed", [])
+        XCTAssertTrue("\(kept)".contains("app.x"), "\(kept)")
+        // Blanks around the answer are not part of it.
+        let accepted = try await prune(answering: " \tY ")
+        XCTAssertTrue(accepted.stdout.contains("deleted 1 stored value"), "\(accepted)")
+        let empty = try await propctl(["prune"])
+        XCTAssertTrue(empty.stdout.contains("no stored values"), empty.stdout)
+    }
+
     func testKeyRemovedFromItsFileWhileStoppedLeavesTheBusAtStartKeepingItsValue() async throws {
         try write("app.json", #""x": {"type": "i", "default": 1}"#)
         try await restartDaemon(arguments: ["--model", modelURL("app.json").path])

@@ -27,6 +27,24 @@ final class ModelFileTests: XCTestCase {
         XCTAssertEqual(file.commands.map(\.key.text), ["viewmodel.executeSearch"])
     }
 
+    func testAnUnreadableOrNonUTF8ModelFileIsRefusedWithTheReason() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("modelfile-\(getpid())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let missing = directory.appendingPathComponent("missing.json").path
+        XCTAssertThrowsError(try ModelFile(contentsOf: missing)) { error in
+            XCTAssertEqual((error as? PropBusError)?.message, "\(missing): cannot read the model file: No such file or directory")
+        }
+        let latin1 = directory.appendingPathComponent("latin1.json").path
+        // "café" in Latin-1: the é is the lone byte E9.
+        try Data(Array(#"{"groups": {}, "description": "caf"#.utf8) + [0xE9] + Array(#""}"#.utf8)).write(to: URL(fileURLWithPath: latin1))
+        XCTAssertThrowsError(try ModelFile(contentsOf: latin1)) { error in
+            XCTAssertEqual((error as? PropBusError)?.message, "\(latin1): cannot read the model file: it is not UTF-8 text")
+        }
+        XCTAssertEqual(ModelFile.files(in: directory.path), [latin1])
+        XCTAssertEqual(ModelFile.files(in: missing), [])
+    }
+
     func testValuesAreReadByTheDeclaredType() throws {
         let file = try load("""
             {"groups": {"ui": {"properties": {

@@ -1,5 +1,5 @@
-import FoundationEssentials
 import Glibc
+import SystemKit
 
 /// Which bus to connect to.
 public enum BusAddress: Sendable, Hashable {
@@ -13,7 +13,7 @@ public enum BusAddress: Sendable, Hashable {
     /// The address string libdbus will open.
     ///
     /// Resolved by hand rather than with `dbus_bus_get`, which would register synchronously.
-    public func resolved(environment: [String: String] = ProcessInfo.processInfo.environment) throws(DBusError) -> String {
+    public func resolved(environment: [String: String] = Environment.current) throws(DBusError) -> String {
         switch self {
         case .address(let address):
             return address
@@ -21,7 +21,7 @@ public enum BusAddress: Sendable, Hashable {
             return environment["DBUS_SYSTEM_BUS_ADDRESS"] ?? "unix:path=/var/run/dbus/system_bus_socket"
         case .session:
             if let address = environment["DBUS_SESSION_BUS_ADDRESS"], !address.isEmpty { return address }
-            if let runtime = environment["XDG_RUNTIME_DIR"], FileManager.default.fileExists(atPath: runtime + "/bus") {
+            if let runtime = environment["XDG_RUNTIME_DIR"], FileSystem.exists(runtime + "/bus") {
                 return "unix:path=\(runtime)/bus"
             }
             throw DBusError(name: DBusError.Name.noServer,

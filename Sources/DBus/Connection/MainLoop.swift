@@ -1,6 +1,5 @@
 import CDBus
 import Dispatch
-import FoundationEssentials
 import Glibc
 
 /// Drives one `DBusConnection` from one serial `DispatchQueue`.

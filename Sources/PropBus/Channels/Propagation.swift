@@ -14,6 +14,8 @@ struct Propagation {
     let currentValue: (Key) -> DBusValue?
     /// The type of a registered key.
     let type: (Key) -> DBusType?
+    /// The largest value (`--max-value-size`): no transform may build a string past it.
+    var maximumSize = 1 << 20
 
     /// Returns the extra assignments the bindings make when `assignments` happen.
     ///
@@ -29,6 +31,8 @@ struct Propagation {
         }
         var work = assignments
         var result: [(Key, DBusValue)] = []
+        // One budget for the whole spread: a chain of bindings is bounded as one transform is.
+        var budget = EvaluationBudget(maximumSize: maximumSize)
         var index = 0
         while index < work.count {
             let (key, value) = work[index]
@@ -50,13 +54,13 @@ struct Propagation {
                 if visited.contains(target) {
                     // Two keys set in one call must not leave a binding between them disagreeing.
                     if origins.contains(target), origins.contains(key), key != target,
-                       let mapped = try? map(value, through: transform, into: target, binding: binding, pending: pending),
+                       let mapped = try? map(value, through: transform, into: target, binding: binding, pending: pending, budget: &budget),
                        mapped != pending[target] {
                         throw PropBusError(.invalidValue, "the values given for \(key) and \(target) disagree through binding \(binding.id) (\(binding.key) ↔ \(binding.to)); set one side only")
                     }
                     continue
                 }
-                let mapped = try map(value, through: transform, into: target, binding: binding, pending: pending)
+                let mapped = try map(value, through: transform, into: target, binding: binding, pending: pending, budget: &budget)
                 let current = pending[target] ?? currentValue(target)
                 if mapped == current { continue }
                 visited.insert(target)
@@ -71,18 +75,26 @@ struct Propagation {
     /// Applies a transform and converts the result to the target's type.
     func map(_ value: DBusValue, through transform: Expression?, into target: Key, binding: Binding,
              pending: [Key: DBusValue] = [:]) throws(PropBusError) -> DBusValue {
+        var budget = EvaluationBudget(maximumSize: maximumSize)
+        return try map(value, through: transform, into: target, binding: binding, pending: pending, budget: &budget)
+    }
+
+    /// ``map(_:through:into:binding:pending:)`` spending a budget shared with other transforms.
+    func map(_ value: DBusValue, through transform: Expression?, into target: Key, binding: Binding,
+             pending: [Key: DBusValue], budget: inout EvaluationBudget) throws(PropBusError) -> DBusValue {
         guard let targetType = type(target) else {
             throw PropBusError(.unknownKey, "binding \(binding.id) targets \(target), which does not exist")
         }
         var result = value
         if let transform {
             do {
-                result = try transform.evaluate(value: value) { name in
+                result = try transform.evaluate(value: value, budget: &budget) { name in
                     guard let key = try? Key(name) else { return nil }
                     return pending[key] ?? currentValue(key)
                 }
             } catch {
-                throw PropBusError(.transformFailed, "binding \(binding.id) (\(binding.key) ↔ \(binding.to)) cannot map the value for \(target): \(error.message)")
+                // A limit stays a limit: the caller can tell "too big" from "cannot map".
+                throw PropBusError(error.code == .limitsExceeded ? .limitsExceeded : .transformFailed, "binding \(binding.id) (\(binding.key) ↔ \(binding.to)) cannot map the value for \(target): \(error.message)")
             }
         }
         if result.type == targetType { return result }

@@ -2,6 +2,7 @@ import DBus
 import Dispatch
 import Glibc
 import Synchronization
+import SystemKit
 
 /// One run of a command's argv: spawned without a shell in its own process group, the input on
 /// stdin, stdout captured up to a limit and the tail of stderr kept.
@@ -114,14 +115,7 @@ public final class CommandProcess: @unchecked Sendable {
         posix_spawnattr_setpgroup(&attributes, 0)
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP))
 
-        var variables: [String: String] = [:]
-        var cursor = environ
-        while let entry = cursor.pointee {
-            let text = String(cString: entry)
-            if let equals = text.firstIndex(of: "=") { variables[String(text[..<equals])] = String(text[text.index(after: equals)...]) }
-            cursor += 1
-        }
-        variables.merge(environment) { $1 }
+        let variables = Environment.current.merging(environment) { $1 }
         let argvC = argv.map { strdup($0) } + [nil]
         let envC = variables.map { strdup($0.key + "=" + $0.value) } + [nil]
         defer {

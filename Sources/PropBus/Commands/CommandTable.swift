@@ -298,7 +298,8 @@ public final class CommandTable {
     /// Whether a predicate holds now; one that cannot be evaluated (a key it reads was deleted,
     /// a value it cannot convert) does not.
     private func holds(_ predicate: Expression) -> Bool {
-        let value = try? predicate.evaluate(value: nil) { [model] name in try? model.value(of: name) }
+        var budget = EvaluationBudget(maximumSize: model.limits.maximumValueSize)
+        let value = try? predicate.evaluate(value: nil, budget: &budget) { [model] name in try? model.value(of: name) }
         return value?.boolValue ?? false
     }
 

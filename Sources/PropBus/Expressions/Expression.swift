@@ -53,11 +53,26 @@ public struct Expression: Sendable, Hashable, CustomStringConvertible {
     /// The result is `x` for integers, `d`, `s` or `b`, or a container as read; use
     /// ``convert(_:to:)`` for the target type. Throws `.transformFailed` with a clear message.
     public func evaluate(value: DBusValue?, lookup: (String) -> DBusValue?) throws(PropBusError) -> DBusValue {
+        var budget = EvaluationBudget()
+        return try evaluate(value: value, budget: &budget, lookup: lookup)
+    }
+
+    /// Evaluates within `budget`, which it spends (share one budget across a chain of
+    /// evaluations to bound the chain); throws `.limitsExceeded` when the budget runs out or an
+    /// intermediate string would pass its size limit.
+    public func evaluate(value: DBusValue?, budget: inout EvaluationBudget, lookup: (String) -> DBusValue?) throws(PropBusError) -> DBusValue {
         // The evaluator holds `lookup` only for the duration of this call.
-        try withoutActuallyEscaping(lookup) { (lookup) throws(PropBusError) in
-            var evaluator = ExpressionEvaluator(value: value, lookup: lookup)
-            return try evaluator.evaluate(root).dbusValue
+        let start = budget
+        let (outcome, left) = withoutActuallyEscaping(lookup) { (lookup) -> (Result<DBusValue, PropBusError>, EvaluationBudget) in
+            var evaluator = ExpressionEvaluator(value: value, lookup: lookup, budget: start)
+            do throws(PropBusError) {
+                return (.success(try evaluator.evaluate(root).dbusValue), evaluator.budget)
+            } catch {
+                return (.failure(error), evaluator.budget)
+            }
         }
+        budget = left
+        return try outcome.get()
     }
 
     /// Static type of the result given the type of `value` and of keys, or nil when it can't

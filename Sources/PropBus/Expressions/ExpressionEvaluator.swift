@@ -1,16 +1,18 @@
 import DBus
 
 /// Evaluates a parsed expression. Its recursion is as deep as the tree, which the parser
-/// bounds.
+/// bounds; its work and the size of what it builds are bounded by `budget`.
 struct ExpressionEvaluator {
     let value: DBusValue?
     let lookup: (String) -> DBusValue?
+    var budget: EvaluationBudget
 
     private func fail(_ message: String) -> PropBusError {
         PropBusError(.transformFailed, message)
     }
 
     mutating func evaluate(_ node: ExpressionNode) throws(PropBusError) -> ExpressionOperand {
+        try budget.spend(1)
         switch node {
         case .literal(let operand):
             return operand
@@ -59,9 +61,11 @@ struct ExpressionEvaluator {
         guard op.resultKind(lhs.kind, rhs.kind) != nil else { throw fail(op.mismatch(lhs.kind, rhs.kind)) }
         switch op {
         case .equal, .notEqual:
+            try spendReading(lhs, rhs)
             let equal = ExpressionOperand.areEqual(lhs, rhs) ?? false
             return .boolean(equal == (op == .equal))
         case .less, .lessOrEqual, .greater, .greaterOrEqual:
+            try spendReading(lhs, rhs)
             // NaN is unordered: every ordering comparison with it is false.
             guard let order = ExpressionOperand.order(lhs, rhs) else { return .boolean(false) }
             switch op {
@@ -75,8 +79,14 @@ struct ExpressionEvaluator {
         }
     }
 
-    private func arithmetic(_ op: BinaryOperator, _ lhs: ExpressionOperand, _ rhs: ExpressionOperand) throws(PropBusError) -> ExpressionOperand {
-        if case .string(let a) = lhs, case .string(let b) = rhs { return .string(a + b) }
+    private mutating func arithmetic(_ op: BinaryOperator, _ lhs: ExpressionOperand, _ rhs: ExpressionOperand) throws(PropBusError) -> ExpressionOperand {
+        if case .string(let a) = lhs, case .string(let b) = rhs {
+            // Sized before it is built: the bomb is the building.
+            let size = a.utf8.count + b.utf8.count
+            try budget.admit(stringOf: size)
+            try budget.spend(size)
+            return .string(a + b)
+        }
         if case .integer(let a) = lhs, case .integer(let b) = rhs {
             let (result, overflow): (Int64, Bool)
             switch op {
@@ -103,10 +113,23 @@ struct ExpressionEvaluator {
         }
     }
 
-    private func call(_ function: ExpressionFunction, _ arguments: [ExpressionOperand]) throws(PropBusError) -> ExpressionOperand {
+    /// Charges the bytes a comparison or function may read from its string operands.
+    private mutating func spendReading(_ operands: ExpressionOperand...) throws(PropBusError) {
+        for case .string(let s) in operands { try budget.spend(s.utf8.count) }
+    }
+
+    /// Checks and charges a string a function built (its size is known only afterwards).
+    private mutating func built(_ s: String) throws(PropBusError) -> ExpressionOperand {
+        try budget.admit(stringOf: s.utf8.count)
+        try budget.spend(s.utf8.count)
+        return .string(s)
+    }
+
+    private mutating func call(_ function: ExpressionFunction, _ arguments: [ExpressionOperand]) throws(PropBusError) -> ExpressionOperand {
         guard function.resultKind(arguments.map(\.kind)) != nil else {
             throw fail(function.mismatch(arguments.map(\.kind)))
         }
+        for argument in arguments { try spendReading(argument) }
         let first = arguments[0]
         switch function {
         case .length:
@@ -120,14 +143,17 @@ struct ExpressionEvaluator {
         case .lower, .upper, .trim:
             guard case .string(let s) = first else { break }
             switch function {
-            case .lower: return .string(s.lowercased())
-            case .upper: return .string(s.uppercased())
+            case .lower: return try built(s.lowercased())
+            case .upper: return try built(s.uppercased())
             default: return .string(s.trimmedForExpression)
             }
         case .string:
             switch first {
             case .string(let s): return .string(s)
-            default: return .string(ValueText.format(first.dbusValue))
+            default:
+                // A container's text can be several times its wire size.
+                try budget.spend(first.dbusValue.wireSize())
+                return try built(ValueText.format(first.dbusValue))
             }
         case .int:
             return .integer(try integer(from: first))

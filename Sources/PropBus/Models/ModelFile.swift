@@ -1,6 +1,6 @@
 import DBus
-import FoundationEssentials
 import Glibc
+import SystemKit
 
 /// A JSON declaration of groups with their properties, commands and bindings, like a GSettings
 /// schema (SPEC §4, "Model files"). The format is documented in `docs/model-files.md`.
@@ -42,11 +42,15 @@ public struct ModelFile: Sendable {
 
     /// Reads and checks the file at `path`.
     public init(contentsOf path: String) throws(PropBusError) {
-        let text: String
+        let bytes: [UInt8]
         do {
-            text = try String(contentsOfFile: path, encoding: .utf8)
+            bytes = try FileSystem.contents(of: path)
         } catch {
-            throw PropBusError(.invalidArgs, "\(path): cannot read the model file: \(SystemError.describe(error))")
+            throw PropBusError(.invalidArgs, "\(path): cannot read the model file: \(error)")
+        }
+        // Strict, as String(contentsOfFile:encoding: .utf8) was: a file that is not UTF-8 is refused.
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw PropBusError(.invalidArgs, "\(path): cannot read the model file: it is not UTF-8 text")
         }
         try self.init(path: path, text: text)
     }
@@ -189,7 +193,7 @@ public struct ModelFile: Sendable {
                 // "./script" names a file beside the model file, wherever the daemon runs.
                 if words[0].hasPrefix("./") || words[0].hasPrefix("../") {
                     // Stored commands outlive this working directory: keep the path absolute.
-                    let cwd = FileManager.default.currentDirectoryPath
+                    let cwd = FileSystem.currentDirectory
                     var directory = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : cwd
                     if !directory.hasPrefix("/") { directory = cwd + "/" + directory }
                     words[0] = directory + "/" + (words[0].hasPrefix("./") ? String(words[0].dropFirst(2)) : words[0])
@@ -286,7 +290,7 @@ extension ModelFile {
 
     /// The `*.json` files of `directory`, sorted by name; none when it does not exist.
     public static func files(in directory: String) -> [String] {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        let names = (try? FileSystem.contentsOfDirectory(directory)) ?? []
         return names.filter { $0.hasSuffix(".json") }.sorted().map { directory + "/" + $0 }
     }
 }

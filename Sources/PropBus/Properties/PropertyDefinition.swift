@@ -1,5 +1,4 @@
 import DBus
-import FoundationEssentials
 import Glibc
 
 /// A registered property: its type, registered default and metadata.
@@ -89,13 +88,42 @@ public struct PropertyDefinition: Hashable, Sendable {
         return initial
     }
 
+    /// How deep a value may nest (``DBusValue/nestingDepth``): replies put a value at most 7
+    /// levels deep (`GetManagedObjects`' `a{oa{sa{sv}}}`, the `choices` in `ListProperties`'
+    /// metadata), and libdbus refuses a message nested deeper than 64 in all.
+    public static let maximumNestingDepth = DBusValue.maximumMessageDepth - 7
+
+    /// Whether `value` can go out in any reply that carries a property value (no fd, and not
+    /// nested deeper than ``maximumNestingDepth``), for values kept from older versions.
+    public static func canSendBack(_ value: DBusValue) -> Bool {
+        !value.containsUnixFD && value.nestingDepth <= maximumNestingDepth
+    }
+
+    /// Refuses a type holding a unix fd: the number the daemon receives is its own duplicate,
+    /// meaningless once the call is over (after a restart it would name whatever is open then).
+    public static func checkStorable(_ type: DBusType, key: Key) throws(PropBusError) {
+        guard !type.containsUnixFD else {
+            throw .invalidArgs("type '\(type.signature)' of \(key) holds a unix fd ('h'); fds cannot be stored, since an fd number means nothing once the call is over")
+        }
+    }
+
     /// Checks a value against the type, range and choices; `maximumSize` in wire bytes.
     public func check(_ value: DBusValue, maximumSize: Int) throws(PropBusError) {
+        // First, so that an fd is named as the problem even where the type does not match;
+        // a variant can carry one whatever the declared type says.
+        guard !value.containsUnixFD else {
+            throw .invalidArgs("value for \(key) holds a unix fd ('h'); fds cannot be stored, since an fd number means nothing once the call is over")
+        }
         guard value.type == type else {
             throw .invalidArgs("property \(key) has type '\(type.signature)', got '\(value.signature)'")
         }
         do { try value.validate() } catch {
             throw PropBusError(.invalidValue, "invalid value for \(key): \(error.reason)")
+        }
+        // Accepted here, it would make every reply that carries it unsendable, for everyone.
+        let depth = value.nestingDepth
+        guard depth <= Self.maximumNestingDepth else {
+            throw PropBusError(.invalidValue, "value for \(key) nests \(depth) levels deep (variants, structs, arrays, dict entries); at most \(Self.maximumNestingDepth) fit in the replies that carry it (GetManagedObjects, ListProperties)")
         }
         let size = value.wireSize()
         guard size <= maximumSize else {
@@ -119,9 +147,13 @@ public struct PropertyDefinition: Hashable, Sendable {
         return false
     }
 
+    /// How one number compares with another; Foundation's `ComparisonResult`, which the
+    /// daemon does not link.
+    enum Order { case orderedAscending, orderedSame, orderedDescending }
+
     /// Orders two numbers exactly: integers as integers (64-bit bounds stay exact), anything
     /// with a double as doubles.
-    static func compare(_ a: DBusValue, _ b: DBusValue) -> ComparisonResult {
+    static func compare(_ a: DBusValue, _ b: DBusValue) -> Order {
         func integer(_ v: DBusValue) -> (negative: Bool, magnitude: UInt64)? {
             switch v {
             case .byte(let x): (false, UInt64(x))

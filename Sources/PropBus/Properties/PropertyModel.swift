@@ -74,6 +74,10 @@ public final class PropertyModel {
     /// The persistent commands the store held at startup, for a ``CommandTable`` to recreate.
     public private(set) var storedCommands: [(key: Key, options: [String: DBusValue])] = []
 
+    /// Why some of what the store holds was not loaded (an older version accepted unix fds),
+    /// one line each, for the daemon's log.
+    public private(set) var refusedAtLoad: [String] = []
+
     /// Loads what `store` holds.
     public init(store: PropertyStore, limits: Limits = Limits()) throws(PropBusError) {
         self.store = store
@@ -82,14 +86,26 @@ public final class PropertyModel {
         unclaimedValues = state.values
         revision = state.revision
         entries.reserveCapacity(state.definitions.count)
+        let refusedDefinitions = Set(state.definitions.filter { $0.type.containsUnixFD || $0.defaultValue.containsUnixFD }.map(\.key))
+        for (key, stored) in unclaimedValues where stored.value.containsUnixFD {
+            // The stored number was the old daemon's own fd; today it names something else.
+            unclaimedValues[key] = nil
+            guard !refusedDefinitions.contains(key) else { continue }
+            refusedAtLoad.append("the stored value of \(key) holds a unix fd ('h'), which means nothing after a restart; it reads its default")
+        }
         for definition in state.definitions {
+            if refusedDefinitions.contains(definition.key) {
+                refusedAtLoad.append("property \(definition.key) (type '\(definition.type.signature)') holds a unix fd ('h'), which cannot be stored; it was left out (CreateProperty with another type replaces it)")
+                continue
+            }
             let stored = unclaimedValues.removeValue(forKey: definition.key)
             var entry = Entry(definition: definition, storedValue: nil, revision: stored?.revision ?? 0)
             if let stored { admit(stored.value, into: &entry) }
             insert(entry)
             revision = max(revision, stored?.revision ?? 0)
         }
-        for stored in unclaimedValues.values { revision = max(revision, stored.revision) }
+        // Dropped values count too: revisions never go back.
+        for stored in state.values.values { revision = max(revision, stored.revision) }
         reservedRevision = revision
         for binding in state.bindings { bindings.insert(binding) }
         bindings.reserveIDs(below: state.nextBindingID)
@@ -184,6 +200,7 @@ public final class PropertyModel {
         do { type = try DBusType(parsing: typeText) } catch {
             throw .invalidArgs("type of \(key) is not a single complete D-Bus type: \(error)")
         }
+        try PropertyDefinition.checkStorable(type, key: key)
         var definition = PropertyDefinition(key: key, type: type, defaultValue: Self.payload(defaultValue, for: type))
         let initial = try definition.apply(options: options)
         let existing = entries[key]
@@ -428,7 +445,7 @@ public final class PropertyModel {
 
     private var propagation: Propagation {
         Propagation(bindings: bindings, currentValue: { [unowned self] in entries[$0]?.value },
-                    type: { [unowned self] in entries[$0]?.definition.type })
+                    type: { [unowned self] in entries[$0]?.definition.type }, maximumSize: limits.maximumValueSize)
     }
 
     // MARK: Command state

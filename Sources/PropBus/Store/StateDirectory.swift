@@ -1,5 +1,5 @@
-import FoundationEssentials
 import Glibc
+import SystemKit
 
 /// Where the daemon keeps its store (SPEC §4).
 public enum StateDirectory {
@@ -26,10 +26,9 @@ public enum StateDirectory {
     /// Creates `path` and its parents (mode 0700 for new directories: settings can be private).
     public static func create(_ path: String) throws(PropBusError) {
         do {
-            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true,
-                                                    attributes: [.posixPermissions: 0o700])
+            try FileSystem.createDirectories(path, mode: 0o700)
         } catch {
-            throw PropBusError(.storeFailed, "cannot create the state directory \(path): \(SystemError.describe(error))")
+            throw PropBusError(.storeFailed, "cannot create the state directory \(path): \(error)")
         }
     }
 }
@@ -46,30 +45,20 @@ extension SQLiteStore {
         let suffix = ".corrupt-" + stamp
         var moved: [String] = []
         // The WAL and shared-memory files go along: the WAL may hold the only copy of recent writes.
-        for file in [path, path + "-wal", path + "-shm"] where FileManager.default.fileExists(atPath: file) {
+        for file in [path, path + "-wal", path + "-shm"] where FileSystem.exists(file) {
             var target = file + suffix
             var attempt = 1
-            while FileManager.default.fileExists(atPath: target) {
+            while FileSystem.exists(target) {
                 attempt += 1
                 target = file + suffix + "-\(attempt)"
             }
             do {
-                try FileManager.default.moveItem(atPath: file, toPath: target)
+                try FileSystem.rename(file, to: target)
             } catch {
-                throw PropBusError(.storeFailed, "cannot move \(file) aside to \(target): \(SystemError.describe(error))")
+                throw PropBusError(.storeFailed, "cannot move \(file) aside to \(target): \(error)")
             }
             moved.append(target)
         }
         return moved
-    }
-}
-
-/// Text for errors thrown by file APIs, without Foundation's localization machinery.
-enum SystemError {
-    static func describe(_ error: any Error) -> String {
-        if let cocoa = error as? CocoaError, let underlying = cocoa.underlying as? POSIXError {
-            return String(cString: strerror(underlying.code.rawValue))
-        }
-        return "\(error)"
     }
 }

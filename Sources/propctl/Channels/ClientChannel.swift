@@ -1,7 +1,8 @@
 import DBus
 import Dispatch
-import Foundation
+import Glibc
 import PropBus
+import SystemKit
 
 /// A two-way binding between one bus key and a local endpoint (`propctl bind`).
 ///
@@ -30,7 +31,7 @@ final class ClientChannel: @unchecked Sendable {
     let transforms: ChannelTransforms
     let direction: ChannelDirection
     /// Where `--json` change events go, or nil without `--json`.
-    let events: FileHandle?
+    let events: FileDescriptor?
 
     private var queue: DispatchQueue { connection.queue }
     private var phase = Phase.reading
@@ -58,7 +59,7 @@ final class ClientChannel: @unchecked Sendable {
     private var signalSources: [DispatchSourceSignal] = []
 
     init(connection: Connection, key: Key, endpoint: LocalEndpoint, transforms: ChannelTransforms,
-         direction: ChannelDirection, events: FileHandle?) {
+         direction: ChannelDirection, events: FileDescriptor?) {
         self.connection = connection
         self.key = key
         self.endpoint = endpoint
@@ -353,7 +354,7 @@ final class ClientChannel: @unchecked Sendable {
     private func event(_ direction: String, _ value: JSONValue) {
         guard let events else { return }
         let line = Output.json(.object([("direction", .string(direction)), ("key", .string(key.text)), ("value", value)]))
-        events.write(Data((line + "\n").utf8))
+        Output.write(line + "\n", to: events)
     }
 
     private func finish(_ failure: CommandFailure?) {

@@ -1,6 +1,6 @@
 import Dispatch
-import Foundation
 import Glibc
+import SystemKit
 
 /// A file whose content, without its trailing newline, is the local value.
 ///
@@ -41,11 +41,10 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
     static let settleDelay: DispatchTimeInterval = .milliseconds(30)
 
     init(path: String, inPlace: Bool) {
-        let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
-        let url = URL(fileURLWithPath: absolute).standardized
-        self.path = url.path
-        self.directory = url.deletingLastPathComponent().path
-        self.name = url.lastPathComponent
+        let absolute = FileSystem.absolute(path)
+        self.path = absolute
+        self.directory = FileSystem.directory(of: absolute)
+        self.name = FileSystem.lastComponent(of: absolute)
         self.inPlace = inPlace
     }
 
@@ -237,13 +236,7 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
     }
 
     private func writeAll(_ descriptor: Int32, _ bytes: [UInt8]) -> Bool {
-        var offset = 0
-        while offset < bytes.count {
-            let count = bytes[offset...].withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else { return false }
-            offset += count
-        }
+        do { try FileDescriptor(rawValue: descriptor).writeAll(bytes) } catch { return false }
         return true
     }
 

@@ -1,7 +1,7 @@
 import Dispatch
-import Foundation
 import Glibc
 import PropBus
+import SystemKit
 
 /// A stream of lines: each line read is a local change, each bus value is written as a line.
 /// Used for `--stdio` (propctl's own stdin and stdout) and `--exec` (a coprocess's stdout and
@@ -95,7 +95,7 @@ final class LineEndpoint: LocalEndpoint, @unchecked Sendable {
         self.changed = changed
         self.ended = ended
         // A blocking reader on its own thread: no O_NONBLOCK is left on a terminal's stdin.
-        let reader = Thread { [self] in
+        DetachedThread.start { [self] in
             var pending: [UInt8] = []
             var chunk = [UInt8](repeating: 0, count: 16 * 1024)
             while true {
@@ -120,7 +120,6 @@ final class LineEndpoint: LocalEndpoint, @unchecked Sendable {
                 if !self.stopped { self.ended?(failure) }
             }
         }
-        reader.start()
     }
 
     private static func line(_ bytes: ArraySlice<UInt8>) -> String {

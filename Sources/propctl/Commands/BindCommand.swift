@@ -1,7 +1,7 @@
 import DBus
-import Foundation
 import Glibc
 import PropBus
+import SystemKit
 
 /// `propctl bind KEY <endpoint> [--map EXPR] [--unmap EXPR] [--direction both|from|to]`: a
 /// client-side channel (``ClientChannel``) to a file, a coprocess or stdin/stdout, or with
@@ -58,7 +58,7 @@ enum BindCommand: Subcommand {
             throw error
         }
         // stdout carries the --stdio protocol; change events then go to stderr.
-        let events = parsed.flag("json") ? (stdio ? FileHandle.standardError : FileHandle.standardOutput) : nil
+        let events = parsed.flag("json") ? (stdio ? FileDescriptor.standardError : FileDescriptor.standardOutput) : nil
         let channel = ClientChannel(connection: client.connection, key: key, endpoint: endpoint, transforms: transforms,
                                     direction: direction, events: events)
         try await channel.run()

@@ -1,4 +1,3 @@
-import Foundation
 import DBus
 import PropBus
 
@@ -46,6 +45,6 @@ enum DescribeCommand: Subcommand {
         rows.append(["description", Output.escaped(description)])
         // Always aligned: one value per line, read by people; scripts use --json.
         let width = rows.map { $0[0].count }.max() ?? 0
-        for row in rows { Output.line(row[0].padding(toLength: width, withPad: " ", startingAt: 0) + "  " + row[1]) }
+        for row in rows { Output.line(Output.padded(row[0], to: width) + "  " + row[1]) }
     }
 }

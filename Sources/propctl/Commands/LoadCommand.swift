@@ -1,6 +1,6 @@
 import DBus
-import Foundation
 import PropBus
+import SystemKit
 
 /// `propctl load FILE [--create]`: checks a `dump` document (JSON or lines) against the
 /// daemon's types, then applies it in one `Manager.Apply`, so it changes everything or nothing.
@@ -15,11 +15,16 @@ enum LoadCommand: Subcommand {
         let path = parsed.positional("FILE") ?? "-"
         let text: String
         if path == "-" {
-            text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+            text = String(decoding: (try? FileDescriptor.standardInput.readToEnd()) ?? [], as: UTF8.self)
         } else {
-            do { text = try String(contentsOfFile: path, encoding: .utf8) } catch {
-                throw CommandFailure(.usage, "cannot read \(path): \(error.localizedDescription)")
+            let bytes: [UInt8]
+            do { bytes = try FileSystem.contents(of: path) } catch {
+                throw CommandFailure(.usage, "cannot read \(path): \(error)")
             }
+            guard let valid = String(validating: bytes, as: UTF8.self) else {
+                throw CommandFailure(.usage, "cannot read \(path): it is not UTF-8 text")
+            }
+            text = valid
         }
         let document = try read(text, path: path)
 

@@ -1,5 +1,4 @@
 import DBus
-import Foundation
 import Glibc
 import PropBus
 
@@ -21,8 +20,9 @@ enum PruneCommand: Subcommand {
         if !confirmed, !values.isEmpty, !parsed.flag("json"), isatty(STDIN_FILENO) == 1, isatty(STDOUT_FILENO) == 1 {
             // At a terminal, ask, as `docker system prune` does; in scripts, --yes says it.
             Output.line(Output.table(header: ["KEY", "VALUE"], rows: values.map { [$0.key, ValueText.format($0.value)] }))
-            FileHandle.standardOutput.write(Data("Delete these \(values.count) stored value\(values.count == 1 ? "" : "s")? [y/N] ".utf8))
-            let answer = readLine()?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
+            Output.write("Delete these \(values.count) stored value\(values.count == 1 ? "" : "s")? [y/N] ", to: .standardOutput)
+            let blank: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+            let answer = String((readLine() ?? "").drop(while: blank).reversed().drop(while: blank).reversed()).lowercased()
             guard answer == "y" || answer == "yes" else {
                 Output.line("nothing deleted")
                 return

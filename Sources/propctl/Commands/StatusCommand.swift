@@ -1,5 +1,5 @@
 import DBus
-import Foundation
+import Glibc
 import PropBus
 
 /// `propctl status`: whether propbusd runs on the selected bus, its version and size.

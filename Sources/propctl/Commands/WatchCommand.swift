@@ -1,6 +1,7 @@
 import DBus
-import Foundation
+import Glibc
 import PropBus
+import SystemKit
 
 /// `propctl watch [KEY|PREFIX...]`: the current value of every watched key, then one line per
 /// change until interrupted.
@@ -113,7 +114,7 @@ final class WatchPrinter: @unchecked Sendable {
     }
 
     private func print(_ key: String, _ value: DBusValue) {
-        let time = timestamps ? Date().formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted)) : nil
+        let time = timestamps ? WallClockTime.now().iso8601 : nil
         if json {
             var members: [(String, JSONValue)] = [("key", .string(key)), ("value", ValueText.jsonValue(value))]
             if let time { members.append(("time", .string(time))) }

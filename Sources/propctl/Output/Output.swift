@@ -1,16 +1,30 @@
-import Foundation
+import Glibc
 import PropBus
+import SystemKit
 
 /// Writes propctl's output, one flushed line at a time so pipes see changes as they happen.
 enum Output {
     /// Writes `text` and a newline to stdout, then flushes.
     static func line(_ text: String) {
-        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+        write(text + "\n", to: .standardOutput)
     }
 
     /// Writes to stderr.
     static func error(_ text: String) {
-        FileHandle.standardError.write(Data((text + "\n").utf8))
+        write(text + "\n", to: .standardError)
+    }
+
+    /// Writes `text` to `descriptor` unbuffered, so the order of stdout and stderr lines is the
+    /// order they were written in. A reader that went away is not an error worth reporting
+    /// on the stream that failed: propctl goes on (or SIGPIPE ends it, where not ignored).
+    static func write(_ text: String, to descriptor: FileDescriptor) {
+        try? descriptor.writeAll(text)
+    }
+
+    /// `text` followed by blanks up to `width` characters.
+    static func padded(_ text: String, to width: Int) -> String {
+        let count = text.count
+        return count >= width ? text : text + String(repeating: " ", count: width - count)
     }
 
     /// Whether stdout is a terminal: tables are aligned only there.
@@ -23,7 +37,7 @@ enum Output {
         let widths = header.indices.map { column in all.map { $0[column].count }.max() ?? 0 }
         return all.map { row in
             let line = row.enumerated().map { index, cell in
-                index == row.count - 1 ? cell : cell.padding(toLength: widths[index], withPad: " ", startingAt: 0)
+                index == row.count - 1 ? cell : padded(cell, to: widths[index])
             }.joined(separator: "  ")
             // An empty last column (list's modified marker) leaves no trailing blanks.
             return String(line.reversed().drop { $0 == " " }.reversed())

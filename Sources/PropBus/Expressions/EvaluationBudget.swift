@@ -1,0 +1,38 @@
+/// What one evaluation, or one chain of them, may spend: transforms run on every write, on
+/// values any writer chooses, so their work must be bounded by the limits and not by the input.
+///
+/// Two bounds, both reported as `LimitsExceeded`:
+/// - no intermediate string may grow past ``maximumSize`` (the daemon's `--max-value-size`): a
+///   result that large would be refused anyway, and checking only the end result let
+///   `value + value + …` build hundreds of megabytes first;
+/// - ``remaining`` work units: one per node evaluated plus one per byte a string operation
+///   reads or builds, so many steps each below the size limit still stop early.
+public struct EvaluationBudget: Sendable {
+    /// The largest intermediate string, in UTF-8 bytes.
+    public let maximumSize: Int
+    /// The work left.
+    public private(set) var remaining: Int
+
+    /// A budget for strings up to `maximumSize` bytes and `work` units in all; by default 64
+    /// times the size limit, which any real transform (or chain of them) stays far below.
+    public init(maximumSize: Int = 1 << 20, work: Int? = nil) {
+        self.maximumSize = maximumSize
+        remaining = work ?? (64 * maximumSize + 65536)
+    }
+
+    /// Spends `units`, or throws when the budget is used up.
+    mutating func spend(_ units: Int) throws(PropBusError) {
+        remaining -= units
+        guard remaining >= 0 else {
+            remaining = 0
+            throw PropBusError(.limitsExceeded, "the evaluation exceeded its work budget (it would copy far more than the value size limit of \(maximumSize) bytes)")
+        }
+    }
+
+    /// Throws unless a string of `size` bytes is allowed, before it is built.
+    func admit(stringOf size: Int) throws(PropBusError) {
+        guard size <= maximumSize else {
+            throw PropBusError(.limitsExceeded, "an intermediate string would be \(size) bytes; the value size limit is \(maximumSize) bytes")
+        }
+    }
+}

@@ -1,0 +1,24 @@
+import Foundation
+import XCTest
+
+/// Both programs start like C programs: neither links Foundation nor ICU (issue 13), whose
+/// libraries cost propctl most of its start-up time and the daemon megabytes of resident pages.
+final class LinkingTests: XCTestCase {
+    /// The shared libraries `ldd` lists for `binary`.
+    private func sharedLibraries(_ binary: String) async throws -> [String] {
+        let ldd = try await runCommand("/usr/bin/ldd", [binary], environment: ProcessInfo.processInfo.environment)
+        XCTAssertEqual(ldd.termination, .exited(0), "\(ldd)")
+        return ldd.stdout.split(separator: "\n").compactMap { line in
+            line.split(whereSeparator: { $0 == " " || $0 == "\t" }).first.map(String.init)
+        }
+    }
+
+    func testNeitherBinaryLinksFoundationOrICU() async throws {
+        for binary in [BuildProducts.propctl, BuildProducts.propbusd] {
+            let libraries = try await sharedLibraries(binary)
+            XCTAssertFalse(libraries.isEmpty, binary)
+            let unwanted = libraries.filter { $0.hasPrefix("libFoundation") || $0.hasPrefix("lib_FoundationICU") || $0.hasPrefix("libicu") }
+            XCTAssertEqual(unwanted, [], "\(binary) links \(unwanted.joined(separator: ", "))")
+        }
+    }
+}
