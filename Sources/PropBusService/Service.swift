@@ -1,6 +1,7 @@
 import DBus
 import Dispatch
 import PropBus
+import Glibc
 
 /// The daemon's brain: exports a ``PropertyModel`` over D-Bus.
 ///
@@ -76,15 +77,19 @@ public final class Service: @unchecked Sendable {
         // Checks need the caller's credentials; the lookup it costs is skipped when all is allowed.
         // (They are forgotten on NameOwnerChanged, which matchRules already subscribes to.)
         tree.requiresCredentials = options.access.isEnabled
+        tree.maximumMessageSize = model.limits.maximumMessageSize
+        tree.replyTooLarge = { call, size, limit in Self.replyTooLarge(call, size: size, limit: limit) }
+        tree.onOversizedSignal = { Self.log($0) }
         tree.addObjectManager(at: Key.rootPath)
         tree.export(ExportedObject { [unowned self] in [managerDescription()] }, at: Key.rootPath)
         for group in model.groupNames { exportGroup(group) }
         for binding in model.bindings.all { exportBinding(binding) }
         for (interface, member) in Self.writeMethods { tree.declareWriteMethod(interface: interface, member: member) }
         tree.addBeforeFlushHook { [unowned self] in commit() }
-        connection.addSignalHandler(matching: Self.matchRules[0]) { [unowned self] message in
+        // Weak: the connection holds this handler and may outlive the service.
+        connection.addSignalHandler(matching: Self.matchRules[0]) { [weak self] message in
             // A connection that leaves the bus ends its non-persistent bindings.
-            guard let args = try? message.arguments(), args.count == 3,
+            guard let self, let args = try? message.arguments(), args.count == 3,
                   let name = args[0].stringValue, name.hasPrefix(":"), args[2].stringValue == "" else { return }
             publish(model.unbindAll(ownedBy: name))
             // An Execute whose caller left can never be answered, and its id was never handed
@@ -101,6 +106,26 @@ public final class Service: @unchecked Sendable {
                     .handlerVanished, "the handler of command \(execution.command) left the bus during execution \(execution.id)").dbusError))
             }
         }
+    }
+
+    /// `LimitsExceeded` for a reply too big for one message, saying how to ask for less.
+    static func replyTooLarge(_ call: Message, size: Int, limit: Int) -> DBusError {
+        let member = call.member ?? "the call"
+        let hint: String
+        switch member {
+        case "GetManagedObjects": hint = "read one group at a time (Properties.GetAll on its object) or list a prefix (ListProperties)"
+        case "ListProperties": hint = "list a longer prefix, e.g. one group (\"group.\")"
+        case "GetAll": hint = "read the properties one by one (Properties.Get)"
+        case "Introspect": hint = "introspect one group's object instead of the tree"
+        default: hint = "ask for less at once"
+        }
+        return PropBusError(.limitsExceeded, "the reply to \(member) would be \(size) bytes, more than the \(limit)-byte message limit (--max-message-size); \(hint)").dbusError
+    }
+
+    /// A line on stderr (the journal under systemd), in one unbuffered `write(2)`.
+    static func log(_ text: String) {
+        let line = Array("propbusd: \(text)\n".utf8)
+        _ = line.withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
     }
 
     /// The methods whose success must not be reported when the round's commit fails

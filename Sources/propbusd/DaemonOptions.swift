@@ -47,6 +47,13 @@ struct DaemonOptions {
         Option(name: "--max-value-size", value: "BYTES", help: "Refuse values larger than this (default 1048576).") { o, v throws(UsageError) in
             o.limits.maximumValueSize = try positive(v, "--max-value-size")
         },
+        Option(name: "--max-message-size", value: "BYTES", help: "Never send a message larger than this; set it to the bus's max_message_size (default 33554432, the system bus's; at most 134217728).") { o, v throws(UsageError) in
+            let size = try positive(v, "--max-message-size")
+            guard size >= 65536, size <= 128 << 20 else {
+                throw UsageError(message: "--max-message-size expects 65536 to 134217728 bytes (the protocol's limit), got \(size)")
+            }
+            o.limits.maximumMessageSize = size
+        },
         Option(name: "--max-properties", value: "N", help: "Refuse to hold more than N properties (default 100000).") { o, v throws(UsageError) in
             o.limits.maximumProperties = try positive(v, "--max-properties")
         },

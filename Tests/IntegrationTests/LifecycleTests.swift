@@ -72,7 +72,7 @@ final class LifecycleTests: DaemonTestCase {
     func testHelpListsTheOptions() async throws {
         let result = try await runCommand(BuildProducts.propbusd, ["--help"], environment: bus.environment)
         XCTAssertEqual(result.status, 0, "\(result)")
-        for option in ["--address", "--system", "--session", "--max-value-size", "--max-properties"] {
+        for option in ["--address", "--system", "--session", "--max-value-size", "--max-message-size", "--max-properties"] {
             XCTAssertTrue(result.stdout.contains(option), "--help lacks \(option):\n\(result.stdout)")
         }
     }

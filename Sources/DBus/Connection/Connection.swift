@@ -22,6 +22,39 @@ public final class Connection: @unchecked Sendable {
     /// Receives method calls addressed to this connection; set by an ``ObjectTree``.
     var methodCallHandler: ((Message) -> Void)?
 
+    /// Asked after each call of a round: whether the round has produced enough (reply bytes) and
+    /// should end, so its replies go out before more work is done. Set by an ``ObjectTree``.
+    var roundIsFull: (() -> Bool)?
+
+    // MARK: Fairness
+    //
+    // Method calls are not handled as libdbus delivers them, in arrival order, all in one round:
+    // a client pipelining thousands of calls would then hold every other client's reply until
+    // all of its own were done (and the replies of the whole round in memory). Instead calls wait
+    // in one queue per sender, and each round serves the senders in turn, one call each, until
+    // the round's budget is spent. A sender's own calls stay in order.
+
+    /// Calls waiting to be handled, per sender, in arrival order.
+    private var heldCalls: [String: [(sequence: UInt64, message: Message)]] = [:]
+    /// Senders with waiting calls, in the order they are served.
+    private var senderRing: [String] = []
+    private var heldCount = 0
+    /// Signals that arrived after calls still waiting: delivered once those calls were handled,
+    /// so a signal (a client leaving the bus) never overtakes what was sent before it.
+    private var heldSignals: [(sequence: UInt64, message: Message)] = []
+    private var nextSequence: UInt64 = 0
+
+    /// The most calls handled in one round.
+    static let callsPerRound = 64
+    /// The time after which a round stops taking calls (it always takes one): a call that
+    /// arrives while a backlog is served waits for about this long, plus its own turn.
+    static let roundTimeBudgetNanoseconds: UInt64 = 5_000_000
+    /// The most calls held in memory: beyond it, messages stay in libdbus (which stops reading
+    /// the socket, so the bus holds the rest).
+    static let maximumHeldCalls = 20_000
+    /// Held calls from which a round reads ahead in the socket (below it, no extra syscall).
+    static let readAheadThreshold = 4
+
     /// Called on `queue` once, when the connection to the bus is lost.
     public var onDisconnect: (@Sendable () -> Void)?
 
@@ -111,10 +144,81 @@ public final class Connection: @unchecked Sendable {
     /// Processes every message that is ready, then lets round-end handlers flush what the
     /// round produced (coalesced signals, group commits).
     private func dispatchRound() {
-        while dbus_connection_get_dispatch_status(raw) == DBUS_DISPATCH_DATA_REMAINS {
+        takeIn()
+        if heldCount >= Self.readAheadThreshold {
+            // A backlog. libdbus reads 2 kB per I/O event, so another client's call sits in the
+            // socket behind the whole backlog: read what the socket holds now (without
+            // blocking), so every sender's waiting calls get their turn in the next rounds.
+            while heldCount < Self.maximumHeldCalls, dbus_connection_read_write(raw, 0) != 0,
+                  dbus_connection_get_dispatch_status(raw) == DBUS_DISPATCH_DATA_REMAINS {
+                takeIn()
+            }
+        }
+        // Serve the senders in turn, within the round's budget.
+        var served = 0
+        let deadline = DispatchTime.now().uptimeNanoseconds + Self.roundTimeBudgetNanoseconds
+        while served < Self.callsPerRound, let message = nextHeldCall() {
+            methodCallHandler?(message)
+            served += 1
+            if roundIsFull?() == true || DispatchTime.now().uptimeNanoseconds >= deadline { break }
+        }
+        deliverHeldSignals()
+        for handler in roundEndHandlers { handler() }
+        // More to do: another round, queued behind whatever else waits for the queue (I/O,
+        // timers), so the replies of this one go out first.
+        if heldCount > 0 || !heldSignals.isEmpty || dbus_connection_get_dispatch_status(raw) == DBUS_DISPATCH_DATA_REMAINS {
+            loop?.scheduleDispatch()
+        }
+    }
+
+    /// Takes in every message libdbus has read, up to the held-call bound (replies to our own
+    /// calls complete and signals are delivered here too).
+    private func takeIn() {
+        while heldCount < Self.maximumHeldCalls, dbus_connection_get_dispatch_status(raw) == DBUS_DISPATCH_DATA_REMAINS {
             dbus_connection_dispatch(raw)
         }
-        for handler in roundEndHandlers { handler() }
+    }
+
+    private func holdCall(_ message: Message) {
+        let sender = message.sender ?? ""
+        nextSequence += 1
+        if heldCalls[sender] == nil {
+            heldCalls[sender] = []
+            senderRing.append(sender)
+        }
+        heldCalls[sender]!.append((nextSequence, message))
+        heldCount += 1
+    }
+
+    /// The next call, taking the senders in turn.
+    private func nextHeldCall() -> Message? {
+        guard !senderRing.isEmpty else { return nil }
+        let sender = senderRing.removeFirst()
+        var calls = heldCalls.removeValue(forKey: sender)!
+        let next = calls.removeFirst()
+        heldCount -= 1
+        if !calls.isEmpty {
+            heldCalls[sender] = calls
+            senderRing.append(sender)
+        }
+        return next.message
+    }
+
+    /// Delivers the held signals that no waiting call precedes.
+    private func deliverHeldSignals() {
+        guard !heldSignals.isEmpty else { return }
+        let oldestCall = heldCalls.values.compactMap { $0.first?.sequence }.min() ?? UInt64.max
+        while let first = heldSignals.first, first.sequence < oldestCall {
+            heldSignals.removeFirst()
+            deliverSignal(first.message)
+        }
+    }
+
+    private func deliverSignal(_ message: Message) {
+        for entry in signalHandlers where entry.rule?.matches(message) ?? true {
+            entry.handler(message)
+        }
+        message.closeReceivedFDs()
     }
 
     /// Registers work to run at the end of every dispatch round, on `queue`.
@@ -137,8 +241,8 @@ public final class Connection: @unchecked Sendable {
     private func filter(_ message: Message) -> DBusHandlerResult {
         switch message.kind {
         case .methodCall:
-            if let methodCallHandler {
-                methodCallHandler(message)
+            if methodCallHandler != nil {
+                holdCall(message)
             } else if !message.noReply, let reply = message.makeError(.unknownObject("no objects are exported on this connection")) {
                 send(reply)
             }
@@ -149,8 +253,11 @@ public final class Connection: @unchecked Sendable {
                 onDisconnect?()
                 return DBUS_HANDLER_RESULT_HANDLED
             }
-            for entry in signalHandlers where entry.rule?.matches(message) ?? true {
-                entry.handler(message)
+            if heldCount > 0 {
+                nextSequence += 1
+                heldSignals.append((nextSequence, message))
+            } else {
+                deliverSignal(message)
             }
             return DBUS_HANDLER_RESULT_NOT_YET_HANDLED
         default:
@@ -163,11 +270,21 @@ public final class Connection: @unchecked Sendable {
     /// Queues a message for sending (`dbus_connection_send`). Safe from any thread.
     public func send(_ message: Message) {
         if DispatchQueue.getSpecific(key: QueueKey.key) == ObjectIdentifier(self) {
+            sendObserver?(message)
             dbus_connection_send(raw, message.raw, nil)
         } else {
-            queue.async { [self] in _ = dbus_connection_send(raw, message.raw, nil) }
+            queue.async { [self] in
+                sendObserver?(message)
+                _ = dbus_connection_send(raw, message.raw, nil)
+            }
         }
     }
+
+    /// A test hook: sees every message ``send(_:)`` hands to libdbus, on `queue`.
+    ///
+    /// The bus drops replies nobody asked for before any monitor sees them, so what a service
+    /// answers to a NO_REPLY_EXPECTED call can only be checked at the sender.
+    var sendObserver: ((Message) -> Void)?
 
     /// Sends a method call and delivers the reply (or error) on `queue`.
     ///
@@ -274,6 +391,11 @@ public final class Connection: @unchecked Sendable {
     /// Releases a well-known name (`org.freedesktop.DBus.ReleaseName`).
     public func releaseName(_ name: String) async throws(DBusError) {
         _ = try await callBus("ReleaseName", [.string(name)])
+    }
+
+    /// Runs `body` now when already on `queue`, else queues it there.
+    func onQueueOrAsync(_ body: @escaping @Sendable () -> Void) {
+        if DispatchQueue.getSpecific(key: QueueKey.key) == ObjectIdentifier(self) { body() } else { queue.async(execute: body) }
     }
 
     /// Marks the queue so ``send(_:)`` can tell whether it already runs there.

@@ -15,7 +15,13 @@ final class CredentialCache {
     static let nameOwnerChangedRule = MatchRule(sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
                                                 interface: "org.freedesktop.DBus", member: "NameOwnerChanged")
 
+    // Unowned is safe here: the connection outlives the cache (the tree that owns the cache holds
+    // the connection strongly). The reverse is not true, see `signalHandlerID`.
     private unowned let connection: Connection
+    /// The NameOwnerChanged handler this cache put on the connection; removed in `deinit`, so a
+    /// cache dropped while its connection lives (`requiresCredentials` turned off) leaves nothing
+    /// behind that could call into freed memory.
+    private var signalHandlerID: Int?
     private var known: [String: Credentials] = [:]
     private var lookups: [String: Lookup] = [:]
 
@@ -28,12 +34,21 @@ final class CredentialCache {
     init(connection: Connection) {
         dispatchPrecondition(condition: .onQueue(connection.queue))
         self.connection = connection
-        connection.addSignalHandler(matching: Self.nameOwnerChangedRule) { [unowned self] message in
-            guard let args = try? message.arguments(), args.count == 3, let name = args[0].stringValue,
+        // Weak as well as removed in deinit: the connection holds the handler, not the cache.
+        signalHandlerID = connection.addSignalHandler(matching: Self.nameOwnerChangedRule) { [weak self] message in
+            guard let self, let args = try? message.arguments(), args.count == 3, let name = args[0].stringValue,
                   name.hasPrefix(":"), args[2].stringValue == "" else { return }
             known[name] = nil
             lookups[name]?.departed = true
         }
+    }
+
+    deinit {
+        guard let signalHandlerID else { return }
+        // The handler list is the connection's queue's: remove there (the owner may drop the
+        // cache from elsewhere, e.g. a tree released by a client's task).
+        let connection = connection
+        connection.onQueueOrAsync { connection.removeSignalHandler(signalHandlerID) }
     }
 
     /// How many names are cached; for tests and diagnostics.

@@ -1,4 +1,5 @@
 import CDBus
+import Glibc
 
 /// An owned `DBusMessage`.
 ///
@@ -18,7 +19,30 @@ public final class Message: @unchecked Sendable {
         self.raw = raw
     }
 
-    deinit { dbus_message_unref(raw) }
+    /// Unix fds decoded from this message by ``arguments()``: duplicates libdbus made for us,
+    /// which nobody else owns. Closed by ``closeReceivedFDs()`` (the tree calls it after
+    /// dispatching the call) or at the latest in `deinit`, unless taken with ``takeUnixFD(_:)``.
+    /// Without this, every `h` a client sends, even in a refused call, stays open for good.
+    private var receivedFDs: [Int32] = []
+
+    deinit {
+        closeReceivedFDs()
+        dbus_message_unref(raw)
+    }
+
+    /// Takes ownership of `fd`, a unix fd decoded from this message: the caller must close it.
+    /// Returns `false` when `fd` is not one of this message's (or was already taken or closed).
+    public func takeUnixFD(_ fd: Int32) -> Bool {
+        guard let index = receivedFDs.firstIndex(of: fd) else { return false }
+        receivedFDs.remove(at: index)
+        return true
+    }
+
+    /// Closes every unix fd decoded from this message and not taken.
+    public func closeReceivedFDs() {
+        for fd in receivedFDs { close(fd) }
+        receivedFDs = []
+    }
 
     /// The kind of a message (`dbus_message_get_type`).
     public enum Kind: Int32, Sendable {
@@ -101,8 +125,10 @@ public final class Message: @unchecked Sendable {
     public func arguments() throws(DBusError) -> [DBusValue] {
         var iter = DBusMessageIter()
         guard dbus_message_iter_init(raw, &iter) != 0 else { return [] }
+        var fds: [Int32] = []
+        defer { receivedFDs += fds }
         do {
-            return try MessageIterator.readAll(&iter)
+            return try MessageIterator.readAll(&iter, fds: &fds)
         } catch {
             throw .invalidArgs("malformed message body: \(error.reason)")
         }

@@ -14,6 +14,10 @@ public struct MethodCall {
     /// The object path the call was addressed to.
     public var path: String { message.path ?? "/" }
 
+    /// Takes ownership of a unix fd among ``arguments``: the handler must close it. Every fd
+    /// not taken is closed as soon as the handler returns, even for a deferred call.
+    public func takeUnixFD(_ fd: Int32) -> Bool { message.takeUnixFD(fd) }
+
     /// Replies to a call whose handler returned ``MethodResult/deferred``.
     public func reply(_ values: [DBusValue]) { tree.enqueueReply(to: message, .success(values)) }
 

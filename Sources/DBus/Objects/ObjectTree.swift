@@ -27,7 +27,7 @@ public final class ObjectTree: @unchecked Sendable {
     public let connection: Connection
     private var objects: [String: ExportedObject] = [:]
     private var managerPaths: Set<String> = []
-    private var pendingEvents: [() -> Message?] = []
+    private var pendingEvents: [() -> [Message]] = []
     private var pendingChanges: [ChangeKey: [String: DBusValue?]] = [:]
     private var pendingChangeOrder: [ChangeKey] = []
     private var pendingReplies: [PendingReply] = []
@@ -48,6 +48,29 @@ public final class ObjectTree: @unchecked Sendable {
         /// The call of a successful write, kept so a failed commit can still answer it with an error.
         var writeCall: Message?
     }
+    /// The largest message this tree sends, headers included: the bus disconnects a sender
+    /// whose message is above its `max_message_size` (32 MiB on the system bus), so every reply
+    /// and signal is sized before it is built. Never above the protocol's 128 MiB.
+    public var maximumMessageSize: Int = 32 << 20 {
+        didSet { maximumMessageSize = min(max(maximumMessageSize, 4096), Self.protocolMessageLimit) }
+    }
+    /// The protocol's limits: a message, and one array inside it.
+    public static let protocolMessageLimit = 128 << 20
+    public static let protocolArrayLimit = 64 << 20
+    /// Room left for the header fields (path, interface, member, names, signature).
+    private static let headerAllowance = 2048
+
+    /// The error that replaces a reply too big to send: `size` is what the reply would have
+    /// been, `limit` the largest message allowed. The service sets it to say how to narrow the
+    /// call; by default `org.freedesktop.DBus.Error.LimitsExceeded`.
+    public var replyTooLarge: (_ call: Message, _ size: Int, _ limit: Int) -> DBusError = { call, size, limit in
+        DBusError(name: DBusError.Name.limitsExceeded,
+                  message: "the reply to \(call.member ?? "the call") would be \(size) bytes, more than the \(limit) bytes a message may have")
+    }
+
+    /// Reports what the tree had to leave out of a signal that was too big; the daemon logs it.
+    public var onOversizedSignal: ((String) -> Void)?
+
     /// Caller credentials, once ``requiresCredentials`` was turned on.
     private var credentialCache: CredentialCache?
     /// The standard interfaces, built once; their handlers read the path from the call.
@@ -66,7 +89,15 @@ public final class ObjectTree: @unchecked Sendable {
         // next round; its calls then get no handler, like calls to a connection without objects.
         connection.methodCallHandler = { [weak self] in self?.handle($0) }
         connection.addRoundEndHandler { [weak self] in self?.flush() }
+        connection.roundIsFull = { [weak self] in (self?.pendingReplyBytes ?? 0) >= Self.replyBytesPerRound }
     }
+
+    /// Bytes of replies a round may hold before it ends and sends them: with the connection's
+    /// per-round call budget, this bounds the memory replies take and how long one client's
+    /// backlog delays the others.
+    public static let replyBytesPerRound = 4 << 20
+    /// Bytes of the replies queued in this round.
+    private var pendingReplyBytes = 0
 
     // MARK: Credentials
 
@@ -95,14 +126,33 @@ public final class ObjectTree: @unchecked Sendable {
         objects[path] = object
         if let manager = manager(above: path) {
             pendingEvents.append { [unowned self] in
-                guard let object = objects[path] else { return nil }
+                guard let object = objects[path] else { return [] }
                 let interfaces = object.interfaces()
                 // A broadcast: restricted properties are left out (no caller to check).
-                return try? signal(manager, "org.freedesktop.DBus.ObjectManager", "InterfacesAdded", [
-                    .objectPath(path),
-                    .dictionary(key: .string, value: .dictionary(key: .string, value: .variant),
-                                interfaces.map { DictionaryEntry(.string($0.name), propertyDictionary($0, for: nil)) }),
-                ])
+                let dictionaries = interfaces.map { ($0, propertyDictionary($0, for: nil)) }
+                func added(_ entries: [(InterfaceDescription, DBusValue)]) -> [DBusValue] {
+                    [.objectPath(path), .dictionary(key: .string, value: .dictionary(key: .string, value: .variant),
+                                                    entries.map { DictionaryEntry(.string($0.0.name), $0.1) })]
+                }
+                let full = added(dictionaries)
+                if messageSize(full, path: path, member: "InterfacesAdded") <= maximumMessageSize {
+                    return signal(manager, "org.freedesktop.DBus.ObjectManager", "InterfacesAdded", full).map { [$0] } ?? []
+                }
+                // Too big for one message (a store written under a larger limit): announce the
+                // object with empty property sets, then invalidate every property so clients
+                // re-read them one by one. Start-up must never be blocked by one big group.
+                let empty = DBusValue.dictionary(key: .string, value: .variant, [])
+                var messages = signal(manager, "org.freedesktop.DBus.ObjectManager", "InterfacesAdded",
+                                      added(dictionaries.map { ($0.0, empty) })).map { [$0] } ?? []
+                for (interface, dictionary) in dictionaries {
+                    guard case .dictionary(_, _, let entries) = dictionary, !entries.isEmpty else { continue }
+                    if let invalidation = signal(path, "org.freedesktop.DBus.Properties", "PropertiesChanged",
+                                                 [.string(interface.name), empty, .array(of: .string, entries.map(\.key))]) {
+                        messages.append(invalidation)
+                    }
+                }
+                onOversizedSignal?("InterfacesAdded for \(path) would be \(messageSize(full, path: path, member: "InterfacesAdded")) bytes, above the \(maximumMessageSize)-byte message limit: sent without values, with every property invalidated")
+                return messages
             }
         }
     }
@@ -115,8 +165,8 @@ public final class ObjectTree: @unchecked Sendable {
         pendingChanges = pendingChanges.filter { $0.key.path != path }
         if let manager = manager(above: path) {
             pendingEvents.append { [unowned self] in
-                try? signal(manager, "org.freedesktop.DBus.ObjectManager", "InterfacesRemoved",
-                            [.objectPath(path), .array(of: .string, names.map { .string($0) })])
+                signal(manager, "org.freedesktop.DBus.ObjectManager", "InterfacesRemoved",
+                       [.objectPath(path), .array(of: .string, names.map { .string($0) })]).map { [$0] } ?? []
             }
         }
     }
@@ -168,7 +218,7 @@ public final class ObjectTree: @unchecked Sendable {
 
     /// Queues a signal to go out with the round's other signals.
     public func emitAtFlush(path: String, interface: String, member: String, _ arguments: [DBusValue]) {
-        pendingEvents.append { [unowned self] in try? signal(path, interface, member, arguments) }
+        pendingEvents.append { [unowned self] in signal(path, interface, member, arguments).map { [$0] } ?? [] }
     }
 
     // MARK: Routing
@@ -194,6 +244,9 @@ public final class ObjectTree: @unchecked Sendable {
     }
 
     private func route(_ message: Message, credentials: Credentials?) {
+        // Fds the call carried are closed once it was handled, whatever the outcome; a handler
+        // that keeps one takes it first (MethodCall.takeUnixFD).
+        defer { message.closeReceivedFDs() }
         let path = message.path ?? "/"
         let member = message.member ?? ""
         let object = objects[path]
@@ -254,6 +307,15 @@ public final class ObjectTree: @unchecked Sendable {
     private func reply(to message: Message, _ result: Result<[DBusValue], DBusError>, isWrite: Bool = false) {
         guard !message.noReply else { return }
         var reply: Message?
+        var result = result
+        if case .success(let values) = result {
+            let size = messageSize(values, path: "", member: "")
+            if size > maximumMessageSize {
+                result = .failure(replyTooLarge(message, size, maximumMessageSize))
+            } else {
+                pendingReplyBytes += size
+            }
+        }
         switch result {
         case .success(let values):
             reply = message.makeReturn()
@@ -294,7 +356,7 @@ public final class ObjectTree: @unchecked Sendable {
         }
         let events = pendingEvents
         pendingEvents = []
-        for event in events { if let message = event() { connection.send(message) } }
+        for event in events { for message in event() { connection.send(message) } }
         for key in pendingChangeOrder {
             if let message = propertiesChanged(key, pendingChanges[key] ?? [:]) { connection.send(message) }
         }
@@ -302,6 +364,7 @@ public final class ObjectTree: @unchecked Sendable {
         pendingChanges = [:]
         let replies = pendingReplies
         pendingReplies = []
+        pendingReplyBytes = 0
         for reply in replies { connection.send(reply.message) }
     }
 
@@ -328,17 +391,41 @@ public final class ObjectTree: @unchecked Sendable {
             }
         }
         guard !changed.isEmpty || !invalidated.isEmpty else { return nil }
-        return try? signal(key.path, "org.freedesktop.DBus.Properties", "PropertiesChanged", [
-            .string(key.interface),
-            .dictionary(key: .string, value: .variant, changed),
-            .array(of: .string, invalidated),
-        ])
+        var arguments: [DBusValue] = [.string(key.interface), .dictionary(key: .string, value: .variant, changed),
+                                      .array(of: .string, invalidated)]
+        let size = messageSize(arguments, path: key.path, member: "PropertiesChanged")
+        if size > maximumMessageSize {
+            // The values do not fit: send the names only, so clients re-read what they need.
+            arguments = [.string(key.interface), .dictionary(key: .string, value: .variant, []),
+                         .array(of: .string, changed.map(\.key) + invalidated)]
+            onOversizedSignal?("PropertiesChanged for \(key.path) would be \(size) bytes, above the \(maximumMessageSize)-byte message limit: sent with the names as invalidated_properties")
+        }
+        return signal(key.path, "org.freedesktop.DBus.Properties", "PropertiesChanged", arguments)
     }
 
-    private func signal(_ path: String, _ interface: String, _ member: String, _ arguments: [DBusValue]) throws(DBusError) -> Message {
-        let message = try Message.signal(path: path, interface: interface, member: member)
-        try message.append(arguments)
+    /// Builds a signal, or `nil` when it cannot be sent: a signal too big for the bus is left out
+    /// (reported through ``onOversizedSignal``) rather than costing the connection.
+    private func signal(_ path: String, _ interface: String, _ member: String, _ arguments: [DBusValue]) -> Message? {
+        let size = messageSize(arguments, path: path, member: member)
+        guard size <= maximumMessageSize else {
+            onOversizedSignal?("\(interface).\(member) from \(path) would be \(size) bytes, above the \(maximumMessageSize)-byte message limit: not sent")
+            return nil
+        }
+        guard let message = try? Message.signal(path: path, interface: interface, member: member) else { return nil }
+        do { try message.append(arguments) } catch { return nil }
         return message
+    }
+
+    /// The size a message with `arguments` would have, headers included; `Int.max` when one
+    /// of its arrays is above the protocol's 64 MiB array limit, which no bus accepts.
+    func messageSize(_ arguments: [DBusValue], path: String, member: String) -> Int {
+        var offset = 0
+        for argument in arguments {
+            let size = argument.wireSize(at: offset)
+            if size > Self.protocolArrayLimit { return Int.max }
+            offset += size
+        }
+        return offset + Self.headerAllowance + path.utf8.count + member.utf8.count
     }
 
     // MARK: Tree structure

@@ -8,28 +8,31 @@ enum MessageIterator {
     // MARK: Reading
 
     /// Reads every remaining argument at `iter` (`dbus_message_iter_get_arg_type` loop).
-    static func readAll(_ iter: inout DBusMessageIter) throws(ValueError) -> [DBusValue] {
+    ///
+    /// Every unix fd read is a duplicate libdbus made for the reader (`dbus_message_iter_get_basic`
+    /// on `h`); each is appended to `fds`, whose owner must close it, also when reading throws.
+    static func readAll(_ iter: inout DBusMessageIter, fds: inout [Int32]) throws(ValueError) -> [DBusValue] {
         var values: [DBusValue] = []
         while dbus_message_iter_get_arg_type(&iter) != 0 {
-            values.append(try read(&iter))
+            values.append(try read(&iter, fds: &fds))
             dbus_message_iter_next(&iter)
         }
         return values
     }
 
     /// Reads the single value at `iter`, using the signature libdbus reports for it.
-    static func read(_ iter: inout DBusMessageIter) throws(ValueError) -> DBusValue {
+    static func read(_ iter: inout DBusMessageIter, fds: inout [Int32]) throws(ValueError) -> DBusValue {
         // Basic types need no signature: skip the allocation and parse on the hot path.
         if let code = TypeCode(rawValue: UInt8(truncatingIfNeeded: dbus_message_iter_get_arg_type(&iter))),
            let basicType = basicTypes[code] {
-            return try read(&iter, as: basicType)
+            return try read(&iter, as: basicType, fds: &fds)
         }
         guard let raw = dbus_message_iter_get_signature(&iter) else { throw ValueError("out of memory reading a signature") }
         defer { dbus_free(raw) }
         let text = String(cString: raw)
         let type: DBusType
         do { type = try DBusType(parsing: text) } catch { throw ValueError("bad signature from the wire: \(error)") }
-        return try read(&iter, as: type)
+        return try read(&iter, as: type, fds: &fds)
     }
 
     private static let basicTypes: [TypeCode: DBusType] = [
@@ -50,7 +53,7 @@ enum MessageIterator {
         return pointer.map { String(cString: $0) } ?? ""
     }
 
-    private static func read(_ iter: inout DBusMessageIter, as type: DBusType) throws(ValueError) -> DBusValue {
+    private static func read(_ iter: inout DBusMessageIter, as type: DBusType, fds: inout [Int32]) throws(ValueError) -> DBusValue {
         let code = dbus_message_iter_get_arg_type(&iter)
         func expect(_ expected: TypeCode) throws(ValueError) {
             guard code == expected.cValue else {
@@ -67,7 +70,11 @@ enum MessageIterator {
         case .int64: try expect(.int64); return .int64(basic(&iter, Int64(0)))
         case .uint64: try expect(.uint64); return .uint64(basic(&iter, UInt64(0)))
         case .double: try expect(.double); return .double(basic(&iter, Double(0)))
-        case .unixFD: try expect(.unixFD); return .unixFD(basic(&iter, Int32(-1)))
+        case .unixFD:
+            try expect(.unixFD)
+            let fd = basic(&iter, Int32(-1))
+            if fd >= 0 { fds.append(fd) }
+            return .unixFD(fd)
         case .string: try expect(.string); return .string(string(&iter))
         case .objectPath: try expect(.objectPath); return .objectPath(string(&iter))
         case .signature: try expect(.signature); return .signature(string(&iter))
@@ -75,7 +82,7 @@ enum MessageIterator {
             try expect(.variant)
             var sub = DBusMessageIter()
             dbus_message_iter_recurse(&iter, &sub)
-            return .variant(try read(&sub))
+            return .variant(try read(&sub, fds: &fds))
         case .array(let element):
             try expect(.array)
             var sub = DBusMessageIter()
@@ -89,7 +96,7 @@ enum MessageIterator {
             }
             var items: [DBusValue] = []
             while dbus_message_iter_get_arg_type(&sub) != 0 {
-                items.append(try read(&sub, as: element))
+                items.append(try read(&sub, as: element, fds: &fds))
                 dbus_message_iter_next(&sub)
             }
             return .array(element: element, items)
@@ -104,9 +111,9 @@ enum MessageIterator {
                 }
                 var entry = DBusMessageIter()
                 dbus_message_iter_recurse(&sub, &entry)
-                let key = try read(&entry, as: keyType)
+                let key = try read(&entry, as: keyType, fds: &fds)
                 guard dbus_message_iter_next(&entry) != 0 else { throw ValueError("dict entry without a value") }
-                let value = try read(&entry, as: valueType)
+                let value = try read(&entry, as: valueType, fds: &fds)
                 entries.append(DictionaryEntry(key, value))
                 dbus_message_iter_next(&sub)
             }
@@ -118,7 +125,7 @@ enum MessageIterator {
             var fields: [DBusValue] = []
             for (index, fieldType) in fieldTypes.enumerated() {
                 if index > 0 { guard dbus_message_iter_next(&sub) != 0 else { throw ValueError("struct ended early") } }
-                fields.append(try read(&sub, as: fieldType))
+                fields.append(try read(&sub, as: fieldType, fds: &fds))
             }
             return .structure(fields)
         }

@@ -34,6 +34,9 @@ public struct PropertyDefinition: Hashable, Sendable {
     }
 
     /// The option names `CreateProperty` accepts.
+    /// The longest description, in UTF-8 bytes.
+    public static let maximumDescriptionLength = 4096
+
     public static let optionNames = ["persistent", "writable", "description", "minimum", "maximum", "choices", "value", "writers", "secret"]
 
     /// Applies `CreateProperty` options; returns the initial `value` option, if given.
@@ -56,6 +59,10 @@ public struct PropertyDefinition: Hashable, Sendable {
                 secret = b
             case "description":
                 guard case .string(let s) = value else { throw expect("a string (s)") }
+                // Descriptions travel in every ListProperties and GetManagedObjects reply.
+                guard s.utf8.count <= Self.maximumDescriptionLength else {
+                    throw PropBusError(.limitsExceeded, "description of \(key) is \(s.utf8.count) bytes; the limit is \(Self.maximumDescriptionLength) bytes")
+                }
                 description = s
             case "minimum", "maximum":
                 guard type.isNumeric else {

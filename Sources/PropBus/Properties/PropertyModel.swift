@@ -15,10 +15,14 @@ public final class PropertyModel {
         public var maximumValueSize = 1 << 20
         /// The most properties in total.
         public var maximumProperties = 100_000
+        /// The largest message the daemon may send (`--max-message-size`, the bus's limit): a
+        /// write that would make one group's `GetAll` bigger than this is refused.
+        public var maximumMessageSize = 32 << 20
 
-        public init(maximumValueSize: Int = 1 << 20, maximumProperties: Int = 100_000) {
+        public init(maximumValueSize: Int = 1 << 20, maximumProperties: Int = 100_000, maximumMessageSize: Int = 32 << 20) {
             self.maximumValueSize = maximumValueSize
             self.maximumProperties = maximumProperties
+            self.maximumMessageSize = maximumMessageSize
         }
     }
 
@@ -248,6 +252,9 @@ public final class PropertyModel {
                 try writableEntry(target.text).definition.check(value, maximumSize: limits.maximumValueSize)
             }
         }
+        if existing == nil || entry.value != oldValue {
+            try checkGroupFits(key.group, with: [(key, entry.value)] + propagated.map { ($0.0, $0.1) })
+        }
         store.saveDefinition(definition)
         if existing == nil || entry.value != oldValue {
             revision += 1
@@ -395,6 +402,12 @@ public final class PropertyModel {
                 all.append((target, value))
             }
         }
+        var byGroup: [String: [(Key, DBusValue)]] = [:]
+        for (key, value) in all {
+            guard let entry = entries[key] else { continue }
+            byGroup[key.group, default: []].append((key, value ?? entry.definition.defaultValue))
+        }
+        for (group, values) in byGroup { try checkGroupFits(group, with: values) }
         return record(all)
     }
 
@@ -649,6 +662,36 @@ public final class PropertyModel {
         guard type == .variant else { return value.unwrappingVariant }
         if case .variant(let inner) = value, inner.type == .variant { return inner }
         return value.type == .variant ? value : .variant(value)
+    }
+
+    /// Room kept for a `GetAll` reply's header fields.
+    private static let replyHeaderAllowance = 4096
+
+    /// Refuses a write that would make `group`'s `GetAll` (its every value, as `a{sv}`) too big
+    /// for one message, unless it shrinks it: a group nobody could read whole (and whose
+    /// start-up InterfacesAdded would be too big) must not be built one Set at a time.
+    private func checkGroupFits(_ group: String, with changed: [(Key, DBusValue)]) throws(PropBusError) {
+        let names = groups[group] ?? []
+        let newNames = changed.filter { !names.contains($0.0.name) }.count
+        let limit = limits.maximumMessageSize - Self.replyHeaderAllowance
+        // Fast path: even with every value at its maximum size the group fits.
+        if (names.count + newNames) * (limits.maximumValueSize + 512) <= limit { return }
+        let overrides = Dictionary(changed.map { ($0.0.name, $0.1) }, uniquingKeysWith: { $1 })
+        var before: [DictionaryEntry] = []
+        var after: [DictionaryEntry] = []
+        for name in names {
+            guard let entry = entries[Key(uncheckedGroup: group, name: name)] else { continue }
+            before.append(DictionaryEntry(.string(name), .variant(entry.value)))
+            after.append(DictionaryEntry(.string(name), .variant(overrides[name] ?? entry.value)))
+        }
+        for (key, value) in changed where !names.contains(key.name) {
+            after.append(DictionaryEntry(.string(key.name), .variant(value)))
+        }
+        let newSize = DBusValue.dictionary(key: .string, value: .variant, after).wireSize()
+        guard newSize > limit else { return }
+        let oldSize = DBusValue.dictionary(key: .string, value: .variant, before).wireSize()
+        guard newSize > oldSize else { return }
+        throw PropBusError(.limitsExceeded, "group \(group) would hold \(newSize) bytes of values, more than fits in one message (\(limits.maximumMessageSize) bytes, --max-message-size), so its GetAll could not be answered; store large values in separate groups")
     }
 
     private func insert(_ entry: Entry) {

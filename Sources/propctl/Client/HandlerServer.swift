@@ -34,8 +34,9 @@ final class HandlerServer: @unchecked Sendable {
             tree.export(ExportedObject { [unowned self] in [handlerDescription()] }, at: Self.path)
             self.tree = tree
             // A restarted propbusd has forgotten its handlers: register again.
-            connection.addSignalHandler(matching: Self.ownerRule) { [unowned self] message in
-                guard let arguments = try? message.arguments(), arguments.count == 3, arguments[2].stringValue?.isEmpty == false else { return }
+            // Weak: the connection holds this handler and may outlive the server.
+            connection.addSignalHandler(matching: Self.ownerRule) { [weak self] message in
+                guard let self, let arguments = try? message.arguments(), arguments.count == 3, arguments[2].stringValue?.isEmpty == false else { return }
                 Task { try? await register() }
             }
         }

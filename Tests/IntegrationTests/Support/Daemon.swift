@@ -81,9 +81,12 @@ class DaemonTestCase: XCTestCase {
     /// The kind of private bus every test of a class runs on.
     var busKind: PrivateBus.Kind { .session }
 
+    /// The session bus's `max_message_size` for every test of a class; the bus's default if nil.
+    var busMaxMessageSize: Int? { nil }
+
     override func setUp() async throws {
         try await super.setUp()
-        bus = try await PrivateBus.start(busKind)
+        bus = try await PrivateBus.start(busKind, maxMessageSize: busMaxMessageSize)
         client = try await Client.connect(to: bus)
         daemon = try await Daemon.start(on: bus, arguments: daemonArguments, watcher: client)
     }

@@ -29,7 +29,7 @@ final class PrivateBus: @unchecked Sendable {
     /// The minimal policy that lets replies through (see PITFALLS: `<allow user="*"/>` breaks
     /// every reply), and the pending-reply limit raised from 128 so pipelined clients are not
     /// refused.
-    static func configuration(socketPath: String) -> String {
+    static func configuration(socketPath: String, maxMessageSize: Int? = nil) -> String {
         """
         <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
          "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
@@ -45,6 +45,7 @@ final class PrivateBus: @unchecked Sendable {
           <limit name="max_replies_per_connection">50000</limit>
           <limit name="max_match_rules_per_connection">50000</limit>
           <limit name="reply_timeout">60000</limit>
+          \(maxMessageSize.map { "<limit name=\"max_message_size\">\($0)</limit>" } ?? "")
         </busconfig>
         """
     }
@@ -94,14 +95,15 @@ final class PrivateBus: @unchecked Sendable {
         self.kind = kind
     }
 
-    /// Starts a bus and waits until it has printed its address.
-    static func start(_ kind: Kind = .session) async throws -> PrivateBus {
+    /// Starts a bus and waits until it has printed its address. `maxMessageSize` sets the
+    /// session bus's `max_message_size`, so oversized-message cases run in seconds.
+    static func start(_ kind: Kind = .session, maxMessageSize: Int? = nil) async throws -> PrivateBus {
         let directory = try makeTemporaryDirectory(prefix: "pbit-bus")
         let configURL = directory.appendingPathComponent("bus.conf")
         let socketPath = directory.appendingPathComponent("bus").path
         switch kind {
         case .session:
-            try configuration(socketPath: socketPath).write(to: configURL, atomically: true, encoding: .utf8)
+            try configuration(socketPath: socketPath, maxMessageSize: maxMessageSize).write(to: configURL, atomically: true, encoding: .utf8)
         case .system:
             try systemConfiguration(socketPath: socketPath).write(to: configURL, atomically: true, encoding: .utf8)
             // mkdtemp makes the directory 0700; other users must reach the socket inside.

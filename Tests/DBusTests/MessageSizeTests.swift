@@ -1,0 +1,104 @@
+import Foundation
+import XCTest
+
+@testable import DBus
+
+/// No message the tree sends may exceed ``ObjectTree/maximumMessageSize`` (issue 10, item 3): a
+/// bus disconnects a sender whose message is above its `max_message_size`.
+final class MessageSizeTests: XCTestCase {
+    private final class State: @unchecked Sendable { // confined to the service's queue
+        var big = String(repeating: "x", count: 10_000)
+        var oversized: [String] = []
+    }
+
+    func testOversizedRepliesAndSignalsAreReplacedNotSent() async throws {
+        let bus = try TestBus.start(maxMessageSize: 16384)
+        defer { bus.stop() }
+        let service = try await bus.connect()
+        let client = try await bus.connect()
+        let state = State()
+        let received = SignalLog()
+        await onQueue(client) { client.addSignalHandler(matching: nil) { received.append($0) } }
+        try await client.addMatch(MatchRule(sender: service.uniqueName))
+        let tree = await onQueue(service) { () -> ObjectTree in
+            let tree = ObjectTree(connection: service)
+            tree.maximumMessageSize = 8192
+            tree.onOversizedSignal = { state.oversized.append($0) }
+            tree.addObjectManager(at: "/m")
+            tree.export(ExportedObject {
+                [InterfaceDescription("org.propbus.Test", properties: .fixed([
+                    PropertyDescription("Big", type: .string, get: { .string(state.big) }),
+                    PropertyDescription("Small", type: .int32, get: { .int32(1) }),
+                ]))]
+            }, at: "/m/o")
+            service.scheduleRound()
+            return tree
+        }
+        // InterfacesAdded would carry 10 kB: it goes out without values, then every property is invalidated.
+        let announced = await received.wait { $0.contains { $0.member == "PropertiesChanged" } }
+        XCTAssertEqual(announced.map(\.member), ["InterfacesAdded", "PropertiesChanged"])
+        XCTAssertEqual(announced.last?.invalidated.sorted(), ["Big", "Small"])
+        // A reply too big becomes LimitsExceeded; the connection stays.
+        do {
+            _ = try await client.call(destination: service.uniqueName, path: "/m/o", interface: "org.freedesktop.DBus.Properties",
+                                      member: "GetAll", arguments: [.string("org.propbus.Test")])
+            XCTFail("a 10 kB GetAll went out above an 8 kB limit")
+        } catch {
+            XCTAssertEqual(error.name, DBusError.Name.limitsExceeded)
+            XCTAssertTrue(error.message.contains("GetAll"), error.message)
+        }
+        // A PropertiesChanged too big carries the names only.
+        await onQueue(service) {
+            tree.noteChange(path: "/m/o", interface: "org.propbus.Test", property: "Big", oldValue: .string(state.big))
+            state.big = String(repeating: "y", count: 10_000)
+            service.scheduleRound()
+        }
+        let changed = await received.wait { $0.count >= 3 }
+        XCTAssertEqual(changed.last?.member, "PropertiesChanged")
+        XCTAssertEqual(changed.last?.invalidated, ["Big"])
+        XCTAssertEqual(changed.last?.changedCount, 0)
+        // Any other signal too big is left out; a later small one still arrives.
+        await onQueue(service) {
+            tree.emitAtFlush(path: "/m/o", interface: "org.propbus.Test", member: "Huge", [.string(state.big)])
+            tree.emitAtFlush(path: "/m/o", interface: "org.propbus.Test", member: "Marker", [])
+            service.scheduleRound()
+        }
+        let all = await received.wait { $0.contains { $0.member == "Marker" } }
+        XCTAssertFalse(all.contains { $0.member == "Huge" })
+        let reports = await onQueue(service) { state.oversized }
+        XCTAssertEqual(reports.count, 3, "\(reports)")
+        let peer = try await client.call(destination: service.uniqueName, path: "/m/o", interface: "org.freedesktop.DBus.Peer", member: "Ping")
+        XCTAssertEqual(peer.count, 0)
+        service.close()
+        client.close()
+    }
+}
+
+/// Signals received by a test connection.
+final class SignalLog: @unchecked Sendable { // every access holds `lock`
+    struct Entry: Sendable {
+        var member: String
+        var invalidated: [String]
+        var changedCount: Int
+    }
+    private let lock = NSLock()
+    private var entries: [Entry] = []
+
+    func append(_ message: Message) {
+        guard message.sender?.hasPrefix(":") == true, message.path != "/org/freedesktop/DBus" else { return }
+        let args = (try? message.arguments()) ?? []
+        var invalidated: [String] = []
+        var changedCount = 0
+        if message.member == "PropertiesChanged", args.count == 3 {
+            if case .array(_, let names) = args[2] { invalidated = names.compactMap(\.stringValue) }
+            if case .dictionary(_, _, let items) = args[1] { changedCount = items.count }
+        }
+        let entry = Entry(member: message.member ?? "", invalidated: invalidated, changedCount: changedCount)
+        lock.withLock { entries.append(entry) }
+    }
+
+    func wait(_ condition: @escaping ([Entry]) -> Bool) async -> [Entry] {
+        _ = await eventually(timeout: 10) { lock.withLock { condition(entries) } }
+        return lock.withLock { entries }
+    }
+}
