@@ -1,6 +1,9 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+/// `-static-stdlib` for release links only (see the executable targets).
+let staticRuntimeInRelease: [LinkerSetting] = [.unsafeFlags(["-static-stdlib"], .when(configuration: .release))]
+
 let package = Package(
     name: "PropBus",
     platforms: [.macOS(.v14)],
@@ -43,8 +46,17 @@ let package = Package(
         // the process runner and the user and group databases.
         .target(name: "PropBusSystem", dependencies: ["PropBus", "DBusValues", "CSQLite", "CLinux", "SystemKit"]),
         .target(name: "PropBusService", dependencies: ["DBus", "PropBus", "PropBusSystem"]),
-        .executableTarget(name: "propbusd", dependencies: ["DBus", "PropBus", "PropBusSystem", "PropBusService", "SystemKit"]),
-        .executableTarget(name: "propctl", dependencies: ["DBus", "PropBus", "PropBusSystem", "SystemKit"]),
+        // Release builds link the Swift runtime statically (issue 13): a program starts like a C
+        // program instead of loading and relocating a dozen Swift libraries, and touches fewer
+        // pages. Debug builds (the tests) keep the shared runtime.
+        .executableTarget(
+            name: "propbusd", dependencies: ["DBus", "PropBus", "PropBusSystem", "PropBusService", "SystemKit"],
+            linkerSettings: staticRuntimeInRelease
+        ),
+        .executableTarget(
+            name: "propctl", dependencies: ["DBus", "PropBus", "PropBusSystem", "SystemKit"],
+            linkerSettings: staticRuntimeInRelease
+        ),
         .testTarget(name: "SystemKitTests", dependencies: ["SystemKit"]),
         // Links libdbus only to compare the pure validators with libdbus's answers.
         .testTarget(name: "DBusValuesTests", dependencies: ["DBusValues", "CDBus"]),

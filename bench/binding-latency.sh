@@ -19,8 +19,7 @@ while [ $# -gt 0 ]; do
 done
 scripts/setup
 bench_cc bind-latency
-swift build -c release --product propbusd >&2
-bin=$(swift build -c release --show-bin-path)
+bench_bin propbusd
 
 bench_start_bus binding
 

@@ -21,9 +21,7 @@ while [ $# -gt 0 ]; do
 done
 scripts/setup
 bench_cc exec-latency
-swift build -c release --product propbusd >&2
-swift build -c release --product propctl >&2
-bin=$(swift build -c release --show-bin-path)
+bench_bin propbusd propctl
 
 bench_start_bus commands
 "$bin/propbusd" --address "$ADDR" --in-memory & pids+=($!)

@@ -10,6 +10,7 @@
 #                 loading 100,000 keys into dconf alone takes over ten minutes
 #   --no-strace   skip the fsync count (a second, traced run per case)
 #   env PROPBUSD  use this propbusd binary instead of building one in release mode
+#   env BIN       the same, $BIN/propbusd
 #
 # For each store size and each service: 1 sequential writer, then 16 concurrent writers (one
 # connection each), every write waiting for its reply. A second run of each case under
@@ -44,14 +45,15 @@ command -v strace >/dev/null || need+=(strace)
 pkg-config --exists glib-2.0 || need+=(libglib2.0-dev)
 [ -x /usr/libexec/dconf-service ] || need+=(dconf-service)
 bench_need "${need[@]}"
-mkdir -p bench/build bench/out
-gcc -O2 -Wall -Wextra -o bench/build/write-client bench/ref/write-client.c $(pkg-config --cflags --libs dbus-1 glib-2.0)
+mkdir -p bench/out
+bench_cc write-client glib-2.0
+bench_cc ready-client
 client=bench/build/write-client
 if [ -n "${PROPBUSD:-}" ]; then
   propbusd=$PROPBUSD   # a prebuilt binary, e.g. from another checkout
 else
-  swift build -c release --product propbusd >&2
-  propbusd="$(swift build -c release --show-bin-path)/propbusd"
+  bench_bin propbusd
+  propbusd="$bin/propbusd"
 fi
 
 # --- private bus ---------------------------------------------------------------------
@@ -60,14 +62,6 @@ export DBUS_SESSION_BUS_ADDRESS=$ADDR
 unset DBUS_SYSTEM_BUS_ADDRESS DBUS_STARTER_ADDRESS DBUS_STARTER_BUS_TYPE STATE_DIRECTORY
 
 wait_owner() { bench_wait_owner "$1" || exit 1; }
-wait_gone() {
-  for _ in $(seq 300); do bench_has_owner "$1" || return 0; sleep 0.05; done
-}
-stop_pid() {
-  kill "$1" 2>/dev/null || true
-  for _ in $(seq 100); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.05; done
-  kill -KILL "$1" 2>/dev/null || true
-}
 
 # run_case SERVICE_PID TARGET WRITERS → sets $rate and $fsyncs (per acknowledged write)
 run_case() {
@@ -98,7 +92,7 @@ for level in $levels; do
   "$client" "$ADDR" preload-propbus "$level"
   run_case "$pb" propbus 1; p1=$rate f1=$fsyncs
   run_case "$pb" propbus 16; p16=$rate f16=$fsyncs
-  stop_pid "$pb"; wait_gone org.propbus.PropBus1
+  bench_stop_pid "$pb"; bench_wait_gone org.propbus.PropBus1
   rows+=("$(printf '%-8s %-9s %10s %10s %11s %11s' "$level" propbusd "$p1" "$p16" "$f1" "$f16")")
   echo "${rows[-1]}" >&2
 
@@ -112,7 +106,7 @@ for level in $levels; do
     "$client" "$ADDR" preload-dconf "$level"
     run_case "$dc" dconf 1; d1=$rate g1=$fsyncs
     run_case "$dc" dconf 16; d16=$rate g16=$fsyncs
-    stop_pid "$dc"; wait_gone ca.desrt.dconf
+    bench_stop_pid "$dc"; bench_wait_gone ca.desrt.dconf
     rows+=("$(printf '%-8s %-9s %10s %10s %11s %11s' "$level" dconf "$d1" "$d16" "$g1" "$g16")")
     echo "${rows[-1]}" >&2
     ratio1=$(awk -v a="$p1" -v b="$d1" 'BEGIN { printf "%.1f", (b > 0 ? a / b : 0) }')
@@ -126,15 +120,14 @@ startup="-"
 if [ -d "$tmp/propbus-10000" ]; then
   times=() rss=()
   for _ in 1 2 3 4 5; do
-    read -r ms pid < <("$client" "$ADDR" startup -- "$propbusd" --address "$ADDR" --state-dir "$tmp/propbus-10000" --max-properties 200000)
+    read -r ms pid < <(bench/build/ready-client "$ADDR" org.propbus.PropBus1 -- "$propbusd" --address "$ADDR" --state-dir "$tmp/propbus-10000" --max-properties 200000)
     pids+=("$pid")
     sleep 0.3
     rss+=("$(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status")")
     times+=("$ms")
-    stop_pid "$pid"; wait_gone org.propbus.PropBus1
+    bench_stop_pid "$pid"; bench_wait_gone org.propbus.PropBus1
   done
-  median() { printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
-  startup="startup with 10,016 stored properties (median of 5): $(median "${times[@]}") ms exec to name owned, $(awk -v k="$(median "${rss[@]}")" 'BEGIN { printf "%.1f", k / 1024 }') MiB RSS"
+  startup="startup with 10,016 stored properties (median of 5): $(bench_median "${times[@]}") ms exec to name owned, $(awk -v k="$(bench_median "${rss[@]}")" 'BEGIN { printf "%.1f", k / 1024 }') MiB RSS"
 fi
 
 {

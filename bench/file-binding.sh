@@ -110,9 +110,7 @@ int main(int argc, char **argv) {
 }
 C
 gcc -O2 -Wall -Wextra -o bench/build/file-bind-latency bench/build/file-bind-latency.c $(pkg-config --cflags --libs dbus-1)
-swift build -c release --product propbusd >&2
-swift build -c release --product propctl >&2
-bin=$(swift build -c release --show-bin-path)
+bench_bin propbusd propctl
 
 bench_start_bus file-binding
 "$bin/propbusd" --address "$ADDR" --in-memory & pids+=($!)

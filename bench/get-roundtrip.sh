@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Properties.Get round trip: propbusd vs a minimal C libdbus service, on one private bus.
 #
-#   bench/get-roundtrip.sh [--rounds N] [--calls N] [--self]
+#   bench/get-roundtrip.sh [--rounds N] [--calls N] [--window N] [--self]
 #
 #   --rounds N   rounds, each timing both services (default 5, env ROUNDS)
-#   --calls N    synchronous Get calls per service per round (default 20000, env CALLS)
+#   --calls N    Get calls per service per round (default 20000, env CALLS)
+#   --window N   pipeline the calls, N in flight (default 1: synchronous, one at a time)
 #   --self       compare the reference with a second reference instance instead of propbusd
 #                (checks the harness; the ratios should be ~1.00)
+#   env BIN      measure $BIN/propbusd instead of building one in release mode
 #
 # Prints a table (also saved under bench/out/). See bench/README.md.
 set -euo pipefail
@@ -14,11 +16,12 @@ cd "$(dirname "$0")/.."
 source bench/lib.sh
 command -v swift >/dev/null || export PATH="$PATH:/opt/swift/usr/bin"
 
-rounds=${ROUNDS:-5} calls=${CALLS:-20000} self=0
+rounds=${ROUNDS:-5} calls=${CALLS:-20000} window=1 self=0
 while [ $# -gt 0 ]; do
   case $1 in
     --rounds) rounds=$2; shift 2 ;;
     --calls) calls=$2; shift 2 ;;
+    --window) window=$2; shift 2 ;;
     --self) self=1; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "get-roundtrip: unknown argument '$1' (try --help)" >&2; exit 64 ;;
@@ -30,10 +33,11 @@ OBJ=/org/propbus/PropBus1/bench IFACE=org.propbus.PropBus1.Values
 # --- build ---------------------------------------------------------------------------
 scripts/setup
 mkdir -p bench/out
-for prog in ref-service get-client; do bench_cc "$prog"; done
+bench_cc ref-service sqlite3
+bench_cc get-client
 if [ "$self" -eq 0 ]; then
-  swift build -c release --product propbusd >&2
-  propbusd="$(swift build -c release --show-bin-path)/propbusd"
+  bench_bin propbusd
+  propbusd="$bin/propbusd"
 fi
 
 # --- private bus and services ----------------------------------------------------------
@@ -83,7 +87,7 @@ cpu_ticks() { # utime+stime of all threads of PID (fields 14, 15; comm may conta
 run_one() { # NAME PID -> "ns_per_call cpu_ns_per_call"
   local before after ns
   before=$(cpu_ticks "$2")
-  ns=$(bench/build/get-client "$ADDR" "$1" "$OBJ" "$IFACE" x "$calls" 1000)
+  ns=$(bench/build/get-client "$ADDR" "$1" "$OBJ" "$IFACE" x "$calls" 1000 "$window")
   after=$(cpu_ticks "$2")
   echo "$ns $(( (after - before) * 1000000000 / hz / calls ))"
 }
@@ -100,8 +104,8 @@ for r in $(seq "$rounds"); do
 done
 
 # --- report ----------------------------------------------------------------------------
-out="bench/out/get-roundtrip-$(date +%Y%m%d-%H%M%S).txt"
-printf '%s\n' "${results[@]}" | awk -v subj="$subject" -v calls="$calls" \
+out="bench/out/get-roundtrip-$(date +%Y%m%d-%H%M%S)-w$window.txt"
+printf '%s\n' "${results[@]}" | awk -v subj="$subject" -v calls="$calls" -v window="$window" \
   -v rev="$(git rev-parse --short HEAD 2>/dev/null || echo '?')" \
   -v cpus="$(nproc)" -v load="$(cut -d' ' -f1-3 /proc/loadavg)" '
   function median(a, n,   i, j, t) {
@@ -113,8 +117,8 @@ printf '%s\n' "${results[@]}" | awk -v subj="$subject" -v calls="$calls" \
     wr[n] = $3 / $1; cr[n] = ($2 > 0) ? $4 / $2 : 0
   }
   END {
-    printf "Properties.Get round trip, %d calls/round, git %s, %d CPUs, load %s\n", calls, rev, cpus, load
-    printf "wall = client-side us per synchronous call; cpu = service utime+stime us per call\n\n"
+    printf "Properties.Get round trip, %d calls/round, window %d, git %s, %d CPUs, load %s\n", calls, window, rev, cpus, load
+    printf "wall = client-side us per call (%s); cpu = service utime+stime us per call\n\n", (window > 1 ? "pipelined" : "synchronous")
     printf "%-6s %10s %13s %7s   %9s %12s %7s\n", "round", "ref wall", subj " wall", "ratio", "ref cpu", subj " cpu", "ratio"
     for (i = 1; i <= n; i++) {
       printf "%-6d %10.1f %13.1f %7.2f   %9.1f %12.1f %7.2f\n", i, rn[i]/1000, sn[i]/1000, wr[i], rc[i]/1000, sc[i]/1000, cr[i]

@@ -4,8 +4,15 @@
 #                                             and an EXIT trap that stops everything in $pids
 #   bench_has_owner NAME                      whether NAME is owned on $ADDR
 #   bench_wait_owner NAME                     waits up to 15 s for NAME
+#   bench_wait_gone NAME                      waits up to 15 s for NAME to lose its owner
+#   bench_stop_pid PID                        SIGTERM, up to 5 s, then SIGKILL
+#   bench_median N...                         the median of the numbers (the lower of two middles)
 #   bench_need PKG...                         installs Debian packages (as root) when missing
-#   bench_cc PROG                             builds bench/ref/PROG.c against libdbus into
+#   bench_bin PRODUCT...                      $bin: $BIN if set (prebuilt binaries to measure,
+#                                             e.g. a static build), else the release build
+#                                             directory after building PRODUCTs
+#   bench_cc PROG [PKG...]                    builds bench/ref/PROG.c against libdbus (and the
+#                                             pkg-config modules PKG) into
 #                                             bench/build/PROG (installing gcc when missing)
 
 bench_need() {
@@ -64,8 +71,33 @@ bench_wait_owner() {
   return 1
 }
 
+bench_wait_gone() {
+  for _ in $(seq 300); do bench_has_owner "$1" || return 0; sleep 0.05; done
+}
+
+bench_stop_pid() {
+  kill "$1" 2>/dev/null || true
+  for _ in $(seq 100); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.05; done
+  kill -KILL "$1" 2>/dev/null || true
+}
+
+bench_median() {
+  printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'
+}
+
+bench_bin() {
+  if [ -n "${BIN:-}" ]; then
+    bin=$(cd "$BIN" && pwd)
+    return
+  fi
+  local product
+  for product in "$@"; do swift build -c release --product "$product" >&2; done
+  bin=$(swift build -c release --show-bin-path)
+}
+
 bench_cc() {
   command -v gcc >/dev/null || bench_need gcc libc6-dev
   mkdir -p bench/build
-  gcc -O2 -Wall -Wextra -o "bench/build/$1" "bench/ref/$1.c" $(pkg-config --cflags --libs dbus-1)
+  local prog=$1; shift
+  gcc -O2 -Wall -Wextra -o "bench/build/$prog" "bench/ref/$prog.c" $(pkg-config --cflags --libs dbus-1 "$@")
 }

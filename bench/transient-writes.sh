@@ -4,7 +4,7 @@
 #
 #   bench/transient-writes.sh [--seconds S]
 #   env PROPBUSD  use this propbusd binary instead of building one in release mode
-#                 (e.g. an older build, for a before/after comparison)
+#                 (e.g. an older build, for a before/after comparison); env BIN: $BIN/propbusd
 #
 # Starts a private dbus-daemon and `propbusd --state-dir <fresh dir on disk>`, creates
 # bench.w0…w15 as transient properties, then runs 1 writer and 16 concurrent writers (one
@@ -31,14 +31,13 @@ command -v gcc >/dev/null || need+=(gcc libc6-dev)
 command -v strace >/dev/null || need+=(strace)
 pkg-config --exists glib-2.0 || need+=(libglib2.0-dev)
 bench_need "${need[@]}"
-mkdir -p bench/build
-gcc -O2 -Wall -Wextra -o bench/build/write-client bench/ref/write-client.c $(pkg-config --cflags --libs dbus-1 glib-2.0)
+bench_cc write-client glib-2.0
 client=bench/build/write-client
 if [ -n "${PROPBUSD:-}" ]; then
   propbusd=$PROPBUSD
 else
-  swift build -c release --product propbusd >&2
-  propbusd="$(swift build -c release --show-bin-path)/propbusd"
+  bench_bin propbusd
+  propbusd="$bin/propbusd"
 fi
 
 bench_start_bus transient '<limit name="reply_timeout">600000</limit>'

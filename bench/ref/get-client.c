@@ -1,10 +1,12 @@
 /* Synchronous Properties.Get round-trip client.
  *
- *   get-client ADDRESS BUS_NAME OBJECT_PATH INTERFACE PROPERTY CALLS [WARMUP]
+ *   get-client ADDRESS BUS_NAME OBJECT_PATH INTERFACE PROPERTY CALLS [WARMUP [WINDOW]]
  *
  * Makes WARMUP (default 1000) untimed calls, then CALLS timed calls with
- * dbus_connection_send_with_reply_and_block, one at a time. Prints the mean wall-clock
- * nanoseconds per call on stdout. Any error reply aborts with exit status 1.
+ * dbus_connection_send_with_reply_and_block, one at a time. With WINDOW > 1 (default 1) the
+ * timed calls are pipelined instead: up to WINDOW requests are in flight, and each reply lets
+ * the next request go. Prints the mean wall-clock nanoseconds per call on stdout. Any error reply
+ * aborts with exit status 1.
  */
 #include <dbus/dbus.h>
 #include <stdio.h>
@@ -13,20 +15,24 @@
 
 static const char *dest, *path, *iface, *prop;
 
-static void call_once(DBusConnection *conn)
+/* A fresh request each time, as a real client would send (a sent message keeps its serial). */
+static DBusMessage *new_request(void)
 {
-    /* A fresh request each time, as a real client would send (a sent message keeps its serial). */
     DBusMessage *req = dbus_message_new_method_call(dest, path, DBUS_INTERFACE_PROPERTIES, "Get");
     if (!req || !dbus_message_append_args(req, DBUS_TYPE_STRING, &iface, DBUS_TYPE_STRING, &prop,
                                           DBUS_TYPE_INVALID)) {
         fprintf(stderr, "get-client: out of memory\n");
         exit(1);
     }
-    DBusError err;
-    dbus_error_init(&err);
-    DBusMessage *reply = dbus_connection_send_with_reply_and_block(conn, req, 5000, &err);
-    if (!reply) {
-        fprintf(stderr, "get-client: Get(%s, %s) failed: %s: %s\n", iface, prop, err.name, err.message);
+    return req;
+}
+
+static void check_reply(DBusMessage *reply)
+{
+    if (dbus_message_get_type(reply) == DBUS_MESSAGE_TYPE_ERROR) {
+        const char *text = "";
+        dbus_message_get_args(reply, NULL, DBUS_TYPE_STRING, &text, DBUS_TYPE_INVALID);
+        fprintf(stderr, "get-client: Get(%s, %s) failed: %s: %s\n", iface, prop, dbus_message_get_error_name(reply), text);
         exit(1);
     }
     DBusMessageIter it;
@@ -34,14 +40,52 @@ static void call_once(DBusConnection *conn)
         fprintf(stderr, "get-client: reply is not a variant (signature '%s')\n", dbus_message_get_signature(reply));
         exit(1);
     }
+}
+
+static void call_once(DBusConnection *conn)
+{
+    DBusMessage *req = new_request();
+    DBusError err;
+    dbus_error_init(&err);
+    DBusMessage *reply = dbus_connection_send_with_reply_and_block(conn, req, 5000, &err);
+    if (!reply) {
+        fprintf(stderr, "get-client: Get(%s, %s) failed: %s: %s\n", iface, prop, err.name, err.message);
+        exit(1);
+    }
+    check_reply(reply);
     dbus_message_unref(reply);
     dbus_message_unref(req);
 }
 
+/* CALLS requests with up to WINDOW in flight; replies are matched by count, not serial, since
+ * nothing else is sent on this connection. */
+static void call_pipelined(DBusConnection *conn, long calls, long window)
+{
+    long sent = 0, received = 0;
+    while (received < calls) {
+        while (sent < calls && sent - received < window) {
+            DBusMessage *req = new_request();
+            if (!dbus_connection_send(conn, req, NULL)) { fprintf(stderr, "get-client: out of memory\n"); exit(1); }
+            dbus_message_unref(req);
+            sent++;
+        }
+        if (!dbus_connection_read_write(conn, 5000)) { fprintf(stderr, "get-client: disconnected\n"); exit(1); }
+        DBusMessage *m;
+        while ((m = dbus_connection_pop_message(conn))) {
+            int type = dbus_message_get_type(m);
+            if (type == DBUS_MESSAGE_TYPE_METHOD_RETURN || type == DBUS_MESSAGE_TYPE_ERROR) {
+                check_reply(m);
+                received++;
+            }
+            dbus_message_unref(m);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 7 || argc > 8) {
-        fprintf(stderr, "usage: %s ADDRESS BUS_NAME OBJECT_PATH INTERFACE PROPERTY CALLS [WARMUP]\n", argv[0]);
+    if (argc < 7 || argc > 9) {
+        fprintf(stderr, "usage: %s ADDRESS BUS_NAME OBJECT_PATH INTERFACE PROPERTY CALLS [WARMUP [WINDOW]]\n", argv[0]);
         return 2;
     }
     const char *address = argv[1];
@@ -49,9 +93,9 @@ int main(int argc, char **argv)
     path = argv[3];
     iface = argv[4];
     prop = argv[5];
-    long calls = atol(argv[6]), warmup = argc > 7 ? atol(argv[7]) : 1000;
-    if (calls <= 0 || warmup < 0) {
-        fprintf(stderr, "get-client: CALLS must be > 0 and WARMUP >= 0\n");
+    long calls = atol(argv[6]), warmup = argc > 7 ? atol(argv[7]) : 1000, window = argc > 8 ? atol(argv[8]) : 1;
+    if (calls <= 0 || warmup < 0 || window <= 0) {
+        fprintf(stderr, "get-client: CALLS and WINDOW must be > 0 and WARMUP >= 0\n");
         return 2;
     }
 
@@ -68,8 +112,11 @@ int main(int argc, char **argv)
 
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (long i = 0; i < calls; i++)
-        call_once(conn);
+    if (window > 1)
+        call_pipelined(conn, calls, window);
+    else
+        for (long i = 0; i < calls; i++)
+            call_once(conn);
     clock_gettime(CLOCK_MONOTONIC, &t1);
 
     double ns = (t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec);

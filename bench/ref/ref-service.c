@@ -1,18 +1,83 @@
 /* Minimal libdbus reference service for the Properties.Get round-trip bench.
  *
- *   ref-service ADDRESS [BUS_NAME]      (BUS_NAME defaults to org.propbus.Ref1)
+ *   ref-service ADDRESS [BUS_NAME [STORE]]      (BUS_NAME defaults to org.propbus.Ref1)
  *
  * Owns BUS_NAME on the bus at ADDRESS and exports /org/propbus/PropBus1/bench, answering
  * org.freedesktop.DBus.Properties.Get("org.propbus.PropBus1.Values", "x") with <int32 7>.
  * Everything else gets an error reply. Prints "ready" on stdout once the name is owned.
+ *
+ * With STORE (a propbusd SQLite store holding int32 values, as bench/all.sh generates), it
+ * first loads every stored value, as propbusd does at start, and answers Get for each key
+ * GROUP.NAME on GROUP's object path too: the least a C service serving those keys must do.
  */
 #include <dbus/dbus.h>
+#include <sqlite3.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#define ROOT_PATH "/org/propbus/PropBus1"
+
 #define OBJ_PATH "/org/propbus/PropBus1/bench"
 #define VALUES_IFACE "org.propbus.PropBus1.Values"
+
+/* The loaded store: "GROUP/NAME" (the object path's tail, a slash, the property) → int32. */
+struct entry { char *id; dbus_int32_t value; };
+static struct entry *entries;
+static size_t entry_count;
+
+static int compare_entries(const void *a, const void *b)
+{
+    return strcmp(((const struct entry *)a)->id, ((const struct entry *)b)->id);
+}
+
+/* Reads every stored value; the store's encoding of an int32 is 01 01 'i' then 4 bytes LE. */
+static void load_store(const char *file)
+{
+    sqlite3 *db;
+    sqlite3_stmt *rows;
+    if (sqlite3_open_v2(file, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "SELECT key, value FROM stored_values", -1, &rows, NULL) != SQLITE_OK) {
+        fprintf(stderr, "ref-service: cannot read %s: %s\n", file, sqlite3_errmsg(db));
+        exit(1);
+    }
+    size_t capacity = 1024;
+    entries = malloc(capacity * sizeof *entries);
+    while (sqlite3_step(rows) == SQLITE_ROW) {
+        const char *key = (const char *)sqlite3_column_text(rows, 0);
+        const unsigned char *blob = sqlite3_column_blob(rows, 1);
+        int size = sqlite3_column_bytes(rows, 1);
+        const char *dot = strrchr(key, '.');
+        if (!dot || size != 7 || blob[0] != 1 || blob[1] != 1 || blob[2] != 'i') {
+            fprintf(stderr, "ref-service: %s: %s is not an int32 GROUP.NAME value\n", file, key);
+            exit(1);
+        }
+        if (entry_count == capacity) entries = realloc(entries, (capacity *= 2) * sizeof *entries);
+        char *id = strdup(key);
+        for (char *c = id; c < id + (dot - key); c++) if (*c == '.') *c = '/';
+        id[dot - key] = '/';
+        entries[entry_count].id = id;
+        entries[entry_count].value = (dbus_int32_t)((uint32_t)blob[3] | (uint32_t)blob[4] << 8 |
+                                                    (uint32_t)blob[5] << 16 | (uint32_t)blob[6] << 24);
+        entry_count++;
+    }
+    sqlite3_finalize(rows);
+    sqlite3_close(db);
+    qsort(entries, entry_count, sizeof *entries, compare_entries);
+}
+
+/* The stored value of PROP on the object at PATH, if there is one. */
+static const struct entry *lookup(const char *path, const char *prop)
+{
+    char id[512];
+    size_t root = strlen(ROOT_PATH);
+    if (strncmp(path, ROOT_PATH "/", root + 1) != 0 ||
+        (size_t)snprintf(id, sizeof id, "%s/%s", path + root + 1, prop) >= sizeof id)
+        return NULL;
+    struct entry probe = { .id = id };
+    return bsearch(&probe, entries, entry_count, sizeof *entries, compare_entries);
+}
 
 static DBusMessage *handle_get(DBusMessage *msg)
 {
@@ -25,13 +90,15 @@ static DBusMessage *handle_get(DBusMessage *msg)
         dbus_error_free(&err);
         return reply;
     }
-    if (strcmp(iface, VALUES_IFACE) != 0 || strcmp(prop, "x") != 0)
+    const struct entry *stored = NULL;
+    int is_x = strcmp(dbus_message_get_path(msg), OBJ_PATH) == 0 && strcmp(prop, "x") == 0;
+    if (strcmp(iface, VALUES_IFACE) != 0 || (!is_x && !(stored = lookup(dbus_message_get_path(msg), prop))))
         return dbus_message_new_error_printf(msg, DBUS_ERROR_UNKNOWN_PROPERTY,
                                              "no property %s.%s", iface, prop);
 
     DBusMessage *reply = dbus_message_new_method_return(msg);
     DBusMessageIter it, var;
-    dbus_int32_t x = 7;
+    dbus_int32_t x = stored ? stored->value : 7;
     dbus_message_iter_init_append(reply, &it);
     if (!dbus_message_iter_open_container(&it, DBUS_TYPE_VARIANT, DBUS_TYPE_INT32_AS_STRING, &var) ||
         !dbus_message_iter_append_basic(&var, DBUS_TYPE_INT32, &x) ||
@@ -65,11 +132,13 @@ static DBusHandlerResult on_message(DBusConnection *conn, DBusMessage *msg, void
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || argc > 3) {
-        fprintf(stderr, "usage: %s ADDRESS [BUS_NAME]\n", argv[0]);
+    if (argc < 2 || argc > 4) {
+        fprintf(stderr, "usage: %s ADDRESS [BUS_NAME [STORE]]\n", argv[0]);
         return 2;
     }
     const char *name = argc > 2 ? argv[2] : "org.propbus.Ref1";
+    if (argc > 3)
+        load_store(argv[3]);
     DBusError err;
     dbus_error_init(&err);
 
@@ -79,8 +148,9 @@ int main(int argc, char **argv)
         return 1;
     }
     static const DBusObjectPathVTable vtable = { .message_function = on_message };
-    if (!dbus_connection_register_object_path(conn, OBJ_PATH, &vtable, NULL)) {
-        fprintf(stderr, "ref-service: cannot register %s\n", OBJ_PATH);
+    /* A fallback below the root serves every group's path (and the bench object's). */
+    if (!dbus_connection_register_fallback(conn, ROOT_PATH, &vtable, NULL)) {
+        fprintf(stderr, "ref-service: cannot register %s\n", ROOT_PATH);
         return 1;
     }
     int r = dbus_bus_request_name(conn, name, DBUS_NAME_FLAG_DO_NOT_QUEUE, &err);

@@ -12,9 +12,6 @@
  *       Creates bench.w0..bench.w15 as transient properties (persistent=false).
  *   write-client ADDRESS preload-dconf N
  *       Writes N keys /bench/k0..k(N-1) (in changesets of 10000 keys).
- *   write-client ADDRESS startup -- COMMAND [ARGS...]
- *       Subscribes to NameOwnerChanged for org.propbus.PropBus1, runs COMMAND, and prints
- *       "MS PID": milliseconds from exec to the name being owned, and the child's pid.
  *
  * Any error reply aborts with exit status 1.
  */
@@ -248,44 +245,8 @@ static int preload_dconf(const char *address, long n)
     return 0;
 }
 
-static int startup(const char *address, char **command)
-{
-    DBusConnection *conn = connect_bus(address);
-    DBusError err;
-    dbus_error_init(&err);
-    /* Subscribe before starting the daemon, or the signal could come first. */
-    dbus_bus_add_match(conn, "type='signal',sender='org.freedesktop.DBus',member='NameOwnerChanged',arg0='" PROPBUS "'", &err);
-    if (dbus_error_is_set(&err)) die("AddMatch", &err);
-    double t0 = now();
-    pid_t pid = fork();
-    if (pid == 0) {
-        execvp(command[0], command);
-        perror("exec");
-        _exit(127);
-    }
-    while (dbus_connection_read_write(conn, 30000)) {
-        DBusMessage *m;
-        while ((m = dbus_connection_pop_message(conn))) {
-            const char *name, *old_owner, *new_owner;
-            if (dbus_message_is_signal(m, "org.freedesktop.DBus", "NameOwnerChanged") &&
-                dbus_message_get_args(m, NULL, DBUS_TYPE_STRING, &name, DBUS_TYPE_STRING, &old_owner,
-                                      DBUS_TYPE_STRING, &new_owner, DBUS_TYPE_INVALID) && new_owner[0]) {
-                printf("%.1f %d\n", (now() - t0) * 1000, pid);
-                return 0;
-            }
-            dbus_message_unref(m);
-        }
-        if (now() - t0 > 30) break;
-    }
-    fprintf(stderr, "write-client: %s never owned its name\n", PROPBUS);
-    kill(pid, SIGKILL);
-    return 1;
-}
-
 int main(int argc, char **argv)
 {
-    if (argc >= 5 && strcmp(argv[3], "--") == 0 && strcmp(argv[2], "startup") == 0)
-        return startup(argv[1], argv + 4);
     if (argc == 4 && strcmp(argv[2], "preload-propbus") == 0)
         return preload_propbus(argv[1], atol(argv[3]));
     if (argc == 3 && strcmp(argv[2], "preload-propbus-transient") == 0) {

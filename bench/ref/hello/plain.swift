@@ -1,0 +1,2 @@
+// The floor of a Swift process: the runtime and the standard library only.
+print("hello")
