@@ -53,6 +53,10 @@ public final class PropertyModel {
     private let store: PropertyStore
     private var entries: [Key: Entry] = [:]
     private var groups: [String: Set<String>] = [:]
+    /// An upper bound of each group's `GetAll` body (the sum of ``replyBound(name:value:)`` over
+    /// its entries), kept as entries come, change and go, so that a write sizes only what it
+    /// changes rather than the whole group (a 10k-property group made every write O(n)).
+    private var groupBounds: [String: Int] = [:]
     /// The highest revision handed out; revisions grow across all keys.
     public private(set) var revision: UInt64 = 0
     /// Stored values whose property is not defined yet (e.g. one a model file declares after
@@ -137,8 +141,8 @@ public final class PropertyModel {
         for (key, old) in undoLog {
             if let old {
                 insert(old)
-            } else if entries.removeValue(forKey: key) != nil {
-                removeFromGroup(key)
+            } else {
+                remove(key)
             }
         }
         for (key, stored) in undoUnclaimed { unclaimedValues[key] = stored }
@@ -297,8 +301,7 @@ public final class PropertyModel {
     public func retire(_ key: Key) -> [PropertyChange] {
         guard let existing = entries[key], existing.definition.stateOf == nil else { return [] }
         remember(key)
-        entries.removeValue(forKey: key)
-        removeFromGroup(key)
+        remove(key)
         store.retireDefinition(key)
         if existing.definition.persistent, let kept = existing.storedValue ?? existing.hidden?.value {
             rememberUnclaimed(key)
@@ -333,8 +336,7 @@ public final class PropertyModel {
             throw PropBusError(.readOnly, "\(key) is the state of command \(command); it goes with DeleteCommand(\"\(command)\")")
         }
         remember(key)
-        let entry = entries.removeValue(forKey: key)!
-        removeFromGroup(key)
+        let entry = remove(key)!
         store.removeDefinition(key)
         // A channel cannot outlive one of its ends.
         let ended = bindings.touching(key).map { removeBinding($0.id) }
@@ -436,7 +438,7 @@ public final class PropertyModel {
             // a CompareAndSet racing a Reset still sees a conflict.
             revision += 1
             entry.revision = revision
-            entries[key] = entry
+            insert(entry)
             if entry.value != old { changes.append(.valueChanged(key, old: old)) }
             if entry.definition.persistent {
                 saveRevisionCeiling()
@@ -513,8 +515,7 @@ public final class PropertyModel {
         for name in names(inGroup: command.text) {
             let key = Key(uncheckedGroup: command.text, name: name)
             remember(key)
-            let entry = entries.removeValue(forKey: key)!
-            removeFromGroup(key)
+            let entry = remove(key)!
             changes.append(.deleted(key, old: entry.value))
             changes += bindings.touching(key).map { removeBinding($0.id) }
         }
@@ -682,12 +683,16 @@ public final class PropertyModel {
     /// for one message, unless it shrinks it: a group nobody could read whole (and whose
     /// start-up InterfacesAdded would be too big) must not be built one Set at a time.
     private func checkGroupFits(_ group: String, with changed: [(Key, DBusValue)]) throws(PropBusError) {
-        let names = groups[group] ?? []
-        let newNames = changed.filter { !names.contains($0.0.name) }.count
         let limit = limits.maximumMessageSize - Self.replyHeaderAllowance
-        // Fast path: even with every value at its maximum size the group fits.
-        if (names.count + newNames) * (limits.maximumValueSize + 512) <= limit { return }
         let overrides = Dictionary(changed.map { ($0.0.name, $0.1) }, uniquingKeysWith: { $1 })
+        // Fast path: the kept bound, with the changed entries' bounds in place of their old ones.
+        var bound = (groupBounds[group] ?? 0) + 8
+        for (name, value) in overrides {
+            if let old = entries[Key(uncheckedGroup: group, name: name)] { bound -= Self.replyBound(name: name, value: old.value) }
+            bound += Self.replyBound(name: name, value: value)
+        }
+        if bound <= limit { return }
+        let names = groups[group] ?? []
         var before: [DictionaryEntry] = []
         var after: [DictionaryEntry] = []
         for name in names {
@@ -695,8 +700,8 @@ public final class PropertyModel {
             before.append(DictionaryEntry(.string(name), .variant(entry.value)))
             after.append(DictionaryEntry(.string(name), .variant(overrides[name] ?? entry.value)))
         }
-        for (key, value) in changed where !names.contains(key.name) {
-            after.append(DictionaryEntry(.string(key.name), .variant(value)))
+        for (name, value) in overrides where !names.contains(name) {
+            after.append(DictionaryEntry(.string(name), .variant(value)))
         }
         let newSize = DBusValue.dictionary(key: .string, value: .variant, after).wireSize()
         guard newSize > limit else { return }
@@ -705,16 +710,40 @@ public final class PropertyModel {
         throw PropBusError(.limitsExceeded, "group \(group) would hold \(newSize) bytes of values, more than fits in one message (\(limits.maximumMessageSize) bytes, --max-message-size), so its GetAll could not be answered; store large values in separate groups")
     }
 
+    /// At least what the entry `name` → `value` adds to an `a{sv}` body wherever it falls: the
+    /// entry's alignment, the name, the variant's signature, and the value at its worst offset
+    /// (its layout depends only on where it starts modulo 8).
+    static func replyBound(name: String, value: DBusValue) -> Int {
+        var valueSize = 0
+        for offset in 0..<8 { valueSize = max(valueSize, value.wireSize(at: offset)) }
+        return 7 + (4 + name.utf8.count + 1) + (1 + value.signature.utf8.count + 1) + valueSize
+    }
+
+    /// Adds or replaces an entry; every change of `entries` goes through here or ``remove(_:)``,
+    /// which keep `groups` and `groupBounds` in step.
     private func insert(_ entry: Entry) {
         let key = entry.definition.key
-        entries[key] = entry
+        if let old = entries.updateValue(entry, forKey: key) {
+            groupBounds[key.group, default: 0] -= Self.replyBound(name: key.name, value: old.value)
+        }
+        groupBounds[key.group, default: 0] += Self.replyBound(name: key.name, value: entry.value)
         groups[key.group, default: []].insert(key.name)
     }
 
-    private func removeFromGroup(_ key: Key) {
+    @discardableResult
+    private func remove(_ key: Key) -> Entry? {
+        guard let entry = entries.removeValue(forKey: key) else { return nil }
+        groupBounds[key.group, default: 0] -= Self.replyBound(name: key.name, value: entry.value)
         groups[key.group]?.remove(key.name)
-        if groups[key.group]?.isEmpty == true { groups[key.group] = nil }
+        if groups[key.group]?.isEmpty == true {
+            groups[key.group] = nil
+            groupBounds[key.group] = nil
+        }
+        return entry
     }
+
+    /// The kept bound of `group`'s `GetAll` body (tests check it against a fresh sum).
+    func replyBound(ofGroup group: String) -> Int { groupBounds[group] ?? 0 }
 }
 
 /// What a model mutation changed.
