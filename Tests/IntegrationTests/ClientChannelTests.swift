@@ -130,6 +130,20 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
 
     // MARK: Every kind of file change reaches the bus
 
+    func testAWriterThatTruncatesAndPausesIsReadWhenItClosesNotHalfWay() async throws {
+        try await client.create("ui.text", "s", default: .string("start"))
+        let file = path("text")
+        let bind = try await bindFile("ui.text", file, expecting: "start")
+        let recorder = try await recordAll()
+        // What a shell's `>` does on a loaded machine: truncate on open, write much later.
+        let writer = try await tool("/bin/sh", ["-c", "exec 3>\"$1\"; sleep 0.3; printf 'slow\\n' >&3; exec 3>&-", "sh", file])
+        XCTAssertTrue(writer.succeeded, "\(writer)")
+        await expect({ await waitForBus("ui.text", .string("slow")) }, bind.stderr)
+        // Signals come in order: an empty value read half-way would stand before "slow".
+        let announced = try await changes(of: "ui.text", in: recorder)
+        XCTAssertEqual(announced, [.string("slow")], "the truncated file was read before its writer closed it")
+    }
+
     func testWritesTruncationAndAtomicReplaceByAnyProgramReachTheBus() async throws {
         try await client.create("ui.text", "s", default: .string("start"))
         let file = path("text")

@@ -28,6 +28,10 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
     private var settle: DispatchWorkItem?
     private var pendingComplete = false
     private var pendingModified = false
+    /// Opens of the file not yet closed, as the file watch saw them: while someone holds it
+    /// open, a modification (a shell's `>` truncating before it writes) waits for the close
+    /// rather than for ``settleDelay``, which a loaded machine can outlast between the two.
+    private var openCount = 0
     /// The content as of the last change the channel was told about, or the last write.
     ///
     /// Not used to decide whether a value propagates (that is always a comparison with current
@@ -39,6 +43,9 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
     /// How long a modification without a close must stay quiet before the file is read: a
     /// writer between its truncation and its write must not be read half-way.
     static let settleDelay: DispatchTimeInterval = .milliseconds(30)
+    /// How long a modification waits for the close of a file someone holds open (a reader that
+    /// keeps it open must not hold a bare truncation back for good).
+    static let openSettleDelay: DispatchTimeInterval = .seconds(1)
 
     init(path: String, inPlace: Bool) {
         let absolute = FileSystem.absolute(path)
@@ -77,9 +84,10 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
     /// The file watch sees writes through other names (a symlink, a hard link). It follows the
     /// inode, so it is set again whenever the name gets a new inode.
     private func watchFile() {
-        let mask = IN_CLOSE_WRITE | IN_MODIFY | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF
+        let mask = IN_OPEN | IN_CLOSE_WRITE | IN_CLOSE_NOWRITE | IN_MODIFY | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF
         let watch = inotify_add_watch(inotify, path, UInt32(mask))
         fileWatch = watch >= 0 ? watch : -1
+        openCount = 0
     }
 
     /// Reads every queued inotify event about the file into ``pendingComplete`` and
@@ -112,6 +120,10 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
                     if mask & UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM) != 0 { pendingComplete = true }
                     if mask & UInt32(IN_MODIFY | IN_ATTRIB | IN_CREATE) != 0 { pendingModified = true }
                 } else if watch == fileWatch {
+                    if mask & UInt32(IN_OPEN) != 0 { openCount += 1 }
+                    if mask & UInt32(IN_CLOSE_WRITE | IN_CLOSE_NOWRITE) != 0 { openCount = max(0, openCount - 1) }
+                    // Opens and reads (ours too) change nothing.
+                    guard mask & ~UInt32(IN_OPEN | IN_CLOSE_NOWRITE) != 0 else { continue }
                     seen = true
                     if mask & UInt32(IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF) != 0 {
                         if mask & UInt32(IN_IGNORED) != 0 { fileWatch = -1 }
@@ -137,12 +149,12 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
             changed?()
         } else if pendingModified {
             pendingModified = false
-            scheduleSettle()
+            scheduleSettle(after: openCount > 0 ? Self.openSettleDelay : Self.settleDelay)
         }
     }
 
-    /// Delivers a change once the file has been quiet for ``settleDelay``.
-    private func scheduleSettle() {
+    /// Delivers a change once the file has been quiet for `delay`.
+    private func scheduleSettle(after delay: DispatchTimeInterval = settleDelay) {
         guard let queue else { return }
         settle?.cancel()
         let work = DispatchWorkItem { [weak self] in
@@ -152,7 +164,7 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
             changed?()
         }
         settle = work
-        queue.asyncAfter(deadline: .now() + Self.settleDelay, execute: work)
+        queue.asyncAfter(deadline: .now() + delay, execute: work)
     }
 
     private func readEvents() {
