@@ -70,6 +70,7 @@ let package = Package(
         .testTarget(name: "PropBusSystemTests", dependencies: ["PropBusSystem", "PropBus", "DBusValues"]),
         .testTarget(name: "CommandLineKitTests", dependencies: ["CommandLineKit"]),
         .testTarget(name: "PropctlTests", dependencies: ["propctl", "CommandLineKit", "PropBus", "DBus"]),
+        .testTarget(name: "PropbusdTests", dependencies: ["propbusd", "CommandLineKit"]),
         .testTarget(name: "EtcdTests", dependencies: ["Etcd"]),
         .testTarget(name: "IntegrationTests", dependencies: ["DBus", "PropBus", "PropBusSystem", "CSQLite"]),
     ]
