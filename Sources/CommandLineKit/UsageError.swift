@@ -13,6 +13,7 @@ public struct UsageError: Error, Hashable, Sendable, CustomStringConvertible {
         self.commandPath = commandPath
     }
 
+    /// The message alone, as `main` prints it after the program name.
     public var description: String { message }
 }
 
