@@ -36,6 +36,9 @@ let package = Package(
         // Typed wrappers over the C library (files, environment, clock): what Foundation gave,
         // without linking it.
         .target(name: "SystemKit"),
+        // The declarative command-line parser both programs use: specs, lexer, parser, help,
+        // man page items and "did you mean". Pure Swift, nothing of propbus.
+        .target(name: "CommandLineKit"),
         // The D-Bus value model, signatures and name validation: pure Swift, no libdbus.
         .target(name: "DBusValues"),
         .target(name: "DBus", dependencies: ["DBusValues", "CDBus", "SystemKit"]),
@@ -50,11 +53,11 @@ let package = Package(
         // program instead of loading and relocating a dozen Swift libraries, and touches fewer
         // pages. Debug builds (the tests) keep the shared runtime.
         .executableTarget(
-            name: "propbusd", dependencies: ["DBus", "PropBus", "PropBusSystem", "PropBusService", "SystemKit"],
+            name: "propbusd", dependencies: ["CommandLineKit", "DBus", "PropBus", "PropBusSystem", "PropBusService", "SystemKit"],
             linkerSettings: staticRuntimeInRelease
         ),
         .executableTarget(
-            name: "propctl", dependencies: ["DBus", "PropBus", "PropBusSystem", "SystemKit"],
+            name: "propctl", dependencies: ["CommandLineKit", "DBus", "PropBus", "PropBusSystem", "SystemKit"],
             linkerSettings: staticRuntimeInRelease
         ),
         .testTarget(name: "SystemKitTests", dependencies: ["SystemKit"]),
@@ -67,7 +70,9 @@ let package = Package(
         // The service in this process on a private bus, with stores in memory.
         .testTarget(name: "PropBusServiceTests", dependencies: ["PropBusService", "PropBus", "DBus", "BusTestSupport"]),
         .testTarget(name: "PropBusSystemTests", dependencies: ["PropBusSystem", "PropBus", "DBusValues"]),
-        .testTarget(name: "PropctlTests", dependencies: ["propctl", "PropBus", "DBus"]),
+        .testTarget(name: "CommandLineKitTests", dependencies: ["CommandLineKit"]),
+        .testTarget(name: "PropctlTests", dependencies: ["propctl", "CommandLineKit", "PropBus", "DBus"]),
+        .testTarget(name: "PropbusdTests", dependencies: ["propbusd", "CommandLineKit"]),
         .testTarget(name: "EtcdTests", dependencies: ["Etcd"]),
         .testTarget(name: "IntegrationTests", dependencies: ["DBus", "PropBus", "PropBusSystem", "CSQLite"]),
     ]

@@ -1,13 +1,11 @@
-/// propbusd(8), generated from ``DaemonOptions/table``: the page lists exactly the options the
-/// parser accepts, and a new option appears in it without anyone editing the page.
+import CommandLineKit
+
+/// propbusd(8), generated from ``DaemonOptions/spec`` with propctl(1)'s option items: the page
+/// lists exactly the options the parser accepts, and a new option appears in it without anyone
+/// editing the page.
 enum DaemonManPage {
     static func render(version: String) -> String {
-        func escape(_ text: String) -> String {
-            var result = text.split(separator: "\\", omittingEmptySubsequences: false).joined(separator: "\\e")
-                .split(separator: "-", omittingEmptySubsequences: false).joined(separator: "\\-")
-            if result.hasPrefix(".") || result.hasPrefix("'") { result = "\\&" + result }
-            return result
-        }
+        let escape = ManPage.escape
         var lines = [
             ".TH PROPBUSD 8 \"\" \"propbusd \(version)\" \"System Administration\"",
             ".SH NAME", "propbusd \\- serve typed, observable properties and commands on D\\-Bus",
@@ -19,20 +17,12 @@ enum DaemonManPage {
             "\\fBpropctl\\fR(1) is its command\\-line client.",
             ".SH OPTIONS",
         ]
-        for option in DaemonOptions.table {
-            var label = "\\fB\(escape(option.name))\\fR"
-            if let value = option.value { label += " \\fI\(escape(value))\\fR" }
-            lines += [".TP", label, escape(option.help)]
-        }
-        lines += [".TP", "\\fB\\-\\-version\\fR", "Print the version.", ".TP", "\\fB\\-h\\fR, \\fB\\-\\-help\\fR", "Show the help."]
-        // The prose after the option list in --help: the store, access control, signals.
-        let help = DaemonOptions.help
-        let paragraphs = help.split(separator: "\n\n")
-        if let first = paragraphs.firstIndex(where: { $0.hasPrefix("The store is ") }) {
-            lines.append(".SH NOTES")
-            for paragraph in paragraphs[first...] {
-                lines += [".PP", escape(paragraph.split(separator: "\n").joined(separator: " "))]
-            }
+        // The same items as propctl(1)'s options, from the spec the parser reads.
+        lines += DaemonOptions.spec.options.flatMap(ManPage.option)
+        // The prose of --help: the store, access control, signals.
+        lines.append(".SH NOTES")
+        for paragraph in DaemonOptions.notes.split(separator: "\n", omittingEmptySubsequences: true) {
+            lines += [".PP", escape(String(paragraph))]
         }
         lines += [
             ".SH FILES",

@@ -1,3 +1,4 @@
+import CommandLineKit
 import Dispatch
 import Glibc
 import PropBus
@@ -29,7 +30,8 @@ case .success(.run(let options)):
     Task { await daemon.start() }
     dispatchMain()
 case .failure(let error):
-    let message = (error as? DaemonOptions.UsageError)?.message ?? "\(error)"
-    Diagnostics.write("propbusd: \(message)\nRun 'propbusd --help' for usage.\n")
+    // The same three lines as propctl: the problem, the usage line, where the help is.
+    let text = (error as? UsageError).map { HelpGenerator(root: DaemonOptions.spec).errorText(for: $0) } ?? "propbusd: \(error)"
+    Diagnostics.write(text + "\n")
     exit(64)
 }

@@ -1,3 +1,4 @@
+import CommandLineKit
 import XCTest
 @testable import propctl
 

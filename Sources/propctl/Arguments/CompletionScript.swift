@@ -1,3 +1,4 @@
+import CommandLineKit
 /// Shell completion scripts derived from a `CommandSpec` tree: the same declaration as the
 /// parser and the help, so a new subcommand or option completes without anyone editing a script.
 ///
@@ -140,12 +141,5 @@ struct CompletionScript: Sendable {
             }
         }
         return lines.joined(separator: "\n")
-    }
-}
-
-extension String {
-    /// Every occurrence of `target` replaced, without Foundation.
-    func replacingAll(_ target: String, with replacement: String) -> String {
-        split(separator: target, omittingEmptySubsequences: false).joined(separator: replacement)
     }
 }

@@ -1,3 +1,4 @@
+import CommandLineKit
 /// The declaration of the whole `propctl` command line. `CommandLineParser` and
 /// `HelpGenerator` both read it, so `propctl … --help` always describes what is accepted.
 enum PropctlSpec {

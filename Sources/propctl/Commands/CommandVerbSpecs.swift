@@ -1,3 +1,4 @@
+import CommandLineKit
 extension PropctlSpec {
     /// `propctl create-command KEY [options] -- PROGRAM [ARG...]`
     static let createCommand = CommandSpec(

@@ -1,3 +1,4 @@
+import CommandLineKit
 /// `propctl completion bash|zsh|fish`: prints the script ``CompletionScript`` derives from the spec.
 enum CompletionCommand: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {

@@ -1,3 +1,4 @@
+import CommandLineKit
 import PropBus
 
 /// `propctl delete KEY`: `Manager.DeleteProperty`.

@@ -1,3 +1,4 @@
+import CommandLineKit
 import PropBus
 
 /// `propctl delete-command KEY`: `Manager.DeleteCommand`.

@@ -1,3 +1,4 @@
+import CommandLineKit
 extension PropctlSpec {
     /// `propctl dump [PREFIX]`
     static let dump = CommandSpec(

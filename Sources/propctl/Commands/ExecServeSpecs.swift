@@ -1,3 +1,4 @@
+import CommandLineKit
 extension PropctlSpec {
     /// `propctl exec KEY [INPUT]`
     static let exec = CommandSpec(

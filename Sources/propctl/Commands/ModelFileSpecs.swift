@@ -1,3 +1,4 @@
+import CommandLineKit
 extension PropctlSpec {
     /// `propctl reload`
     static let reload = CommandSpec(

@@ -1,3 +1,4 @@
+import CommandLineKit
 /// One propctl subcommand's behaviour; its syntax lives in ``PropctlSpec``.
 protocol Subcommand: Sendable {
     /// Runs the command; output goes through ``Output``.

@@ -1,3 +1,4 @@
+import CommandLineKit
 import DBus
 import PropBus
 

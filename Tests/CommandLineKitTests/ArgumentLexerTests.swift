@@ -1,5 +1,5 @@
 import XCTest
-@testable import propctl
+@testable import CommandLineKit
 
 final class ArgumentLexerTests: XCTestCase {
     func testPlainWordsAreValues() {

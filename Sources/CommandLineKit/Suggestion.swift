@@ -1,7 +1,7 @@
 // "Did you mean" for subcommands, options and keys: one measure for every suggestion propctl makes.
 
 /// The candidate nearest to `word` by edit distance, if it is near enough to be a likely typo.
-func closest(to word: String, among candidates: [String]) -> String? {
+public func closest(to word: String, among candidates: [String]) -> String? {
     let scored = candidates.map { (candidate: $0, distance: editDistance(word, $0)) }
     guard let best = scored.min(by: { $0.distance < $1.distance }) else { return nil }
     return best.distance <= max(1, min(2, word.count / 3)) ? best.candidate : nil
@@ -10,7 +10,7 @@ func closest(to word: String, among candidates: [String]) -> String? {
 /// Edit distance between two strings, by characters: insertions, deletions, substitutions and
 /// swaps of two neighbours each count 1 (the optimal string alignment distance), since a swapped
 /// pair (`lsit`) is as common a typo as a wrong letter.
-func editDistance(_ lhs: String, _ rhs: String) -> Int {
+public func editDistance(_ lhs: String, _ rhs: String) -> Int {
     let a = Array(lhs), b = Array(rhs)
     guard !a.isEmpty, !b.isEmpty else { return max(a.count, b.count) }
     var beforePrevious: [Int] = []

@@ -2,9 +2,9 @@
 /// `--address ADDR`.
 ///
 /// Options are looked up in a `ParsedCommand` by their long name, without the dashes.
-struct OptionSpec: Hashable, Sendable {
+public struct OptionSpec: Hashable, Sendable {
     /// Whether the option stands alone or takes a value.
-    enum Kind: Hashable, Sendable {
+    public enum Kind: Hashable, Sendable {
         /// A boolean switch: present or absent.
         case flag
         /// An option followed by a value; the associated name is shown in help, e.g. `ADDR`.
@@ -12,18 +12,18 @@ struct OptionSpec: Hashable, Sendable {
     }
 
     /// The long name, without the leading `--`, e.g. `address`.
-    var long: String
+    public var long: String
     /// The optional one-letter name, without the leading `-`, e.g. `h`.
-    var short: Character?
+    public var short: Character?
     /// Flag or value option.
-    var kind: Kind
+    public var kind: Kind
     /// One-line description shown in help.
-    var help: String
+    public var help: String
     /// Whether the option may be given more than once, collecting every value.
-    var isRepeatable: Bool
+    public var isRepeatable: Bool
 
     /// Creates an option. Short names must not be digits, so that `-5` always reads as a number.
-    init(long: String, short: Character? = nil, kind: Kind, help: String, isRepeatable: Bool = false) {
+    public init(long: String, short: Character? = nil, kind: Kind, help: String, isRepeatable: Bool = false) {
         precondition(!long.isEmpty && !long.hasPrefix("-"), "give the long name without dashes: \(long)")
         precondition(short.map { !$0.isNumber && $0 != "-" } ?? true, "a short option cannot be a digit or '-'")
         self.long = long
@@ -34,12 +34,12 @@ struct OptionSpec: Hashable, Sendable {
     }
 
     /// A flag such as `--json`.
-    static func flag(_ long: String, short: Character? = nil, help: String) -> OptionSpec {
+    public static func flag(_ long: String, short: Character? = nil, help: String) -> OptionSpec {
         OptionSpec(long: long, short: short, kind: .flag, help: help)
     }
 
     /// An option taking a value such as `--address ADDR`; `repeatable` collects every occurrence.
-    static func value(
+    public static func value(
         _ long: String, short: Character? = nil, valueName: String, help: String, repeatable: Bool = false
     ) -> OptionSpec {
         OptionSpec(long: long, short: short, kind: .value(name: valueName), help: help, isRepeatable: repeatable)
@@ -47,23 +47,23 @@ struct OptionSpec: Hashable, Sendable {
 
     /// The standard `-h, --help` flag. The parser answers it with `ParseResult.help` wherever it
     /// appears, so it is declared once, on the root, and inherited by every subcommand.
-    static let help = OptionSpec.flag("help", short: "h", help: "Show this help and exit.")
+    public static let help = OptionSpec.flag("help", short: "h", help: "Show this help and exit.")
 
     /// The standard `--version` flag, answered with `ParseResult.version`.
-    static let version = OptionSpec.flag("version", help: "Print the version and exit.")
+    public static let version = OptionSpec.flag("version", help: "Print the version and exit.")
 
     /// Whether the option consumes a value.
-    var takesValue: Bool {
+    public var takesValue: Bool {
         if case .value = kind { return true }
         return false
     }
 
     /// The value placeholder shown in help, e.g. `ADDR`; `nil` for a flag.
-    var valueName: String? {
+    public var valueName: String? {
         if case .value(let name) = kind { return name }
         return nil
     }
 
     /// The option as a user types it, e.g. `--address`.
-    var longFlag: String { "--\(long)" }
+    public var longFlag: String { "--\(long)" }
 }

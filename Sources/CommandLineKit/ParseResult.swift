@@ -1,5 +1,5 @@
 /// What a command line asks for, as decided by `CommandLineParser`.
-enum ParseResult: Hashable, Sendable {
+public enum ParseResult: Hashable, Sendable {
     /// Run the command described.
     case command(ParsedCommand)
     /// Print the help of the command at this path (`[]` for the root) and exit 0. Given

@@ -3,20 +3,20 @@
 /// Values are looked up by the names used in the spec: an option's long name without dashes
 /// (`"address"`), a positional's name (`"KEY"`). Asking for a name the command does not declare
 /// is a programming error, caught by an assertion in debug builds.
-struct ParsedCommand: Hashable, Sendable {
+public struct ParsedCommand: Hashable, Sendable {
     /// The subcommand names from the root down, e.g. `["set"]`.
-    var path: [String]
+    public var path: [String]
     /// Every value given for each value option, in command-line order, keyed by long name.
-    var optionValues: [String: [String]]
+    public var optionValues: [String: [String]]
     /// The long names of the flags given.
-    var flags: Set<String>
+    public var flags: Set<String>
     /// The words assigned to each positional, keyed by positional name.
-    var positionalValues: [String: [String]]
+    public var positionalValues: [String: [String]]
     /// Every option and positional name valid for this command; guards lookups against typos.
-    var declaredNames: Set<String>
+    public var declaredNames: Set<String>
 
     /// Creates a parsed command. `declaredNames` empty disables the lookup check.
-    init(
+    public init(
         path: [String],
         optionValues: [String: [String]] = [:],
         flags: Set<String> = [],
@@ -31,34 +31,34 @@ struct ParsedCommand: Hashable, Sendable {
     }
 
     /// The subcommand to run, e.g. `"set"`; `nil` for the root itself.
-    var subcommand: String? { path.first }
+    public var subcommand: String? { path.first }
 
     /// The value of a value option, e.g. `option("address")`; the last one if it was repeated.
-    func option(_ long: String) -> String? {
+    public func option(_ long: String) -> String? {
         checkDeclared(long)
         return optionValues[long]?.last
     }
 
     /// Every value of a repeatable option, in order, e.g. `options("choice")`.
-    func options(_ long: String) -> [String] {
+    public func options(_ long: String) -> [String] {
         checkDeclared(long)
         return optionValues[long] ?? []
     }
 
     /// Whether a flag was given, e.g. `flag("json")`.
-    func flag(_ long: String) -> Bool {
+    public func flag(_ long: String) -> Bool {
         checkDeclared(long)
         return flags.contains(long)
     }
 
     /// The word given for a positional, e.g. `positional("KEY")`; the first if it repeats.
-    func positional(_ name: String) -> String? {
+    public func positional(_ name: String) -> String? {
         checkDeclared(name)
         return positionalValues[name]?.first
     }
 
     /// Every word given for a repeating positional, e.g. `positionals("KEY")` for `get`.
-    func positionals(_ name: String) -> [String] {
+    public func positionals(_ name: String) -> [String] {
         checkDeclared(name)
         return positionalValues[name] ?? []
     }

@@ -3,40 +3,40 @@
 /// Both `CommandLineParser` and `HelpGenerator` read this one value, so the help text cannot
 /// disagree with what the parser accepts. The root command's options are global: every
 /// subcommand accepts them, before or after its own name.
-struct CommandSpec: Hashable, Sendable {
+public struct CommandSpec: Hashable, Sendable {
     /// A worked example shown at the end of the help.
-    struct Example: Hashable, Sendable {
+    public struct Example: Hashable, Sendable {
         /// What the example does, shown as a shell comment above it.
-        var summary: String
+        public var summary: String
         /// The complete command line, starting with the program name.
-        var commandLine: String
+        public var commandLine: String
 
         /// Creates an example.
-        init(_ summary: String, _ commandLine: String) {
+        public init(_ summary: String, _ commandLine: String) {
             self.summary = summary
             self.commandLine = commandLine
         }
     }
 
     /// The word that selects the command, e.g. `set`; the program name for the root.
-    var name: String
+    public var name: String
     /// One sentence saying what the command does.
-    var abstract: String
+    public var abstract: String
     /// Longer explanation, shown below the usage line. Lines are kept; long ones are wrapped.
-    var discussion: String?
+    public var discussion: String?
     /// The command's own options.
-    var options: [OptionSpec]
+    public var options: [OptionSpec]
     /// The command's positional arguments, in order.
-    var positionals: [PositionalSpec]
+    public var positionals: [PositionalSpec]
     /// The commands one level below this one.
-    var subcommands: [CommandSpec]
+    public var subcommands: [CommandSpec]
     /// Sets of option long names of which at most one may be given, e.g. the bus selectors.
-    var exclusiveOptions: [[String]]
+    public var exclusiveOptions: [[String]]
     /// Examples shown at the end of the help.
-    var examples: [Example]
+    public var examples: [Example]
 
     /// Creates a command declaration.
-    init(
+    public init(
         name: String,
         abstract: String,
         discussion: String? = nil,
@@ -57,12 +57,12 @@ struct CommandSpec: Hashable, Sendable {
     }
 
     /// The direct subcommand called `name`, if any.
-    func subcommand(named name: String) -> CommandSpec? {
+    public func subcommand(named name: String) -> CommandSpec? {
         subcommands.first { $0.name == name }
     }
 
     /// The command reached by following `path` from this one; `[]` is this command itself.
-    func command(at path: [String]) -> CommandSpec? {
+    public func command(at path: [String]) -> CommandSpec? {
         var command = self
         for name in path {
             guard let next = command.subcommand(named: name) else { return nil }
@@ -73,7 +73,7 @@ struct CommandSpec: Hashable, Sendable {
 
     /// The command itself and every command above it on `path`, innermost first: the options
     /// in scope there, in lookup order.
-    func scopes(along path: [String]) -> [CommandSpec] {
+    public func scopes(along path: [String]) -> [CommandSpec] {
         var chain = [self]
         for name in path {
             guard let next = chain[chain.count - 1].subcommand(named: name) else { break }

@@ -2,7 +2,7 @@
 ///
 /// Tokens carry no knowledge of any command: whether `--address` takes a value, or whether a
 /// word names a subcommand, is decided later by `CommandLineParser`.
-enum ArgumentToken: Hashable, Sendable {
+public enum ArgumentToken: Hashable, Sendable {
     /// `--name`, or `--name=value` with the value attached.
     case longOption(String, value: String?)
     /// `-abc`: one or more short option letters, without the dash. The parser decides where a

@@ -1,15 +1,22 @@
 /// Renders a `CommandSpec` tree as a roff manual page (`man 7 man-pages` layout), so that
 /// `propctl(1)` says what `--help` says and what the parser accepts.
-struct ManPage: Sendable {
+public struct ManPage: Sendable {
     /// The root of the command tree.
-    let root: CommandSpec
+    public let root: CommandSpec
     /// The version printed in the footer.
-    var version: String
+    public var version: String
     /// Other pages, e.g. `propbusd(8)`.
-    var seeAlso: [String]
+    public var seeAlso: [String]
+
+    /// Creates a page for the tree under `root`.
+    public init(root: CommandSpec, version: String, seeAlso: [String] = []) {
+        self.root = root
+        self.version = version
+        self.seeAlso = seeAlso
+    }
 
     /// The page for section `section`.
-    func render(section: Int = 1) -> String {
+    public func render(section: Int = 1) -> String {
         var lines = [".TH \(root.name.uppercased()) \(section) \"\" \"\(root.name) \(version)\" \"User Commands\"",
                      ".SH NAME", "\(Self.escape(root.name)) \\- \(Self.escape(root.abstract))",
                      ".SH SYNOPSIS", ".B \(root.name)", "[\\fIOPTIONS\\fR] \\fICOMMAND\\fR [\\fIARGS\\fR...]"]
@@ -49,7 +56,8 @@ struct ManPage: Sendable {
         return lines.joined(separator: "\n") + "\n"
     }
 
-    private static func option(_ option: OptionSpec) -> [String] {
+    /// One option as a roff `.TP` item: the same label and text as in `--help`.
+    public static func option(_ option: OptionSpec) -> [String] {
         var label = "\\fB" + escape(option.longFlag) + "\\fR"
         if let short = option.short { label = "\\fB\\-\(short)\\fR, " + label }
         if let value = option.valueName { label += " \\fI\(escape(value))\\fR" }
@@ -57,7 +65,7 @@ struct ManPage: Sendable {
     }
 
     /// A discussion as roff: blank lines start paragraphs, indented lines are kept as they are.
-    static func paragraphs(_ text: String) -> [String] {
+    public static func paragraphs(_ text: String) -> [String] {
         var lines: [String] = []
         var inVerbatim = false
         for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
@@ -77,7 +85,7 @@ struct ManPage: Sendable {
     }
 
     /// Text safe in roff: backslashes and dashes escaped, and no line read as a request.
-    static func escape(_ text: String) -> String {
+    public static func escape(_ text: String) -> String {
         var result = text.replacingAll("\\", with: "\\e").replacingAll("-", with: "\\-")
         if result.hasPrefix(".") || result.hasPrefix("'") { result = "\\&" + result }
         return result

@@ -1,21 +1,21 @@
 /// Renders help and usage text from a `CommandSpec` tree: the same declaration the parser
 /// reads, so what the help promises is what the parser accepts.
-struct HelpGenerator: Sendable {
+public struct HelpGenerator: Sendable {
     /// The root of the command tree.
-    let root: CommandSpec
+    public let root: CommandSpec
     /// The column at which text is wrapped.
-    var width: Int
+    public var width: Int
     /// The widest label (option, argument or subcommand) that still shares a line with its help.
-    var maximumLabelWidth = 24
+    public var maximumLabelWidth = 24
 
     /// Creates a generator for the tree under `root`, wrapping at `width` columns.
-    init(root: CommandSpec, width: Int = 80) {
+    public init(root: CommandSpec, width: Int = 80) {
         self.root = root
         self.width = width
     }
 
     /// The usage line for the command at `path`, e.g. `propctl set [OPTIONS] KEY VALUE`.
-    func usage(for path: [String]) -> String {
+    public func usage(for path: [String]) -> String {
         let command = root.command(at: path) ?? root
         var parts = [([root.name] + path).joined(separator: " ")]
         if root.scopes(along: path).contains(where: { !$0.options.isEmpty }) { parts.append("[OPTIONS]") }
@@ -25,7 +25,7 @@ struct HelpGenerator: Sendable {
     }
 
     /// The complete help of the command at `path` (`[]` for the root), without a final newline.
-    func help(for path: [String]) -> String {
+    public func help(for path: [String]) -> String {
         // An unknown path falls back to the root's help rather than failing.
         let (command, validPath) = root.command(at: path).map { ($0, path) } ?? (root, [])
         let ancestors = Array(root.scopes(along: validPath).dropFirst())
@@ -76,7 +76,7 @@ struct HelpGenerator: Sendable {
 
     /// What `main` prints to stderr for a usage error: the problem, the usage line of the
     /// command concerned, and where to find its help.
-    func errorText(for error: UsageError) -> String {
+    public func errorText(for error: UsageError) -> String {
         let name = ([root.name] + error.commandPath).joined(separator: " ")
         return """
             \(name): \(error.message)

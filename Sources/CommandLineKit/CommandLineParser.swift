@@ -9,17 +9,17 @@
 ///   word, which may be a negative number but not another option;
 /// - `--` ends options: every later word is a positional;
 /// - `--help`/`-h` anywhere before `--` wins over every other problem on the line.
-struct CommandLineParser: Sendable {
+public struct CommandLineParser: Sendable {
     /// The root of the command tree; its options are global.
-    let root: CommandSpec
+    public let root: CommandSpec
 
     /// Creates a parser for the tree under `root`.
-    init(root: CommandSpec) {
+    public init(root: CommandSpec) {
         self.root = root
     }
 
     /// Parses `arguments`, which exclude the program name: pass `CommandLine.arguments.dropFirst()`.
-    func parse<Arguments: Sequence>(_ arguments: Arguments) throws(UsageError) -> ParseResult
+    public func parse<Arguments: Sequence>(_ arguments: Arguments) throws(UsageError) -> ParseResult
     where Arguments.Element == String {
         let tokens = ArgumentLexer.tokenize(arguments)
         do throws(UsageError) {

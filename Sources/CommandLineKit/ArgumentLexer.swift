@@ -1,7 +1,7 @@
 /// Splits a command line into `ArgumentToken`s. Pure: it needs no command specification.
-enum ArgumentLexer {
+public enum ArgumentLexer {
     /// Tokenizes `arguments`, which exclude the program name (`CommandLine.arguments.dropFirst()`).
-    static func tokenize<Arguments: Sequence>(_ arguments: Arguments) -> [ArgumentToken]
+    public static func tokenize<Arguments: Sequence>(_ arguments: Arguments) -> [ArgumentToken]
     where Arguments.Element == String {
         var tokens: [ArgumentToken] = []
         var afterTerminator = false
@@ -19,7 +19,7 @@ enum ArgumentLexer {
     }
 
     /// Classifies one argument that precedes any `--`.
-    static func token(for argument: String) -> ArgumentToken {
+    public static func token(for argument: String) -> ArgumentToken {
         if argument.hasPrefix("--") {
             let body = argument.dropFirst(2)
             guard let equals = body.firstIndex(of: "=") else { return .longOption(String(body), value: nil) }
@@ -34,7 +34,7 @@ enum ArgumentLexer {
     }
 
     /// Whether `argument` reads as a negative decimal number: `-5`, `-3.5`, `-.5`, `-1e3`.
-    static func isNegativeNumber(_ argument: String) -> Bool {
+    public static func isNegativeNumber(_ argument: String) -> Bool {
         guard argument.hasPrefix("-") else { return false }
         let magnitude = argument.dropFirst()
         // Double also accepts "inf" and "nan"; demanding a leading digit or dot keeps `-i` an option.

@@ -2,20 +2,20 @@
 ///
 /// Positionals are matched in declaration order. At most one of them should repeat, and it
 /// should come last, so that the assignment of words to positionals is never ambiguous.
-struct PositionalSpec: Hashable, Sendable {
+public struct PositionalSpec: Hashable, Sendable {
     /// The name used to look the value up in a `ParsedCommand`, e.g. `KEY`.
-    var name: String
+    public var name: String
     /// The name shown in usage and help; usually the same as `name`, e.g. `KEY|PREFIX`.
-    var displayName: String
+    public var displayName: String
     /// One-line description shown in help.
-    var help: String
+    public var help: String
     /// Whether the command runs without it.
-    var isOptional: Bool
+    public var isOptional: Bool
     /// Whether it collects every remaining word.
-    var isRepeating: Bool
+    public var isRepeating: Bool
 
     /// Creates a positional. `display` overrides the name shown in help.
-    init(_ name: String, display: String? = nil, help: String, optional: Bool = false, repeating: Bool = false) {
+    public init(_ name: String, display: String? = nil, help: String, optional: Bool = false, repeating: Bool = false) {
         self.name = name
         self.displayName = display ?? name
         self.help = help
@@ -24,7 +24,7 @@ struct PositionalSpec: Hashable, Sendable {
     }
 
     /// The positional as it appears in a usage line: `KEY`, `[PREFIX]`, `KEY...`, `[KEY...]`.
-    var usage: String {
+    public var usage: String {
         let base = isRepeating ? "\(displayName)..." : displayName
         return isOptional ? "[\(base)]" : base
     }
