@@ -60,10 +60,12 @@ let package = Package(
         .testTarget(name: "SystemKitTests", dependencies: ["SystemKit"]),
         // Links libdbus only to compare the pure validators with libdbus's answers.
         .testTarget(name: "DBusValuesTests", dependencies: ["DBusValues", "CDBus"]),
-        .testTarget(name: "DBusTests", dependencies: ["DBus", "DBusValues", "CDBus"]),
+        // A private dbus-daemon for the in-process test targets.
+        .target(name: "BusTestSupport", dependencies: ["DBus"], path: "Tests/BusTestSupport"),
+        .testTarget(name: "DBusTests", dependencies: ["DBus", "DBusValues", "CDBus", "BusTestSupport"]),
         .testTarget(name: "PropBusTests", dependencies: ["PropBus", "DBusValues"]),
         // The service in this process on a private bus, with stores in memory.
-        .testTarget(name: "PropBusServiceTests", dependencies: ["PropBusService", "PropBus", "DBus"]),
+        .testTarget(name: "PropBusServiceTests", dependencies: ["PropBusService", "PropBus", "DBus", "BusTestSupport"]),
         .testTarget(name: "PropBusSystemTests", dependencies: ["PropBusSystem", "PropBus", "DBusValues"]),
         .testTarget(name: "PropctlTests", dependencies: ["propctl", "PropBus", "DBus"]),
         .testTarget(name: "EtcdTests", dependencies: ["Etcd"]),

@@ -30,14 +30,14 @@ final class RefusingStore: PropertyStore, @unchecked Sendable {
 /// memory: no daemon binary, no SQLite. What the integration tests check through propbusd,
 /// checked here at the seams (the round, the vtable's write flag, the tree's signals).
 final class ServiceInProcessTests: XCTestCase, @unchecked Sendable {
-    private var bus: ServiceBus!
+    private var bus: TestBus!
     private var serviceConnection: Connection!
     private var client: Connection!
     private var service: Service?
     private let store = RefusingStore()
 
     override func setUp() async throws {
-        bus = try ServiceBus.start()
+        bus = try TestBus.start()
         serviceConnection = try await bus.connect()
         client = try await bus.connect()
         let store = store

@@ -1,12 +1,12 @@
+import DBus
 import Foundation
-import XCTest
 
-@testable import DBus
-
-/// A private `dbus-daemon` for the library's own tests: everything allowed, nothing of propbus.
-/// The machine's buses are never touched.
-final class TestBus: @unchecked Sendable {
-    let address: String
+/// A private `dbus-daemon` for in-process tests (the DBus library's, the service's):
+/// everything allowed, in a temporary directory; nothing of propbus. The machine's buses are
+/// never touched.
+public final class TestBus: @unchecked Sendable {
+    /// The bus's address, as `dbus-daemon --print-address` gave it.
+    public let address: String
     private let process: Process
     private let directory: URL
 
@@ -17,7 +17,7 @@ final class TestBus: @unchecked Sendable {
     }
 
     /// Starts a bus; `maxMessageSize` sets the bus's `max_message_size` limit when given.
-    static func start(maxMessageSize: Int? = nil) throws -> TestBus {
+    public static func start(maxMessageSize: Int? = nil) throws -> TestBus {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pbdbus-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let config = directory.appendingPathComponent("bus.conf")
@@ -57,11 +57,12 @@ final class TestBus: @unchecked Sendable {
     }
 
     /// A new connection to this bus, registered (Hello done).
-    func connect() async throws -> Connection {
+    public func connect() async throws -> Connection {
         try await Connection.connect(to: .address(address))
     }
 
-    func stop() {
+    /// Kills the bus and removes its directory.
+    public func stop() {
         // SIGKILL: the child may inherit a mask that blocks SIGTERM from the test runner.
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
@@ -70,7 +71,7 @@ final class TestBus: @unchecked Sendable {
 }
 
 /// Polls `condition` until it holds or `timeout` seconds pass.
-func eventually(timeout: TimeInterval = 5, _ condition: () async throws -> Bool) async rethrows -> Bool {
+public func eventually(timeout: TimeInterval = 5, _ condition: () async throws -> Bool) async rethrows -> Bool {
     let deadline = Date().addingTimeInterval(timeout)
     repeat {
         if try await condition() { return true }
@@ -80,6 +81,13 @@ func eventually(timeout: TimeInterval = 5, _ condition: () async throws -> Bool)
 }
 
 /// Runs `body` on the connection's queue and returns its result.
-func onQueue<T: Sendable>(_ connection: Connection, _ body: @escaping @Sendable () -> T) async -> T {
+public func onQueue<T: Sendable>(_ connection: Connection, _ body: @escaping @Sendable () -> T) async -> T {
     await withCheckedContinuation { continuation in connection.queue.async { continuation.resume(returning: body()) } }
+}
+
+/// Runs `body` on the connection's queue and returns its result or rethrows its error.
+public func onQueue<T: Sendable>(_ connection: Connection, _ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        connection.queue.async { continuation.resume(with: Result { try body() }) }
+    }
 }
