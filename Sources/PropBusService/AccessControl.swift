@@ -5,6 +5,26 @@ import PropBus
 /// (``MethodCall/credentials``) with the service's ``AccessPolicy``; secret values are shown
 /// only to their writers. With the policy off (the session bus) every check passes.
 extension Service {
+    /// The tree's ``ObjectTree/accessCheck``: what a method's description declares it needs.
+    /// With the policy off every check passes, so nothing is looked up.
+    func check(_ access: MethodAccess, _ call: MethodCall) throws(DBusError) {
+        guard options.access.isEnabled else { return }
+        switch access {
+        case .none: return
+        case .read(let names): for name in try call.names(names) { try authorizeRead(existing: name, by: call) }
+        case .write(let names): for name in try call.names(names) { try authorizeWrite(existing: name, by: call) }
+        case .create(let names): for name in try call.names(names) { try authorizeCreate(name, by: call) }
+        case .writeCommand(let names):
+            for name in try call.names(names) {
+                // An unknown command passes: the handler reports it as it would to anyone.
+                guard let key = try? Key(name), let definition = commands.definition(of: key) else { continue }
+                try authorizeWrite(name, writers: definition.writers, by: call)
+            }
+        case .privileged(let names): for name in try call.names(names) { try authorizeWrite(name, writers: nil, by: call) }
+        case .custom(let check): try check(call)
+        }
+    }
+
     /// Throws `AccessDenied` naming `key` unless the caller of `call` may write it (SPEC §7).
     ///
     /// `writers` is the `writers` option of the property or command, if it has one.

@@ -32,9 +32,12 @@ extension Service {
     /// Bind, Unbind and ListBindings of the Manager interface.
     func bindingMethods() -> [MethodDescription] {
         [
-            MethodDescription("Bind", in: [("key", .string), ("to", .string), ("options", .dictionary(key: .string, value: .variant))], out: [("binding", .objectPath)], writes: true) { [unowned self] call throws(DBusError) in
+            MethodDescription("Bind", in: [("key", .string), ("to", .string), ("options", .dictionary(key: .string, value: .variant))], out: [("binding", .objectPath)], writes: true,
+                              access: .custom { [unowned self] call throws(DBusError) in
+                                  try authorizeBind(key: try call.string("key"), to: try call.string("to"),
+                                                    options: try call.dictionary("options"), by: call)
+                              }) { [unowned self] call throws(DBusError) in
                 let key = try call.string("key"), to = try call.string("to"), bindOptions = try call.dictionary("options")
-                try authorizeBind(key: key, to: to, options: bindOptions, by: call)
                 let result = try bridged { () throws(PropBusError) in
                     try model.bind(key: key, to: to, options: bindOptions, owner: call.sender,
                                    maximumPerOwner: options.maximumBindingsPerClient)
@@ -42,12 +45,16 @@ extension Service {
                 publish(result.changes)
                 return .reply([.objectPath(Self.path(ofBinding: result.binding.id))])
             },
-            MethodDescription("Unbind", in: [("binding", .objectPath)], writes: true) { [unowned self] call throws(DBusError) in
+            MethodDescription("Unbind", in: [("binding", .objectPath)], writes: true,
+                              access: .custom { [unowned self] call throws(DBusError) in
+                                  // An unknown binding passes: the handler reports it as it would to anyone.
+                                  guard let id = Self.bindingID(atPath: try call.string("binding")), let binding = model.bindings[id] else { return }
+                                  try authorizeUnbind(binding, by: call)
+                              }) { [unowned self] call throws(DBusError) in
                 let path = try call.string("binding")
                 guard let id = Self.bindingID(atPath: path), let binding = model.bindings[id] else {
                     throw .unknownObject("no binding at \(path)")
                 }
-                try authorizeUnbind(binding, by: call)
                 publish(try bridged { () throws(PropBusError) in try model.unbind(id) })
                 return .reply([])
             },

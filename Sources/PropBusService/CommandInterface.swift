@@ -14,17 +14,16 @@ extension Service {
             }
         }
         return InterfaceDescription(Self.commandInterface, methods: [
-            MethodDescription("Execute", in: [("input", .variant)], out: [("result", .variant)]) { [unowned self] call throws(DBusError) in
+            MethodDescription("Execute", in: [("input", .variant)], out: [("result", .variant)], access: .writeCommand(.fixed(key.text))) { [unowned self] call throws(DBusError) in
                 _ = try startExecution(of: key, input: try call.variant("input"), call: call, waits: true)
                 return .deferred
             },
-            MethodDescription("Start", in: [("input", .variant)], out: [("id", .uint64)]) { [unowned self] call throws(DBusError) in
+            MethodDescription("Start", in: [("input", .variant)], out: [("id", .uint64)], access: .writeCommand(.fixed(key.text))) { [unowned self] call throws(DBusError) in
                 let id = try startExecution(of: key, input: try call.variant("input"), call: call, waits: false)
                 return .reply([.uint64(id)])
             },
-            MethodDescription("Cancel", in: [("id", .uint64)]) { [unowned self] call throws(DBusError) in
+            MethodDescription("Cancel", in: [("id", .uint64)], access: .writeCommand(.fixed(key.text))) { [unowned self] call throws(DBusError) in
                 let id = try call.uint64("id")
-                try authorizeWrite(key.text, writers: commands.definition(of: key)?.writers, by: call)
                 guard commands.execution(id, of: key) != nil else {
                     throw .invalidArgs("command \(key) has no running execution \(id)")
                 }
@@ -47,11 +46,11 @@ extension Service {
     /// Manager interface.
     func commandMethods() -> [MethodDescription] {
         [
-            MethodDescription("CreateCommand", in: [("key", .string), ("options", .dictionary(key: .string, value: .variant))], writes: true) { [unowned self] call throws(DBusError) in
+            MethodDescription("CreateCommand", in: [("key", .string), ("options", .dictionary(key: .string, value: .variant))], writes: true,
+                              // An argv runs as the daemon: only the default writers may set one,
+                              // whatever a command's own `writers` allow.
+                              access: .privileged(.argument("key"))) { [unowned self] call throws(DBusError) in
                 let keyText = try call.string("key")
-                // An argv runs as the daemon: only the default writers may set one, whatever
-                // a command's own `writers` allow.
-                try authorizeWrite(keyText, writers: nil, by: call)
                 let before = (try? Key(keyText)).flatMap { commands.definition(of: $0) }
                 let commandOptions = try call.dictionary("options")
                 publish(try bridged { () throws(PropBusError) in
@@ -66,9 +65,8 @@ extension Service {
                 }
                 return .reply([])
             },
-            MethodDescription("DeleteCommand", in: [("key", .string)], writes: true) { [unowned self] call throws(DBusError) in
+            MethodDescription("DeleteCommand", in: [("key", .string)], writes: true, access: .privileged(.argument("key"))) { [unowned self] call throws(DBusError) in
                 let keyText = try call.string("key")
-                try authorizeWrite(keyText, writers: nil, by: call)
                 let key = try bridged { () throws(PropBusError) in try commands.command(keyText) }
                 // Unexport while the command still exists, so InterfacesRemoved names both interfaces.
                 tree.unexport(Key.objectPath(ofGroup: key.text))
@@ -99,10 +97,9 @@ extension Service {
                 }
                 return .reply([.array(of: .structure([.uint64, .string, .string]), items)])
             },
-            MethodDescription("RegisterHandler", in: [("key", .string)]) { [unowned self] call throws(DBusError) in
+            MethodDescription("RegisterHandler", in: [("key", .string)], access: .writeCommand(.argument("key"))) { [unowned self] call throws(DBusError) in
                 let keyText = try call.string("key")
-                let key = try bridged { () throws(PropBusError) in try commands.command(keyText) }
-                try authorizeWrite(keyText, writers: commands.definition(of: key)?.writers, by: call)
+                _ = try bridged { () throws(PropBusError) in try commands.command(keyText) }
                 publish(try bridged { () throws(PropBusError) in try commands.registerHandler(keyText, owner: call.sender) })
                 return .reply([])
             },

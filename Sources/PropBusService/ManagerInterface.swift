@@ -5,19 +5,17 @@ extension Service {
     /// `org.propbus.PropBus1.Manager` on the root object.
     func managerDescription() -> InterfaceDescription {
         InterfaceDescription(Self.managerInterface, methods: [
-            MethodDescription("CreateProperty", in: [("key", .string), ("type", .string), ("default", .variant), ("options", .dictionary(key: .string, value: .variant))], writes: true) { [unowned self] call throws(DBusError) in
+            MethodDescription("CreateProperty", in: [("key", .string), ("type", .string), ("default", .variant), ("options", .dictionary(key: .string, value: .variant))], writes: true, access: .create(.argument("key"))) { [unowned self] call throws(DBusError) in
                 let key = try call.string("key"), type = try call.string("type")
                 let defaultValue = try call.argument("default"), options = try call.dictionary("options")
-                try authorizeCreate(key, by: call)
                 let changes = try bridged { () throws(PropBusError) in
                     try model.create(key: key, type: type, defaultValue: defaultValue, options: options)
                 }
                 publish(changes)
                 return .reply([])
             },
-            MethodDescription("DeleteProperty", in: [("key", .string)], writes: true) { [unowned self] call throws(DBusError) in
+            MethodDescription("DeleteProperty", in: [("key", .string)], writes: true, access: .write(.argument("key"))) { [unowned self] call throws(DBusError) in
                 let key = try call.string("key")
-                try authorizeWrite(existing: key, by: call)
                 publish(try bridged { () throws(PropBusError) in try model.delete(key: key) })
                 return .reply([])
             },
@@ -34,14 +32,13 @@ extension Service {
                 }
                 return .reply([.array(of: .structure([.string, .string, .variant, .dictionary(key: .string, value: .variant)]), items)])
             },
-            MethodDescription("Apply", in: [("set", .dictionary(key: .string, value: .variant)), ("reset", .array(.string))], writes: true) { [unowned self] call throws(DBusError) in
+            MethodDescription("Apply", in: [("set", .dictionary(key: .string, value: .variant)), ("reset", .array(.string))], writes: true,
+                              // Every key is checked before anything changes: one denial leaves all as it was.
+                              access: .write(.arguments(["set", "reset"]))) { [unowned self] call throws(DBusError) in
                 // In the order sent (a dictionary would lose it): the model applies them in turn.
                 guard case .dictionary(_, _, let entries) = try call.argument("set") else { throw .invalidArgs("Apply expects (a{sv} set, as reset)") }
                 let assignments = entries.compactMap { entry in entry.key.stringValue.map { ($0, entry.value.unwrappingVariantOnce) } }
                 let resets = try call.strings("reset")
-                // Every key is checked before anything changes: one denial leaves all as it was.
-                for (key, _) in assignments { try authorizeWrite(existing: key, by: call) }
-                for reset in resets { try authorizeWrite(existing: reset, by: call) }
                 publish(try bridged { () throws(PropBusError) in
                     try model.apply(set: assignments, reset: resets)
                 })

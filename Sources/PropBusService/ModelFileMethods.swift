@@ -7,8 +7,8 @@ extension Service {
     /// Reload, ListUnclaimed and Prune of the Manager interface: the model-file lifecycle.
     func modelFileMethods() -> [MethodDescription] {
         [
-            MethodDescription("Reload", out: [("skipped", .array(.structure([.string, .string])))]) { [unowned self] call throws(DBusError) in
-                try authorizeWrite("the model files (Reload)", writers: nil, by: call)
+            MethodDescription("Reload", out: [("skipped", .array(.structure([.string, .string])))],
+                              access: .privileged(.fixed("the model files (Reload)"))) { [unowned self] call throws(DBusError) in
                 guard reloadHandler != nil else { throw .failed("this propbusd reads no model files") }
                 // Between rounds, not inside this one: a reload commits file by file.
                 let pending = QueueBound(call)
@@ -22,13 +22,13 @@ extension Service {
                 }
                 return .deferred
             },
-            MethodDescription("ListUnclaimed", out: [("values", .array(.structure([.string, .variant])))]) { [unowned self] call throws(DBusError) in
-                // Values without a definition have no readers list: only writers see them.
-                try authorizeWrite("unclaimed stored values (ListUnclaimed)", writers: nil, by: call)
+            // Values without a definition have no readers list: only writers see them.
+            MethodDescription("ListUnclaimed", out: [("values", .array(.structure([.string, .variant])))],
+                              access: .privileged(.fixed("unclaimed stored values (ListUnclaimed)"))) { [unowned self] _ in
                 return .reply([Self.unclaimedList(model.unclaimed)])
             },
-            MethodDescription("Prune", in: [("keys", .array(.string))], out: [("pruned", .array(.string))], writes: true) { [unowned self] call throws(DBusError) in
-                try authorizeWrite("unclaimed stored values (Prune)", writers: nil, by: call)
+            MethodDescription("Prune", in: [("keys", .array(.string))], out: [("pruned", .array(.string))], writes: true,
+                              access: .privileged(.fixed("unclaimed stored values (Prune)"))) { [unowned self] call throws(DBusError) in
                 var keys: [Key] = []
                 for item in try call.strings("keys") {
                     keys.append(try bridged { () throws(PropBusError) in try Key(item) })

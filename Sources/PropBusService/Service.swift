@@ -84,6 +84,7 @@ public final class Service: @unchecked Sendable {
         tree.maximumMessageSize = model.limits.maximumMessageSize
         tree.replyTooLarge = { call, size, limit in Self.replyTooLarge(call, size: size, limit: limit) }
         tree.onOversizedSignal = { Self.log($0) }
+        tree.accessCheck = { [unowned self] access, call throws(DBusError) in try check(access, call) }
         tree.addObjectManager(at: Key.rootPath)
         tree.export(ExportedObject { [unowned self] in [managerDescription()] }, at: Key.rootPath)
         for group in model.groupNames { exportGroup(group) }

@@ -7,21 +7,18 @@ extension Service {
     func valuesDescription(group: String) -> InterfaceDescription {
         let key = { (name: String) in group + "." + name }
         return InterfaceDescription(Self.valuesInterface, methods: [
-            MethodDescription("Reset", in: [("name", .string)], writes: true) { [unowned self] call throws(DBusError) in
+            MethodDescription("Reset", in: [("name", .string)], writes: true, access: .write(.argument("name", prefix: group + "."))) { [unowned self] call throws(DBusError) in
                 let name = key(try call.string("name"))
-                try authorizeWrite(existing: name, by: call)
                 publish(try bridged { () throws(PropBusError) in try model.reset(name) })
                 return .reply([])
             },
-            MethodDescription("GetWithRevision", in: [("name", .string)], out: [("value", .variant), ("revision", .uint64)]) { [unowned self] call throws(DBusError) in
+            MethodDescription("GetWithRevision", in: [("name", .string)], out: [("value", .variant), ("revision", .uint64)], access: .read(.argument("name", prefix: group + "."))) { [unowned self] call throws(DBusError) in
                 let name = key(try call.string("name"))
                 let entry = try bridged { () throws(PropBusError) in try model.entry(name) }
-                try authorizeRead(entry.definition, by: call)
                 return .reply([.variant(entry.value), .uint64(entry.revision)])
             },
-            MethodDescription("CompareAndSet", in: [("name", .string), ("revision", .uint64), ("value", .variant)], out: [("revision", .uint64)], writes: true) { [unowned self] call throws(DBusError) in
+            MethodDescription("CompareAndSet", in: [("name", .string), ("revision", .uint64), ("value", .variant)], out: [("revision", .uint64)], writes: true, access: .write(.argument("name", prefix: group + "."))) { [unowned self] call throws(DBusError) in
                 let name = key(try call.string("name")), expected = try call.uint64("revision"), value = try call.variant("value")
-                try authorizeWrite(existing: name, by: call)
                 let result = try bridged { () throws(PropBusError) in
                     try model.compareAndSet(name, expectedRevision: expected, to: value)
                 }

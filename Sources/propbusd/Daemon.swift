@@ -57,12 +57,13 @@ final class Daemon: @unchecked Sendable {
                 Log.info("propbusd \(Service.version) starting: store \(path), bus \(Self.describe(options.bus))")
                 store = try openDatabase(path)
             }
-            let model = try PropertyModel(store: store, limits: options.limits)
+            let loaded = try store.load()
+            let model = PropertyModel(store: store, loaded: loaded, limits: options.limits)
             for reason in model.refusedAtLoad { Diagnostics.write("propbusd: \(reason)\n") }
             let commands = CommandTable(model: model, store: store, maximumRunning: options.maximumExecutions)
             // A predicate may read a key that is gone (or comes with a model file below): the
             // command then starts disabled rather than being lost.
-            for (key, error) in commands.recreate(model.storedCommands, allowingMissingKeys: true) {
+            for (key, error) in commands.recreate(loaded.commands, allowingMissingKeys: true) {
                 Diagnostics.write("propbusd: stored command \(key) could not be created again: \(error.message)\n")
             }
             let systemBus = if case .system = options.bus { true } else { false }

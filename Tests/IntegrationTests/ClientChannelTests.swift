@@ -398,7 +398,12 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         await expect({ await waitForFile(file, "blue") }, "")
         await daemon.stop()
         _ = await eventually { !((try? await self.client.nameHasOwner()) ?? true) }
+        // The binding's own marker that it knows the daemon is away, not a guess at how long
+        // that takes.
+        await expect({ await eventually { bind.stderr.contains("waiting for it to come back") } }, bind.stderr)
         echo("changed while away", to: file)
+        // Kept: the binding says nothing when it notices a local change while away, so there is
+        // no marker to wait for; the time lets it notice before the daemon is back.
         try await Task.sleep(nanoseconds: 100_000_000)
         daemon = try await Daemon.start(on: bus, arguments: daemonArguments, watcher: client)
         await expect({ await waitForBus("ui.theme", .string("changed while away")) }, bind.stderr)

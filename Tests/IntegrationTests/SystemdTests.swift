@@ -107,9 +107,14 @@ final class SystemdTests: XCTestCase {
         // WATCHDOG_PID names the process the watchdog is for (sd_watchdog_enabled(3)).
         let process = try startDaemon(notifyingTo: socket, environment: ["WATCHDOG_USEC": "100000", "WATCHDOG_PID": "1"])
         await socket.wait(for: "READY=1")
+        // Time must pass for a ping to fall due (every 50 ms here); the sleep gives six periods.
+        // STOPPING=1 is then the barrier: datagrams from one sender arrive in order, so any ping
+        // sent before it is in the socket once it is.
         try await Task.sleep(nanoseconds: 300_000_000)
-        let messages = socket.messages
+        process.signal(SIGTERM)
+        let messages = await socket.wait(for: "STOPPING=1")
         XCTAssertTrue(assignments(messages).contains("READY=1"), "\(messages); stderr: \(process.stderr)")
+        XCTAssertTrue(assignments(messages).contains("STOPPING=1"), "\(messages); stderr: \(process.stderr)")
         XCTAssertFalse(messages.contains("WATCHDOG=1"), "\(messages)")
     }
 

@@ -1,7 +1,7 @@
 import DBus
 import Foundation
 import PropBus
-import PropBusService
+@testable import PropBusService
 import XCTest
 
 /// A store whose next commit fails when asked to, as a full disk would.
@@ -83,6 +83,23 @@ final class ServiceInProcessTests: XCTestCase, @unchecked Sendable {
         }
         try await client.addMatch(rule)
         return log
+    }
+
+    /// Access control comes from the method table (issue 12, finding 4): every method that
+    /// writes declares the privilege it needs, and so do the command methods and the model-file
+    /// methods; only the listings (which filter what they show) and UnregisterHandler (its owner
+    /// only, by the command table) declare none.
+    func testEveryWritingMethodDeclaresItsPrivilege() async throws {
+        let open = try await onQueue(serviceConnection) { [self] () throws -> [String] in
+            let service = service!
+            let methods = service.managerDescription().methods.values.map { $0 }
+                + service.valuesDescription(group: "app").methods.values.map { $0 }
+                + service.commandDescription(try Key("app.run")).methods.values.map { $0 }
+            let unchecked = methods.filter { $0.writes && $0.access.isNone }.map(\.name)
+            XCTAssertEqual(unchecked, [], "methods that write but declare no privilege")
+            return methods.filter(\.access.isNone).map(\.name).sorted()
+        }
+        XCTAssertEqual(open, ["ListBindings", "ListCommands", "ListExecutions", "ListProperties", "UnregisterHandler"])
     }
 
     func testCallsReachTheModelAndChangesAreSignalledOnce() async throws {

@@ -35,7 +35,7 @@ final class CommandStoreTests: XCTestCase {
         table.commitRound()
     }
 
-    private func storedKeys(_ model: PropertyModel) -> [String] { model.storedCommands.map(\.key.text) }
+    private func storedKeys(_ store: SQLiteStore) throws -> [String] { try store.load().commands.map(\.key.text) }
 
     // MARK: Persistence
 
@@ -52,10 +52,10 @@ final class CommandStoreTests: XCTestCase {
             created = try XCTUnwrap(table.definition(of: try Key("vm.search")))
             try commit(store, model, table)
         }
-        let (_, model, table) = try open()
-        XCTAssertEqual(storedKeys(model), ["vm.search"])
+        let (store, model, table) = try open()
+        XCTAssertEqual(try storedKeys(store), ["vm.search"])
         XCTAssertThrowsError(try model.entry("vm.search.Enabled"), "state keys are transient: not stored")
-        let stored = try XCTUnwrap(model.storedCommands.first)
+        let stored = try XCTUnwrap(try store.load().commands.first)
         XCTAssertEqual(try CommandDefinition(key: stored.key, options: stored.options), created)
         // The daemon recreates it from the stored options.
         _ = try table.create(key: stored.key.text, options: stored.options)
@@ -70,7 +70,7 @@ final class CommandStoreTests: XCTestCase {
             _ = try table.create(key: "vm.kept", options: ["handler": .boolean(true)])
             try commit(store, model, table)
         }
-        XCTAssertEqual(storedKeys(try open().1), ["vm.kept"])
+        XCTAssertEqual(try storedKeys(try open().0), ["vm.kept"])
     }
 
     func testRedefiningAsTransientForgetsTheStoredDefinition() throws {
@@ -81,7 +81,7 @@ final class CommandStoreTests: XCTestCase {
             _ = try table.create(key: "vm.search", options: ["exec": Self.argv, "persistent": .boolean(false)])
             try commit(store, model, table)
         }
-        XCTAssertEqual(storedKeys(try open().1), [])
+        XCTAssertEqual(try storedKeys(try open().0), [])
     }
 
     func testDeletedCommandStaysDeleted() throws {
@@ -93,7 +93,7 @@ final class CommandStoreTests: XCTestCase {
             _ = try table.delete(key: "vm.search")
             try commit(store, model, table)
         }
-        XCTAssertEqual(storedKeys(try open().1), ["vm.other"])
+        XCTAssertEqual(try storedKeys(try open().0), ["vm.other"])
     }
 
     func testUncommittedCommandIsNotStored() throws {
@@ -103,7 +103,7 @@ final class CommandStoreTests: XCTestCase {
             store.rollback()
             try store.commit()
         }
-        XCTAssertEqual(storedKeys(try open().1), [])
+        XCTAssertEqual(try storedKeys(try open().0), [])
     }
 
     /// At startup the daemon recreates stored commands (`CommandTable.recreate`); a command whose
@@ -120,9 +120,9 @@ final class CommandStoreTests: XCTestCase {
             _ = try model.delete(key: "z.text")
             try commit(store, model, table)
         }
-        let (_, model, table) = try open()
-        XCTAssertEqual(storedKeys(model), ["a.save", "b.check", "c.load", "d.lost"])
-        let failures = table.recreate(model.storedCommands)
+        let (store, model, table) = try open()
+        XCTAssertEqual(try storedKeys(store), ["a.save", "b.check", "c.load", "d.lost"])
+        let failures = table.recreate(try store.load().commands)
         XCTAssertEqual(failures.map(\.key.text), ["d.lost"], "only the command whose key is gone is left out")
         XCTAssertEqual(failures.first?.error.code, .unknownKey)
         XCTAssertEqual(table.definitions.map(\.key.text), ["a.save", "b.check", "c.load"])
@@ -164,13 +164,13 @@ final class CommandStoreTests: XCTestCase {
         do {
             let (store, model, table) = try open()
             XCTAssertEqual(try model.value(of: "app.volume"), .double(0.25))
-            XCTAssertEqual(storedKeys(model), [])
+            XCTAssertEqual(try storedKeys(store), [])
             _ = try table.create(key: "app.run", options: ["exec": Self.argv])
             try commit(store, model, table)
         }
         XCTAssertEqual(try SQLiteDatabase(path: path).textRows("PRAGMA user_version"), ["3"])
-        let (_, model, _) = try open()
-        XCTAssertEqual(storedKeys(model), ["app.run"])
+        let (store, model, _) = try open()
+        XCTAssertEqual(try storedKeys(store), ["app.run"])
         XCTAssertEqual(try model.value(of: "app.volume"), .double(0.25))
     }
 

@@ -637,4 +637,34 @@ final class CommandTableTests: XCTestCase {
         XCTAssertEqual(try executions("vm.search"), .uint32(1))
         XCTAssertEqual(try enabled("vm.search"), false)
     }
+
+    // MARK: Who owns a command's group
+
+    /// The table, not the model, knows which keys are commands (issue 12, finding 2): the model
+    /// asks it before creating a property, and a rolled-back round takes the command, and with it
+    /// the refusal, away again.
+    func testACommandsGroupHoldsOnlyItsStateUntilTheRoundThatMadeItRollsBack() throws {
+        XCTAssertNil(Round(model: model, commands: table, store: store).end())
+        _ = try table.create(key: "vm.search", options: options())
+        for key in ["vm.search", "vm.search.extra"] {
+            XCTAssertThrowsError(try model.create(key: key, type: "s", defaultValue: .string(""))) { error in
+                XCTAssertEqual((error as? PropBusError)?.code, .exists, "\(key): \(error)")
+            }
+        }
+        XCTAssertThrowsError(try model.delete(key: "vm.search.Enabled"), "state goes with DeleteCommand")
+        store.failNextCommit = true
+        XCTAssertNotNil(Round(model: model, commands: table, store: store).end())
+        XCTAssertNil(table.definition(of: key("vm.search")))
+        XCTAssertThrowsError(try model.entry("vm.search.Enabled"), "the state went with the rollback")
+        _ = try model.create(key: "vm.search.extra", type: "s", defaultValue: .string(""))
+        // And a group that holds properties takes no command.
+        XCTAssertThrowsError(try table.create(key: "vm.search", options: options())) { error in
+            XCTAssertEqual((error as? PropBusError)?.code, .exists)
+        }
+        _ = try model.delete(key: "vm.search.extra")
+        _ = try table.create(key: "vm.search", options: options())
+        _ = try table.delete(key: "vm.search")
+        XCTAssertEqual(model.names(inGroup: "vm.search"), [], "DeleteCommand removes the state keys")
+        _ = try model.create(key: "vm.search", type: "s", defaultValue: .string(""))
+    }
 }

@@ -45,13 +45,16 @@ public struct MethodDescription {
     /// Whether the method changes state: if a before-flush hook (the store's commit) fails the
     /// round, its success reply becomes the hook's error instead of a success never made durable.
     public var writes: Bool
+    /// The privilege a call needs, checked by the tree before ``handler`` runs.
+    public var access: MethodAccess
 
     /// Types are given as ``DBusType`` values, not signature text, so there is nothing to parse
     /// and nothing that could fail at run time.
     public init(_ name: String, in inArguments: [(String, DBusType)] = [], out outArguments: [(String, DBusType)] = [],
-                writes: Bool = false, handler: @escaping (MethodCall) throws(DBusError) -> MethodResult) {
+                writes: Bool = false, access: MethodAccess = .none, handler: @escaping (MethodCall) throws(DBusError) -> MethodResult) {
         self.name = name
         self.writes = writes
+        self.access = access
         self.inArguments = inArguments.map { (name: $0.0, type: $0.1) }
         self.outArguments = outArguments.map { (name: $0.0, type: $0.1) }
         self.handler = handler

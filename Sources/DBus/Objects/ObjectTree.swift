@@ -65,6 +65,10 @@ public final class ObjectTree: @unchecked Sendable {
 
     /// Reports what the tree had to leave out of a signal that was too big; the daemon logs it.
     public var onOversizedSignal: ((String) -> Void)?
+    /// Decides whether a call may run a method whose description declares a privilege
+    /// (``MethodDescription/access``), throwing the error to reply with (`AccessDenied`). Runs
+    /// on the connection's queue, before the handler.
+    public var accessCheck: ((MethodAccess, MethodCall) throws(DBusError) -> Void)?
 
     /// Caller credentials, once ``requiresCredentials`` was turned on.
     private var credentialCache: CredentialCache?
@@ -279,9 +283,17 @@ public final class ObjectTree: @unchecked Sendable {
                 "Invalid arguments '\(signature)' to call \(message.interface ?? "").\(member)(), expecting '\(method.inSignature)'")))
             return
         }
-        do {
+        do throws(DBusError) {
             let call = MethodCall(message: message, arguments: try message.arguments(), argumentDescriptions: method.inArguments,
                                   credentials: credentials, tree: self)
+            // Before the handler, so a denied call changes nothing. A declared privilege with no
+            // check installed is refused: the declaration says someone must decide.
+            if !method.access.isNone {
+                guard let accessCheck else {
+                    throw DBusError(name: DBusError.Name.accessDenied, message: "\(member) needs a privilege and this service checks none")
+                }
+                try accessCheck(method.access, call)
+            }
             let isWrite = method.writes
             if isWrite { roundHasWrites = true }
             switch try method.handler(call) {

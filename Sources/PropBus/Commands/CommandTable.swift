@@ -47,6 +47,11 @@ public final class CommandTable {
         self.model = model
         self.store = store
         self.maximumRunning = maximumRunning
+        // A command's key and group hold only its state. Weak: the table holds the model.
+        model.creationCheck = { [weak self] key throws(PropBusError) in
+            guard let self, let command = commands.keys.first(where: { $0.text == key.group || $0 == key }) else { return }
+            throw PropBusError(.exists, "cannot create \(key): \(command) is a command, and its group holds only the command's state (\(CommandDefinition.stateNames.joined(separator: ", ")))")
+        }
     }
 
     // MARK: Reading
@@ -107,11 +112,20 @@ public final class CommandTable {
                 throw PropBusError(.invalidExpression, "option 'enabled_when' of command \(key) must yield a boolean (b), but '\(predicate.text)' yields '\(type.signature)'")
             }
         }
-        let changes = try model.addState(of: key, values: [
-            ("Enabled", .boolean(false)), ("Executing", .boolean(false)), ("Executions", .uint32(0)),
-        ])
-        snapshot()
         let previous = commands[key]
+        if model.entry(for: key) != nil {
+            throw PropBusError(.exists, "cannot create command \(key): a property with that key exists")
+        }
+        if previous == nil, !model.names(inGroup: key.text).isEmpty {
+            throw PropBusError(.exists, "cannot create command \(key): the group \(key.text) holds properties (\(model.names(inGroup: key.text).joined(separator: ", ")))")
+        }
+        var changes: [PropertyChange] = []
+        for (name, value) in [("Enabled", DBusValue.boolean(false)), ("Executing", .boolean(false)), ("Executions", .uint32(0))] {
+            // A command created again keeps its state; ``update(_:)`` recomputes it.
+            changes += model.addState(Key(uncheckedGroup: key.text, name: name), initialValue: value, of: key,
+                                      description: "\(name) of command \(key)")
+        }
+        snapshot()
         if let old = previous?.definition.enabledWhen { unindex(key, old) }
         var command = previous ?? Command(definition: definition)
         command.definition = definition
@@ -156,7 +170,7 @@ public final class CommandTable {
         let command = commands.removeValue(forKey: key)!
         if let predicate = command.definition.enabledWhen { unindex(key, predicate) }
         store.removeCommand(key)
-        return (ended, model.removeState(of: key))
+        return (ended, model.removeGroup(key.text))
     }
 
     private func unindex(_ key: Key, _ predicate: Expression) {

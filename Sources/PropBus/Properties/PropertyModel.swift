@@ -76,21 +76,24 @@ public final class PropertyModel {
     public private(set) var bindings = BindingTable()
     /// The bindings as they were at the last commit, once the round changed them.
     private var bindingsAtCommit: BindingTable?
-    /// The keys of commands (SPEC §6); each one's group holds only the command's state keys.
-    public private(set) var commandKeys: Set<Key> = []
-    private var commandKeysAtCommit: Set<Key>?
-    /// The persistent commands the store held at startup, for a ``CommandTable`` to recreate.
-    public private(set) var storedCommands: [(key: Key, options: [String: DBusValue])] = []
+    /// Asked before a property is created; throws when the key is taken by something that is
+    /// not a property (a command's key and group hold only its state: ``CommandTable`` sets it).
+    public var creationCheck: ((Key) throws(PropBusError) -> Void)?
 
     /// Why some of what the store holds was not loaded (an older version accepted unix fds),
     /// one line each, for the daemon's log.
     public private(set) var refusedAtLoad: [String] = []
 
     /// Loads what `store` holds.
-    public init(store: PropertyStore, limits: Limits = Limits()) throws(PropBusError) {
+    public convenience init(store: PropertyStore, limits: Limits = Limits()) throws(PropBusError) {
+        try self.init(store: store, loaded: try store.load(), limits: limits)
+    }
+
+    /// Takes the properties, values and bindings of `state`, which `store` loaded (the caller
+    /// hands its commands to a ``CommandTable``).
+    public init(store: PropertyStore, loaded state: StoredState, limits: Limits = Limits()) {
         self.store = store
         self.limits = limits
-        let state = try store.load()
         unclaimedValues = state.values
         revision = state.revision
         entries.reserveCapacity(state.definitions.count)
@@ -117,7 +120,6 @@ public final class PropertyModel {
         reservedRevision = revision
         for binding in state.bindings { bindings.insert(binding) }
         bindings.reserveIDs(below: state.nextBindingID)
-        storedCommands = state.commands
         revisionAtCommit = revision
     }
 
@@ -129,7 +131,6 @@ public final class PropertyModel {
         undoUnclaimed.removeAll(keepingCapacity: true)
         revisionAtCommit = revision
         bindingsAtCommit = nil
-        commandKeysAtCommit = nil
         keysReadThisRound.removeAll(keepingCapacity: true)
     }
 
@@ -147,7 +148,6 @@ public final class PropertyModel {
         }
         for (key, stored) in undoUnclaimed { unclaimedValues[key] = stored }
         if let bindingsAtCommit { bindings = bindingsAtCommit }
-        if let commandKeysAtCommit { commandKeys = commandKeysAtCommit }
         revision = revisionAtCommit
         commitRound()
         return touched
@@ -207,9 +207,7 @@ public final class PropertyModel {
         if key.group == "bindings" || key.group.hasPrefix("bindings.") {
             throw PropBusError(.invalidKey, "invalid key '\(key)': the group 'bindings' is reserved for binding objects (\(Key.rootPath)/bindings/N)")
         }
-        if let command = commandKeys.first(where: { $0.text == key.group || $0 == key }) {
-            throw PropBusError(.exists, "cannot create \(key): \(command) is a command, and its group holds only the command's state (\(CommandDefinition.stateNames.joined(separator: ", ")))")
-        }
+        try creationCheck?(key)
         let type: DBusType
         do { type = try DBusType(parsing: typeText) } catch {
             throw .invalidArgs("type of \(key) is not a single complete D-Bus type: \(error)")
@@ -474,46 +472,30 @@ public final class PropertyModel {
                     type: { [unowned self] in entries[$0]?.definition.type }, maximumSize: limits.maximumValueSize)
     }
 
-    // MARK: Command state
+    // MARK: State keys
 
-    /// Adds the read-only, transient state keys of `command` (`command.Enabled`, …) with their
-    /// initial values. Refused with `Exists` when the command's key or group is taken.
-    public func addState(of command: Key, values: [(name: String, value: DBusValue)]) throws(PropBusError) -> [PropertyChange] {
-        if entries[command] != nil {
-            throw PropBusError(.exists, "cannot create command \(command): a property with that key exists")
-        }
-        if !(groups[command.text] ?? []).isEmpty, !commandKeys.contains(command) {
-            throw PropBusError(.exists, "cannot create command \(command): the group \(command.text) holds properties (\(names(inGroup: command.text).joined(separator: ", ")))")
-        }
-        if commandKeysAtCommit == nil { commandKeysAtCommit = commandKeys }
-        commandKeys.insert(command)
-        var changes: [PropertyChange] = []
-        for (name, value) in values {
-            let key = Key(uncheckedGroup: command.text, name: name)
-            // A command created again keeps its state; the caller recomputes it.
-            guard entries[key] == nil else { continue }
-            var definition = PropertyDefinition(key: key, type: value.type, defaultValue: value)
-            definition.writable = false
-            definition.persistent = false
-            definition.stateOf = command
-            definition.description = "\(name) of command \(command)"
-            remember(key)
-            revision += 1
-            reserveRevision()
-            insert(Entry(definition: definition, storedValue: nil, revision: revision))
-            changes.append(.created(key))
-        }
-        return changes
+    /// Adds a read-only, transient key owned by `owner` (its state: only the owner sets it,
+    /// through ``setState(_:to:)``), unless it exists.
+    public func addState(_ key: Key, initialValue value: DBusValue, of owner: Key, description: String) -> [PropertyChange] {
+        guard entries[key] == nil else { return [] }
+        var definition = PropertyDefinition(key: key, type: value.type, defaultValue: value)
+        definition.writable = false
+        definition.persistent = false
+        definition.stateOf = owner
+        definition.description = description
+        remember(key)
+        revision += 1
+        reserveRevision()
+        insert(Entry(definition: definition, storedValue: nil, revision: revision))
+        return [.created(key)]
     }
 
-    /// Removes a command's state keys, and the bindings that read them.
-    public func removeState(of command: Key) -> [PropertyChange] {
-        guard commandKeys.contains(command) else { return [] }
-        if commandKeysAtCommit == nil { commandKeysAtCommit = commandKeys }
-        commandKeys.remove(command)
+    /// Removes every key of `group`, and the bindings that touch them (an owner's state goes
+    /// with its owner).
+    public func removeGroup(_ group: String) -> [PropertyChange] {
         var changes: [PropertyChange] = []
-        for name in names(inGroup: command.text) {
-            let key = Key(uncheckedGroup: command.text, name: name)
+        for name in names(inGroup: group) {
+            let key = Key(uncheckedGroup: group, name: name)
             remember(key)
             let entry = remove(key)!
             changes.append(.deleted(key, old: entry.value))
