@@ -1,5 +1,16 @@
 import Foundation
+import Synchronization
 import XCTest
+
+/// Children still running, by pid. At the test process's exit they are killed with their
+/// process groups: a test that leaks a child (its deinit never runs at exit) must not leave a
+/// `dbus-daemon` behind, holding the parallel test runner's output open so that it waits forever.
+private let liveChildren = Mutex<Set<pid_t>>([])
+private let killLiveChildrenAtExit: Void = {
+    atexit {
+        for pid in liveChildren.withLock({ $0 }) { kill(-pid, SIGKILL) }
+    }
+}()
 
 /// How a child process ended.
 struct Termination: Sendable, Equatable, CustomStringConvertible {
@@ -42,6 +53,7 @@ final class ChildProcess: @unchecked Sendable {
         let stdinURL = directory.appendingPathComponent("stdin")
         _ = FileManager.default.createFile(atPath: stdinURL.path, contents: Data((stdin ?? "").utf8))
 
+        Self.closeInheritedDescriptorsOnExec()
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -75,6 +87,19 @@ final class ChildProcess: @unchecked Sendable {
             throw TestSetupError("cannot start \(self.executable): \(String(cString: strerror(result)))")
         }
         pid = child
+        _ = killLiveChildrenAtExit
+        liveChildren.withLock { _ = $0.insert(child) }
+    }
+
+    /// Marks every descriptor of the test process above stderr close-on-exec, so that no child
+    /// inherits one: a `dbus-daemon` holding the parallel test runner's output pipe (fd 251
+    /// here) keeps `swift test --parallel` waiting for an end of file that never comes.
+    private static func closeInheritedDescriptorsOnExec() {
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {
+            guard let fd = Int32(name), fd > 2 else { continue }
+            let flags = fcntl(fd, F_GETFD)
+            if flags >= 0, flags & FD_CLOEXEC == 0 { _ = fcntl(fd, F_SETFD, flags | FD_CLOEXEC) }
+        }
     }
 
     deinit {
@@ -82,6 +107,7 @@ final class ChildProcess: @unchecked Sendable {
             kill(pid, SIGKILL)
             var status: Int32 = 0
             waitpid(pid, &status, 0)
+            liveChildren.withLock { _ = $0.remove(pid) }
         }
         try? FileManager.default.removeItem(at: directory)
     }
@@ -100,6 +126,7 @@ final class ChildProcess: @unchecked Sendable {
         if let ended { return ended }
         var status: Int32 = 0
         guard waitpid(pid, &status, WNOHANG) == pid else { return nil }
+        liveChildren.withLock { _ = $0.remove(pid) }
         // WIFEXITED/WEXITSTATUS/WTERMSIG are macros Swift does not import.
         let signal = status & 0x7f
         ended = signal == 0 ? .exited((status >> 8) & 0xff) : Termination(status: signal, bySignal: true)
