@@ -18,19 +18,7 @@ final class ConnectionLifetimeTests: XCTestCase {
             tree.requiresCredentials = false
             return tree
         }
-        try await service.addMatch(ObjectTree.credentialsMatchRule)
-        let seen = Box()
-        // Registered after the cache's handler: when this one has run, the cache's would have too.
-        await onQueue(service) {
-            service.addSignalHandler(matching: ObjectTree.credentialsMatchRule) { message in
-                if let args = try? message.arguments(), args.count == 3, args[2].stringValue == "" { seen.add(args[0].stringValue ?? "") }
-            }
-        }
-        let other = try await bus.connect()
-        let name = other.uniqueName
-        other.close()
-        let departed = await eventually { seen.contains(name) }
-        XCTAssertTrue(departed, "NameOwnerChanged for \(name) was not delivered")
+        try await assertDepartureIsDelivered(to: service, on: bus)
         // And the tree still works with credentials turned on again.
         await onQueue(service) { tree.requiresCredentials = true }
         let counted = await onQueue(service) { tree.requiresCredentials }
@@ -48,6 +36,14 @@ final class ConnectionLifetimeTests: XCTestCase {
             tree.requiresCredentials = true
             _ = tree
         }
+        try await assertDepartureIsDelivered(to: service, on: bus)
+        service.close()
+    }
+    /// Another connection leaves the bus; `service` must get its NameOwnerChanged (the signal
+    /// a dropped cache's dangling handler used to crash on). The handler is registered after
+    /// the cache's: when it has run, the cache's would have too.
+    private func assertDepartureIsDelivered(to service: Connection, on bus: TestBus,
+                                            file: StaticString = #filePath, line: UInt = #line) async throws {
         try await service.addMatch(ObjectTree.credentialsMatchRule)
         let seen = Box()
         await onQueue(service) {
@@ -59,8 +55,7 @@ final class ConnectionLifetimeTests: XCTestCase {
         let name = other.uniqueName
         other.close()
         let departed = await eventually { seen.contains(name) }
-        XCTAssertTrue(departed)
-        service.close()
+        XCTAssertTrue(departed, "NameOwnerChanged for \(name) was not delivered", file: file, line: line)
     }
 }
 
