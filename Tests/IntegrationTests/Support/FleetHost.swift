@@ -9,14 +9,13 @@ import XCTest
 /// `propbusd --fleet etcd://…/PREFIX`, and a client connection on its bus.
 ///
 /// The bus outlives the daemon, so a test can stop, kill and restart the daemon (as a reboot
-/// or a crash would) and keep its client and signal subscriptions. Where the machine lets it
-/// (root and `unshare --uts`), each daemon runs in a UTS namespace of its own with the host's
-/// name as its hostname, so the daemons' presence keys (`PREFIX/hosts/<hostname>`) differ as on
-/// real hosts.
+/// or a crash would) and keep its client and signal subscriptions. All hosts share this
+/// machine's hostname, so each daemon gets its host's name with `--fleet-host` (its presence
+/// key `PREFIX/hosts/<name>`).
 ///
 /// `@unchecked Sendable`: `process` is only replaced by the test's own task, between calls.
 final class FleetHost: @unchecked Sendable {
-    /// The host's name (its hostname when ``FleetHost/ownHostnames`` holds).
+    /// The host's name in the fleet (`--fleet-host`).
     let name: String
     let bus: PrivateBus
     let client: Client
@@ -47,33 +46,13 @@ final class FleetHost: @unchecked Sendable {
         return "etcd://\(hosts.joined(separator: ","))/\(prefix)"
     }
 
-    /// Whether daemons can get hostnames of their own: root, and `unshare --uts` works here.
-    static let ownHostnames: Bool = {
-        guard getuid() == 0, let unshare = try? ChildProcess.resolve("unshare") else { return false }
-        let probe = Process()
-        probe.executableURL = URL(fileURLWithPath: unshare)
-        probe.arguments = ["--uts", "/bin/sh", "-c", "hostname propbus-probe"]
-        probe.standardOutput = FileHandle.nullDevice
-        probe.standardError = FileHandle.nullDevice
-        guard (try? probe.run()) != nil else { return false }
-        probe.waitUntilExit()
-        return probe.terminationStatus == 0
-    }()
-
     /// Starts `propbusd --fleet …` (with `endpoints` instead of the host's own when given) and
     /// waits until it owns its name. A daemon that exits first fails with its stderr.
     func start(endpoints: [String]? = nil, prefix: String? = nil, extraArguments: [String] = []) async throws {
         if let endpoints, let prefix { fleetURL = Self.fleetURL(endpoints: endpoints, prefix: prefix) }
-        let daemon = [BuildProducts.propbusd, "--address", bus.address, "--state-dir", stateDirectory.path,
-                      "--fleet", fleetURL] + extraArguments
-        let process: ChildProcess
-        if Self.ownHostnames {
-            // unshare and sh both exec: the child's pid is propbusd's, so signals reach it.
-            process = try ChildProcess("unshare", ["--uts", "/bin/sh", "-c", #"hostname "$0" && exec "$@""#, name] + daemon,
+        let process = try ChildProcess(BuildProducts.propbusd, ["--address", bus.address, "--state-dir", stateDirectory.path,
+                                                                "--fleet", fleetURL, "--fleet-host", name] + extraArguments,
                                        environment: bus.environment)
-        } else {
-            process = try ChildProcess(daemon[0], Array(daemon.dropFirst()), environment: bus.environment)
-        }
         self.process = process
         var owned = false
         _ = await eventually(timeout: 15) {
