@@ -48,7 +48,7 @@ let package = Package(
         // The core's adapters to the system: the SQLite store, the state directory, model files,
         // the process runner and the user and group databases.
         .target(name: "PropBusSystem", dependencies: ["PropBus", "DBusValues", "CSQLite", "CLinux", "SystemKit"]),
-        .target(name: "PropBusService", dependencies: ["DBus", "PropBus", "PropBusSystem"]),
+        .target(name: "PropBusService", dependencies: ["DBus", "PropBus", "PropBusSystem", "Etcd"]),
         // Release builds link the Swift runtime statically (issue 13): a program starts like a C
         // program instead of loading and relocating a dozen Swift libraries, and touches fewer
         // pages. Debug builds (the tests) keep the shared runtime.

@@ -1,0 +1,513 @@
+import DBus
+import Dispatch
+import Etcd
+import Glibc
+import PropBus
+
+/// The daemon's side of the fleet (issue 14): mirrors the fleet keys held in etcd into the
+/// model, and sends the writes of fleet keys to etcd before they are committed here.
+///
+/// **Ownership.** The mirror's state (``state``, ``cursor``, the keys' etcd revisions, the
+/// calls waiting for etcd) belongs to the D-Bus connection's queue, like the model. Blocking
+/// etcd calls (txn, range, leases) run on `etcdQueue`, a serial queue of the fleet's own, and
+/// hop back with their result; the watch's thread hops over with each update. The D-Bus queue
+/// never waits for etcd. `@unchecked Sendable` for that reason, like ``Service``.
+///
+/// **Reads** always serve the mirror (the model), also while etcd is unreachable.
+/// **Remote changes**: each watch update (one etcd revision) is applied as one round: values and
+/// definitions, fleet→local bindings, command predicates, one commit of them with the etcd
+/// revisions and the cursor, then signals. A change is applied only if it is newer than what
+/// the mirror holds for that key, which also recognises this host's own writes coming back.
+/// **Writes**: see ``write(_:compareAndSet:reply:_:)``.
+public final class Fleet: @unchecked Sendable {
+    /// `Manager.FleetState`.
+    public enum State: String, Sendable {
+        case off, connecting, connected, unavailable
+    }
+
+    /// How many times a plain write whose compare failed is refreshed and tried again.
+    static let maximumAttempts = 5
+
+    public let configuration: FleetConfiguration
+    let layout: FleetLayout
+    let client: EtcdClient
+    unowned let service: Service
+    let queue: DispatchQueue
+    /// Blocking etcd calls, in order, off the D-Bus queue.
+    private let etcdQueue = DispatchQueue(label: "org.propbus.propbusd.fleet")
+
+    // The D-Bus queue's.
+    public private(set) var state: State = .connecting
+    /// The last etcd revision applied (`Manager.FleetRevision`); the watch resumes after it.
+    public private(set) var cursor: Int64
+    /// The etcd revisions of each fleet key's value and definition, as committed.
+    private(set) var revisions: [Key: FleetRevisions]
+    private var watch: WatchStream?
+    /// Counts watches, so updates still queued from a cancelled one are dropped.
+    private var watchGeneration = 0
+    private var pending: [UInt64: PendingWrite] = [:]
+    private var hostQueries: [UInt64: MethodCall] = [:]
+    private var nextID: UInt64 = 1
+    private var pushedLocalDefinitions = false
+    private var stopped = false
+
+    // The etcd queue's.
+    private var lease: Int64 = 0
+    private var presenceTimer: DispatchSourceTimer?
+
+    /// A call whose fleet writes are with etcd.
+    private struct PendingWrite {
+        var call: MethodCall
+        var compareAndSet: Bool
+        var attempt: Int
+        var reply: () -> [DBusValue]
+        var body: () throws(PropBusError) -> [PropertyChange]
+        /// The touched keys' entries as the call left them.
+        var after: [Key: PropertyModel.Entry?]
+        var plan: FleetLayout.Transaction
+    }
+
+    /// A fleet for `service`, from the revisions and cursor its store loaded. Call ``start()``
+    /// once the daemon owns its name.
+    public init(configuration: FleetConfiguration, service: Service, revisions: [Key: FleetRevisions], cursor: Int64) throws(FleetConfigurationError) {
+        self.configuration = configuration
+        layout = FleetLayout(prefix: configuration.prefix)
+        do { client = try EtcdClient(endpoints: configuration.endpoints, options: try configuration.etcdOptions()) } catch let error as EtcdError {
+            throw FleetConfigurationError("--fleet: \(error.message)")
+        } catch let error as FleetConfigurationError {
+            throw error
+        } catch {
+            throw FleetConfigurationError("--fleet: \(error)")
+        }
+        self.service = service
+        queue = service.tree.connection.queue
+        self.revisions = revisions
+        self.cursor = cursor
+    }
+
+    /// Connects: replays from the cursor, or reads everything first when there is none; starts
+    /// the presence lease. The daemon serves its mirror meanwhile.
+    public func start() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        Service.log("fleet: \(configuration.endpoints.joined(separator: ", ")) prefix \(configuration.prefix) as host \(configuration.hostName); mirror at etcd revision \(cursor)")
+        if cursor > 0 { startWatch(from: cursor + 1) } else { resynchronize() }
+        startPresence()
+    }
+
+    /// Ends the watch and gives up the presence key (bounded by the request timeout).
+    public func stop() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard !stopped else { return }
+        stopped = true
+        watchGeneration += 1
+        watch?.cancel()
+        watch = nil
+        etcdQueue.sync {
+            presenceTimer?.cancel()
+            presenceTimer = nil
+            if lease != 0 { try? client.revoke(lease: lease) }
+            lease = 0
+        }
+    }
+
+    /// The etcd revision shown as `etcd_revision` for `key` (the later of its value's and its
+    /// definition's), if the mirror has one.
+    func etcdRevision(of key: Key) -> Int64? {
+        guard let known = revisions[key] else { return nil }
+        let revision = max(abs(known.value), abs(known.definition))
+        return revision > 0 ? revision : nil
+    }
+
+    // MARK: State
+
+    private func setState(_ next: State) {
+        guard next != state else { return }
+        let old = state
+        state = next
+        Service.log("fleet: \(next.rawValue)")
+        service.tree.noteChange(path: Key.rootPath, interface: Service.managerInterface, property: "FleetState", oldValue: .string(old.rawValue))
+        service.tree.connection.scheduleRound()
+    }
+
+    private func advanceCursor(to revision: Int64) {
+        guard revision > cursor else { return }
+        let old = cursor
+        cursor = revision
+        service.tree.noteChange(path: Key.rootPath, interface: Service.managerInterface, property: "FleetRevision", oldValue: .uint64(UInt64(max(old, 0))))
+        service.tree.connection.scheduleRound()
+    }
+
+    // MARK: Watch and resynchronization
+
+    private func startWatch(from revision: Int64) {
+        watchGeneration += 1
+        let generation = watchGeneration
+        watch?.cancel()
+        watch = client.watch(prefix: layout.prefix, fromRevision: revision) { [weak self] update in
+            guard let self else { return }
+            queue.async { [self] in
+                guard generation == watchGeneration, !stopped else { return }
+                handle(update)
+            }
+        }
+    }
+
+    private func handle(_ update: WatchUpdate) {
+        switch update {
+        case .created:
+            setState(.connected)
+            if !pushedLocalDefinitions {
+                pushedLocalDefinitions = true
+                pushLocalDefinitions()
+            }
+        case .events(let events, _):
+            apply(events, through: events.map(\.kv.modRevision).max())
+        case .progress(let revision):
+            guard revision > cursor else { return }
+            service.store.saveFleetCursor(revision)
+            if service.commit() == nil { advanceCursor(to: revision) }
+        case .interrupted(let error):
+            Service.log("fleet: watch interrupted: \(error.message)")
+            setState(.unavailable)
+        case .compacted(let compactRevision):
+            Service.log("fleet: etcd compacted past revision \(cursor + 1) (to \(compactRevision)): reading everything again")
+            watch = nil
+            resynchronize()
+        case .failed(let error):
+            Service.log("fleet: watch ended: \(error.message); trying again in 1 s")
+            watch = nil
+            setState(.unavailable)
+            queue.asyncAfter(deadline: .now() + 1) { [weak self] in
+                guard let self, !stopped, watch == nil else { return }
+                startWatch(from: cursor + 1)
+            }
+        }
+    }
+
+    /// Reads the whole prefix at one revision, applies the difference with the mirror as one
+    /// round, then watches from the next revision.
+    private func resynchronize() {
+        let client = client, prefix = layout.prefix
+        etcdQueue.async { [weak self] in
+            let result = Result { () throws(EtcdError) in try client.range(key: prefix, prefix: true) }
+            self?.queue.async { [weak self] in
+                guard let self, !stopped else { return }
+                switch result {
+                case .success(let response):
+                    applySnapshot(response)
+                    startWatch(from: response.header.revision + 1)
+                case .failure(let error):
+                    Service.log("fleet: cannot read \(configuration.prefix) from etcd: \(error.message); trying again in 1 s")
+                    setState(.unavailable)
+                    queue.asyncAfter(deadline: .now() + 1) { [weak self] in self?.resynchronize() }
+                }
+            }
+        }
+    }
+
+    /// The snapshot as events: every key it holds, and a deletion at its revision for every key
+    /// the mirror has that it lacks.
+    private func applySnapshot(_ response: RangeResponse) {
+        let revision = response.header.revision
+        var events = response.kvs.map { WatchEvent(kind: .put, kv: $0) }
+        let present = Set(response.kvs.map(\.key))
+        for (key, known) in revisions.sorted(by: { $0.key < $1.key }) {
+            if known.definition > 0, !present.contains(layout.definitionKey(key)) {
+                events.append(WatchEvent(kind: .delete, kv: KeyValue(key: layout.definitionKey(key), modRevision: revision)))
+            }
+            if known.value > 0, !present.contains(layout.valueKey(key)) {
+                events.append(WatchEvent(kind: .delete, kv: KeyValue(key: layout.valueKey(key), modRevision: revision)))
+            }
+        }
+        apply(events, through: revision)
+    }
+
+    /// Applies changes from etcd as one round: definitions first, then values (spread through
+    /// bindings into local keys only), then removed definitions; one commit with the revisions
+    /// and, with `through`, the cursor; then signals.
+    private func apply(_ events: [WatchEvent], through revision: Int64?) {
+        let model = service.model, store = service.store
+        var updated: [Key: FleetRevisions] = [:]
+        func known(_ key: Key) -> FleetRevisions { updated[key] ?? revisions[key] ?? FleetRevisions() }
+        var changes: [PropertyChange] = []
+        var values: [(Key, DBusValue?)] = []
+        var removed: [Key] = []
+        // Definitions before values whatever the order: a txn that creates a key with a value
+        // holds both, and the value needs the definition.
+        let ordered = events.filter { if case .definition = layout.classify($0.kv.key) { true } else { false } }
+            + events.filter { if case .definition = layout.classify($0.kv.key) { false } else { true } }
+        for event in ordered {
+            let modRevision = event.kv.modRevision
+            switch layout.classify(event.kv.key) {
+            case .definition(let key):
+                var revisions = known(key)
+                guard modRevision > abs(revisions.definition) else { continue }
+                if event.kind == .delete {
+                    revisions.definition = -modRevision
+                    revisions.value = -max(abs(revisions.value), modRevision)
+                    updated[key] = revisions
+                    removed.append(key)
+                    continue
+                }
+                revisions.definition = modRevision
+                updated[key] = revisions
+                do throws(PropBusError) {
+                    let (type, defaultValue, options) = try FleetLayout.decodeDefinition(event.kv.value, key: key)
+                    if let existing = model.entry(for: key), existing.definition.type.signature != type {
+                        changes += try model.delete(key: key.text)
+                    }
+                    changes += try model.create(key: key.text, type: type, defaultValue: defaultValue, options: options)
+                } catch {
+                    Service.log("fleet: the definition of \(key) at etcd revision \(modRevision) cannot be applied: \(error.message)")
+                }
+            case .value(let key):
+                var revisions = known(key)
+                guard modRevision > abs(revisions.value) else { continue }
+                revisions.value = event.kind == .put ? modRevision : -modRevision
+                updated[key] = revisions
+                if event.kind == .delete {
+                    values.append((key, nil))
+                } else {
+                    do throws(PropBusError) { values.append((key, try FleetLayout.decodeValue(event.kv.value))) } catch {
+                        Service.log("fleet: the value of \(key) at etcd revision \(modRevision) cannot be read: \(error.message)")
+                    }
+                }
+            case .host, .other:
+                continue
+            }
+        }
+        if !values.isEmpty {
+            let fleetKeys = Set(model.list().filter { $0.definition.scope == .fleet }.map(\.definition.key))
+            let (valueChanges, failures) = model.mirror(values, frozen: fleetKeys)
+            changes += valueChanges
+            for (key, error) in failures { Service.log("fleet: the value of \(key) from etcd was not applied: \(error.message)") }
+        }
+        for key in removed where model.entry(for: key) != nil {
+            do throws(PropBusError) { changes += try model.delete(key: key.text) } catch {
+                Service.log("fleet: \(key), deleted in the fleet, cannot be deleted here: \(error.message)")
+            }
+        }
+        for (key, revisions) in updated { store.saveFleetRevisions(revisions, for: key) }
+        if let revision { store.saveFleetCursor(max(revision, cursor)) }
+        service.publish(changes)
+        if let error = service.commit() {
+            // Nothing of it was kept: read it all again from etcd.
+            Service.log("fleet: the changes up to etcd revision \(revision ?? 0) could not be committed (\(error.message)); reading them again")
+            queue.asyncAfter(deadline: .now() + 1) { [weak self] in self?.resynchronize() }
+            return
+        }
+        revisions.merge(updated) { $1 }
+        if let revision { advanceCursor(to: revision) }
+        service.tree.connection.scheduleRound()
+    }
+
+    /// Fleet-scoped definitions etcd has never seen (created while the daemon ran without
+    /// --fleet, or declared by a model file) are offered to the fleet, unless someone defined
+    /// the key meanwhile (then theirs comes through the watch).
+    private func pushLocalDefinitions() {
+        let model = service.model
+        for entry in model.list() where entry.definition.scope == .fleet && (revisions[entry.definition.key]?.definition ?? 0) == 0 {
+            let key = entry.definition.key
+            var operations: [RequestOp] = [.put(layout.definitionKey(key), FleetLayout.encodeDefinition(entry.definition))]
+            if let stored = entry.storedValue { operations.append(.put(layout.valueKey(key), FleetLayout.encodeValue(stored))) }
+            let success = operations
+            let compares = [Compare.modRevision(of: layout.definitionKey(key), is: 0)]
+            let client = client
+            etcdQueue.async { [weak self] in
+                guard let response = try? client.txn(compares: compares, success: success), response.succeeded else { return }
+                self?.queue.async { [weak self] in
+                    guard let self else { return }
+                    let revision = response.header.revision
+                    var known = revisions[key] ?? FleetRevisions()
+                    guard abs(known.definition) < revision else { return }
+                    known.definition = revision
+                    if success.count > 1 { known.value = revision }
+                    service.store.saveFleetRevisions(known, for: key)
+                    if service.commit() == nil { revisions[key] = known }
+                }
+            }
+        }
+    }
+
+    // MARK: Writes
+
+    /// Runs a write call's model work. A call that changed no fleet key is kept in the round as
+    /// usual. One that did is taken back out of the round and becomes one etcd transaction
+    /// (compares on the etcd revisions of every fleet key it wrote or its bindings read, then
+    /// the puts and deletes); its reply waits, the D-Bus queue does not. When etcd accepted it,
+    /// the call's result is applied and committed here, and the call answered; when a compare
+    /// failed, the mirror is refreshed from the failure branch and a plain write is tried again
+    /// (at most ``maximumAttempts`` times: the last writer in etcd's order wins), while
+    /// `CompareAndSet` fails with `Conflict`. When etcd cannot be reached: `Unavailable`.
+    func write(_ call: MethodCall, compareAndSet: Bool, attempt: Int = 1, reply: @escaping () -> [DBusValue],
+               _ body: @escaping () throws(PropBusError) -> [PropertyChange]) throws(DBusError) -> MethodResult {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let model = service.model
+        let savepoint = service.store.savepoint()
+        model.beginCall()
+        let changes: [PropertyChange]
+        do { changes = try body() } catch {
+            model.rollbackCall()
+            savepoint.restore()
+            throw error.dbusError
+        }
+        let (before, read) = model.callChanges
+        let touchesFleet = before.contains { key, old in
+            old?.definition.scope == .fleet || model.entry(for: key)?.definition.scope == .fleet
+        }
+        guard touchesFleet else {
+            model.endCall()
+            service.publish(changes)
+            return .reply(reply())
+        }
+        var after: [Key: PropertyModel.Entry?] = [:]
+        for key in before.keys { after.updateValue(model.entry(for: key), forKey: key) }
+        model.rollbackCall()
+        savepoint.restore()
+        let plan = try bridged { () throws(PropBusError) in
+            try layout.transaction(before: before, after: after, read: read,
+                                   isFleet: { model.entry(for: $0)?.definition.scope == .fleet },
+                                   known: { [unowned self] in revisions[$0] ?? FleetRevisions() })
+        }
+        guard state == .connected else {
+            throw unavailable(plan.written, because: "FleetState is \(state.rawValue)").dbusError
+        }
+        let id = nextID
+        nextID += 1
+        pending[id] = PendingWrite(call: call, compareAndSet: compareAndSet, attempt: attempt, reply: reply, body: body, after: after, plan: plan)
+        let client = client
+        etcdQueue.async { [weak self] in
+            let result = Result { () throws(EtcdError) in try client.txn(compares: plan.compares, success: plan.success, failure: plan.failure) }
+            self?.queue.async { [weak self] in self?.finish(id, result) }
+        }
+        return .deferred
+    }
+
+    private func unavailable(_ keys: [Key], because reason: String) -> PropBusError {
+        let names = keys.map(\.text).joined(separator: ", ")
+        return PropBusError(.unavailable, "cannot write fleet key \(names): etcd (\(configuration.endpoints.joined(separator: ", "))) is unavailable: \(reason); local keys can still be written")
+    }
+
+    private func finish(_ id: UInt64, _ result: Result<TxnResponse, EtcdError>) {
+        guard let write = pending.removeValue(forKey: id) else { return }
+        let response: TxnResponse
+        switch result {
+        case .failure(let error):
+            let reason = error.code == .timedOut
+                ? "no answer within the request timeout (the write may or may not have been applied; the watch will tell): \(error.message)"
+                : error.message
+            write.call.fail(unavailable(write.plan.written, because: reason).dbusError)
+            return
+        case .success(let answer):
+            response = answer
+        }
+        guard response.succeeded else {
+            // Someone changed a compared key first: the failure branch read them all.
+            var events: [WatchEvent] = []
+            for (index, op) in response.responses.enumerated() {
+                guard case .range(let range) = op, index < write.plan.failure.count,
+                      case .range(let request) = write.plan.failure[index] else { continue }
+                if let kv = range.kvs.first {
+                    events.append(WatchEvent(kind: .put, kv: kv))
+                } else {
+                    events.append(WatchEvent(kind: .delete, kv: KeyValue(key: request.key, modRevision: range.header.revision)))
+                }
+            }
+            apply(events, through: nil)
+            let names = write.plan.written.map(\.text).joined(separator: ", ")
+            if write.compareAndSet {
+                write.call.fail(PropBusError(.conflict, "fleet key \(names) was changed by another host since the given revision; read it again and retry").dbusError)
+                return
+            }
+            guard write.attempt < Self.maximumAttempts else {
+                write.call.fail(PropBusError(.conflict, "fleet key \(names) kept changing under \(Self.maximumAttempts) attempts to write it; try again").dbusError)
+                return
+            }
+            do throws(DBusError) {
+                if case .reply(let values) = try self.write(write.call, compareAndSet: false, attempt: write.attempt + 1, reply: write.reply, write.body) {
+                    write.call.reply(values)
+                }
+            } catch {
+                write.call.fail(error)
+            }
+            return
+        }
+        let revision = response.header.revision
+        let model = service.model
+        var changes: [PropertyChange] = []
+        for key in write.after.keys.sorted() { changes += model.overwrite(key, with: write.after[key] ?? nil) }
+        var updated: [Key: FleetRevisions] = [:]
+        for key in write.plan.written {
+            var known = revisions[key] ?? FleetRevisions()
+            let entry = write.after[key] ?? nil
+            if write.plan.writesDefinition.contains(key) { known.definition = entry == nil ? -revision : revision }
+            if write.plan.writesValue.contains(key) { known.value = entry?.storedValue == nil ? -revision : revision }
+            updated[key] = known
+            service.store.saveFleetRevisions(known, for: key)
+        }
+        service.publish(changes)
+        if let error = service.commit() {
+            // etcd has it; the watch brings it back once the store can commit again.
+            write.call.fail(error)
+            return
+        }
+        revisions.merge(updated) { $1 }
+        write.call.reply(write.reply())
+    }
+
+    // MARK: Presence
+
+    private func startPresence() {
+        etcdQueue.async { [self] in
+            let timer = DispatchSource.makeTimerSource(queue: etcdQueue)
+            timer.schedule(deadline: .now(), repeating: .seconds(3))
+            timer.setEventHandler { [weak self] in self?.renewPresence() }
+            presenceTimer = timer
+            timer.resume()
+        }
+    }
+
+    /// Keeps `PREFIX/hosts/NAME` alive under a 10 s lease; grants a new one when it expired.
+    private func renewPresence() {
+        if lease != 0 {
+            do throws(EtcdError) {
+                _ = try client.keepAlive(lease: lease)
+                return
+            } catch {
+                if error.code != .leaseNotFound { return }
+                lease = 0
+            }
+        }
+        do throws(EtcdError) {
+            let granted = try client.grantLease(ttl: 10)
+            _ = try client.put(key: layout.hostKey(configuration.hostName), value: Array(configuration.hostName.utf8), lease: granted.id)
+            lease = granted.id
+        } catch {
+            // The next tick tries again.
+        }
+    }
+
+    /// `Manager.ListFleetHosts`: the hosts whose presence key exists.
+    func listHosts(_ call: MethodCall) -> MethodResult {
+        let id = nextID
+        nextID += 1
+        hostQueries[id] = call
+        let client = client, layout = layout
+        etcdQueue.async { [weak self] in
+            let result = Result { () throws(EtcdError) in try client.range(key: layout.hostsPrefix, prefix: true) }
+            self?.queue.async { [weak self] in
+                guard let self, let call = hostQueries.removeValue(forKey: id) else { return }
+                switch result {
+                case .success(let response):
+                    let names = response.kvs.compactMap { kv -> String? in
+                        if case .host(let name) = layout.classify(kv.key) { name } else { nil }
+                    }.sorted()
+                    call.reply([.array(of: .string, names.map { .string($0) })])
+                case .failure(let error):
+                    call.fail(PropBusError(.unavailable, "cannot list the fleet's hosts: etcd (\(configuration.endpoints.joined(separator: ", "))) is unavailable: \(error.message)").dbusError)
+                }
+            }
+        }
+        return .deferred
+    }
+}
