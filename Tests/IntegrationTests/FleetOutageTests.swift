@@ -66,7 +66,7 @@ final class FleetOutageTests: FleetTestCase {
 
         await hostA.stop()
         cluster!.kill(0)
-        try await hostA.start()
+        try await hostA.start(connected: false)
 
         let mirror = try await hostA.client.get(key)
         XCTAssertEqual(mirror, .string("kiosk"), "a host booting offline does not serve its mirror")

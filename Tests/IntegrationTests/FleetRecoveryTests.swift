@@ -55,7 +55,7 @@ final class FleetRecoveryTests: FleetTestCase {
         // From any sender: the daemon may connect to etcd before it owns its name.
         let states = try await hostA.recordFromAnySender(path: PropBusAPI.rootPath, interface: PropBusAPI.properties,
                                                          member: "PropertiesChanged")
-        try await hostA.start()
+        try await hostA.start(connected: false)
         let connected = await states.wait(timeout: 15) { $0.contains { $0.changed["FleetState"] == .string("connected") } }
         XCTAssertTrue(connected.contains { $0.changed["FleetState"] == .string("connected") },
                       "no PropertiesChanged(FleetState = connected) after a start: \(connected)\n\(diagnostics)")

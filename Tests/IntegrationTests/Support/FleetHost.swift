@@ -47,8 +47,10 @@ final class FleetHost: @unchecked Sendable {
     }
 
     /// Starts `propbusd --fleet …` (with `endpoints` instead of the host's own when given) and
-    /// waits until it owns its name. A daemon that exits first fails with its stderr.
-    func start(endpoints: [String]? = nil, prefix: String? = nil, extraArguments: [String] = []) async throws {
+    /// waits until it owns its name and, if `connected`, until its `FleetState` is `connected`
+    /// (before that it refuses fleet writes). A daemon that exits first fails with its stderr.
+    func start(endpoints: [String]? = nil, prefix: String? = nil, extraArguments: [String] = [],
+               connected: Bool = true) async throws {
         if let endpoints, let prefix { fleetURL = Self.fleetURL(endpoints: endpoints, prefix: prefix) }
         let process = try ChildProcess(BuildProducts.propbusd, ["--address", bus.address, "--state-dir", stateDirectory.path,
                                                                 "--fleet", fleetURL, "--fleet-host", name] + extraArguments,
@@ -62,6 +64,10 @@ final class FleetHost: @unchecked Sendable {
         guard owned else {
             await process.stop()
             throw TestSetupError("\(name): propbusd --fleet \(fleetURL) did not own its name (\(process.termination?.description ?? "still running")); stderr:\n\(process.stderr)")
+        }
+        if connected, !(await waitForFleetState("connected")) {
+            let state = (try? await fleetState()) ?? "unreadable"
+            throw TestSetupError("\(name): FleetState is \(state), not connected, 15 s after the start; stderr:\n\(process.stderr)")
         }
     }
 
@@ -119,6 +125,33 @@ final class FleetHost: @unchecked Sendable {
         try await client.create(key, type, default: defaultValue, options: options)
     }
 
+    /// Sends `Properties.Set` of `key` to each of `values`, all before the first reply (in order,
+    /// from the connection's queue), and returns the replies' errors (nil for success), in order.
+    func pipelinedSets(_ key: String, _ values: [DBusValue]) async throws -> [DBusError?] {
+        let (path, name) = PropBusAPI.locate(key)
+        var messages: [Message] = []
+        for value in values {
+            let set = try Message.methodCall(destination: PropBusAPI.busName, path: path, interface: PropBusAPI.properties, member: "Set")
+            try set.append([.string(PropBusAPI.values), .string(name), .variant(value)])
+            messages.append(set)
+        }
+        let connection = client.connection
+        let outcomes = UncheckedBox(messages)
+        return await withCheckedContinuation { continuation in
+            connection.queue.async {
+                var errors: [Int: DBusError?] = [:]
+                for (index, message) in outcomes.value.enumerated() {
+                    connection.call(message, timeoutMilliseconds: 20_000) { result in
+                        if case .failure(let error) = result { errors[index] = .some(error) } else { errors[index] = .some(nil) }
+                        if errors.count == outcomes.value.count {
+                            continuation.resume(returning: (0..<errors.count).map { errors[$0]! })
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// A Manager property (`FleetState`, `FleetRevision`), read with Properties.Get.
     func managerProperty(_ name: String) async throws -> DBusValue {
         let reply = try await client.call(PropBusAPI.properties, "Get", [.string(PropBusAPI.manager), .string(name)])
@@ -169,4 +202,11 @@ final class FleetHost: @unchecked Sendable {
     func recordManagerChanges() async throws -> SignalRecorder {
         try await client.record(path: PropBusAPI.rootPath, interface: PropBusAPI.properties, member: "PropertiesChanged")
     }
+}
+
+/// Hands values that are not `Sendable` (libdbus messages) to the connection's queue, which is
+/// then their only user. `@unchecked Sendable`: the sender never touches them again.
+struct UncheckedBox<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
 }
