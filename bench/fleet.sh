@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Fleet keys (issue 14): two hosts through one etcd, next to etcd's own latencies.
 #
-#   bench/fleet.sh [--quick] [--calls N] [--rounds R]
+#   bench/fleet.sh [--quick] [--in-memory] [--calls N] [--rounds R]
 #
 #   --quick      fewer calls and one round (a smoke run, not figures)
+#   --in-memory  hosts keep their mirror in memory (no fsync of their own): what the fleet
+#                path costs without the store's commit
 #   --calls N    calls per measurement (default 500)
 #   --rounds R   rounds of the four measurements, interleaved (default 3); each row is the
 #                median over rounds of that round's p50 and p99
 #   env BIN      a directory holding a prebuilt propbusd, instead of a release build
 #
 # One etcd member on loopback (temp data dir, fsync on as always), two private buses, and on each
-# a release propbusd --fleet etcd://…/bench --fleet-host a|b with a SQLite store: hosts A and B.
+# a release propbusd --fleet etcd://…/bench --fleet-host a|b (SQLite store unless --in-memory):
+# hosts A and B.
 # Rows, each against its reference measured in the same run:
 #   Set on A → PropertiesChanged on B (bench/ref/fleet-latency.c, libdbus)
 #       vs etcd's put → watch event (bench/ref/etcd-latency.c, libcurl as propbusd uses it)
@@ -23,10 +26,11 @@ cd "$(dirname "$0")/.."
 source bench/lib.sh
 command -v swift >/dev/null || export PATH="$PATH:/opt/swift/usr/bin"
 
-calls=500 rounds=3
+calls=500 rounds=3 store=sqlite
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) calls=100 rounds=1; shift ;;
+    --in-memory) store=memory; shift ;;
     --calls) calls=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
@@ -70,7 +74,9 @@ ETCDCTL_API=3 etcdctl --endpoints "$ETCD" get probe >/dev/null || { echo "fleet:
 
 NAME=org.propbus.PropBus1 ROOT=/org/propbus/PropBus1
 start_host() { # LETTER ADDRESS
-  ADDR=$2 "$bin/propbusd" --address "$2" --state-dir "$tmp/state-$1" \
+  local store_option=(--state-dir "$tmp/state-$1")
+  [ "$store" = sqlite ] || store_option=(--in-memory)
+  ADDR=$2 "$bin/propbusd" --address "$2" "${store_option[@]}" \
     --fleet "etcd://127.0.0.1:$client_port/bench" --fleet-host "$1" 2> "$tmp/propbusd-$1.log" &
   pids+=("$!")
   ADDR=$2 bench_wait_owner "$NAME"
@@ -115,7 +121,7 @@ r50=$(ratio "$pp50" "$wp50") r99=$(ratio "$pp99" "$wp99")
 
 out="bench/out/fleet-$(date -u +%Y%m%d-%H%M%S).txt"
 {
-  echo "bench/fleet.sh --calls $calls --rounds $rounds $(date -u +%Y-%m-%dT%H:%M:%SZ), git $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $(etcd --version | head -1)"
+  echo "bench/fleet.sh --calls $calls --rounds $rounds, hosts' store: $store, $(date -u +%Y-%m-%dT%H:%M:%SZ), git $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $(etcd --version | head -1)"
   echo
   echo "| work | reference (etcd alone) | propbus | ratio | goal | met |"
   echo "| --- | --- | --- | --- | --- | --- |"
