@@ -73,7 +73,9 @@ let package = Package(
         .testTarget(name: "CommandLineKitTests", dependencies: ["CommandLineKit"]),
         .testTarget(name: "PropctlTests", dependencies: ["propctl", "CommandLineKit", "PropBus", "DBus"]),
         .testTarget(name: "PropbusdTests", dependencies: ["propbusd", "CommandLineKit"]),
-        .testTarget(name: "EtcdTests", dependencies: ["Etcd"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["DBus", "PropBus", "PropBusSystem", "CSQLite"]),
+        // Real etcd members on loopback, for EtcdTests and the fleet integration tests.
+        .target(name: "EtcdTestSupport", dependencies: ["Etcd"], path: "Tests/EtcdTestSupport"),
+        .testTarget(name: "EtcdTests", dependencies: ["Etcd", "EtcdTestSupport"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["DBus", "PropBus", "PropBusSystem", "CSQLite", "Etcd", "EtcdTestSupport"]),
     ]
 )

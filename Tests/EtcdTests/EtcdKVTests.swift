@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import XCTest
 @testable import Etcd
+import EtcdTestSupport
 
 /// Reads, writes and transactions against a real single-member etcd.
 final class EtcdKVTests: XCTestCase {
