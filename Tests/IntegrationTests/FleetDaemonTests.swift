@@ -44,10 +44,12 @@ final class FleetDaemonTests: XCTestCase {
         let changes = try await b.client.recordChanges(ofGroup: "settings")
         try await a.client.set("settings.volume", .int32(42))
         // The writer's reply comes after etcd accepted and its own mirror committed.
-        XCTAssertEqual(try await a.client.get("settings.volume"), .int32(42))
+        let written = try await a.client.get("settings.volume")
+        XCTAssertEqual(written, .int32(42))
         let received = await changes.wait { signals in signals.contains { $0.changed["volume"] == .int32(42) } }
         XCTAssertTrue(received.contains { $0.changed["volume"] == .int32(42) }, "b saw: \(received)")
-        XCTAssertEqual(try await b.client.get("settings.volume"), .int32(42))
+        let mirrored = try await b.client.get("settings.volume")
+        XCTAssertEqual(mirrored, .int32(42))
         // etcd_revision in ListProperties: the same etcd revision on both hosts.
         let revisionA = try await a.client.list(prefix: "settings.").first?.metadata["etcd_revision"]
         let revisionB = try await b.client.list(prefix: "settings.").first?.metadata["etcd_revision"]
@@ -65,7 +67,8 @@ final class FleetDaemonTests: XCTestCase {
         try await a.client.set("fleet.motd", .string("hello"))
         let arrived = await b.waitForValue("fleet.motd", .string("hello"))
         XCTAssertTrue(arrived)
-        XCTAssertEqual(try await b.client.list(prefix: "ui.").count, 0, "a local key left its host")
+        let leaked = try await b.client.list(prefix: "ui.")
+        XCTAssertEqual(leaked.count, 0, "a local key left its host")
 
         cluster.stop()
         do {
@@ -77,9 +80,11 @@ final class FleetDaemonTests: XCTestCase {
             XCTAssertTrue(error.message.contains("127.0.0.1"), "names the endpoints: \(error.message)")
         }
         // Reads serve the mirror, local keys are written as ever, and FleetState says it.
-        XCTAssertEqual(try await a.client.get("fleet.motd"), .string("hello"))
+        let mirror = try await a.client.get("fleet.motd")
+        XCTAssertEqual(mirror, .string("hello"))
         try await a.client.set("ui.theme", .string("dark"))
-        XCTAssertEqual(try await a.client.get("ui.theme"), .string("dark"))
+        let local = try await a.client.get("ui.theme")
+        XCTAssertEqual(local, .string("dark"))
         let unavailable = await a.waitForFleetState("unavailable")
         XCTAssertTrue(unavailable)
     }
@@ -95,7 +100,8 @@ final class FleetDaemonTests: XCTestCase {
         XCTAssertEqual(revision.first?.unwrappingVariantOnce, .uint64(0))
         try await client.create("f.x", "b", default: .boolean(false), options: ["scope": .string("fleet")])
         try await client.set("f.x", .boolean(true))
-        XCTAssertEqual(try await client.list(prefix: "f.").first?.metadata["scope"], .string("fleet"))
+        let listed = try await client.list(prefix: "f.")
+        XCTAssertEqual(listed.first?.metadata["scope"], .string("fleet"))
         await daemon.stop()
         await bus.stop()
     }

@@ -9,6 +9,7 @@ import XCTest
 final class FleetLayoutTests: XCTestCase {
     let layout = FleetLayout(prefix: "/pb/")
     let volume = try! Key("settings.volume")
+    let absent: PropertyModel.Entry? = nil
 
     private func entry(_ key: Key, _ type: DBusType, _ defaultValue: DBusValue, stored: DBusValue? = nil,
                        scope: PropertyScope = .fleet) -> PropertyModel.Entry {
@@ -56,9 +57,9 @@ final class FleetLayoutTests: XCTestCase {
         let after = entry(volume, .int32, .int32(5), stored: .int32(7))
         let plan = try layout.transaction(before: [volume: before], after: [volume: after], read: [],
                                           isFleet: { _ in true }, known: { _ in FleetRevisions(value: 12, definition: 3) })
-        XCTAssertEqual(plan.compares, [.modRevision(of: layout.definitionKey(volume), is: 3), .modRevision(of: layout.valueKey(volume), is: 12)])
-        XCTAssertEqual(plan.success, [.put(layout.valueKey(volume), FleetLayout.encodeValue(.int32(7)))])
-        XCTAssertEqual(plan.failure, [.get(layout.definitionKey(volume)), .get(layout.valueKey(volume))])
+        XCTAssertEqual(plan.compares, [Compare.modRevision(of: layout.definitionKey(volume), is: 3), .modRevision(of: layout.valueKey(volume), is: 12)])
+        XCTAssertEqual(plan.success, [RequestOp.put(layout.valueKey(volume), FleetLayout.encodeValue(.int32(7)))])
+        XCTAssertEqual(plan.failure, [RequestOp.get(layout.definitionKey(volume)), .get(layout.valueKey(volume))])
         XCTAssertEqual(plan.written, [volume])
         XCTAssertEqual(plan.writesValue, [volume])
         XCTAssertEqual(plan.writesDefinition, [])
@@ -70,22 +71,22 @@ final class FleetLayoutTests: XCTestCase {
         // The mirror saw the value deleted once at 9 (negative): absent now, so compared with 0.
         let plan = try layout.transaction(before: [volume: before], after: [volume: after], read: [],
                                           isFleet: { _ in true }, known: { _ in FleetRevisions(value: -9, definition: 3) })
-        XCTAssertEqual(plan.compares.last, .modRevision(of: layout.valueKey(volume), is: 0))
-        XCTAssertEqual(plan.success, [.delete(layout.valueKey(volume))])
+        XCTAssertEqual(plan.compares.last, Compare.modRevision(of: layout.valueKey(volume), is: 0))
+        XCTAssertEqual(plan.success, [RequestOp.delete(layout.valueKey(volume))])
     }
 
     func testCreateAndDeleteWriteTheDefinitionAndLocalKeysAreLeftOut() throws {
         let local = try Key("ui.theme")
         let created = entry(volume, .int32, .int32(5), stored: .int32(8))
-        let plan = try layout.transaction(before: [volume: .some(nil), local: .some(nil)],
+        let plan = try layout.transaction(before: [volume: absent, local: absent],
                                           after: [volume: created, local: entry(local, .string, .string("light"), scope: .local)],
                                           read: [], isFleet: { $0 == self.volume }, known: { _ in FleetRevisions() })
-        XCTAssertEqual(plan.compares, [.modRevision(of: layout.definitionKey(volume), is: 0), .modRevision(of: layout.valueKey(volume), is: 0)])
-        XCTAssertEqual(plan.success, [.put(layout.definitionKey(volume), FleetLayout.encodeDefinition(created.definition)),
+        XCTAssertEqual(plan.compares, [Compare.modRevision(of: layout.definitionKey(volume), is: 0), .modRevision(of: layout.valueKey(volume), is: 0)])
+        XCTAssertEqual(plan.success, [RequestOp.put(layout.definitionKey(volume), FleetLayout.encodeDefinition(created.definition)),
                                       .put(layout.valueKey(volume), FleetLayout.encodeValue(.int32(8)))])
-        let deleted = try layout.transaction(before: [volume: created], after: [volume: .some(nil)], read: [],
+        let deleted = try layout.transaction(before: [volume: created], after: [volume: absent], read: [],
                                              isFleet: { _ in true }, known: { _ in FleetRevisions(value: 20, definition: 20) })
-        XCTAssertEqual(deleted.success, [.delete(layout.definitionKey(volume)), .delete(layout.valueKey(volume))])
+        XCTAssertEqual(deleted.success, [RequestOp.delete(layout.definitionKey(volume)), .delete(layout.valueKey(volume))])
     }
 
     func testFleetKeysTheBindingsReadAreComparedToo() throws {
@@ -94,7 +95,7 @@ final class FleetLayoutTests: XCTestCase {
         let after = entry(volume, .int32, .int32(5), stored: .int32(2))
         let plan = try layout.transaction(before: [volume: before], after: [volume: after], read: [source, try Key("local.x")],
                                           isFleet: { $0 != (try! Key("local.x")) }, known: { $0 == source ? FleetRevisions(value: 44) : FleetRevisions(value: 1, definition: 1) })
-        XCTAssertTrue(plan.compares.contains(.modRevision(of: layout.valueKey(source), is: 44)))
+        XCTAssertTrue(plan.compares.contains(Compare.modRevision(of: layout.valueKey(source), is: 44)))
         XCTAssertEqual(plan.compares.count, 3, "local.x is local: etcd knows nothing of it")
     }
 
