@@ -26,9 +26,11 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        // Headers only: the Etcd target opens libcurl with dlopen (LibCurl.swift), so nothing links
+        // it and propbusd without --fleet never maps it. Debian's multiarch include directory,
+        // where curl/curl.h lives, is on the compiler's default path.
         .systemLibrary(
             name: "CCurl",
-            pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
         // Linux calls Swift cannot import directly (variadic prctl); header only, no library.

@@ -61,11 +61,3 @@ final class FleetRecoveryTests: FleetTestCase {
                       "no PropertiesChanged(FleetState = connected) after a start: \(connected)\n\(diagnostics)")
     }
 }
-
-/// Without `--fleet`, nothing changes and the Manager says so.
-final class FleetOffTests: DaemonTestCase {
-    func testWithoutFleetTheFleetStateIsOff() async throws {
-        let reply = try await client.call(PropBusAPI.properties, "Get", [.string(PropBusAPI.manager), .string("FleetState")])
-        XCTAssertEqual(reply.first?.unwrappingVariant, .string("off"))
-    }
-}

@@ -40,6 +40,13 @@ public final class PropertyModel {
 
         /// The value clients see.
         public var value: DBusValue { storedValue ?? definition.defaultValue }
+
+        public init(definition: PropertyDefinition, storedValue: DBusValue?, revision: UInt64, hidden: HiddenValue? = nil) {
+            self.definition = definition
+            self.storedValue = storedValue
+            self.revision = revision
+            self.hidden = hidden
+        }
     }
 
     /// A stored value kept out of sight, and why.

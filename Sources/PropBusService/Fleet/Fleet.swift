@@ -35,6 +35,9 @@ public final class Fleet: @unchecked Sendable {
     let queue: DispatchQueue
     /// Blocking etcd calls, in order, off the D-Bus queue.
     private let etcdQueue = DispatchQueue(label: "org.propbus.propbusd.fleet")
+    /// The presence lease's calls: apart, so a keepalive waiting for a dead member never delays
+    /// a write's fail-fast answer.
+    private let presenceQueue = DispatchQueue(label: "org.propbus.propbusd.fleet-presence")
 
     // The D-Bus queue's.
     public private(set) var state: State = .connecting
@@ -51,7 +54,7 @@ public final class Fleet: @unchecked Sendable {
     private var pushedLocalDefinitions = false
     private var stopped = false
 
-    // The etcd queue's.
+    // The presence queue's.
     private var lease: Int64 = 0
     private var presenceTimer: DispatchSourceTimer?
 
@@ -102,7 +105,7 @@ public final class Fleet: @unchecked Sendable {
         watchGeneration += 1
         watch?.cancel()
         watch = nil
-        etcdQueue.sync {
+        presenceQueue.sync {
             presenceTimer?.cancel()
             presenceTimer = nil
             if lease != 0 { try? client.revoke(lease: lease) }
@@ -276,6 +279,9 @@ public final class Fleet: @unchecked Sendable {
                 continue
             }
         }
+        // A key this host defines as local is not the fleet's, whatever etcd holds under its name.
+        values.removeAll { model.entry(for: $0.0)?.definition.scope != .fleet }
+        removed.removeAll { model.entry(for: $0)?.definition.scope != .fleet }
         if !values.isEmpty {
             let fleetKeys = Set(model.list().filter { $0.definition.scope == .fleet }.map(\.definition.key))
             let (valueChanges, failures) = model.mirror(values, frozen: fleetKeys)
@@ -458,8 +464,8 @@ public final class Fleet: @unchecked Sendable {
     // MARK: Presence
 
     private func startPresence() {
-        etcdQueue.async { [self] in
-            let timer = DispatchSource.makeTimerSource(queue: etcdQueue)
+        presenceQueue.async { [self] in
+            let timer = DispatchSource.makeTimerSource(queue: presenceQueue)
             timer.schedule(deadline: .now(), repeating: .seconds(3))
             timer.setEventHandler { [weak self] in self?.renewPresence() }
             presenceTimer = timer
