@@ -46,20 +46,18 @@ enum Fleet {
         }
     }
 
-    /// The etcd entry holding `key`'s value under `prefix` (`PREFIX/keys/<key>`), read
-    /// linearizably; nil when there is none. Accepts the key spelled with dots or slashes.
+    /// The etcd entry holding `key`'s value under `prefix` (`/PREFIX/keys/<key>`), read
+    /// linearizably; nil when there is none.
     static func etcdEntry(_ etcd: EtcdClient, prefix: String, key: String) throws -> KeyValue? {
         try allEntries(etcd, prefix: prefix).first { entry in
             let name = String(decoding: entry.key, as: UTF8.self)
-            return name.hasSuffix("/keys/" + key) || name.hasSuffix("/keys/" + key.replacingOccurrences(of: ".", with: "/"))
+            return name == "/\(prefix)/keys/\(key)"
         }
     }
 
-    /// Every etcd entry whose name contains `prefix` (with or without a leading slash).
+    /// Every etcd entry under `/prefix/`, where propbusd keeps a fleet's keys.
     static func allEntries(_ etcd: EtcdClient, prefix: String) throws -> [KeyValue] {
-        var everything = RangeRequest(key: [0])
-        everything.rangeEnd = [0]
-        return try etcd.range(everything).kvs.filter { String(decoding: $0.key, as: UTF8.self).contains(prefix) }
+        try etcd.range(key: Array("/\(prefix)/".utf8), prefix: true).kvs
     }
 
     /// The names of the entries under `prefix`, for failure messages.

@@ -24,6 +24,8 @@ final class FleetHost: @unchecked Sendable {
     /// `etcd://127.0.0.1:P[,127.0.0.1:Q…]/PREFIX`
     private(set) var fleetURL: String
     private(set) var process: ChildProcess?
+    /// Options every start of this host's daemon gets (e.g. `--fleet-ca`, `--fleet-credentials`).
+    var standingArguments: [String] = []
 
     private init(name: String, bus: PrivateBus, client: Client, fleetURL: String) {
         self.name = name
@@ -53,7 +55,7 @@ final class FleetHost: @unchecked Sendable {
                connected: Bool = true) async throws {
         if let endpoints, let prefix { fleetURL = Self.fleetURL(endpoints: endpoints, prefix: prefix) }
         let process = try ChildProcess(BuildProducts.propbusd, ["--address", bus.address, "--state-dir", stateDirectory.path,
-                                                                "--fleet", fleetURL, "--fleet-host", name] + extraArguments,
+                                                                "--fleet", fleetURL, "--fleet-host", name] + standingArguments + extraArguments,
                                        environment: bus.environment)
         self.process = process
         var owned = false

@@ -14,7 +14,10 @@ class FleetTestCase: XCTestCase {
     var ownsEtcd: Bool { false }
     /// Members of an own etcd.
     var etcdSize: Int { 1 }
-    /// Whether setUp starts A's and B's daemons.
+    /// Whether an own etcd serves clients over https only (a throwaway CA; the hosts get
+    /// `--fleet-ca`).
+    var etcdTLS: Bool { false }
+    /// Whether setUp starts A's and B's daemons (else the test calls ``startHosts()``).
     var startsDaemons: Bool { true }
 
     /// The test's own etcd, when ``ownsEtcd``.
@@ -25,6 +28,7 @@ class FleetTestCase: XCTestCase {
     var etcd: EtcdClient!
     var hostA: FleetHost!
     var hostB: FleetHost!
+    private var certificateDirectory: URL?
 
     override class func tearDown() {
         SharedEtcd.instance.stop()
@@ -33,18 +37,34 @@ class FleetTestCase: XCTestCase {
 
     override func setUp() async throws {
         try await super.setUp()
+        var options = EtcdOptions()
+        var hostArguments: [String] = []
         if ownsEtcd {
-            let cluster = try EtcdCluster(size: etcdSize)
+            var tls: EtcdCluster.TLSFiles?
+            if etcdTLS {
+                let certificates = try makeTemporaryDirectory(prefix: "pbit-ca")
+                certificateDirectory = certificates
+                tls = try EtcdCluster.makeCertificates(in: certificates)
+                options.caFile = tls?.caFile
+                hostArguments = ["--fleet-ca", tls!.caFile]
+            }
+            let cluster = try EtcdCluster(size: etcdSize, tls: tls)
             self.cluster = cluster
             endpoints = cluster.endpoints
         } else {
             endpoints = try SharedEtcd.instance.endpoints()
         }
         prefix = Fleet.uniquePrefix(name)
-        etcd = try EtcdClient(endpoints: endpoints)
+        etcd = try EtcdClient(endpoints: endpoints, options: options)
         hostA = try await FleetHost.make(name: "fleet-host-a", endpoints: endpoints, prefix: prefix)
         hostB = try await FleetHost.make(name: "fleet-host-b", endpoints: endpoints, prefix: prefix)
-        guard startsDaemons else { return }
+        hostA.standingArguments = hostArguments
+        hostB.standingArguments = hostArguments
+        if startsDaemons { try await startHosts() }
+    }
+
+    /// Starts A's and B's daemons, connected, and creates the fleet marker key (on A, seen on B).
+    func startHosts() async throws {
         try await hostA.start()
         try await hostB.start()
         try await hostA.createFleet(Fleet.markerKey, "i", default: .int32(0))
@@ -64,6 +84,7 @@ class FleetTestCase: XCTestCase {
         hostB = nil
         cluster?.stop()
         cluster = nil
+        if let certificateDirectory { try? FileManager.default.removeItem(at: certificateDirectory) }
         try await super.tearDown()
     }
 
