@@ -57,6 +57,34 @@ final class FleetOutageTests: FleetTestCase {
         XCTAssertTrue(resumed, diagnostics)
     }
 
+    func testWithEtcdHungEveryWaitingFleetWriteFailsWithinTheBound() async throws {
+        try await hostA.createFleet("lab.hung.first", "i", default: .int32(0))
+        try await hostA.createFleet("lab.hung.second", "i", default: .int32(0))
+        let other = try await Client.connect(to: hostA.bus)
+        defer { other.close() }
+        let member = try XCTUnwrap(cluster!.members[0].process)
+        // Stopped, not dead: connections are accepted and never answered.
+        kill(member.processIdentifier, SIGSTOP)
+        defer { kill(member.processIdentifier, SIGCONT) }
+
+        let started = Date()
+        let first = hostA.client
+        async let one: DBusError? = { () async -> DBusError? in
+            do { try await first.set("lab.hung.first", .int32(1)); return nil } catch { return error as? DBusError }
+        }()
+        async let two: DBusError? = { () async -> DBusError? in
+            do { try await other.set("lab.hung.second", .int32(2)); return nil } catch { return error as? DBusError }
+        }()
+        let (errorOne, errorTwo) = await (one, two)
+        let elapsed = Date().timeIntervalSince(started)
+        XCTAssertEqual(errorOne?.name, PropBusAPI.error("Unavailable"), "\(String(describing: errorOne))")
+        XCTAssertEqual(errorTwo?.name, PropBusAPI.error("Unavailable"), "\(String(describing: errorTwo))")
+        // The bound holds for each write, not only the first in line.
+        XCTAssertLessThan(elapsed, 3.5, "two fleet writes to a hung etcd took this long to fail")
+        let mirror = try await hostA.client.get("lab.hung.first")
+        XCTAssertEqual(mirror, .int32(0))
+    }
+
     func testDaemonStartedWhileEtcdIsDownServesItsMirror() async throws {
         let key = "lab.boot.mode"
         try await hostA.createFleet(key, "s", default: .string("normal"))

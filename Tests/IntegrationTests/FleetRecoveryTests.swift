@@ -38,16 +38,26 @@ final class FleetRecoveryTests: FleetTestCase {
         XCTAssertEqual(stateB, "connected")
         let revision = try await hostA.managerProperty("FleetRevision")
         XCTAssertEqual(revision.type, .uint64, "FleetRevision is \(revision)")
-        XCTAssertGreaterThan(Fleet.integer(revision) ?? 0, 0)
+        let number = try XCTUnwrap(Fleet.integer(revision))
+        XCTAssertGreaterThan(number, 0)
 
         let status = try await hostA.propctl(["status"])
         XCTAssertTrue(status.succeeded, "\(status)")
-        XCTAssertTrue(status.stdout.contains("connected"), "propctl status does not show FleetState:\n\(status.stdout)")
+        XCTAssertTrue(status.stdout.contains("connected, etcd revision \(number)"), "propctl status does not show the fleet:\n\(status.stdout)")
 
         let hosts = try await hostA.propctl(["status", "--fleet"])
         XCTAssertTrue(hosts.succeeded, "\(hosts)")
         XCTAssertTrue(hosts.stdout.contains(hostA.name) && hosts.stdout.contains(hostB.name),
                       "propctl status --fleet does not list both hosts:\n\(hosts.stdout)\n\(diagnostics)")
+
+        // A host that stops leaves the list (its lease is revoked at shutdown).
+        await hostB.stop()
+        var listed = ""
+        let left = await eventually(timeout: 10) {
+            listed = (try? await self.hostA.propctl(["status", "--fleet"]).stdout) ?? ""
+            return listed.contains(self.hostA.name) && !listed.contains(self.hostB.name)
+        }
+        XCTAssertTrue(left, "B still listed after it stopped:\n\(listed)")
     }
 
     func testFleetStateChangesAreSignalled() async throws {
