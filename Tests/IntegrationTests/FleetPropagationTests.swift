@@ -64,6 +64,29 @@ final class FleetPropagationTests: FleetTestCase {
                       "no InterfacesRemoved for \(groupPath) on B: \(removed)\n\(diagnostics)")
     }
 
+    func testAFleetKeyDeclaredInAModelFileIsSharedWithTheFleet() async throws {
+        let model = hostA.bus.directory.appendingPathComponent("kiosk.json")
+        try """
+        {"groups": {"kiosk.banner": {"properties": {
+          "text": {"type": "s", "default": "welcome", "scope": "fleet", "value": "opening soon"}
+        }}}}
+        """.write(to: model, atomically: true, encoding: .utf8)
+        let objects = try await hostB.client.record(path: PropBusAPI.rootPath, interface: PropBusAPI.objectManager)
+        await hostA.stop()
+        try await hostA.start(extraArguments: ["--model", model.path])
+
+        let arrived = await hostB.waitFor("kiosk.banner.text", .string("opening soon"))
+        XCTAssertTrue(arrived, "the model file's fleet key did not reach B\n\(diagnostics)")
+        XCTAssertTrue(objects.signals.contains { $0.member == "InterfacesAdded" && $0.arguments.first == .objectPath(PropBusAPI.rootPath + "/kiosk/banner") },
+                      "no InterfacesAdded on B: \(objects.signals)")
+        let listed = try await hostB.client.list(prefix: "kiosk.banner.")
+        XCTAssertEqual(listed.first?.metadata["scope"], .string("fleet"))
+        // And it is a fleet key like any other: B's write reaches A.
+        try await hostB.client.set("kiosk.banner.text", .string("open"))
+        let back = await hostA.waitFor("kiosk.banner.text", .string("open"))
+        XCTAssertTrue(back, diagnostics)
+    }
+
     func testLocalKeysStayLocal() async throws {
         // The same local key on both hosts: a write on A must not reach B's copy.
         try await hostA.client.create("host.local.note", "s", default: .string("none"))
