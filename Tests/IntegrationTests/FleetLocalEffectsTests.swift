@@ -46,4 +46,30 @@ final class FleetLocalEffectsTests: FleetTestCase {
         let enabled = try await hostB.client.commandProperty("host.job", "Enabled")
         XCTAssertEqual(enabled, .boolean(true))
     }
+
+    func testAFleetToFleetBindingRunsOnlyOnTheWritingHostInsideItsTxn() async throws {
+        try await hostA.createFleet("lab.pair.source", "i", default: .int32(0))
+        try await hostA.createFleet("lab.pair.copy", "i", default: .int32(0))
+        let defined = await hostB.waitFor("lab.pair.copy", .int32(0))
+        XCTAssertTrue(defined, diagnostics)
+        _ = try await hostA.client.call(PropBusAPI.manager, "Bind", [.string("lab.pair.copy"), .string("lab.pair.source"), .vardict([:])])
+        let changes = try await hostB.client.recordChanges(ofGroup: "lab.pair")
+
+        // A writes the source: its binding writes the copy in the same txn, one change on B.
+        try await hostA.client.set("lab.pair.source", .int32(5))
+        try await Fleet.barrier(from: hostA, to: hostB)
+        XCTAssertEqual(changes.signals.map(\.changed), [["source": .int32(5), "copy": .int32(5)]], diagnostics)
+        let source = try await hostB.etcdRevision("lab.pair.source")
+        let copy = try await hostB.etcdRevision("lab.pair.copy")
+        XCTAssertEqual(source, copy, "the binding's write was not in the writer's txn")
+
+        // B writes the source: B has no binding, and A does not run its own on a remote change.
+        try await hostB.client.set("lab.pair.source", .int32(7))
+        try await Fleet.barrier(from: hostB, to: hostA)
+        try await Fleet.barrier(from: hostA, to: hostB)
+        let copyOnA = try await hostA.client.get("lab.pair.copy")
+        let copyOnB = try await hostB.client.get("lab.pair.copy")
+        XCTAssertEqual(copyOnA, .int32(5), "A ran its fleet binding on B's write")
+        XCTAssertEqual(copyOnB, .int32(5))
+    }
 }
