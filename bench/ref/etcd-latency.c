@@ -5,7 +5,10 @@
  * usage: etcd-latency watch URL KEY N   put KEY → the event arriving on a watch of KEY
  *                                       (one long-lived /v3/watch stream on its own thread)
  *        etcd-latency txn URL KEY N     a txn comparing KEY's mod_revision and putting KEY,
- *                                       until its answer (what one fleet Set sends)
+ *                                       until its answer (the least a fleet Set needs)
+ *        etcd-latency fleettxn URL KEY N  the txn propbusd sends for one Set: compares on the
+ *                                       mod_revision of KEY/defs and KEY/keys, a put of
+ *                                       KEY/keys, and gets of both in the failure branch
  * URL is http://HOST:PORT. */
 #include <curl/curl.h>
 #include <pthread.h>
@@ -126,8 +129,8 @@ static long long number(const char *json, const char *name) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 5 || (strcmp(argv[1], "watch") != 0 && strcmp(argv[1], "txn") != 0)) {
-        fprintf(stderr, "usage: %s watch|txn URL KEY N\n", argv[0]);
+    if (argc != 5 || (strcmp(argv[1], "watch") != 0 && strcmp(argv[1], "txn") != 0 && strcmp(argv[1], "fleettxn") != 0)) {
+        fprintf(stderr, "usage: %s watch|txn|fleettxn URL KEY N\n", argv[0]);
         return 64;
     }
     url_base = argv[2];
@@ -162,6 +165,36 @@ int main(int argc, char **argv) {
             while (!seen_ns) pthread_cond_wait(&changed, &lock);
             lat[i] = seen_ns - start;
             pthread_mutex_unlock(&lock);
+        }
+    } else if (strcmp(argv[1], "fleettxn") == 0) {
+        char defs[256], keys[256], defs64[400], keys64[400];
+        snprintf(defs, sizeof defs, "%s/defs", key);
+        snprintf(keys, sizeof keys, "%s/keys", key);
+        base64(defs, strlen(defs), defs64);
+        base64(keys, strlen(keys), keys64);
+        snprintf(body, sizeof body, "{\"key\":\"%s\",\"value\":\"ZGVm\"}", defs64);
+        post(c, "/v3/kv/put", body, &response);
+        long long def_revision = number(response.data, "revision");
+        snprintf(body, sizeof body, "{\"key\":\"%s\"}", keys64);
+        post(c, "/v3/kv/range", body, &response);
+        long long revision = number(response.data, "mod_revision");
+        for (int i = 0; i < n; i++) {
+            snprintf(value, sizeof value, "v%lld-%d", base, i);
+            base64(value, strlen(value), value64);
+            snprintf(body, sizeof body,
+                     "{\"compare\":[{\"key\":\"%s\",\"target\":\"MOD\",\"mod_revision\":\"%lld\"},"
+                     "{\"key\":\"%s\",\"target\":\"MOD\",\"mod_revision\":\"%lld\"}],"
+                     "\"success\":[{\"request_put\":{\"key\":\"%s\",\"value\":\"%s\"}}],"
+                     "\"failure\":[{\"request_range\":{\"key\":\"%s\"}},{\"request_range\":{\"key\":\"%s\"}}]}",
+                     defs64, def_revision, keys64, revision, keys64, value64, defs64, keys64);
+            long long start = now_ns();
+            post(c, "/v3/kv/txn", body, &response);
+            lat[i] = now_ns() - start;
+            if (!strstr(response.data, "\"succeeded\":true")) {
+                fprintf(stderr, "etcd-latency: txn %d failed: %s\n", i, response.data);
+                return 1;
+            }
+            revision = number(response.data, "revision");
         }
     } else {
         snprintf(body, sizeof body, "{\"key\":\"%s\"}", key64);
