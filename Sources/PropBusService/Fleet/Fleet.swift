@@ -177,7 +177,8 @@ public final class Fleet: @unchecked Sendable {
             service.store.saveFleetCursor(revision)
             if service.commit() == nil { advanceCursor(to: revision) }
         case .interrupted(let error):
-            Service.log("fleet: watch interrupted: \(error.message)")
+            // Once per outage: the stream retries on its own, and each failed try reports again.
+            if state != .unavailable { Service.log("fleet: watch interrupted: \(error.message)") }
             setState(.unavailable)
         case .compacted(let compactRevision):
             Service.log("fleet: etcd compacted past revision \(cursor + 1) (to \(compactRevision)): reading everything again")
@@ -290,7 +291,11 @@ public final class Fleet: @unchecked Sendable {
         values.removeAll { model.entry(for: $0.0)?.definition.scope != .fleet }
         removed.removeAll { model.entry(for: $0)?.definition.scope != .fleet }
         if !values.isEmpty {
-            let fleetKeys = Set(model.list().filter { $0.definition.scope == .fleet }.map(\.definition.key))
+            // Only a bound key can be reached by propagation: the bindings' fleet ends are enough.
+            var fleetKeys: Set<Key> = []
+            for binding in model.bindings.all {
+                for end in [binding.key, binding.to] where model.entry(for: end)?.definition.scope == .fleet { fleetKeys.insert(end) }
+            }
             let (valueChanges, failures) = model.mirror(values, frozen: fleetKeys)
             changes += valueChanges
             for (key, error) in failures { Service.log("fleet: the value of \(key) from etcd was not applied: \(error.message)") }
