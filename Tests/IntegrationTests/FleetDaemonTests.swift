@@ -87,6 +87,24 @@ final class FleetDaemonTests: XCTestCase {
         XCTAssertTrue(unavailable)
     }
 
+    func testAHostBootsOfflineServingItsMirror() async throws {
+        let hosts = try await startHosts(["a"])
+        let a = hosts[0]
+        try await a.client.create("fleet.mode", "s", default: .string("day"), options: ["scope": .string("fleet")])
+        try await a.client.set("fleet.mode", .string("night"))
+        cluster.stop()
+        // The restart must own the name without etcd, and read what the mirror committed.
+        await a.stop()
+        try await a.start(connected: false)
+        let value = try await a.client.get("fleet.mode")
+        XCTAssertEqual(value, .string("night"))
+        let listed = try await a.client.list(prefix: "fleet.")
+        XCTAssertNotNil(listed.first?.metadata["etcd_revision"], "the etcd revision survives the restart")
+        let unavailable = await a.waitForFleetState("unavailable")
+        let state = (try? await a.fleetState()) ?? "?"
+        XCTAssertTrue(unavailable, "FleetState: \(state)")
+    }
+
     func testWithoutFleetTheStateIsOffAndScopeFleetIsStillRecorded() async throws {
         let bus = try await PrivateBus.start()
         let client = try await Client.connect(to: bus)

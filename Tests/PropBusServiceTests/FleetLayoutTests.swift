@@ -65,6 +65,15 @@ final class FleetLayoutTests: XCTestCase {
         XCTAssertEqual(plan.writesDefinition, [])
     }
 
+    func testAWriteThatLostSeveralRacesStillComparesDefinitionsButNotItsOwnValues() throws {
+        let before = entry(volume, .int32, .int32(5), stored: .int32(1))
+        let after = entry(volume, .int32, .int32(5), stored: .int32(7))
+        let plan = try layout.transaction(before: [volume: before], after: [volume: after], read: [], comparingWrittenValues: false,
+                                          isFleet: { _ in true }, known: { _ in FleetRevisions(value: 12, definition: 3) })
+        XCTAssertEqual(plan.compares, [Compare.modRevision(of: layout.definitionKey(volume), is: 3)])
+        XCTAssertEqual(plan.success, [RequestOp.put(layout.valueKey(volume), FleetLayout.encodeValue(.int32(7)))])
+    }
+
     func testResetDeletesTheValueAndADeletedKeyComparesAsAbsent() throws {
         let before = entry(volume, .int32, .int32(5), stored: .int32(1))
         let after = entry(volume, .int32, .int32(5))

@@ -26,7 +26,9 @@ public final class Fleet: @unchecked Sendable {
     }
 
     /// How many times a plain write whose compare failed is refreshed and tried again.
-    static let maximumAttempts = 5
+    static let maximumAttempts = 10
+    /// How many of them compare the values the write replaces.
+    static let attemptsComparingValues = 3
 
     public let configuration: FleetConfiguration
     let layout: FleetLayout
@@ -48,6 +50,11 @@ public final class Fleet: @unchecked Sendable {
     private var watch: WatchStream?
     /// Counts watches, so updates still queued from a cancelled one are dropped.
     private var watchGeneration = 0
+    /// This host's fleet writes waiting for their turn, and the one with etcd.
+    private var queued: [PendingWrite] = []
+    private var inFlight: UInt64?
+    /// ``inFlight`` while a retry pauses.
+    private static let pausedRetry = UInt64.max
     private var pending: [UInt64: PendingWrite] = [:]
     private var hostQueries: [UInt64: MethodCall] = [:]
     private var nextID: UInt64 = 1
@@ -170,7 +177,8 @@ public final class Fleet: @unchecked Sendable {
             service.store.saveFleetCursor(revision)
             if service.commit() == nil { advanceCursor(to: revision) }
         case .interrupted(let error):
-            Service.log("fleet: watch interrupted: \(error.message)")
+            // Once per outage: the stream retries on its own, and each failed try reports again.
+            if state != .unavailable { Service.log("fleet: watch interrupted: \(error.message)") }
             setState(.unavailable)
         case .compacted(let compactRevision):
             Service.log("fleet: etcd compacted past revision \(cursor + 1) (to \(compactRevision)): reading everything again")
@@ -283,7 +291,11 @@ public final class Fleet: @unchecked Sendable {
         values.removeAll { model.entry(for: $0.0)?.definition.scope != .fleet }
         removed.removeAll { model.entry(for: $0)?.definition.scope != .fleet }
         if !values.isEmpty {
-            let fleetKeys = Set(model.list().filter { $0.definition.scope == .fleet }.map(\.definition.key))
+            // Only a bound key can be reached by propagation: the bindings' fleet ends are enough.
+            var fleetKeys: Set<Key> = []
+            for binding in model.bindings.all {
+                for end in [binding.key, binding.to] where model.entry(for: end)?.definition.scope == .fleet { fleetKeys.insert(end) }
+            }
             let (valueChanges, failures) = model.mirror(values, frozen: fleetKeys)
             changes += valueChanges
             for (key, error) in failures { Service.log("fleet: the value of \(key) from etcd was not applied: \(error.message)") }
@@ -337,17 +349,17 @@ public final class Fleet: @unchecked Sendable {
 
     // MARK: Writes
 
-    /// Runs a write call's model work. A call that changed no fleet key is kept in the round as
-    /// usual. One that did is taken back out of the round and becomes one etcd transaction
-    /// (compares on the etcd revisions of every fleet key it wrote or its bindings read, then
-    /// the puts and deletes); its reply waits, the D-Bus queue does not. When etcd accepted it,
-    /// the call's result is applied and committed here, and the call answered; when a compare
-    /// failed, the mirror is refreshed from the failure branch and a plain write is tried again
-    /// (at most ``maximumAttempts`` times: the last writer in etcd's order wins), while
-    /// `CompareAndSet` fails with `Conflict`. When etcd cannot be reached: `Unavailable`.
-    func write(_ call: MethodCall, compareAndSet: Bool, attempt: Int = 1, reply: @escaping () -> [DBusValue],
-               _ body: @escaping () throws(PropBusError) -> [PropertyChange]) throws(DBusError) -> MethodResult {
-        dispatchPrecondition(condition: .onQueue(queue))
+    /// What a call's model work did: nothing to fleet keys (kept in the round and published), or
+    /// fleet keys written (taken back out of the round: their before and after states).
+    private enum Probe {
+        case local
+        case fleet(before: [Key: PropertyModel.Entry?], after: [Key: PropertyModel.Entry?], read: Set<Key>)
+    }
+
+    /// Runs `body` inside a savepoint of the round (the model's call log and the store's
+    /// savepoint). No fleet key changed: the changes stay and are published. Otherwise the call is
+    /// undone and its effect returned.
+    private func probe(_ body: () throws(PropBusError) -> [PropertyChange]) throws(PropBusError) -> Probe {
         let model = service.model
         let savepoint = service.store.savepoint()
         model.beginCall()
@@ -355,7 +367,7 @@ public final class Fleet: @unchecked Sendable {
         do { changes = try body() } catch {
             model.rollbackCall()
             savepoint.restore()
-            throw error.dbusError
+            throw error
         }
         let (before, read) = model.callChanges
         let touchesFleet = before.contains { key, old in
@@ -364,29 +376,81 @@ public final class Fleet: @unchecked Sendable {
         guard touchesFleet else {
             model.endCall()
             service.publish(changes)
-            return .reply(reply())
+            return .local
         }
         var after: [Key: PropertyModel.Entry?] = [:]
         for key in before.keys { after.updateValue(model.entry(for: key), forKey: key) }
         model.rollbackCall()
         savepoint.restore()
-        let plan = try bridged { () throws(PropBusError) in
-            try layout.transaction(before: before, after: after, read: read,
-                                   isFleet: { model.entry(for: $0)?.definition.scope == .fleet },
-                                   known: { [unowned self] in revisions[$0] ?? FleetRevisions() })
+        return .fleet(before: before, after: after, read: read)
+    }
+
+    /// Runs a write call's model work. A call that changed no fleet key is kept in the round as
+    /// usual. One that did is taken back out of the round and queued: this host's fleet writes
+    /// go to etcd one at a time, each computed (its model work run again) once the previous one
+    /// is applied, so they never conflict with each other. Its turn come, it becomes one etcd
+    /// transaction (compares on the etcd revisions of every fleet key it writes or its bindings
+    /// read, then the puts and deletes); its reply waits, the D-Bus queue does not. When etcd
+    /// accepted it, the call's result is applied and committed here, and the call answered;
+    /// when a compare failed (another host wrote first), the mirror is refreshed from the
+    /// failure branch and a plain write is tried again (at most ``maximumAttempts`` times: the
+    /// last writer in etcd's order wins), while `CompareAndSet` fails with `Conflict`. When etcd
+    /// cannot be reached, or FleetState is not connected: `Unavailable`.
+    func write(_ call: MethodCall, compareAndSet: Bool, reply: @escaping () -> [DBusValue],
+               _ body: @escaping () throws(PropBusError) -> [PropertyChange]) throws(DBusError) -> MethodResult {
+        dispatchPrecondition(condition: .onQueue(queue))
+        // Run now, so a bad call is refused at once and a local one is served as without the fleet.
+        guard case .fleet(let before, let after, _) = try bridged({ () throws(PropBusError) in try probe(body) }) else {
+            return .reply(reply())
         }
         guard state == .connected else {
-            throw unavailable(plan.written, because: "FleetState is \(state.rawValue)").dbusError
+            let keys = Set(before.keys).union(after.keys).filter {
+                (before[$0] ?? nil)?.definition.scope == .fleet || (after[$0] ?? nil)?.definition.scope == .fleet
+            }
+            throw unavailable(keys.sorted(), because: "FleetState is \(state.rawValue)").dbusError
         }
-        let id = nextID
-        nextID += 1
-        pending[id] = PendingWrite(call: call, compareAndSet: compareAndSet, attempt: attempt, reply: reply, body: body, after: after, plan: plan)
-        let client = client
-        etcdQueue.async { [weak self] in
-            let result = Result { () throws(EtcdError) in try client.txn(compares: plan.compares, success: plan.success, failure: plan.failure) }
-            self?.queue.async { [weak self] in self?.finish(id, result) }
-        }
+        queued.append(PendingWrite(call: call, compareAndSet: compareAndSet, attempt: 1, reply: reply, body: body,
+                                   after: [:], plan: FleetLayout.Transaction()))
+        sendNextWrite()
         return .deferred
+    }
+
+    /// Starts the next queued write unless one is with etcd.
+    private func sendNextWrite() {
+        while inFlight == nil, !queued.isEmpty { start(queued.removeFirst()) }
+    }
+
+    /// Runs the write's model work again on the mirror as it is now and sends its txn, or
+    /// answers it when it no longer writes fleet keys or fails.
+    private func start(_ write: PendingWrite) {
+        do throws(PropBusError) {
+            guard case .fleet(let before, let after, let read) = try probe(write.body) else {
+                write.call.reply(write.reply())
+                return
+            }
+            let model = service.model
+            // After three lost races a plain write stops comparing its own values (see
+            // FleetLayout.transaction): otherwise a host writing flat out could starve this one.
+            let plan = try layout.transaction(before: before, after: after, read: read,
+                                              comparingWrittenValues: write.compareAndSet || write.attempt <= Self.attemptsComparingValues,
+                                              isFleet: { model.entry(for: $0)?.definition.scope == .fleet },
+                                              known: { [unowned self] in revisions[$0] ?? FleetRevisions() })
+            guard state == .connected else { throw unavailable(plan.written, because: "FleetState is \(state.rawValue)") }
+            var sent = write
+            sent.after = after
+            sent.plan = plan
+            let id = nextID
+            nextID += 1
+            pending[id] = sent
+            inFlight = id
+            let client = client
+            etcdQueue.async { [weak self] in
+                let result = Result { () throws(EtcdError) in try client.txn(compares: plan.compares, success: plan.success, failure: plan.failure) }
+                self?.queue.async { [weak self] in self?.finish(id, result) }
+            }
+        } catch {
+            write.call.fail(error.dbusError)
+        }
     }
 
     private func unavailable(_ keys: [Key], because reason: String) -> PropBusError {
@@ -396,6 +460,8 @@ public final class Fleet: @unchecked Sendable {
 
     private func finish(_ id: UInt64, _ result: Result<TxnResponse, EtcdError>) {
         guard let write = pending.removeValue(forKey: id) else { return }
+        if inFlight == id { inFlight = nil }
+        defer { sendNextWrite() }
         let response: TxnResponse
         switch result {
         case .failure(let error):
@@ -408,7 +474,7 @@ public final class Fleet: @unchecked Sendable {
             response = answer
         }
         guard response.succeeded else {
-            // Someone changed a compared key first: the failure branch read them all.
+            // Another host changed a compared key first: the failure branch read them all.
             var events: [WatchEvent] = []
             for (index, op) in response.responses.enumerated() {
                 guard case .range(let range) = op, index < write.plan.failure.count,
@@ -429,12 +495,19 @@ public final class Fleet: @unchecked Sendable {
                 write.call.fail(PropBusError(.conflict, "fleet key \(names) kept changing under \(Self.maximumAttempts) attempts to write it; try again").dbusError)
                 return
             }
-            do throws(DBusError) {
-                if case .reply(let values) = try self.write(write.call, compareAndSet: false, attempt: write.attempt + 1, reply: write.reply, write.body) {
-                    write.call.reply(values)
-                }
-            } catch {
-                write.call.fail(error)
+            var retry = write
+            retry.attempt += 1
+            // A short random pause: two hosts writing flat out would otherwise retry in lockstep.
+            // The queue stays held meanwhile, so this host's order is kept.
+            inFlight = Self.pausedRetry
+            let paused = nextID
+            nextID += 1
+            pending[paused] = retry
+            queue.asyncAfter(deadline: .now() + .microseconds(Int.random(in: 0...(500 * retry.attempt)))) { [weak self] in
+                guard let self, let write = pending.removeValue(forKey: paused) else { return }
+                inFlight = nil
+                start(write)
+                sendNextWrite()
             }
             return
         }

@@ -104,7 +104,11 @@ public struct FleetLayout: Sendable, Equatable {
     /// its bindings read, `known` the etcd revisions the mirror holds.
     ///
     /// Throws `LimitsExceeded` above etcd's limits and `InvalidArgs` for a fleet key made local.
+    /// Without `comparingWrittenValues`, the values the call writes are not compared (their
+    /// definitions and the keys read still are): a plain write that lost several times in a
+    /// row to a host writing flat out then lands, last in etcd's order.
     public func transaction(before: [Key: PropertyModel.Entry?], after: [Key: PropertyModel.Entry?], read: Set<Key>,
+                            comparingWrittenValues: Bool = true,
                             isFleet: (Key) -> Bool, known: (Key) -> FleetRevisions) throws(PropBusError) -> Transaction {
         var plan = Transaction()
         var compared: Set<[UInt8]> = []
@@ -123,7 +127,7 @@ public struct FleetLayout: Sendable, Equatable {
             }
             let revisions = known(key)
             compare(definitionKey(key), revisions.definition)
-            compare(valueKey(key), revisions.value)
+            if comparingWrittenValues || new == nil { compare(valueKey(key), revisions.value) }
             requestBytes += 2 * (prefix.count + key.text.utf8.count + 16) * 4 / 3
             guard let new else {
                 plan.success += [.delete(definitionKey(key)), .delete(valueKey(key))]
