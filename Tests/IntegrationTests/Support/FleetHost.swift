@@ -1,9 +1,6 @@
 import DBus
-import Etcd
-import EtcdTestSupport
 import Foundation
 import PropBus
-import XCTest
 
 /// One simulated host of a fleet: its own private `dbus-daemon`, state directory and
 /// `propbusd --fleet etcd://…/PREFIX`, and a client connection on its bus.
