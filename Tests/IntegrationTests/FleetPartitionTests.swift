@@ -1,0 +1,39 @@
+import DBus
+import Etcd
+import XCTest
+
+/// A member that stops answering without closing its connections (frozen, or cut off by a
+/// partition that drops packets) must not hold a host's watch: the issue's progress
+/// notifications are what tell a live, idle stream from a dead one. The cluster sends them
+/// every 500 ms here (an operator sets `--experimental-watch-progress-notify-interval`).
+/// (Issue 14.)
+final class FleetPartitionTests: FleetTestCase {
+    override var ownsEtcd: Bool { true }
+    override var etcdSize: Int { 3 }
+    override var etcdArguments: [String] { ["--experimental-watch-progress-notify-interval", "500ms"] }
+
+    func testAHostWhoseMemberHangsMovesItsWatchToALiveOne() async throws {
+        let key = "lab.hang.level"
+        try await hostA.createFleet(key, "i", default: .int32(0))
+        let defined = await hostB.waitFor(key, .int32(0))
+        XCTAssertTrue(defined, diagnostics)
+
+        // A talks to a follower first; B to the other two members.
+        let leader = try XCTUnwrap(try cluster!.leaderIndex(), "no leader")
+        let hung = (0..<3).first { $0 != leader }!
+        let others = (0..<3).filter { $0 != hung }
+        await hostA.stop()
+        try await hostA.start(endpoints: [endpoints[hung]] + others.map { endpoints[$0] }, prefix: prefix)
+        await hostB.stop()
+        try await hostB.start(endpoints: others.map { endpoints[$0] }, prefix: prefix)
+
+        let member = try XCTUnwrap(cluster!.members[hung].process)
+        kill(member.processIdentifier, SIGSTOP)
+        defer { kill(member.processIdentifier, SIGCONT) }
+
+        try await hostB.client.set(key, .int32(5))
+        let seen = await hostA.waitFor(key, .int32(5), timeout: 20)
+        let state = (try? await hostA.fleetState()) ?? "?"
+        XCTAssertTrue(seen, "A's watch stayed on the hung member (FleetState \(state)): B's write never arrived\n\(diagnostics)")
+    }
+}
