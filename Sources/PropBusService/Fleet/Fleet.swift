@@ -69,6 +69,9 @@ public final class Fleet: @unchecked Sendable {
     private struct PendingWrite {
         var call: MethodCall
         var compareAndSet: Bool
+        /// Run the model work again, locally, once its fleet writes are in (Bind: the binding
+        /// itself is this host's, only the value its first sync wrote is the fleet's).
+        var rerunAfterCommit: Bool
         var attempt: Int
         var reply: () -> [DBusValue]
         var body: () throws(PropBusError) -> [PropertyChange]
@@ -396,7 +399,7 @@ public final class Fleet: @unchecked Sendable {
     /// failure branch and a plain write is tried again (at most ``maximumAttempts`` times: the
     /// last writer in etcd's order wins), while `CompareAndSet` fails with `Conflict`. When etcd
     /// cannot be reached, or FleetState is not connected: `Unavailable`.
-    func write(_ call: MethodCall, compareAndSet: Bool, reply: @escaping () -> [DBusValue],
+    func write(_ call: MethodCall, compareAndSet: Bool, rerunAfterCommit: Bool, reply: @escaping () -> [DBusValue],
                _ body: @escaping () throws(PropBusError) -> [PropertyChange]) throws(DBusError) -> MethodResult {
         dispatchPrecondition(condition: .onQueue(queue))
         // Run now, so a bad call is refused at once and a local one is served as without the fleet.
@@ -409,7 +412,7 @@ public final class Fleet: @unchecked Sendable {
             }
             throw unavailable(keys.sorted(), because: "FleetState is \(state.rawValue)").dbusError
         }
-        queued.append(PendingWrite(call: call, compareAndSet: compareAndSet, attempt: 1, reply: reply, body: body,
+        queued.append(PendingWrite(call: call, compareAndSet: compareAndSet, rerunAfterCommit: rerunAfterCommit, attempt: 1, reply: reply, body: body,
                                    after: [:], plan: FleetLayout.Transaction()))
         sendNextWrite()
         return .deferred
@@ -469,6 +472,13 @@ public final class Fleet: @unchecked Sendable {
                 ? "no answer within the request timeout (the write may or may not have been applied; the watch will tell): \(error.message)"
                 : error.message
             write.call.fail(unavailable(write.plan.written, because: reason).dbusError)
+            // The writes that queued up behind it would each wait as long again: they get the
+            // same answer now, so none waits much more than one request timeout.
+            let waiting = queued
+            queued = []
+            for other in waiting {
+                other.call.fail(PropBusError(.unavailable, "cannot write fleet keys: etcd (\(configuration.endpoints.joined(separator: ", "))) is unavailable: the write before this one failed: \(error.message); local keys can still be written").dbusError)
+            }
             return
         case .success(let answer):
             response = answer
@@ -525,13 +535,17 @@ public final class Fleet: @unchecked Sendable {
             service.store.saveFleetRevisions(known, for: key)
         }
         service.publish(changes)
+        var failure: PropBusError?
+        if write.rerunAfterCommit {
+            do throws(PropBusError) { service.publish(try write.body()) } catch { failure = error }
+        }
         if let error = service.commit() {
             // etcd has it; the watch brings it back once the store can commit again.
             write.call.fail(error)
             return
         }
         revisions.merge(updated) { $1 }
-        write.call.reply(write.reply())
+        if let failure { write.call.fail(failure.dbusError) } else { write.call.reply(write.reply()) }
     }
 
     // MARK: Presence
