@@ -3,6 +3,7 @@ import Dispatch
 import Etcd
 import Glibc
 import PropBus
+import PropBusSystem
 
 /// The daemon's side of the fleet (issue 14): mirrors the fleet keys held in etcd into the
 /// model, and sends the writes of fleet keys to etcd before they are committed here.
@@ -241,6 +242,8 @@ public final class Fleet: @unchecked Sendable {
     /// and, with `through`, the cursor; then signals.
     private func apply(_ events: [WatchEvent], through revision: Int64?) {
         let model = service.model, store = service.store
+        // Only etcd's data in this commit (nothing local was waiting): it need not wait for the disk.
+        let mirrorOnly = (store as? SQLiteStore).map { !$0.hasPendingWrites } ?? false
         var updated: [Key: FleetRevisions] = [:]
         func known(_ key: Key) -> FleetRevisions { updated[key] ?? revisions[key] ?? FleetRevisions() }
         var changes: [PropertyChange] = []
@@ -311,6 +314,7 @@ public final class Fleet: @unchecked Sendable {
         for (key, revisions) in updated { store.saveFleetRevisions(revisions, for: key) }
         if let revision { store.saveFleetCursor(max(revision, cursor)) }
         service.publish(changes)
+        if mirrorOnly { (store as? SQLiteStore)?.nextCommitIsMirrorOnly = true }
         if let error = service.commit() {
             // Nothing of it was kept: read it all again from etcd.
             Service.log("fleet: the changes up to etcd revision \(revision ?? 0) could not be committed (\(error.message)); reading them again")
@@ -523,6 +527,12 @@ public final class Fleet: @unchecked Sendable {
         }
         let revision = response.header.revision
         let model = service.model
+        // A write of fleet keys only (nothing local waiting, no local key in the call): etcd has
+        // it durably, and a host that lost it replays it from its cursor.
+        let mirrorOnly = (service.store as? SQLiteStore).map { !$0.hasPendingWrites } ?? false
+            && write.after.allSatisfy { key, entry in
+                (entry ?? nil)?.definition.scope == .fleet || (entry == nil && write.plan.written.contains(key))
+            }
         var changes: [PropertyChange] = []
         for key in write.after.keys.sorted() { changes += model.overwrite(key, with: write.after[key] ?? nil) }
         var updated: [Key: FleetRevisions] = [:]
@@ -539,6 +549,7 @@ public final class Fleet: @unchecked Sendable {
         if write.rerunAfterCommit {
             do throws(PropBusError) { service.publish(try write.body()) } catch { failure = error }
         }
+        if mirrorOnly, !write.rerunAfterCommit { (service.store as? SQLiteStore)?.nextCommitIsMirrorOnly = true }
         if let error = service.commit() {
             // etcd has it; the watch brings it back once the store can commit again.
             write.call.fail(error)
