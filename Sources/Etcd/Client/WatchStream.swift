@@ -101,7 +101,7 @@ final class WatchRunner: @unchecked Sendable {
     func cancel() {
         let thread: pthread_t? = shared.withLock { state in
             state.cancelled = true
-            if state.multiAlive { LibCurl.api.multiWakeup(multi) }
+            if state.multiAlive { _ = LibCurl.api.multiWakeup(multi) }
             guard !state.joined, let thread = state.thread else { return nil }
             // The handler may cancel its own stream: its thread cannot wait for itself.
             if pthread_equal(thread, pthread_self()) != 0 { return nil }
