@@ -174,13 +174,13 @@ public final class Service: @unchecked Sendable {
     /// Runs a write call's model work and publishes it, or, with the fleet on and fleet keys
     /// written, sends it to etcd first and answers later (see ``Fleet/write(_:compareAndSet:attempt:reply:_:)``).
     /// `reply` is evaluated once the writes are in the model.
-    func write(_ call: MethodCall, compareAndSet: Bool = false, reply: @escaping () -> [DBusValue] = { [] },
+    func write(_ call: MethodCall, compareAndSet: Bool = false, rerunAfterCommit: Bool = false, reply: @escaping () -> [DBusValue] = { [] },
                _ body: @escaping () throws(PropBusError) -> [PropertyChange]) throws(DBusError) -> MethodResult {
         guard let fleet else {
             publish(try bridged(body))
             return .reply(reply())
         }
-        return try fleet.write(call, compareAndSet: compareAndSet, reply: reply, body)
+        return try fleet.write(call, compareAndSet: compareAndSet, rerunAfterCommit: rerunAfterCommit, reply: reply, body)
     }
 
     /// Lets rounds commit again and commits what was held back (see ``holdsCommits``).

@@ -87,6 +87,29 @@ final class FleetDaemonTests: XCTestCase {
         XCTAssertTrue(unavailable)
     }
 
+    func testABindingsFirstSyncIntoAFleetKeyReachesTheOtherHostAndFleetToLocalFollows() async throws {
+        let hosts = try await startHosts(["a", "b"])
+        let (a, b) = (hosts[0], hosts[1])
+        let fleet: [String: DBusValue] = ["scope": .string("fleet")]
+        try await a.client.create("f.source", "i", default: .int32(0), options: fleet.merging(["value": .int32(5)]) { $1 })
+        try await a.client.create("f.copy", "i", default: .int32(0), options: fleet)
+        try await a.client.create("l.copy", "i", default: .int32(0))
+        let persistent: [String: DBusValue] = ["persistent": .boolean(true)]
+        try await a.client.call(PropBusAPI.manager, "Bind", [.string("f.copy"), .string("f.source"), .vardict(persistent)])
+        try await a.client.call(PropBusAPI.manager, "Bind", [.string("l.copy"), .string("f.source"), .vardict(persistent)])
+        // The first sync wrote f.copy: through etcd, so b has it too.
+        let synced = await b.waitForValue("f.copy", .int32(5))
+        let seen = try? await b.client.get("f.copy")
+        XCTAssertTrue(synced, "b: \(String(describing: seen))")
+        // A write on b (which has no bindings) reaches a's local key, and no fleet↔fleet
+        // propagation runs on a for it.
+        try await b.client.set("f.source", .int32(8))
+        let followed = await a.waitForValue("l.copy", .int32(8))
+        XCTAssertTrue(followed)
+        let copy = try await a.client.get("f.copy")
+        XCTAssertEqual(copy, .int32(5), "fleet↔fleet bindings run on the writing host only")
+    }
+
     func testAHostBootsOfflineServingItsMirror() async throws {
         let hosts = try await startHosts(["a"])
         let a = hosts[0]

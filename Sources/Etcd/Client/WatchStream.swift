@@ -101,7 +101,7 @@ final class WatchRunner: @unchecked Sendable {
     func cancel() {
         let thread: pthread_t? = shared.withLock { state in
             state.cancelled = true
-            if state.multiAlive { LibCurl.api.multiWakeup(multi) }
+            if state.multiAlive { _ = LibCurl.api.multiWakeup(multi) }
             guard !state.joined, let thread = state.thread else { return nil }
             // The handler may cancel its own stream: its thread cannot wait for itself.
             if pthread_equal(thread, pthread_self()) != 0 { return nil }
@@ -115,7 +115,7 @@ final class WatchRunner: @unchecked Sendable {
         defer {
             shared.withLock { state in
                 state.multiAlive = false
-                LibCurl.api.multiCleanup(multi)
+                _ = LibCurl.api.multiCleanup(multi)
                 // Nobody will join a thread that ends by itself or cancels itself.
                 if !state.joined, let thread = state.thread {
                     state.joined = true
@@ -172,8 +172,8 @@ final class WatchRunner: @unchecked Sendable {
                        token: token, extraHeaders: ["Grpc-Metadata-hasleader: true"], timeout: nil,
                        connectTimeout: client.options.connectTimeout,
                        receive: WatchRunner.receive, sink: unmanaged.toOpaque())
-        LibCurl.api.multiAddHandle(multi, handle.handle)
-        defer { LibCurl.api.multiRemoveHandle(multi, handle.handle) }
+        _ = LibCurl.api.multiAddHandle(multi, handle.handle)
+        defer { _ = LibCurl.api.multiRemoveHandle(multi, handle.handle) }
         var running: Int32 = 1
         while running > 0 {
             guard LibCurl.api.multiPerform(multi, &running) == CURLM_OK else { break }

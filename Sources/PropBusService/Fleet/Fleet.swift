@@ -3,6 +3,7 @@ import Dispatch
 import Etcd
 import Glibc
 import PropBus
+import PropBusSystem
 
 /// The daemon's side of the fleet (issue 14): mirrors the fleet keys held in etcd into the
 /// model, and sends the writes of fleet keys to etcd before they are committed here.
@@ -69,6 +70,9 @@ public final class Fleet: @unchecked Sendable {
     private struct PendingWrite {
         var call: MethodCall
         var compareAndSet: Bool
+        /// Run the model work again, locally, once its fleet writes are in (Bind: the binding
+        /// itself is this host's, only the value its first sync wrote is the fleet's).
+        var rerunAfterCommit: Bool
         var attempt: Int
         var reply: () -> [DBusValue]
         var body: () throws(PropBusError) -> [PropertyChange]
@@ -238,6 +242,8 @@ public final class Fleet: @unchecked Sendable {
     /// and, with `through`, the cursor; then signals.
     private func apply(_ events: [WatchEvent], through revision: Int64?) {
         let model = service.model, store = service.store
+        // Only etcd's data in this commit (nothing local was waiting): it need not wait for the disk.
+        let mirrorOnly = (store as? SQLiteStore).map { !$0.hasPendingWrites } ?? false
         var updated: [Key: FleetRevisions] = [:]
         func known(_ key: Key) -> FleetRevisions { updated[key] ?? revisions[key] ?? FleetRevisions() }
         var changes: [PropertyChange] = []
@@ -308,6 +314,7 @@ public final class Fleet: @unchecked Sendable {
         for (key, revisions) in updated { store.saveFleetRevisions(revisions, for: key) }
         if let revision { store.saveFleetCursor(max(revision, cursor)) }
         service.publish(changes)
+        if mirrorOnly { (store as? SQLiteStore)?.nextCommitIsMirrorOnly = true }
         if let error = service.commit() {
             // Nothing of it was kept: read it all again from etcd.
             Service.log("fleet: the changes up to etcd revision \(revision ?? 0) could not be committed (\(error.message)); reading them again")
@@ -396,7 +403,7 @@ public final class Fleet: @unchecked Sendable {
     /// failure branch and a plain write is tried again (at most ``maximumAttempts`` times: the
     /// last writer in etcd's order wins), while `CompareAndSet` fails with `Conflict`. When etcd
     /// cannot be reached, or FleetState is not connected: `Unavailable`.
-    func write(_ call: MethodCall, compareAndSet: Bool, reply: @escaping () -> [DBusValue],
+    func write(_ call: MethodCall, compareAndSet: Bool, rerunAfterCommit: Bool, reply: @escaping () -> [DBusValue],
                _ body: @escaping () throws(PropBusError) -> [PropertyChange]) throws(DBusError) -> MethodResult {
         dispatchPrecondition(condition: .onQueue(queue))
         // Run now, so a bad call is refused at once and a local one is served as without the fleet.
@@ -409,7 +416,7 @@ public final class Fleet: @unchecked Sendable {
             }
             throw unavailable(keys.sorted(), because: "FleetState is \(state.rawValue)").dbusError
         }
-        queued.append(PendingWrite(call: call, compareAndSet: compareAndSet, attempt: 1, reply: reply, body: body,
+        queued.append(PendingWrite(call: call, compareAndSet: compareAndSet, rerunAfterCommit: rerunAfterCommit, attempt: 1, reply: reply, body: body,
                                    after: [:], plan: FleetLayout.Transaction()))
         sendNextWrite()
         return .deferred
@@ -469,6 +476,13 @@ public final class Fleet: @unchecked Sendable {
                 ? "no answer within the request timeout (the write may or may not have been applied; the watch will tell): \(error.message)"
                 : error.message
             write.call.fail(unavailable(write.plan.written, because: reason).dbusError)
+            // The writes that queued up behind it would each wait as long again: they get the
+            // same answer now, so none waits much more than one request timeout.
+            let waiting = queued
+            queued = []
+            for other in waiting {
+                other.call.fail(PropBusError(.unavailable, "cannot write fleet keys: etcd (\(configuration.endpoints.joined(separator: ", "))) is unavailable: the write before this one failed: \(error.message); local keys can still be written").dbusError)
+            }
             return
         case .success(let answer):
             response = answer
@@ -513,6 +527,12 @@ public final class Fleet: @unchecked Sendable {
         }
         let revision = response.header.revision
         let model = service.model
+        // A write of fleet keys only (nothing local waiting, no local key in the call): etcd has
+        // it durably, and a host that lost it replays it from its cursor.
+        let mirrorOnly = (service.store as? SQLiteStore).map { !$0.hasPendingWrites } ?? false
+            && write.after.allSatisfy { key, entry in
+                (entry ?? nil)?.definition.scope == .fleet || (entry == nil && write.plan.written.contains(key))
+            }
         var changes: [PropertyChange] = []
         for key in write.after.keys.sorted() { changes += model.overwrite(key, with: write.after[key] ?? nil) }
         var updated: [Key: FleetRevisions] = [:]
@@ -525,13 +545,18 @@ public final class Fleet: @unchecked Sendable {
             service.store.saveFleetRevisions(known, for: key)
         }
         service.publish(changes)
+        var failure: PropBusError?
+        if write.rerunAfterCommit {
+            do throws(PropBusError) { service.publish(try write.body()) } catch { failure = error }
+        }
+        if mirrorOnly, !write.rerunAfterCommit { (service.store as? SQLiteStore)?.nextCommitIsMirrorOnly = true }
         if let error = service.commit() {
             // etcd has it; the watch brings it back once the store can commit again.
             write.call.fail(error)
             return
         }
         revisions.merge(updated) { $1 }
-        write.call.reply(write.reply())
+        if let failure { write.call.fail(failure.dbusError) } else { write.call.reply(write.reply()) }
     }
 
     // MARK: Presence

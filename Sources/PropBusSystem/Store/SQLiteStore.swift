@@ -324,6 +324,13 @@ public final class SQLiteStore: PropertyStore {
 
     public func saveFleetCursor(_ revision: Int64) { pendingFleetCursor = revision }
 
+    /// Set for one commit that holds only what etcd keeps durably anyway (the fleet mirror:
+    /// values and definitions from etcd, their revisions and the watch cursor, all in the same
+    /// transaction): it is written without waiting for the disk (`synchronous=NORMAL`, still
+    /// atomic and safe against a crash of the process). After a power loss the cursor is back
+    /// with the values, and the watch replays them. Reset by the commit.
+    public var nextCommitIsMirrorOnly = false
+
     /// Whether writes are waiting for ``commit()``.
     public var hasPendingWrites: Bool {
         !pendingDefinitions.isEmpty || !pendingValues.isEmpty || pendingRevision != nil || !pendingBindings.isEmpty
@@ -351,6 +358,11 @@ public final class SQLiteStore: PropertyStore {
             }
             return
         }
+        let mirrorOnly = nextCommitIsMirrorOnly
+        nextCommitIsMirrorOnly = false
+        if mirrorOnly { try? database.execute("PRAGMA synchronous=NORMAL") }
+        // A later full commit's fsync covers this one's pages too: WAL frames are written in order.
+        defer { if mirrorOnly { try? database.execute("PRAGMA synchronous=FULL") } }
         do {
             try database.execute("BEGIN IMMEDIATE")
             if pendingApplicationID { try database.execute("PRAGMA application_id = \(Self.applicationID)") }
