@@ -98,13 +98,13 @@ final class FleetDaemonTests: XCTestCase {
         try await a.client.call(PropBusAPI.manager, "Bind", [.string("f.copy"), .string("f.source"), .vardict(persistent)])
         try await a.client.call(PropBusAPI.manager, "Bind", [.string("l.copy"), .string("f.source"), .vardict(persistent)])
         // The first sync wrote f.copy: through etcd, so b has it too.
-        let synced = await b.waitForValue("f.copy", .int32(5))
+        let synced = await b.waitFor("f.copy", .int32(5))
         let seen = try? await b.client.get("f.copy")
         XCTAssertTrue(synced, "b: \(String(describing: seen))")
         // A write on b (which has no bindings) reaches a's local key, and no fleet↔fleet
         // propagation runs on a for it.
         try await b.client.set("f.source", .int32(8))
-        let followed = await a.waitForValue("l.copy", .int32(8))
+        let followed = await a.waitFor("l.copy", .int32(8))
         XCTAssertTrue(followed)
         let copy = try await a.client.get("f.copy")
         XCTAssertEqual(copy, .int32(5), "fleet↔fleet bindings run on the writing host only")
