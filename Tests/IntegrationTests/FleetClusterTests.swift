@@ -120,4 +120,42 @@ final class FleetClusterTests: FleetTestCase {
         let connected = await hostA.waitForFleetState("connected")
         XCTAssertTrue(connected, diagnostics)
     }
+
+    func testAHostCutOffFromTheQuorumReplaysWhatItMissedWhenItReturns() async throws {
+        try await hostA.createFleet("lab.cut.level", "i", default: .int32(0))
+        try await hostA.createFleet("lab.cut.old", "s", default: .string("here"))
+        let defined = await hostB.waitFor("lab.cut.old", .string("here"))
+        XCTAssertTrue(defined, diagnostics)
+
+        // A reaches one member only; B the other two, which keep the quorum.
+        await hostA.stop()
+        try await hostA.start(endpoints: [endpoints[0]], prefix: prefix)
+        await hostB.stop()
+        try await hostB.start(endpoints: [endpoints[1], endpoints[2]], prefix: prefix)
+        let manager = try await hostA.recordManagerChanges()
+        cluster!.kill(0)
+        let cut = await manager.wait(timeout: 20) { $0.contains { $0.changed["FleetState"] == .string("unavailable") } }
+        XCTAssertTrue(cut.contains { $0.changed["FleetState"] == .string("unavailable") }, "\(cut)\n\(diagnostics)")
+
+        let accepted = await setUntilAccepted(hostB, "lab.cut.level", from: 0)
+        let level = try XCTUnwrap(accepted, diagnostics)
+        try await hostB.createFleet("lab.cut.new", "s", default: .string("added"))
+        try await hostB.client.delete("lab.cut.old")
+        let stale = try await hostA.client.get("lab.cut.level")
+        XCTAssertEqual(stale, .int32(0), "A cannot have heard of B's write yet")
+
+        let changes = try await hostA.client.recordChanges(ofGroup: "lab.cut")
+        try cluster!.launch(0)
+        try cluster!.waitUntilServing()
+        let caughtUp = await hostA.waitFor("lab.cut.level", .int32(level), timeout: 20)
+        XCTAssertTrue(caughtUp, "A did not replay B's write after its member came back\n\(diagnostics)")
+        let added = await hostA.waitFor("lab.cut.new", .string("added"))
+        XCTAssertTrue(added, diagnostics)
+        let gone = await eventually(timeout: 10) { (try? await self.hostA.client.get("lab.cut.old")) == nil }
+        XCTAssertTrue(gone, "A still has the key B deleted")
+        let signalled = await changes.wait { $0.contains { $0.changed["level"] == .int32(level) } }
+        XCTAssertTrue(signalled.contains { $0.changed["level"] == .int32(level) }, "the replayed write was not signalled on A: \(signalled)")
+        let connected = await hostA.waitForFleetState("connected")
+        XCTAssertTrue(connected, diagnostics)
+    }
 }
