@@ -35,9 +35,9 @@ enum Fleet {
     /// has not signalled by then was never coming.
     static func barrier(from: FleetHost, to: FleetHost, file: StaticString = #filePath, line: UInt = #line) async throws {
         let (path, name) = PropBusAPI.locate(markerKey)
-        let current: Int32
-        if case .int32(let value)? = try? await from.client.get(markerKey) { current = value } else { current = 0 }
-        let next = current &+ 1
+        // A fresh random value rather than the next one: `from`'s mirror may not have seen the
+        // other host's last marker, and a write of the value etcd already holds sends nothing.
+        let next = Int32.random(in: 1...Int32.max)
         let recorder = try await to.client.record(path: path, interface: PropBusAPI.properties, member: "PropertiesChanged")
         try await from.client.set(markerKey, .int32(next))
         let arrived = await recorder.wait(timeout: 15) { $0.contains { $0.changed[name] == .int32(next) } }
