@@ -87,6 +87,24 @@ final class FleetPropagationTests: FleetTestCase {
         XCTAssertTrue(back, diagnostics)
     }
 
+    func testAFleetKeyRedefinedWithAnotherTypeFollowsOnB() async throws {
+        try await hostA.createFleet("lab.kind.value", "i", default: .int32(0))
+        try await hostA.client.set("lab.kind.value", .int32(5))
+        let first = await hostB.waitFor("lab.kind.value", .int32(5))
+        XCTAssertTrue(first, diagnostics)
+
+        // A type cannot change in place: delete, then create again with the new type.
+        try await hostA.client.delete("lab.kind.value")
+        try await hostA.createFleet("lab.kind.value", "s", default: .string("five"))
+        let second = await hostB.waitFor("lab.kind.value", .string("five"))
+        XCTAssertTrue(second, "B did not follow the new definition\n\(diagnostics)")
+        let listed = try await hostB.client.list(prefix: "lab.kind.")
+        XCTAssertEqual(listed.map(\.type), ["s"])
+        try await hostB.client.set("lab.kind.value", .string("six"))
+        let back = await hostA.waitFor("lab.kind.value", .string("six"))
+        XCTAssertTrue(back, diagnostics)
+    }
+
     func testLocalKeysStayLocal() async throws {
         // The same local key on both hosts: a write on A must not reach B's copy.
         try await hostA.client.create("host.local.note", "s", default: .string("none"))
