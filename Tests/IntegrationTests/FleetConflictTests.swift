@@ -35,15 +35,12 @@ final class FleetConflictTests: FleetTestCase {
         let defined = await hostB.waitFor(key, .string("none"))
         XCTAssertTrue(defined, diagnostics)
 
-        let a = hostA.client, b = hostB.client
-        async let fromA: Void = {
-            for i in 0..<25 { try await a.set(key, .string("from-A-\(i)")) }
-        }()
-        async let fromB: Void = {
-            for i in 0..<25 { try await b.set(key, .string("from-B-\(i)")) }
-        }()
-        try await fromA
-        try await fromB
+        // Both hosts pipeline their writes: every call is sent before the first reply.
+        let a: FleetHost = hostA, b: FleetHost = hostB
+        async let fromA = a.pipelinedSets(key, (0..<25).map { .string("from-A-\($0)") })
+        async let fromB = b.pipelinedSets(key, (0..<25).map { .string("from-B-\($0)") })
+        let (errorsA, errorsB) = try await (fromA, fromB)
+        XCTAssertEqual((errorsA + errorsB).compactMap { $0?.description }, [], "plain Sets must not fail for racing each other")
         try await Fleet.barrier(from: hostA, to: hostB)
         try await Fleet.barrier(from: hostB, to: hostA)
 
