@@ -329,7 +329,7 @@ public final class Fleet: @unchecked Sendable {
     /// Fleet-scoped definitions etcd has never seen (created while the daemon ran without
     /// --fleet, or declared by a model file) are offered to the fleet, unless someone defined
     /// the key meanwhile (then theirs comes through the watch).
-    private func pushLocalDefinitions() {
+    func pushLocalDefinitions() {
         let model = service.model
         for entry in model.list() where entry.definition.scope == .fleet && (revisions[entry.definition.key]?.definition ?? 0) == 0 {
             let key = entry.definition.key
