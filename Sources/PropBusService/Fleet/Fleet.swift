@@ -329,7 +329,7 @@ public final class Fleet: @unchecked Sendable {
     /// Fleet-scoped definitions etcd has never seen (created while the daemon ran without
     /// --fleet, or declared by a model file) are offered to the fleet, unless someone defined
     /// the key meanwhile (then theirs comes through the watch).
-    private func pushLocalDefinitions() {
+    func pushLocalDefinitions() {
         let model = service.model
         for entry in model.list() where entry.definition.scope == .fleet && (revisions[entry.definition.key]?.definition ?? 0) == 0 {
             let key = entry.definition.key
@@ -476,6 +476,9 @@ public final class Fleet: @unchecked Sendable {
                 ? "no answer within the request timeout (the write may or may not have been applied; the watch will tell): \(error.message)"
                 : error.message
             write.call.fail(unavailable(write.plan.written, because: reason).dbusError)
+            // The watch may not notice a hung member for a while (its TCP connection stays up):
+            // later writes fail at once until a read answers again.
+            if error.code == .unavailable || error.code == .timedOut { markUnreachable() }
             // The writes that queued up behind it would each wait as long again: they get the
             // same answer now, so none waits much more than one request timeout.
             let waiting = queued
@@ -557,6 +560,28 @@ public final class Fleet: @unchecked Sendable {
         }
         revisions.merge(updated) { $1 }
         if let failure { write.call.fail(failure.dbusError) } else { write.call.reply(write.reply()) }
+    }
+
+    /// FleetState `unavailable` after a write could not reach etcd, and a read every second
+    /// until one answers; then `connected` again, if the watch is up.
+    private func markUnreachable() {
+        guard state == .connected else { return }
+        setState(.unavailable)
+        probeUntilReachable()
+    }
+
+    private func probeUntilReachable() {
+        let client = client, key = layout.hostsPrefix
+        queue.asyncAfter(deadline: .now() + 1) { [weak self] in
+            guard let self, !stopped, state == .unavailable, watch != nil else { return }
+            etcdQueue.async { [weak self] in
+                let reachable = (try? client.range(RangeRequest(key: key, prefix: true, countOnly: true))) != nil
+                self?.queue.async { [weak self] in
+                    guard let self, !stopped, state == .unavailable, watch != nil else { return }
+                    if reachable { setState(.connected) } else { probeUntilReachable() }
+                }
+            }
+        }
     }
 
     // MARK: Presence
