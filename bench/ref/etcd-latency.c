@@ -82,10 +82,10 @@ static void post(CURL *c, const char *path, const char *body, struct buffer *b) 
 /* The watch thread's view: the value it waits for and when it was seen. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
-static char expected[128];
+static char expected[192];
 static long long seen_ns;
 static int created;
-static char key64[256];
+static char key64[400];
 static struct buffer line;
 
 static size_t on_watch(char *ptr, size_t size, size_t nmemb, void *userdata) {
@@ -142,7 +142,7 @@ int main(int argc, char **argv) {
     CURL *c = handle(&headers);
     struct buffer response = {0};
     long long *lat = calloc((size_t)n, sizeof *lat);
-    char body[1024], value[64], value64[128];
+    char body[4096], value[64], value64[128];
     long long base = now_ns();
 
     if (strcmp(argv[1], "watch") == 0) {
