@@ -60,6 +60,10 @@ public final class Fleet: @unchecked Sendable {
     private var hostQueries: [UInt64: MethodCall] = [:]
     private var nextID: UInt64 = 1
     private var pushedLocalDefinitions = false
+    /// The cursor at which the last watch check found changes in etcd the watch had not
+    /// delivered (see ``checkWatch()``).
+    private var suspectedCursor: Int64?
+    private var watchCheckTimer: DispatchSourceTimer?
     private var stopped = false
 
     // The presence queue's.
@@ -106,6 +110,11 @@ public final class Fleet: @unchecked Sendable {
         Service.log("fleet: \(configuration.endpoints.joined(separator: ", ")) prefix \(configuration.prefix) as host \(configuration.hostName); mirror at etcd revision \(cursor)")
         if cursor > 0 { startWatch(from: cursor + 1) } else { resynchronize() }
         startPresence()
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        timer.schedule(deadline: .now() + Self.watchCheckInterval, repeating: Self.watchCheckInterval)
+        timer.setEventHandler { [weak self] in self?.checkWatch() }
+        timer.resume()
+        watchCheckTimer = timer
     }
 
     /// Ends the watch and gives up the presence key (bounded by the request timeout).
@@ -116,6 +125,8 @@ public final class Fleet: @unchecked Sendable {
         watchGeneration += 1
         watch?.cancel()
         watch = nil
+        watchCheckTimer?.cancel()
+        watchCheckTimer = nil
         presenceQueue.sync {
             presenceTimer?.cancel()
             presenceTimer = nil
@@ -195,6 +206,39 @@ public final class Fleet: @unchecked Sendable {
             queue.asyncAfter(deadline: .now() + 1) { [weak self] in
                 guard let self, !stopped, watch == nil else { return }
                 startWatch(from: cursor + 1)
+            }
+        }
+    }
+
+    /// How often ``checkWatch()`` runs.
+    static let watchCheckInterval: DispatchTimeInterval = .seconds(3)
+
+    /// Catches a watch stuck on a member that hangs without closing its connection (frozen, or
+    /// behind a partition that drops packets): neither TCP nor etcd's `hasleader` tells, and the
+    /// stream sits idle. Every ``watchCheckInterval`` a read (which itself moves on to a live
+    /// member) asks whether the prefix holds a key changed after the cursor. Found twice at the
+    /// same cursor, the watch delivered nothing for a whole interval while etcd had news: it is
+    /// started again (on the member the read reached), and resumes after the cursor.
+    private func checkWatch() {
+        guard watch != nil, !stopped else { return }
+        let since = cursor, client = client
+        let request = { var r = RangeRequest(key: layout.prefix, prefix: true, limit: 1); r.minModRevision = since + 1; return r }()
+        presenceQueue.async { [weak self] in
+            let pending = (try? client.range(request)).map { !$0.kvs.isEmpty }
+            self?.queue.async { [weak self] in
+                guard let self, !stopped, watch != nil, let pending else { return }
+                guard pending, cursor == since else {
+                    suspectedCursor = nil
+                    return
+                }
+                guard suspectedCursor == since else {
+                    suspectedCursor = since
+                    return
+                }
+                suspectedCursor = nil
+                Service.log("fleet: the watch delivered nothing after etcd revision \(since) while etcd holds later changes; watching again on another member")
+                setState(.unavailable)
+                startWatch(from: since + 1)
             }
         }
     }
