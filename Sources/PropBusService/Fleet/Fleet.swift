@@ -41,6 +41,9 @@ public final class Fleet: @unchecked Sendable {
     /// The presence lease's calls: apart, so a keepalive waiting for a dead member never delays
     /// a write's fail-fast answer.
     private let presenceQueue = DispatchQueue(label: "org.propbus.propbusd.fleet-presence")
+    /// Where watches are cancelled: a cancel waits for the stream's thread, which may itself be
+    /// waiting for the D-Bus queue (it hands updates over with `queue.sync`).
+    private let retireQueue = DispatchQueue(label: "org.propbus.propbusd.fleet-watch-retire")
 
     // The D-Bus queue's.
     public private(set) var state: State = .connecting
@@ -123,8 +126,7 @@ public final class Fleet: @unchecked Sendable {
         guard !stopped else { return }
         stopped = true
         watchGeneration += 1
-        watch?.cancel()
-        watch = nil
+        retireWatch()
         watchCheckTimer?.cancel()
         watchCheckTimer = nil
         presenceQueue.sync {
@@ -167,14 +169,25 @@ public final class Fleet: @unchecked Sendable {
     private func startWatch(from revision: Int64) {
         watchGeneration += 1
         let generation = watchGeneration
-        watch?.cancel()
+        retireWatch()
         watch = client.watch(prefix: layout.prefix, fromRevision: revision) { [weak self] update in
             guard let self else { return }
-            queue.async { [self] in
+            // sync: libdispatch runs it on this thread when the D-Bus queue is idle, saving a
+            // thread wake-up per remote change. Safe because the D-Bus queue never waits for a
+            // watch's thread (retireWatch cancels elsewhere).
+            queue.sync { [self] in
                 guard generation == watchGeneration, !stopped else { return }
                 handle(update)
             }
         }
+    }
+
+    /// Drops the current watch; its cancel (which waits for the stream's thread) runs off the
+    /// D-Bus queue. Updates it still hands over are dropped by generation.
+    private func retireWatch() {
+        guard let old = watch else { return }
+        watch = nil
+        retireQueue.async { old.cancel() }
     }
 
     private func handle(_ update: WatchUpdate) {
@@ -197,11 +210,13 @@ public final class Fleet: @unchecked Sendable {
             setState(.unavailable)
         case .compacted(let compactRevision):
             Service.log("fleet: etcd compacted past revision \(cursor + 1) (to \(compactRevision)): reading everything again")
-            watch = nil
+            watchGeneration += 1
+            retireWatch()
             resynchronize()
         case .failed(let error):
             Service.log("fleet: watch ended: \(error.message); trying again in 1 s")
-            watch = nil
+            watchGeneration += 1
+            retireWatch()
             setState(.unavailable)
             queue.asyncAfter(deadline: .now() + 1) { [weak self] in
                 guard let self, !stopped, watch == nil else { return }
