@@ -18,7 +18,7 @@ extension Service {
             },
             MethodDescription("CompareAndSet", in: [("name", .string), ("revision", .uint64), ("value", .variant)], out: [("revision", .uint64)], writes: true, access: .write(.argument("name", prefix: group + "."))) { [unowned self] call throws(DBusError) in
                 let name = key(try call.string("name")), expected = try call.uint64("revision"), value = try call.variant("value")
-                return try write(call, compareAndSet: true, reply: { [unowned self] in [.uint64(model.entry(for: (try? Key(name))!)?.revision ?? 0)] }) { [unowned self] () throws(PropBusError) in
+                return try write(call, compareAndSet: true, reply: { [unowned self] in [.uint64((try? Key(name)).flatMap { model.entry(for: $0)?.revision } ?? 0)] }) { [unowned self] () throws(PropBusError) in
                     try model.compareAndSet(name, expectedRevision: expected, to: value).changes
                 }
             },

@@ -62,6 +62,21 @@ final class EtcdKVTests: XCTestCase {
         XCTAssertEqual(then.kvs.first?.value, Array("1".utf8))
     }
 
+    func testMinModRevisionLeavesOutKeysChangedBeforeItAndLimitCountsWhatIsLeft() throws {
+        let prefix = Array("/mm/".utf8)
+        _ = try client.put(key: prefix + Array("a".utf8), value: [1])
+        let middle = try client.put(key: prefix + Array("b".utf8), value: [2]).header.revision
+        _ = try client.put(key: prefix + Array("c".utf8), value: [3])
+        var request = RangeRequest(key: prefix, prefix: true)
+        request.minModRevision = middle
+        XCTAssertEqual(try client.range(request).kvs.map(\.value), [[2], [3]])
+        // The fleet's watch check: is anything newer than the cursor? One key is enough.
+        request.limit = 1
+        XCTAssertEqual(try client.range(request).kvs.count, 1)
+        request.minModRevision = try client.range(key: prefix, prefix: true).header.revision + 1
+        XCTAssertEqual(try client.range(request).kvs.count, 0)
+    }
+
     func testDeleteRemovesAKeyAndReportsHowMany() throws {
         try client.put(key: Array("gone/1".utf8), value: [1])
         try client.put(key: Array("gone/2".utf8), value: [2])

@@ -41,6 +41,9 @@ public final class Fleet: @unchecked Sendable {
     /// The presence lease's calls: apart, so a keepalive waiting for a dead member never delays
     /// a write's fail-fast answer.
     private let presenceQueue = DispatchQueue(label: "org.propbus.propbusd.fleet-presence")
+    /// Where watches are cancelled: a cancel waits for the stream's thread, which may itself be
+    /// waiting for the D-Bus queue (it hands updates over with `queue.sync`).
+    private let retireQueue = DispatchQueue(label: "org.propbus.propbusd.fleet-watch-retire")
 
     // The D-Bus queue's.
     public private(set) var state: State = .connecting
@@ -60,6 +63,10 @@ public final class Fleet: @unchecked Sendable {
     private var hostQueries: [UInt64: MethodCall] = [:]
     private var nextID: UInt64 = 1
     private var pushedLocalDefinitions = false
+    /// The cursor at which the last watch check found changes in etcd the watch had not
+    /// delivered (see ``checkWatch()``).
+    private var suspectedCursor: Int64?
+    private var watchCheckTimer: DispatchSourceTimer?
     private var stopped = false
 
     // The presence queue's.
@@ -106,6 +113,11 @@ public final class Fleet: @unchecked Sendable {
         Service.log("fleet: \(configuration.endpoints.joined(separator: ", ")) prefix \(configuration.prefix) as host \(configuration.hostName); mirror at etcd revision \(cursor)")
         if cursor > 0 { startWatch(from: cursor + 1) } else { resynchronize() }
         startPresence()
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        timer.schedule(deadline: .now() + Self.watchCheckInterval, repeating: Self.watchCheckInterval)
+        timer.setEventHandler { [weak self] in self?.checkWatch() }
+        timer.resume()
+        watchCheckTimer = timer
     }
 
     /// Ends the watch and gives up the presence key (bounded by the request timeout).
@@ -114,8 +126,9 @@ public final class Fleet: @unchecked Sendable {
         guard !stopped else { return }
         stopped = true
         watchGeneration += 1
-        watch?.cancel()
-        watch = nil
+        retireWatch()
+        watchCheckTimer?.cancel()
+        watchCheckTimer = nil
         presenceQueue.sync {
             presenceTimer?.cancel()
             presenceTimer = nil
@@ -156,14 +169,25 @@ public final class Fleet: @unchecked Sendable {
     private func startWatch(from revision: Int64) {
         watchGeneration += 1
         let generation = watchGeneration
-        watch?.cancel()
+        retireWatch()
         watch = client.watch(prefix: layout.prefix, fromRevision: revision) { [weak self] update in
             guard let self else { return }
-            queue.async { [self] in
+            // sync: libdispatch runs it on this thread when the D-Bus queue is idle, saving a
+            // thread wake-up per remote change. Safe because the D-Bus queue never waits for a
+            // watch's thread (retireWatch cancels elsewhere).
+            queue.sync { [self] in
                 guard generation == watchGeneration, !stopped else { return }
                 handle(update)
             }
         }
+    }
+
+    /// Drops the current watch; its cancel (which waits for the stream's thread) runs off the
+    /// D-Bus queue. Updates it still hands over are dropped by generation.
+    private func retireWatch() {
+        guard let old = watch else { return }
+        watch = nil
+        retireQueue.async { old.cancel() }
     }
 
     private func handle(_ update: WatchUpdate) {
@@ -186,15 +210,50 @@ public final class Fleet: @unchecked Sendable {
             setState(.unavailable)
         case .compacted(let compactRevision):
             Service.log("fleet: etcd compacted past revision \(cursor + 1) (to \(compactRevision)): reading everything again")
-            watch = nil
+            watchGeneration += 1
+            retireWatch()
             resynchronize()
         case .failed(let error):
             Service.log("fleet: watch ended: \(error.message); trying again in 1 s")
-            watch = nil
+            watchGeneration += 1
+            retireWatch()
             setState(.unavailable)
             queue.asyncAfter(deadline: .now() + 1) { [weak self] in
                 guard let self, !stopped, watch == nil else { return }
                 startWatch(from: cursor + 1)
+            }
+        }
+    }
+
+    /// How often ``checkWatch()`` runs.
+    static let watchCheckInterval: DispatchTimeInterval = .seconds(3)
+
+    /// Catches a watch stuck on a member that hangs without closing its connection (frozen, or
+    /// behind a partition that drops packets): neither TCP nor etcd's `hasleader` tells, and the
+    /// stream sits idle. Every ``watchCheckInterval`` a read (which itself moves on to a live
+    /// member) asks whether the prefix holds a key changed after the cursor. Found twice at the
+    /// same cursor, the watch delivered nothing for a whole interval while etcd had news: it is
+    /// started again (on the member the read reached), and resumes after the cursor.
+    private func checkWatch() {
+        guard watch != nil, !stopped else { return }
+        let since = cursor, client = client
+        let request = { var r = RangeRequest(key: layout.prefix, prefix: true, limit: 1); r.minModRevision = since + 1; return r }()
+        presenceQueue.async { [weak self] in
+            let pending = (try? client.range(request)).map { !$0.kvs.isEmpty }
+            self?.queue.async { [weak self] in
+                guard let self, !stopped, watch != nil, let pending else { return }
+                guard pending, cursor == since else {
+                    suspectedCursor = nil
+                    return
+                }
+                guard suspectedCursor == since else {
+                    suspectedCursor = since
+                    return
+                }
+                suspectedCursor = nil
+                Service.log("fleet: the watch delivered nothing after etcd revision \(since) while etcd holds later changes; watching again on another member")
+                setState(.unavailable)
+                startWatch(from: since + 1)
             }
         }
     }
@@ -453,7 +512,9 @@ public final class Fleet: @unchecked Sendable {
             let client = client
             etcdQueue.async { [weak self] in
                 let result = Result { () throws(EtcdError) in try client.txn(compares: plan.compares, success: plan.success, failure: plan.failure) }
-                self?.queue.async { [weak self] in self?.finish(id, result) }
+                // sync: libdispatch runs it right here when the D-Bus queue is idle, saving a
+                // thread wake-up per write. Safe: the D-Bus queue never waits for this queue.
+                self?.queue.sync { [weak self] in self?.finish(id, result) }
             }
         } catch {
             write.call.fail(error.dbusError)
