@@ -14,8 +14,6 @@ class FleetTestCase: XCTestCase {
     var ownsEtcd: Bool { false }
     /// Members of an own etcd.
     var etcdSize: Int { 1 }
-    /// Extra `etcd` options for an own etcd.
-    var etcdArguments: [String] { [] }
     /// Whether an own etcd serves clients over https only (a throwaway CA; the hosts get
     /// `--fleet-ca`).
     var etcdTLS: Bool { false }
@@ -50,7 +48,7 @@ class FleetTestCase: XCTestCase {
                 options.caFile = tls?.caFile
                 hostArguments = ["--fleet-ca", tls!.caFile]
             }
-            let cluster = try EtcdCluster(size: etcdSize, tls: tls, extraArguments: etcdArguments)
+            let cluster = try EtcdCluster(size: etcdSize, tls: tls)
             self.cluster = cluster
             endpoints = cluster.endpoints
         } else {
