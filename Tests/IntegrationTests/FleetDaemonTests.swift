@@ -17,7 +17,7 @@ final class FleetDaemonTests: XCTestCase {
     }
 
     override func tearDown() async throws {
-        for host in hosts { await host.stop() }
+        for host in hosts { await host.tearDown() }
         hosts = []
         cluster?.stop()
         cluster = nil
@@ -26,11 +26,9 @@ final class FleetDaemonTests: XCTestCase {
 
     private func startHosts(_ names: [String]) async throws -> [FleetHost] {
         for name in names {
-            hosts.append(try await FleetHost.start(name: name, endpoints: cluster.endpoints, prefix: "fleet-test"))
-        }
-        for host in hosts {
-            let connected = await host.waitForFleetState("connected")
-            XCTAssertTrue(connected, "\(host.name) never connected; stderr: \(host.daemon.stderr)")
+            let host = try await FleetHost.make(name: name, endpoints: cluster.endpoints, prefix: "fleet-test")
+            hosts.append(host)
+            try await host.start()
         }
         return hosts
     }
@@ -40,7 +38,7 @@ final class FleetDaemonTests: XCTestCase {
         let (a, b) = (hosts[0], hosts[1])
         try await a.client.create("settings.volume", "i", default: .int32(5), options: ["scope": .string("fleet")])
         let defined = await eventually(timeout: 10) { (try? await b.client.list(prefix: "settings.").map(\.key)) == ["settings.volume"] }
-        XCTAssertTrue(defined, "the definition did not reach b; stderr: \(b.daemon.stderr)")
+        XCTAssertTrue(defined, "the definition did not reach b; stderr: \(b.stderr)")
         let changes = try await b.client.recordChanges(ofGroup: "settings")
         try await a.client.set("settings.volume", .int32(42))
         // The writer's reply comes after etcd accepted and its own mirror committed.
@@ -65,7 +63,7 @@ final class FleetDaemonTests: XCTestCase {
         // Barrier: the fleet key created after the local one has arrived, so the local one
         // would have too.
         try await a.client.set("fleet.motd", .string("hello"))
-        let arrived = await b.waitForValue("fleet.motd", .string("hello"))
+        let arrived = await b.waitFor("fleet.motd", .string("hello"))
         XCTAssertTrue(arrived)
         let leaked = try await b.client.list(prefix: "ui.")
         XCTAssertEqual(leaked.count, 0, "a local key left its host")
@@ -100,13 +98,13 @@ final class FleetDaemonTests: XCTestCase {
         try await a.client.call(PropBusAPI.manager, "Bind", [.string("f.copy"), .string("f.source"), .vardict(persistent)])
         try await a.client.call(PropBusAPI.manager, "Bind", [.string("l.copy"), .string("f.source"), .vardict(persistent)])
         // The first sync wrote f.copy: through etcd, so b has it too.
-        let synced = await b.waitForValue("f.copy", .int32(5))
+        let synced = await b.waitFor("f.copy", .int32(5))
         let seen = try? await b.client.get("f.copy")
         XCTAssertTrue(synced, "b: \(String(describing: seen))")
         // A write on b (which has no bindings) reaches a's local key, and no fleet↔fleet
         // propagation runs on a for it.
         try await b.client.set("f.source", .int32(8))
-        let followed = await a.waitForValue("l.copy", .int32(8))
+        let followed = await a.waitFor("l.copy", .int32(8))
         XCTAssertTrue(followed)
         let copy = try await a.client.get("f.copy")
         XCTAssertEqual(copy, .int32(5), "fleet↔fleet bindings run on the writing host only")
@@ -119,7 +117,8 @@ final class FleetDaemonTests: XCTestCase {
         try await a.client.set("fleet.mode", .string("night"))
         cluster.stop()
         // The restart must own the name without etcd, and read what the mirror committed.
-        try await a.restart(arguments: a.arguments(endpoints: cluster.endpoints, prefix: "fleet-test"))
+        await a.stop()
+        try await a.start(connected: false)
         let value = try await a.client.get("fleet.mode")
         XCTAssertEqual(value, .string("night"))
         let listed = try await a.client.list(prefix: "fleet.")
