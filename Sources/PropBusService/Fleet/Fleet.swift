@@ -246,10 +246,14 @@ public final class Fleet: @unchecked Sendable {
         let definitions = RangeRequest(key: layout.prefix + Array("defs/".utf8), prefix: true, countOnly: true)
         let values = RangeRequest(key: layout.prefix + Array("keys/".utf8), prefix: true, countOnly: true)
         presenceQueue.async { [weak self] in
-            let pending = (try? client.range(changed)).map { !$0.kvs.isEmpty }
-            let counts = (try? client.range(definitions)).flatMap { d in (try? client.range(values)).map { (d.count, $0.count) } }
+            // Counting is cheap (no values read); the scan for later changes only runs when
+            // etcd has moved past the cursor at all.
+            guard let definitionCount = try? client.range(definitions), let valueCount = try? client.range(values) else { return }
+            let counts = (definitionCount.count, valueCount.count)
+            let moved = max(definitionCount.header.revision, valueCount.header.revision) > since
+            let pending: Bool? = moved ? (try? client.range(changed)).map { !$0.kvs.isEmpty } : false
             self?.queue.async { [weak self] in
-                guard let self, !stopped, watch != nil, let pending, let counts else { return }
+                guard let self, !stopped, watch != nil, let pending else { return }
                 let mirrored = (revisions.values.filter { $0.definition > 0 }.count, revisions.values.filter { $0.value > 0 }.count)
                 let countsDiffer = counts.0 != Int64(mirrored.0) || counts.1 != Int64(mirrored.1)
                 guard pending || (countsDiffer && restartedAtCursor != since), cursor == since else {
