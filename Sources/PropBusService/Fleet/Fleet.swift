@@ -309,6 +309,12 @@ public final class Fleet: @unchecked Sendable {
             }
         }
         apply(events, through: revision)
+        // Deletions are remembered so that an older change arriving late is recognised; after a
+        // full read at R and a watch from R + 1 none can come, so they are forgotten here.
+        let forgotten = revisions.filter { $0.value.value <= 0 && $0.value.definition <= 0 }.map(\.key)
+        guard !forgotten.isEmpty else { return }
+        for key in forgotten { service.store.removeFleetRevisions(for: key) }
+        if service.commit() == nil { for key in forgotten { revisions[key] = nil } }
     }
 
     /// Applies changes from etcd as one round: definitions first, then values (spread through
