@@ -22,15 +22,19 @@ extension Service {
             MethodDescription("ListProperties", in: [("prefix", .string)], out: [("properties", .array(.structure([.string, .string, .variant, .dictionary(key: .string, value: .variant)])))]) { [unowned self] call throws(DBusError) in
                 // Secret values are left out for callers who may not read them.
                 let visible = model.list(prefix: try call.string("prefix")).filter { mayRead($0.definition, by: call) }
-                let items = visible.map { entry in
-                    DBusValue.structure([
-                        .string(entry.definition.key.text),
-                        .string(entry.definition.type.signature),
-                        .variant(entry.value),
-                        Self.metadata(of: entry),
-                    ])
-                }
-                return .reply([.array(of: .structure([.string, .string, .variant, .dictionary(key: .string, value: .variant)]), items)])
+                // Written straight into the reply (a 10k-property list is 2 MB): no value tree.
+                return .stream(ReplyBody { writer in
+                    writer.array(of: "(ssva{sv})", alignment: 8) { items in
+                        for entry in visible {
+                            items.structure { item in
+                                item.string(entry.definition.key.text)
+                                item.string(entry.definition.type.signature)
+                                item.variant(entry.value)
+                                Self.writeMetadata(of: entry, to: &item)
+                            }
+                        }
+                    }
+                })
             },
             MethodDescription("Apply", in: [("set", .dictionary(key: .string, value: .variant)), ("reset", .array(.string))], writes: true,
                               // Every key is checked before anything changes: one denial leaves all as it was.
@@ -50,6 +54,32 @@ extension Service {
                 Self.skippedList(skippedModelFiles)
             },
         ]))
+    }
+
+    /// Writes what ``metadata(of:)`` returns, in the same (sorted) order, without building it:
+    /// `ListProperties` writes one per property. ManagerInterfaceTests check that both agree.
+    static func writeMetadata(of entry: PropertyModel.Entry, to writer: inout MessageBodyWriter) {
+        let definition = entry.definition
+        writer.dictionary("{sv}") { items in
+            // Sorted by key, as `DBusValue.vardict` sorts them.
+            if let choices = definition.choices { items.entry("choices", .array(of: .variant, choices.map { .variant($0) })) }
+            items.entry("default", definition.defaultValue)
+            items.entry("description", string: definition.description)
+            if let hidden = entry.hidden {
+                items.entry("hidden_reason", string: hidden.reason)
+                if PropertyDefinition.canSendBack(hidden.value) { items.entry("hidden_value", hidden.value) }
+            }
+            items.entry("is_set", boolean: entry.storedValue != nil)
+            if let maximum = definition.maximum { items.entry("maximum", maximum) }
+            if let minimum = definition.minimum { items.entry("minimum", minimum) }
+            items.entry("persistent", boolean: definition.persistent)
+            items.entry("revision", uint64: entry.revision)
+            items.entry("secret", boolean: definition.secret)
+            if let source = definition.source { items.entry("source", string: source) }
+            if let stateOf = definition.stateOf { items.entry("state_of", string: stateOf.text) }
+            items.entry("writable", boolean: definition.writable)
+            if let writers = definition.writers { items.entry("writers", .array(of: .string, writers.map { .string($0) })) }
+        }
     }
 
     /// The metadata dictionary of `ListProperties`.

@@ -25,7 +25,7 @@ extension Service {
                 publish(result.changes)
                 return .reply([.uint64(result.revision)])
             },
-        ], properties: .dynamic(names: { [unowned self] in model.names(inGroup: group) }, lookup: { [unowned self] name in
+        ], properties: .computed(ComputedProperties(names: { [unowned self] in model.names(inGroup: group) }, lookup: { [unowned self] name in
             let key = Key(uncheckedGroup: group, name: name)
             guard let entry = model.entry(for: key) else { return nil }
             // Only a secret under access control is restricted: its changes are announced by
@@ -56,6 +56,18 @@ extension Service {
                 }
             }
             return description
-        }), annotations: [("org.freedesktop.DBus.Property.EmitsChangedSignal", "true")])
+        }, value: { [unowned self] name in
+            // Get's hot path: one lookup, no description. A restricted key goes through
+            // `lookup`, whose description carries the read check.
+            guard let read = model.readableValue(for: Key(uncheckedGroup: group, name: name)),
+                  !(read.secret && options.access.isEnabled) else { return nil }
+            return read.value
+        }, forEach: { [unowned self] visit in
+            let restrictsSecrets = options.access.isEnabled
+            for name in model.names(inGroup: group) {
+                guard let read = model.readableValue(for: Key(uncheckedGroup: group, name: name)) else { continue }
+                visit(name, read.value, read.secret && restrictsSecrets)
+            }
+        })), annotations: [("org.freedesktop.DBus.Property.EmitsChangedSignal", "true")])
     }
 }

@@ -182,6 +182,21 @@ public final class PropertyModel {
     /// The current value of `key`.
     public func value(of key: String) throws(PropBusError) -> DBusValue { try entry(key).value }
 
+    /// What the read paths need of `key`'s entry (Get, GetAll, GetManagedObjects): the value
+    /// clients see and whether the key is secret, read in place. ``entry(for:)`` copies the
+    /// whole entry, retaining every reference its definition holds, which was most of the time a
+    /// GetManagedObjects of 10k properties took.
+    public func readableValue(for key: Key) -> (value: DBusValue, secret: Bool)? {
+        guard let index = entries.index(forKey: key) else { return nil }
+        return Self.valueAndSecret(of: &entries.values[index])
+    }
+
+    /// Reads through the dictionary's modify accessor, which yields the entry where it is
+    /// (nothing copied, nothing changed); the getter would copy it first.
+    private static func valueAndSecret(of entry: inout Entry) -> (value: DBusValue, secret: Bool) {
+        (entry.storedValue ?? entry.definition.defaultValue, entry.definition.secret)
+    }
+
     /// Every entry whose key starts with `prefix`, sorted by key.
     public func list(prefix: String = "") -> [Entry] {
         entries.values.filter { $0.definition.key.text.hasPrefix(prefix) }.sorted { $0.definition.key < $1.definition.key }
