@@ -67,7 +67,7 @@ public final class Connection: @unchecked Sendable {
     static let readAheadThreshold = 4
 
 
-    private static let threadsInitialized: Bool = {
+    static let threadsInitialized: Bool = {
         // Must precede every other libdbus call in the process.
         dbus_threads_init_default() != 0
     }()
