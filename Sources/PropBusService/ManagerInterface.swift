@@ -21,11 +21,13 @@ extension Service {
             },
             MethodDescription("ListProperties", in: [("prefix", .string)], out: [("properties", .array(.structure([.string, .string, .variant, .dictionary(key: .string, value: .variant)])))]) { [unowned self] call throws(DBusError) in
                 // Secret values are left out for callers who may not read them.
-                let visible = model.list(prefix: try call.string("prefix")).filter { mayRead($0.definition, by: call) }
-                // Written straight into the reply (a 10k-property list is 2 MB): no value tree.
-                return .stream(ReplyBody { writer in
+                let prefix = try call.string("prefix")
+                // Written straight into the reply from the model's entries (a 10k-property list
+                // is 2 MB): no value tree, no entry copied.
+                return .stream(ReplyBody { [unowned self] writer in
                     writer.array(of: "(ssva{sv})", alignment: 8) { items in
-                        for entry in visible {
+                        model.forEachEntry(withPrefix: prefix) { entry in
+                            guard mayRead(entry.definition, by: call) else { return }
                             items.structure { item in
                                 item.string(entry.definition.key.text)
                                 item.string(entry.definition.type.signature)
@@ -58,7 +60,7 @@ extension Service {
 
     /// Writes what ``metadata(of:)`` returns, in the same (sorted) order, without building it:
     /// `ListProperties` writes one per property. ManagerInterfaceTests check that both agree.
-    static func writeMetadata(of entry: PropertyModel.Entry, to writer: inout MessageBodyWriter) {
+    static func writeMetadata(of entry: borrowing PropertyModel.Entry, to writer: inout MessageBodyWriter) {
         let definition = entry.definition
         writer.dictionary("{sv}") { items in
             // Sorted by key, as `DBusValue.vardict` sorts them.

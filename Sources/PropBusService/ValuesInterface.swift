@@ -64,9 +64,9 @@ extension Service {
             return read.value
         }, forEach: { [unowned self] visit in
             let restrictsSecrets = options.access.isEnabled
-            for name in model.names(inGroup: group) {
-                guard let read = model.readableValue(for: Key(uncheckedGroup: group, name: name)) else { continue }
-                visit(name, read.value, read.secret && restrictsSecrets)
+            for key in model.keys(inGroup: group) {
+                guard let read = model.readableValue(for: key) else { continue }
+                visit(key.name, read.value, read.secret && restrictsSecrets)
             }
         })), annotations: [("org.freedesktop.DBus.Property.EmitsChangedSignal", "true")])
     }
