@@ -183,19 +183,22 @@ public final class Connection: @unchecked Sendable {
     /// Takes in every message libdbus has read, up to the held-call bound (replies to our own
     /// calls complete and signals are delivered here too).
     private func takeIn() {
-        while heldCount < Self.maximumHeldCalls, dbus_connection_get_dispatch_status(raw) == DBUS_DISPATCH_DATA_REMAINS {
-            dbus_connection_dispatch(raw)
+        // dbus_connection_dispatch returns the status after it: asking again would take the
+        // connection's lock once more per message.
+        var status = dbus_connection_get_dispatch_status(raw)
+        while heldCount < Self.maximumHeldCalls, status == DBUS_DISPATCH_DATA_REMAINS {
+            status = dbus_connection_dispatch(raw)
         }
     }
 
     private func holdCall(_ message: Message) {
         let sender = message.sender ?? ""
         nextSequence += 1
-        if heldCalls[sender] == nil {
-            heldCalls[sender] = []
-            senderRing.append(sender)
-        }
-        heldCalls[sender]!.append((nextSequence, message))
+        let sequence = nextSequence
+        // One lookup: the sender's queue is appended to in place.
+        var isNewSender = false
+        heldCalls[sender, default: { isNewSender = true; return [] }()].append((sequence, message))
+        if isNewSender { senderRing.append(sender) }
         heldCount += 1
     }
 
