@@ -73,7 +73,7 @@ public final class Connection: @unchecked Sendable {
     /// slowly otherwise grows the queue without bound once replies are cheap to build (80 MB in
     /// `bench/fairness.sh`), and every other client's reply waits behind all of it. The calls
     /// stay held, and the first I/O event that drains the queue below this runs the next round.
-    var maximumQueuedOutput = 1 << 20  // a variable for tests; set on the queue
+    var maximumQueuedOutput = 256 << 10  // a variable for tests; set on the queue
 
 
     static let threadsInitialized: Bool = {
