@@ -8,16 +8,13 @@ extension Service {
             MethodDescription("CreateProperty", in: [("key", .string), ("type", .string), ("default", .variant), ("options", .dictionary(key: .string, value: .variant))], writes: true, access: .create(.argument("key"))) { [unowned self] call throws(DBusError) in
                 let key = try call.string("key"), type = try call.string("type")
                 let defaultValue = try call.argument("default"), options = try call.dictionary("options")
-                let changes = try bridged { () throws(PropBusError) in
+                return try write(call) { [unowned self] () throws(PropBusError) in
                     try model.create(key: key, type: type, defaultValue: defaultValue, options: options)
                 }
-                publish(changes)
-                return .reply([])
             },
             MethodDescription("DeleteProperty", in: [("key", .string)], writes: true, access: .write(.argument("key"))) { [unowned self] call throws(DBusError) in
                 let key = try call.string("key")
-                publish(try bridged { () throws(PropBusError) in try model.delete(key: key) })
-                return .reply([])
+                return try write(call) { [unowned self] () throws(PropBusError) in try model.delete(key: key) }
             },
             MethodDescription("ListProperties", in: [("prefix", .string)], out: [("properties", .array(.structure([.string, .string, .variant, .dictionary(key: .string, value: .variant)])))]) { [unowned self] call throws(DBusError) in
                 // Secret values are left out for callers who may not read them.
@@ -32,7 +29,9 @@ extension Service {
                                 item.string(entry.definition.key.text)
                                 item.string(entry.definition.type.signature)
                                 item.variant(entry.value)
-                                Self.writeMetadata(of: entry, to: &item)
+                                // The fleet's own table, not the model: nothing here may touch the model.
+                                let etcdRevision = entry.definition.scope == .fleet ? fleet?.etcdRevision(of: entry.definition.key) : nil
+                                Self.writeMetadata(of: entry, etcdRevision: etcdRevision, to: &item)
                             }
                         }
                     }
@@ -45,12 +44,19 @@ extension Service {
                 guard case .dictionary(_, _, let entries) = try call.argument("set") else { throw .invalidArgs("Apply expects (a{sv} set, as reset)") }
                 let assignments = entries.compactMap { entry in entry.key.stringValue.map { ($0, entry.value.unwrappingVariantOnce) } }
                 let resets = try call.strings("reset")
-                publish(try bridged { () throws(PropBusError) in
+                return try write(call) { [unowned self] () throws(PropBusError) in
                     try model.apply(set: assignments, reset: resets)
-                })
-                return .reply([])
+                }
+            },
+            MethodDescription("ListFleetHosts", out: [("hosts", .array(.string))]) { [unowned self] call throws(DBusError) in
+                guard let fleet else {
+                    throw PropBusError(.unavailable, "propbusd runs without --fleet: there is no fleet").dbusError
+                }
+                return fleet.listHosts(call)
             },
         ] + bindingMethods() + commandMethods() + modelFileMethods(), properties: .fixed([
+            PropertyDescription("FleetState", type: .string) { [unowned self] in .string((fleet?.state ?? .off).rawValue) },
+            PropertyDescription("FleetRevision", type: .uint64) { [unowned self] in .uint64(UInt64(max(fleet?.cursor ?? 0, 0))) },
             PropertyDescription("Version", type: .string, changeSignal: .const) { .string(Self.version) },
             PropertyDescription("SkippedModelFiles", type: .array(.structure([.string, .string])), changeSignal: .none) { [unowned self] in
                 Self.skippedList(skippedModelFiles)
@@ -60,13 +66,14 @@ extension Service {
 
     /// Writes what ``metadata(of:)`` returns, in the same (sorted) order, without building it:
     /// `ListProperties` writes one per property. ManagerInterfaceTests check that both agree.
-    static func writeMetadata(of entry: borrowing PropertyModel.Entry, to writer: inout MessageBodyWriter) {
+    static func writeMetadata(of entry: borrowing PropertyModel.Entry, etcdRevision: Int64? = nil, to writer: inout MessageBodyWriter) {
         let definition = entry.definition
         writer.dictionary("{sv}") { items in
             // Sorted by key, as `DBusValue.vardict` sorts them.
             if let choices = definition.choices { items.entry("choices", .array(of: .variant, choices.map { .variant($0) })) }
             items.entry("default", definition.defaultValue)
             items.entry("description", string: definition.description)
+            if let etcdRevision { items.entry("etcd_revision", .int64(etcdRevision)) }
             if let hidden = entry.hidden {
                 items.entry("hidden_reason", string: hidden.reason)
                 if PropertyDefinition.canSendBack(hidden.value) { items.entry("hidden_value", hidden.value) }
@@ -76,6 +83,8 @@ extension Service {
             if let minimum = definition.minimum { items.entry("minimum", minimum) }
             items.entry("persistent", boolean: definition.persistent)
             items.entry("revision", uint64: entry.revision)
+            // Only when shared, as `PropertyDefinition.metadata` says it.
+            if definition.scope == .fleet { items.entry("scope", string: definition.scope.rawValue) }
             items.entry("secret", boolean: definition.secret)
             if let source = definition.source { items.entry("source", string: source) }
             if let stateOf = definition.stateOf { items.entry("state_of", string: stateOf.text) }
@@ -85,8 +94,9 @@ extension Service {
     }
 
     /// The metadata dictionary of `ListProperties`.
-    static func metadata(of entry: PropertyModel.Entry) -> DBusValue {
+    static func metadata(of entry: PropertyModel.Entry, etcdRevision: Int64? = nil) -> DBusValue {
         var items = entry.definition.metadata
+        if let etcdRevision { items["etcd_revision"] = .int64(etcdRevision) }
         items["is_set"] = .boolean(entry.storedValue != nil)
         items["revision"] = .uint64(entry.revision)
         if let hidden = entry.hidden {

@@ -4,19 +4,20 @@
 import XCTest
 
 /// `ListProperties` writes each property's metadata straight into the reply
-/// (``Service/writeMetadata(of:to:)``); it must say exactly what ``Service/metadata(of:)`` says,
+/// (``Service/writeMetadata(of:etcdRevision:to:)``); it must say exactly what ``Service/metadata(of:etcdRevision:)`` says,
 /// entry for entry and in the same order, whichever options a property has.
 final class ListPropertiesMetadataTests: XCTestCase {
     private func makeMessage() throws -> Message {
         try Message.methodCall(destination: "org.propbus.Test", path: "/org/propbus/Test", interface: "org.propbus.Test", member: "Echo")
     }
 
-    private func assertSame(_ entry: PropertyModel.Entry, file: StaticString = #filePath, line: UInt = #line) throws {
+    private func assertSame(_ entry: PropertyModel.Entry, etcdRevision: Int64? = nil,
+                            file: StaticString = #filePath, line: UInt = #line) throws {
         let built = try makeMessage()
-        try built.append([Service.metadata(of: entry)])
+        try built.append([Service.metadata(of: entry, etcdRevision: etcdRevision)])
         let streamed = try makeMessage()
         var writer = MessageBodyWriter.appending(to: streamed, limit: .max, arrayLimit: .max)
-        Service.writeMetadata(of: entry, to: &writer)
+        Service.writeMetadata(of: entry, etcdRevision: etcdRevision, to: &writer)
         XCTAssertNil(writer.failure, file: file, line: line)
         XCTAssertEqual(try streamed.arguments(), try built.arguments(), file: file, line: line)
     }
@@ -43,5 +44,9 @@ final class ListPropertiesMetadataTests: XCTestCase {
         full.hidden = PropertyModel.HiddenValue(value: .string("old"), reason: "the type changed from 's' to 'i'")
         full.storedValue = .int32(7)
         try assertSame(full)
+        // A fleet key: its scope, and the etcd revision the fleet knows.
+        full.definition.scope = .fleet
+        try assertSame(full)
+        try assertSame(full, etcdRevision: 4242)
     }
 }

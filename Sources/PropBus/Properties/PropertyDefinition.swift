@@ -26,6 +26,9 @@ public struct PropertyDefinition: Hashable, Sendable {
     /// The model file that declared it; `nil` for a property created at run time. A key whose
     /// file no longer declares it leaves the bus at the next reload or start.
     public var source: String?
+    /// Where the property lives: on this host only, or shared by the fleet through etcd
+    /// (`scope`, default local; see docs/fleet.md).
+    public var scope: PropertyScope = .local
 
     public init(key: Key, type: DBusType, defaultValue: DBusValue) {
         self.key = key
@@ -37,7 +40,7 @@ public struct PropertyDefinition: Hashable, Sendable {
     /// The longest description, in UTF-8 bytes.
     public static let maximumDescriptionLength = 4096
 
-    public static let optionNames = ["persistent", "writable", "description", "minimum", "maximum", "choices", "value", "writers", "secret"]
+    public static let optionNames = ["persistent", "writable", "description", "minimum", "maximum", "choices", "value", "writers", "secret", "scope"]
 
     /// Applies `CreateProperty` options; returns the initial `value` option, if given.
     public mutating func apply(options: [String: DBusValue]) throws(PropBusError) -> DBusValue? {
@@ -80,6 +83,11 @@ public struct PropertyDefinition: Hashable, Sendable {
             case "writers":
                 guard case .array(.string, let items) = value else { throw expect("an array of strings (as)") }
                 writers = items.compactMap(\.stringValue)
+            case "scope":
+                guard case .string(let s) = value, let parsed = PropertyScope(rawValue: s) else {
+                    throw expect("\"local\" or \"fleet\" (s)")
+                }
+                scope = parsed
             case "value":
                 initial = value
             case "source":
@@ -197,8 +205,18 @@ public struct PropertyDefinition: Hashable, Sendable {
         if let writers { result["writers"] = .array(of: .string, writers.map { .string($0) }) }
         if let stateOf { result["state_of"] = .string(stateOf.text) }
         if let source { result["source"] = .string(source) }
+        // Only when shared: local is the default, and every existing reply stays as it was.
+        if scope == .fleet { result["scope"] = .string(scope.rawValue) }
         return result
     }
+}
+
+/// Where a property lives (`scope` option).
+public enum PropertyScope: String, Hashable, Sendable {
+    /// On this host only (the default).
+    case local
+    /// Shared by every host of the fleet through etcd: definition and value.
+    case fleet
 }
 
 /// Short renderings of values for error messages.
