@@ -88,15 +88,6 @@ class FleetTestCase: XCTestCase {
         try await super.tearDown()
     }
 
-    /// Skips a test that pins a documented gap of the daemon side (it fails, or passes only by
-    /// chance, until the gap is closed), unless `PROPBUS_TEST_KNOWN_GAPS=1`: the reproduction
-    /// stays at hand without making the suite red or flaky.
-    func knownGap(_ gap: String) throws {
-        guard ProcessInfo.processInfo.environment["PROPBUS_TEST_KNOWN_GAPS"] == "1" else {
-            throw XCTSkip("known gap (PROPBUS_TEST_KNOWN_GAPS=1 runs it): \(gap)")
-        }
-    }
-
     /// Both hosts' stderr and etcd's keys, for a failure message.
     var diagnostics: String {
         "--- A stderr:\n\(hostA.stderr.suffix(3000))\n--- B stderr:\n\(hostB.stderr.suffix(3000))\n--- etcd under \(prefix):\n\(Fleet.dump(etcd, prefix: prefix))"
