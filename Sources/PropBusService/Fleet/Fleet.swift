@@ -403,7 +403,8 @@ public final class Fleet: @unchecked Sendable {
         }
         revisions.merge(updated) { $1 }
         if let revision { advanceCursor(to: revision) }
-        service.tree.connection.scheduleRound()
+        // The signals go out now, not after a round scheduled behind this update.
+        service.tree.flushNow()
     }
 
     /// Fleet-scoped definitions etcd has never seen (created while the daemon ran without
@@ -642,6 +643,8 @@ public final class Fleet: @unchecked Sendable {
         }
         revisions.merge(updated) { $1 }
         if let failure { write.call.fail(failure.dbusError) } else { write.call.reply(write.reply()) }
+        // The signals and the reply go out now, not after a round scheduled behind this answer.
+        service.tree.flushNow()
     }
 
     /// FleetState `unavailable` after a write could not reach etcd, and a read every second
