@@ -187,6 +187,13 @@ public final class PropertyModel {
         entries.values.filter { $0.definition.key.text.hasPrefix(prefix) }.sorted { $0.definition.key < $1.definition.key }
     }
 
+    /// The keys whose definition satisfies `predicate`, sorted; copies no entry.
+    public func keys(where predicate: (PropertyDefinition) -> Bool) -> [Key] {
+        var keys: [Key] = []
+        for entry in entries.values where predicate(entry.definition) { keys.append(entry.definition.key) }
+        return keys.sorted()
+    }
+
     /// The names in `group`, sorted; empty for an unknown group.
     public func names(inGroup group: String) -> [String] { (groups[group] ?? []).sorted() }
 
