@@ -36,7 +36,24 @@ public final class PropertyModel {
         /// A stored value the current definition does not admit (range, choices, type): kept in
         /// the store, unseen, until a later definition admits it again (issue 11: a
         /// redefinition never deletes data).
-        public var hidden: HiddenValue?
+        public var hidden: HiddenValue? {
+            get { hiddenBox?.hidden }
+            set { hiddenBox = newValue.map(HiddenBox.init) }
+        }
+        /// Rare, so out of line: one pointer in every entry instead of a value and a string.
+        private var hiddenBox: HiddenBox?
+
+        public init(definition: PropertyDefinition, storedValue: DBusValue?, revision: UInt64, hidden: HiddenValue? = nil) {
+            self.definition = definition
+            self.storedValue = storedValue
+            self.revision = revision
+            self.hidden = hidden
+        }
+
+        private final class HiddenBox: Sendable {
+            let hidden: HiddenValue
+            init(_ hidden: HiddenValue) { self.hidden = hidden }
+        }
 
         /// The value clients see.
         public var value: DBusValue { storedValue ?? definition.defaultValue }
@@ -51,7 +68,7 @@ public final class PropertyModel {
 
     public let limits: Limits
     private let store: PropertyStore
-    private var entries: [Key: Entry] = [:]
+    private var entries = EntryTable()
     private var groups: [String: Set<String>] = [:]
     /// An upper bound of each group's `GetAll` body (the sum of ``replyBound(name:value:)`` over
     /// its entries), kept as entries come, change and go, so that a write sizes only what it
@@ -94,26 +111,37 @@ public final class PropertyModel {
     public init(store: PropertyStore, loaded state: StoredState, limits: Limits = Limits()) {
         self.store = store
         self.limits = limits
-        unclaimedValues = state.values
         revision = state.revision
         entries.reserveCapacity(state.definitions.count)
         let refusedDefinitions = Set(state.definitions.filter { $0.type.containsUnixFD || $0.defaultValue.containsUnixFD }.map(\.key))
-        for (key, stored) in unclaimedValues where stored.value.containsUnixFD {
+        var fdValues = Set<Key>()
+        for (key, stored) in state.values where stored.value.containsUnixFD {
             // The stored number was the old daemon's own fd; today it names something else.
-            unclaimedValues[key] = nil
+            fdValues.insert(key)
             guard !refusedDefinitions.contains(key) else { continue }
             refusedAtLoad.append("the stored value of \(key) holds a unix fd ('h'), which means nothing after a restart; it reads its default")
         }
+        // `state.values` is only read here: taking it as `unclaimedValues` and removing each
+        // claimed value copied the whole dictionary on the first removal.
+        var claimed = 0
         for definition in state.definitions {
             if refusedDefinitions.contains(definition.key) {
                 refusedAtLoad.append("property \(definition.key) (type '\(definition.type.signature)') holds a unix fd ('h'), which cannot be stored; it was left out (CreateProperty with another type replaces it)")
                 continue
             }
-            let stored = unclaimedValues.removeValue(forKey: definition.key)
+            var stored = state.values[definition.key]
+            if stored != nil { claimed += 1 }
+            if stored != nil, !fdValues.isEmpty, fdValues.contains(definition.key) { stored = nil }
             var entry = Entry(definition: definition, storedValue: nil, revision: stored?.revision ?? 0)
             if let stored { admit(stored.value, into: &entry) }
             insert(entry)
             revision = max(revision, stored?.revision ?? 0)
+        }
+        // Values stored for properties not defined (yet): a later create adopts them.
+        if claimed < state.values.count {
+            for (key, stored) in state.values where entries[key] == nil && !fdValues.contains(key) {
+                unclaimedValues[key] = stored
+            }
         }
         // Dropped values count too: revisions never go back.
         for stored in state.values.values { revision = max(revision, stored.revision) }
@@ -712,7 +740,7 @@ public final class PropertyModel {
     /// which keep `groups` and `groupBounds` in step.
     private func insert(_ entry: Entry) {
         let key = entry.definition.key
-        if let old = entries.updateValue(entry, forKey: key) {
+        if let old = entries.updateValue(entry) {
             groupBounds[key.group, default: 0] -= Self.replyBound(name: key.name, value: old.value)
         }
         groupBounds[key.group, default: 0] += Self.replyBound(name: key.name, value: entry.value)

@@ -211,15 +211,28 @@ public final class SQLiteStore: PropertyStore {
         guard database != nil else { return state }
         do {
             let definitions = try database.prepare("SELECT key, type, default_value, options FROM definitions ORDER BY key")
+            // Most definitions share their type, default and options (a model's hundreds of `i`
+            // keys defaulting to 0): each distinct triple is decoded and checked once, and the
+            // others are copies of it under their own key.
+            var templates: [DefinitionTemplate: PropertyDefinition] = [:]
             while try definitions.step() {
                 let keyText = definitions.text(0) ?? ""
                 do {
-                    state.definitions.append(try Self.definition(key: keyText, type: definitions.text(1) ?? "",
-                                                                 defaultValue: definitions.blob(2), options: definitions.blob(3)))
+                    let template = DefinitionTemplate(type: definitions.text(1) ?? "", defaultValue: definitions.blob(2), options: definitions.blob(3))
+                    if var definition = templates[template] {
+                        definition.key = try Key(keyText)
+                        state.definitions.append(definition)
+                    } else {
+                        let definition = try Self.definition(key: keyText, type: template.type, defaultValue: template.defaultValue, options: template.options)
+                        templates[template] = definition
+                        state.definitions.append(definition)
+                    }
                 } catch {
                     throw PropBusError(.storeFailed, "the store \(path) holds an unreadable definition of \(keyText): \(error)")
                 }
             }
+            templates = [:]
+            state.values.reserveCapacity(state.definitions.count)
             let values = try database.prepare("SELECT key, value, revision FROM stored_values")
             while try values.step() {
                 let keyText = values.text(0) ?? ""
@@ -392,6 +405,13 @@ public final class SQLiteStore: PropertyStore {
     }
 
     // MARK: Definitions
+
+    /// What a stored definition holds besides its key, as stored.
+    private struct DefinitionTemplate: Hashable {
+        var type: String
+        var defaultValue: [UInt8]
+        var options: [UInt8]
+    }
 
     /// The `CreateProperty` options that rebuild `definition`'s metadata, as an `a{sv}`.
     ///
