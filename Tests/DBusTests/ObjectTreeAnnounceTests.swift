@@ -24,9 +24,9 @@ final class ObjectTreeAnnounceTests: XCTestCase {
         let service = try await bus.connect()
         let client = try await bus.connect()
         let added = Added()
-        await onQueue(client) { client.addSignalHandler(matching: nil) { added.append($0) } }
+        _ = await onQueue(client) { client.addSignalHandler(matching: nil) { added.append($0) } }
         try await client.addMatch(MatchRule(sender: service.uniqueName))
-        func object(_ value: Int32) -> ExportedObject {
+        @Sendable func object(_ value: Int32) -> ExportedObject {
             ExportedObject { [InterfaceDescription("org.propbus.Test", properties: .fixed([
                 PropertyDescription("Value", type: .int32, get: { .int32(value) }),
             ]))] }

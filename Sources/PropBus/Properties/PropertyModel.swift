@@ -115,36 +115,39 @@ public final class PropertyModel {
         entries.reserveCapacity(state.definitions.count)
         let refusedDefinitions = Set(state.definitions.filter { $0.type.containsUnixFD || $0.defaultValue.containsUnixFD }.map(\.key))
         var fdValues = Set<Key>()
-        for (key, stored) in state.values where stored.value.containsUnixFD {
+        var valueCount = 0
+        state.forEachValue { key, stored in
+            valueCount += 1
+            // Dropped values count too: revisions never go back.
+            revision = max(revision, stored.revision)
+            guard stored.value.containsUnixFD else { return }
             // The stored number was the old daemon's own fd; today it names something else.
             fdValues.insert(key)
-            guard !refusedDefinitions.contains(key) else { continue }
+            guard !refusedDefinitions.contains(key) else { return }
             refusedAtLoad.append("the stored value of \(key) holds a unix fd ('h'), which means nothing after a restart; it reads its default")
         }
-        // `state.values` is only read here: taking it as `unclaimedValues` and removing each
-        // claimed value copied the whole dictionary on the first removal.
+        // The loaded values are only read here: taking them as `unclaimedValues` and removing
+        // each claimed one copied the whole dictionary on the first removal.
         var claimed = 0
-        for definition in state.definitions {
+        for (index, definition) in state.definitions.enumerated() {
+            var stored = state.storedValue(ofDefinitionAt: index)
+            if stored != nil { claimed += 1 }
             if refusedDefinitions.contains(definition.key) {
                 refusedAtLoad.append("property \(definition.key) (type '\(definition.type.signature)') holds a unix fd ('h'), which cannot be stored; it was left out (CreateProperty with another type replaces it)")
                 continue
             }
-            var stored = state.values[definition.key]
-            if stored != nil { claimed += 1 }
             if stored != nil, !fdValues.isEmpty, fdValues.contains(definition.key) { stored = nil }
             var entry = Entry(definition: definition, storedValue: nil, revision: stored?.revision ?? 0)
             if let stored { admit(stored.value, into: &entry) }
             insert(entry)
-            revision = max(revision, stored?.revision ?? 0)
         }
-        // Values stored for properties not defined (yet): a later create adopts them.
-        if claimed < state.values.count {
-            for (key, stored) in state.values where entries[key] == nil && !fdValues.contains(key) {
-                unclaimedValues[key] = stored
+        // Values stored for properties not defined (yet), or whose definition was left out: a
+        // later create adopts them.
+        if claimed < valueCount || !refusedDefinitions.isEmpty {
+            state.forEachValue { key, stored in
+                if entries[key] == nil, !fdValues.contains(key) { unclaimedValues[key] = stored }
             }
         }
-        // Dropped values count too: revisions never go back.
-        for stored in state.values.values { revision = max(revision, stored.revision) }
         reservedRevision = revision
         for binding in state.bindings { bindings.insert(binding) }
         bindings.reserveIDs(below: state.nextBindingID)

@@ -210,7 +210,17 @@ public final class SQLiteStore: PropertyStore {
         var state = StoredState()
         guard database != nil else { return state }
         do {
-            let definitions = try database.prepare("SELECT key, type, default_value, options FROM definitions ORDER BY key")
+            // Sized once: arrays grown by doubling leave freed blocks behind in the heap, which
+            // a 100k-property daemon kept as resident memory.
+            let count = Int(try database.textRows("SELECT count(*) FROM definitions").first ?? "0") ?? 0
+            state.definitions.reserveCapacity(count)
+            state.definitionValues.reserveCapacity(count)
+            // Each definition with its stored value, in one pass: the values come aligned with
+            // the definitions (StoredState.definitionValues), not through a dictionary by key.
+            let definitions = try database.prepare("""
+                SELECT d.key, d.type, d.default_value, d.options, v.value, v.revision
+                FROM definitions d LEFT JOIN stored_values v ON v.key = d.key ORDER BY d.key
+                """)
             // Most definitions share their type, default and options (a model's hundreds of `i`
             // keys defaulting to 0): each distinct triple is decoded and checked once, and the
             // others are copies of it under their own key.
@@ -230,10 +240,19 @@ public final class SQLiteStore: PropertyStore {
                 } catch {
                     throw PropBusError(.storeFailed, "the store \(path) holds an unreadable definition of \(keyText): \(error)")
                 }
+                if definitions.isNull(4) {
+                    state.definitionValues.append(nil)
+                    continue
+                }
+                do {
+                    state.definitionValues.append((try ValueCodec.decode(definitions.blob(4)), UInt64(bitPattern: definitions.integer(5))))
+                } catch {
+                    throw PropBusError(.storeFailed, "the store \(path) holds an unreadable value of \(keyText): \(error)")
+                }
             }
             templates = [:]
-            state.values.reserveCapacity(state.definitions.count)
-            let values = try database.prepare("SELECT key, value, revision FROM stored_values")
+            // Values whose key has no definition (a model file's key not declared yet).
+            let values = try database.prepare("SELECT key, value, revision FROM stored_values WHERE key NOT IN (SELECT key FROM definitions)")
             while try values.step() {
                 let keyText = values.text(0) ?? ""
                 do {
