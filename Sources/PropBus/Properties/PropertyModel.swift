@@ -250,6 +250,24 @@ public final class PropertyModel {
         do { type = try DBusType(parsing: typeText) } catch {
             throw .invalidArgs("type of \(key) is not a single complete D-Bus type: \(error)")
         }
+        return try create(key: key, type: type, defaultValue: defaultValue, options: options, keyChecked: true)
+    }
+
+    /// ``create(key:type:defaultValue:options:)`` for a key and type already parsed (a model
+    /// file's declarations: parsing them again was repeated work for every key).
+    public func create(key: Key, type: DBusType, defaultValue: DBusValue,
+                       options: [String: DBusValue] = [:]) throws(PropBusError) -> [PropertyChange] {
+        try create(key: key, type: type, defaultValue: defaultValue, options: options, keyChecked: false)
+    }
+
+    private func create(key: Key, type: DBusType, defaultValue: DBusValue, options: [String: DBusValue],
+                        keyChecked: Bool) throws(PropBusError) -> [PropertyChange] {
+        if !keyChecked {
+            if key.group == "bindings" || key.group.hasPrefix("bindings.") {
+                throw PropBusError(.invalidKey, "invalid key '\(key)': the group 'bindings' is reserved for binding objects (\(Key.rootPath)/bindings/N)")
+            }
+            try creationCheck?(key)
+        }
         try PropertyDefinition.checkStorable(type, key: key)
         var definition = PropertyDefinition(key: key, type: type, defaultValue: Self.payload(defaultValue, for: type))
         let initial = try definition.apply(options: options)
@@ -262,7 +280,7 @@ public final class PropertyModel {
         }
         // The default must itself be a valid value, or Reset could produce an invalid state.
         var checked = definition
-        checked.choices = nil
+        if checked.choices != nil { checked.choices = nil }
         try checked.check(definition.defaultValue, maximumSize: limits.maximumValueSize)
         if let choices = definition.choices {
             for choice in choices { try checked.check(choice, maximumSize: limits.maximumValueSize) }
@@ -704,6 +722,13 @@ public final class PropertyModel {
     /// start-up InterfacesAdded would be too big) must not be built one Set at a time.
     private func checkGroupFits(_ group: String, with changed: [(Key, DBusValue)]) throws(PropBusError) {
         let limit = limits.maximumMessageSize - Self.replyHeaderAllowance
+        if changed.count == 1 {
+            // The common case (one create or Set), without building a dictionary of one.
+            let (key, value) = changed[0]
+            var bound = (groupBounds[group] ?? 0) + 8 + Self.replyBound(name: key.name, value: value)
+            if let old = entries[key] { bound -= Self.replyBound(name: key.name, value: old.value) }
+            if bound <= limit { return }
+        }
         let overrides = Dictionary(changed.map { ($0.0.name, $0.1) }, uniquingKeysWith: { $1 })
         // Fast path: the kept bound, with the changed entries' bounds in place of their old ones.
         var bound = (groupBounds[group] ?? 0) + 8

@@ -257,7 +257,7 @@ public struct ModelFile: Sendable {
         var changes: [PropertyChange] = []
         for property in properties {
             do {
-                changes += try model.create(key: property.key.text, type: property.type.signature,
+                changes += try model.create(key: property.key, type: property.type,
                                             defaultValue: property.defaultValue, options: property.options)
             } catch {
                 guard error.code == .typeMismatch else { throw fail(property.key.text, error.message) }
