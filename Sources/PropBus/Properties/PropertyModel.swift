@@ -156,9 +156,20 @@ public final class PropertyModel {
 
     // MARK: Rounds
 
+    /// The undo log capacity kept from one round to the next.
+    static let keptUndoCapacity = 1024
+
+    /// Makes room in the round's undo log for `count` changes, so declaring many properties at
+    /// once (a model file) does not grow it step by step.
+    public func reserveUndoCapacity(_ count: Int) {
+        undoLog.reserveCapacity(undoLog.count + count)
+    }
+
     /// Forgets the undo log: the store committed everything done since the last round.
     public func commitRound() {
-        undoLog.removeAll(keepingCapacity: true)
+        // A big round's capacity (a model file of 10k keys) is let go: kept, it held megabytes
+        // of empty buckets for the daemon's life.
+        if undoLog.capacity > Self.keptUndoCapacity { undoLog = [:] } else { undoLog.removeAll(keepingCapacity: true) }
         undoUnclaimed.removeAll(keepingCapacity: true)
         revisionAtCommit = revision
         bindingsAtCommit = nil

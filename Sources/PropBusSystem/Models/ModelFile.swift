@@ -255,6 +255,8 @@ public struct ModelFile: Sendable {
     /// bindings, which may read command state. Errors name the file and the key.
     public func apply(to model: PropertyModel, commands table: CommandTable) throws(PropBusError) -> [PropertyChange] {
         var changes: [PropertyChange] = []
+        changes.reserveCapacity(properties.count)
+        model.reserveUndoCapacity(properties.count)
         for property in properties {
             do {
                 changes += try model.create(key: property.key, type: property.type,

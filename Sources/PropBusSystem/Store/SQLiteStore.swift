@@ -415,8 +415,9 @@ public final class SQLiteStore: PropertyStore {
     public func rollback() { clearPending() }
 
     private func clearPending() {
-        pendingDefinitions.removeAll(keepingCapacity: true)
-        pendingValues.removeAll(keepingCapacity: true)
+        // The capacity of a big commit (a model file's declarations) is let go, not kept.
+        if pendingDefinitions.capacity > 1024 { pendingDefinitions = [:] } else { pendingDefinitions.removeAll(keepingCapacity: true) }
+        if pendingValues.capacity > 1024 { pendingValues = [:] } else { pendingValues.removeAll(keepingCapacity: true) }
         pendingRevision = nil
         pendingBindings.removeAll(keepingCapacity: true)
         pendingNextBindingID = nil
