@@ -251,9 +251,12 @@ public final class SQLiteStore: PropertyStore {
                 }
             }
             templates = [:]
-            // Values whose key has no definition (a model file's key not declared yet).
+            // Values whose key has no definition (a model file's key not declared yet), read
+            // only when there are any: counting is cheaper than a second pass over the keys.
+            let valueCount = Int(try database.textRows("SELECT count(*) FROM stored_values").first ?? "0") ?? 0
+            let joined = state.definitionValues.reduce(0) { $0 + ($1 == nil ? 0 : 1) }
             let values = try database.prepare("SELECT key, value, revision FROM stored_values WHERE key NOT IN (SELECT key FROM definitions)")
-            while try values.step() {
+            while valueCount > joined, try values.step() {
                 let keyText = values.text(0) ?? ""
                 do {
                     let key = try Key(keyText)
