@@ -434,6 +434,14 @@ public final class SQLiteStore: PropertyStore {
         var type: String
         var defaultValue: [UInt8]
         var options: [UInt8]
+
+        // The blobs' bytes in one go: an array's own hash combines them one by one.
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(type)
+            hasher.combine(defaultValue.count)
+            defaultValue.withUnsafeBytes { hasher.combine(bytes: $0) }
+            options.withUnsafeBytes { hasher.combine(bytes: $0) }
+        }
     }
 
     /// The `CreateProperty` options that rebuild `definition`'s metadata, as an `a{sv}`.
