@@ -45,7 +45,7 @@ final class Daemon: @unchecked Sendable {
         do {
             let store: PropertyStore
             if options.inMemory {
-                Log.info("propbusd \(Service.version) starting: store in memory, bus \(Self.describe(options.bus))")
+                Log.info("version \(Service.version) starting: store in memory, bus \(Self.describe(options.bus))")
                 store = MemoryStore()
             } else {
                 let systemBus = if case .system = options.bus { true } else { false }
@@ -54,7 +54,7 @@ final class Daemon: @unchecked Sendable {
                 // Before the store is opened: a second daemon must not even read a store in use.
                 lock = try StateDirectoryLock(directory: directory)
                 let path = directory + "/" + SQLiteStore.fileName
-                Log.info("propbusd \(Service.version) starting: store \(path), bus \(Self.describe(options.bus))")
+                Log.info("version \(Service.version) starting: store \(path), bus \(Self.describe(options.bus))")
                 store = try openDatabase(path)
             }
             let loaded = try store.load()
@@ -191,7 +191,7 @@ final class Daemon: @unchecked Sendable {
                 do throws(PropBusError) { try (store as? SQLiteStore)?.createIfNeeded() } catch {
                     Self.fail(error.message, code: 1)
                 }
-                Log.info("propbusd ready: serving \(service?.propertyCount ?? 0) properties as \(Service.busName)")
+                Log.info("ready: serving \(service?.propertyCount ?? 0) properties as \(Service.busName)")
                 notifier.notify("READY=1\nSTATUS=Serving \(service?.propertyCount ?? 0) properties as \(Service.busName)")
                 startWatchdog()
             }
@@ -243,7 +243,7 @@ final class Daemon: @unchecked Sendable {
         stopping = true
         // 1. systemd hears it first, also when the signal came from someone else.
         notifier.notify("STOPPING=1\nSTATUS=Shutting down")
-        Log.info("propbusd stopping")
+        Log.info("stopping")
         guard let connection, let service else { exit(0) }
         // 2. Calls arriving from now on are answered NoServer, unhandled: nothing may change
         //    after the final commit.
@@ -273,7 +273,7 @@ final class Daemon: @unchecked Sendable {
                                            interface: "org.freedesktop.DBus", member: "ReleaseName",
                                            arguments: [.string(Service.busName)], timeoutMilliseconds: 5_000)
             connection.flush()
-            Log.info("propbusd stopped")
+            Log.info("stopped")
             // 6.
             exit(status)
         }

@@ -43,13 +43,18 @@ final class ClientChannelLostUpdateTests: DaemonTestCase, @unchecked Sendable {
               if [ "$line" = v1 ]; then echo other; echo v1; fi
             done
             """)
-        let process = try bind(["demo.s", "--exec", coprocess])
+        let process = try bind(["demo.s", "--exec", coprocess, "--verbose"])
         let started = await eventually(timeout: 10) { ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("v0") }
         XCTAssertTrue(started, "coprocess never got the initial value; stderr: \(process.stderr)")
         try await client.set("demo.s", .string("v1"))
-        let settled = await eventually(timeout: 5) { (try? await self.client.get("demo.s")) == .string("v1") }
-        // Give a late wrong write the time to land, then look again.
-        try await Task.sleep(nanoseconds: 300_000_000)
+        // The barrier: the binding dealt with the coprocess's last line. Either it sent "other"
+        // and then its own Set of v1 was answered, or it read both lines at once and found v1
+        // on the bus already. (The lost update stopped at "other" on the bus.)
+        let settled = await eventually(timeout: 10) {
+            let said = process.stderr
+            return said.contains(#"set demo.s to "v1""#)
+                || (said.contains(#"shows "v1", which the bus holds"#) && !said.contains(#"set demo.s to "other""#))
+        }
         let final = try await client.get("demo.s")
         XCTAssertTrue(settled && final == .string("v1"), "the coprocess said v1 last, the bus holds \(final); stderr: \(process.stderr)")
     }

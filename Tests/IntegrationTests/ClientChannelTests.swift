@@ -50,6 +50,19 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
 
     private func path(_ name: String) -> String { directory.appendingPathComponent(name).path }
 
+    /// How many `--verbose` lines of `process` contain `text`.
+    private func traces(_ process: ChildProcess, _ text: String) -> Int {
+        process.stderr.components(separatedBy: "\n").filter { $0.contains(text) }.count
+    }
+
+    /// The barrier for "this change stopped in the binding": waits until `process` says, in a
+    /// `--verbose` line containing `text`, that it saw a change and decided not to pass it on.
+    private func awaitTrace(_ process: ChildProcess, _ text: String, after count: Int = 0,
+                            file: StaticString = #filePath, line: UInt = #line) async {
+        let seen = await eventually(timeout: 10) { self.traces(process, text) > count }
+        XCTAssertTrue(seen, "propctl bind never said '\(text)': \(process.stderr)", file: file, line: line)
+    }
+
     /// The file's content without its trailing newline, like the channel reads it.
     private func read(_ path: String) -> String? {
         guard var text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
@@ -246,12 +259,13 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
     func testSameValueLocalWriteDoesNotSwallowNextRemoteChange() async throws {
         try await client.create("settings.someBoolKey", "b", default: .boolean(true))
         let file = path("switch")
-        let bind = try await bindFile("settings.someBoolKey", file, expecting: "true")
+        let bind = try await bindFile("settings.someBoolKey", file, expecting: "true", ["--verbose"])
         let recorder = try await recordAll()
         // A write of the value the bus already has: no Set, so no notification comes back.
+        let before = traces(bind, "which the bus holds; nothing sent")
         echo("true", to: file)
         try replace(file, with: "true")
-        try await Task.sleep(nanoseconds: 100_000_000)
+        await awaitTrace(bind, "which the bus holds; nothing sent", after: before)
         try await client.set("settings.someBoolKey", .boolean(false))
         await expect({ await waitForFile(file, "false") }, "the remote change was swallowed: \(read(file) ?? "nil"); \(bind.stderr)")
         let announced = try await changes(of: "settings.someBoolKey", in: recorder)
@@ -280,12 +294,12 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
     func testTransformsThatAreNotInversesDoNotLoop() async throws {
         try await client.create("loop.n", "i", default: .int32(0))
         let file = path("loop")
-        let bind = try await bindFile("loop.n", file, expecting: "1", ["--map", "value + 1", "--unmap", "int(value)"])
+        let bind = try await bindFile("loop.n", file, expecting: "1", ["--map", "value + 1", "--unmap", "int(value)", "--verbose"])
         let recorder = try await recordAll()
         echo("5", to: file)
         await expect({ await waitForBus("loop.n", .int32(5)) }, bind.stderr)
         // The file is where 5 came from: it is not rewritten to 6, which would come back as 6, …
-        try await Task.sleep(nanoseconds: 300_000_000)
+        await awaitTrace(bind, "the bus holds what was sent; nothing written back")
         let announced = try await changes(of: "loop.n", in: recorder)
         XCTAssertEqual(announced, [.int32(5)], bind.stderr)
         XCTAssertEqual(read(file), "5")
@@ -311,12 +325,12 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
     func testDirectionFromOnlyFollowsTheBus() async throws {
         try await client.create("ui.theme", "s", default: .string("dark"))
         let file = path("theme")
-        let bind = try await bindFile("ui.theme", file, expecting: "dark", ["--direction", "from"])
+        let bind = try await bindFile("ui.theme", file, expecting: "dark", ["--direction", "from", "--verbose"])
         echo("light", to: file)
         try await client.set("ui.theme", .string("blue"))
         await expect({ await waitForFile(file, "blue") }, bind.stderr)
         echo("green", to: file)
-        try await Task.sleep(nanoseconds: 150_000_000)
+        await awaitTrace(bind, #"(now "green") changed; not sent (--direction from)"#)
         let value = try await client.get("ui.theme")
         XCTAssertEqual(value, .string("blue"), "a local edit reached the bus with --direction from")
     }
@@ -325,13 +339,13 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         try await client.create("ui.theme", "s", default: .string("dark"))
         let file = path("theme")
         echo("light", to: file)
-        let bind = try bind("ui.theme", ["--file", file, "--direction", "to"])
+        let bind = try bind("ui.theme", ["--file", file, "--direction", "to", "--verbose"])
         await expect({ await waitForBus("ui.theme", .string("light")) }, "the local value is sent at the start: \(bind.stderr)")
         try await client.set("ui.theme", .string("blue"))
         echo("green", to: file)
         await expect({ await waitForBus("ui.theme", .string("green")) }, bind.stderr)
         try await client.set("ui.theme", .string("red"))
-        try await Task.sleep(nanoseconds: 150_000_000)
+        await awaitTrace(bind, #"ui.theme is "red"; not written (--direction to)"#)
         XCTAssertEqual(read(file), "green", "a bus change reached the file with --direction to")
     }
 
@@ -393,7 +407,7 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
     func testLocalChangeWhileTheDaemonIsAwayIsAppliedWhenItIsBack() async throws {
         try await client.create("ui.theme", "s", default: .string("dark"))
         let file = path("theme")
-        let bind = try await bindFile("ui.theme", file, expecting: "dark")
+        let bind = try await bindFile("ui.theme", file, expecting: "dark", ["--verbose"])
         try await client.set("ui.theme", .string("blue"))
         await expect({ await waitForFile(file, "blue") }, "")
         await daemon.stop()
@@ -402,9 +416,8 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         // that takes.
         await expect({ await eventually { bind.stderr.contains("waiting for it to come back") } }, bind.stderr)
         echo("changed while away", to: file)
-        // Kept: the binding says nothing when it notices a local change while away, so there is
-        // no marker to wait for; the time lets it notice before the daemon is back.
-        try await Task.sleep(nanoseconds: 100_000_000)
+        // The binding has noticed the change before the daemon is back.
+        await awaitTrace(bind, #"(now "changed while away") changed while propbusd is away"#)
         daemon = try await Daemon.start(on: bus, arguments: daemonArguments, watcher: client)
         await expect({ await waitForBus("ui.theme", .string("changed while away")) }, bind.stderr)
         XCTAssertEqual(read(file), "changed while away")

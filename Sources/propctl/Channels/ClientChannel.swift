@@ -32,6 +32,8 @@ final class ClientChannel: @unchecked Sendable {
     let direction: ChannelDirection
     /// Where `--json` change events go, or nil without `--json`.
     let events: FileDescriptor?
+    /// With `--verbose`: every decision, including the changes not propagated and why, on stderr.
+    let verbose: Bool
 
     private var queue: DispatchQueue { connection.queue }
     private var phase = Phase.reading
@@ -59,13 +61,14 @@ final class ClientChannel: @unchecked Sendable {
     private var signalSources: [DispatchSourceSignal] = []
 
     init(connection: Connection, key: Key, endpoint: LocalEndpoint, transforms: ChannelTransforms,
-         direction: ChannelDirection, events: FileDescriptor?) {
+         direction: ChannelDirection, events: FileDescriptor?, verbose: Bool = false) {
         self.connection = connection
         self.key = key
         self.endpoint = endpoint
         self.transforms = transforms
         self.direction = direction
         self.events = events
+        self.verbose = verbose
     }
 
     private var changesRule: MatchRule {
@@ -232,9 +235,13 @@ final class ClientChannel: @unchecked Sendable {
     // MARK: Local events
 
     private func localChanged() {
-        guard direction.towardsBus else { return }
+        guard direction.towardsBus else {
+            trace("\(localSummary) changed; not sent (--direction from)")
+            return
+        }
         guard phase == .live else {
             localPending = true
+            trace("\(localSummary) changed while propbusd is away; it is sent when propbusd is back")
             return
         }
         pushToBus()
@@ -258,8 +265,14 @@ final class ClientChannel: @unchecked Sendable {
             pushToLocal()
             return
         }
-        if value == bus { return }
-        if let agreed, agreed.local == text, agreed.bus == bus { return }
+        if value == bus {
+            trace("\(endpoint.label) shows \(ValueText.json(value)), which the bus holds; nothing sent")
+            return
+        }
+        if let agreed, agreed.local == text, agreed.bus == bus {
+            trace("\(endpoint.label) and the bus still show the last agreed pair; nothing sent")
+            return
+        }
         setsInFlight += 1
         call(key.objectPath, PropbusClient.propertiesInterface, "Set",
              [.string(PropbusClient.valuesInterface), .string(key.name), .variant(value)]) { [self] result in
@@ -269,6 +282,7 @@ final class ClientChannel: @unchecked Sendable {
                 lastSetValue = value
                 agreed = (value, text)
                 event("to", ValueText.jsonValue(value))
+                trace("set \(key) to \(ValueText.json(value))")
             case .failure(let error):
                 let failure = CommandFailure(error)
                 if failure.code == .unavailable {
@@ -288,6 +302,7 @@ final class ClientChannel: @unchecked Sendable {
             // holds just what this side sent.
             defer { lastSetValue = nil }
             if case .success = result, bus == lastSetValue {
+                trace("the bus holds what was sent; nothing written back")
                 // The local side may have moved on while the Set was in flight: a value then
                 // compared with the bus as it was before the Set looked like no change and was
                 // not sent. Compare its current value with the bus now, and send it if they differ.
@@ -300,7 +315,11 @@ final class ClientChannel: @unchecked Sendable {
 
     /// Bus → local: write the mapped bus value unless the local side already shows it.
     private func pushToLocal() {
-        guard direction.towardsLocal, phase == .live, let bus else { return }
+        guard direction.towardsLocal else {
+            if phase == .live, let bus { trace("\(key) is \(ValueText.json(bus)); not written (--direction to)") }
+            return
+        }
+        guard phase == .live, let bus else { return }
         // A local change that happened before this bus change was seen goes first.
         endpoint.deliverPending()
         guard setsInFlight == 0, !endpoint.isBeingWritten else { return }
@@ -313,12 +332,14 @@ final class ClientChannel: @unchecked Sendable {
         }
         if endpoint.current() == text {
             agreed = (bus, text)
+            trace("\(endpoint.label) already shows \(key)'s value; nothing written")
             return
         }
         do {
             if try endpoint.write(text) {
                 agreed = (bus, text)
                 event("from", .string(text))
+                trace("wrote \(key)'s value to \(endpoint.label)")
             } else if !direction.towardsBus {
                 // The write yielded to a local change; with --direction from nothing else will
                 // bring the bus value back, so look again once that change has settled.
@@ -347,6 +368,19 @@ final class ClientChannel: @unchecked Sendable {
 
     private func report(_ text: String) {
         Output.error("propctl bind \(key): \(text)")
+    }
+
+    /// The endpoint and its current text, for `--verbose` lines (read only when they are printed).
+    private var localSummary: String {
+        "\(endpoint.label) (now \(endpoint.current().map { ValueText.json(.string($0)) } ?? "unreadable"))"
+    }
+
+    /// One `--verbose` line: what the channel decided, so a user (or a test) can see that a change
+    /// was seen and why it stopped.
+    /// An autoclosure: the text may read the endpoint, which only `--verbose` pays for.
+    private func trace(_ text: @autoclosure () -> String) {
+        guard verbose else { return }
+        report(text())
     }
 
     private func event(_ direction: String, _ value: JSONValue) {

@@ -61,7 +61,7 @@ enum BindCommand: Subcommand {
         // stdout carries the --stdio protocol; change events then go to stderr.
         let events = parsed.flag("json") ? (stdio ? FileDescriptor.standardError : FileDescriptor.standardOutput) : nil
         let channel = ClientChannel(connection: client.connection, key: key, endpoint: endpoint, transforms: transforms,
-                                    direction: direction, events: events)
+                                    direction: direction, events: events, verbose: parsed.flag("verbose"))
         try await channel.run()
     }
 

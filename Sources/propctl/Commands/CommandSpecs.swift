@@ -213,6 +213,7 @@ enum PropctlSpec {
             .value("map", valueName: "EXPR", help: "Compute the local value from the key's value."),
             .value("unmap", valueName: "EXPR", help: "Compute the key's value from the local value."),
             .value("direction", valueName: "DIR", help: "both (the default), from (key to local) or to (local to key)."),
+            .flag("verbose", short: "v", help: "Say on stderr what happens to every change, also those not propagated and why."),
         ],
         positionals: [
             .init("KEY", help: "The key to bind, e.g. ui.switch.on."),
