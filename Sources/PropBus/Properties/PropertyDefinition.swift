@@ -72,6 +72,13 @@ public struct PropertyDefinition: Hashable, Sendable {
         func hash(into hasher: inout Hasher) { hasher.combine(fields) }
     }
 
+    /// Takes `other`'s metadata box when the metadata is equal, so that many definitions with
+    /// the same metadata (a model file's keys, which all name their file) share one box.
+    mutating func shareMetadata(with other: PropertyDefinition) {
+        guard let rare, let shared = other.rare, rare !== shared, rare.fields == shared.fields else { return }
+        self.rare = shared
+    }
+
     private mutating func updateRare(_ change: (inout Rare.Fields) -> Void) {
         var fields = rare?.fields ?? Rare.Fields()
         change(&fields)

@@ -74,6 +74,8 @@ public final class PropertyModel {
     /// its entries), kept as entries come, change and go, so that a write sizes only what it
     /// changes rather than the whole group (a 10k-property group made every write O(n)).
     private var groupBounds: [String: Int] = [:]
+    /// The definition created last, whose metadata box the next one shares when equal.
+    private var lastCreated: PropertyDefinition?
     /// The highest revision handed out; revisions grow across all keys.
     public private(set) var revision: UInt64 = 0
     /// Stored values whose property is not defined yet (e.g. one a model file declares after
@@ -282,6 +284,8 @@ public final class PropertyModel {
         try PropertyDefinition.checkStorable(type, key: key)
         var definition = PropertyDefinition(key: key, type: type, defaultValue: Self.payload(defaultValue, for: type))
         let initial = try definition.apply(options: options)
+        if let lastCreated { definition.shareMetadata(with: lastCreated) }
+        lastCreated = definition
         let existing = entries[key]
         if let existing, existing.definition.type != type {
             throw PropBusError(.typeMismatch, "property \(key) already exists with type '\(existing.definition.type.signature)'; cannot register it as '\(type.signature)'")
