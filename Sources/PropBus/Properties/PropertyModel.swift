@@ -807,6 +807,9 @@ public final class PropertyModel {
 }
 
 /// What a model mutation changed.
+///
+/// The binding cases are boxed: a `Binding` inline made every change (a model file's 10k
+/// `created`) several times larger to copy.
 public enum PropertyChange: Hashable, Sendable {
     /// A new property exists.
     case created(Key)
@@ -817,9 +820,9 @@ public enum PropertyChange: Hashable, Sendable {
     /// A property was removed; `old` was its value.
     case deleted(Key, old: DBusValue)
     /// A binding was made.
-    case bound(Binding)
+    indirect case bound(Binding)
     /// A binding ended.
-    case unbound(Binding)
+    indirect case unbound(Binding)
 
     /// The key concerned (a binding's following side).
     public var key: Key {
