@@ -37,9 +37,11 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        // Headers only: the Etcd target opens libcurl with dlopen (LibCurl.swift), so nothing links
+        // it and propbusd without --fleet never maps it. Debian's multiarch include directory,
+        // where curl/curl.h lives, is on the compiler's default path.
         .systemLibrary(
             name: "CCurl",
-            pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
         // Linux calls Swift cannot import directly (variadic prctl); header only, no library.
@@ -59,7 +61,7 @@ let package = Package(
         // The core's adapters to the system: the SQLite store, the state directory, model files,
         // the process runner and the user and group databases.
         .target(name: "PropBusSystem", dependencies: ["PropBus", "DBusValues", "CSQLite", "CLinux", "SystemKit"]),
-        .target(name: "PropBusService", dependencies: ["DBus", "PropBus", "PropBusSystem"]),
+        .target(name: "PropBusService", dependencies: ["DBus", "PropBus", "PropBusSystem", "Etcd"]),
         // Release builds link the Swift runtime statically (issue 13): a program starts like a C
         // program instead of loading and relocating a dozen Swift libraries, and touches fewer
         // pages. Debug builds (the tests) keep the shared runtime.
@@ -84,7 +86,9 @@ let package = Package(
         .testTarget(name: "CommandLineKitTests", dependencies: ["CommandLineKit"]),
         .testTarget(name: "PropctlTests", dependencies: ["propctl", "CommandLineKit", "PropBus", "DBus"]),
         .testTarget(name: "PropbusdTests", dependencies: ["propbusd", "CommandLineKit"]),
-        .testTarget(name: "EtcdTests", dependencies: ["Etcd"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["DBus", "PropBus", "PropBusSystem", "CSQLite"]),
+        // Real etcd members on loopback, for EtcdTests and the fleet integration tests.
+        .target(name: "EtcdTestSupport", dependencies: ["Etcd"], path: "Tests/EtcdTestSupport"),
+        .testTarget(name: "EtcdTests", dependencies: ["Etcd", "EtcdTestSupport"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["DBus", "PropBus", "PropBusSystem", "CSQLite", "Etcd", "EtcdTestSupport"]),
     ]
 )

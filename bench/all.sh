@@ -5,7 +5,8 @@
 #
 #   --quick      fewer runs and calls per row (a smoke run of a minute or two, not figures)
 #   --existing   then rerun the other benches' headline numbers (durable writes without dconf,
-#                transient writes, binding, file binding and command latency); several more minutes
+#                transient writes, binding, file binding, command and fleet latency); several
+#                more minutes
 #   env BIN      a directory holding prebuilt propbusd and propctl to measure, instead of
 #                building them in release mode (e.g. a static build, or another checkout's)
 #
@@ -201,4 +202,5 @@ if [ "$existing" -eq 1 ]; then
   bench/binding-latency.sh
   bench/file-binding.sh
   bench/command-latency.sh
+  bench/fleet.sh
 fi

@@ -38,12 +38,15 @@ extension Service {
                                                     options: try call.dictionary("options"), by: call)
                               }) { [unowned self] call throws(DBusError) in
                 let key = try call.string("key"), to = try call.string("to"), bindOptions = try call.dictionary("options")
-                let result = try bridged { () throws(PropBusError) in
-                    try model.bind(key: key, to: to, options: bindOptions, owner: call.sender,
-                                   maximumPerOwner: options.maximumBindingsPerClient)
+                let sender = call.sender, made = MadeBinding()
+                // A first sync that writes a fleet key goes to etcd first; the binding is made
+                // (again) once that value is in (rerunAfterCommit).
+                return try write(call, rerunAfterCommit: true, reply: { [.objectPath(Self.path(ofBinding: made.id))] }) { [unowned self] () throws(PropBusError) in
+                    let result = try model.bind(key: key, to: to, options: bindOptions, owner: sender,
+                                                maximumPerOwner: options.maximumBindingsPerClient)
+                    made.id = result.binding.id
+                    return result.changes
                 }
-                publish(result.changes)
-                return .reply([.objectPath(Self.path(ofBinding: result.binding.id))])
             },
             MethodDescription("Unbind", in: [("binding", .objectPath)], writes: true,
                               access: .custom { [unowned self] call throws(DBusError) in
@@ -69,4 +72,10 @@ extension Service {
             },
         ]
     }
+}
+
+/// The id of the binding a `Bind` made, for its reply, which may be built later (fleet).
+/// Confined to the connection's queue like the service.
+final class MadeBinding {
+    var id: UInt64 = 0
 }

@@ -8,16 +8,13 @@ extension Service {
             MethodDescription("CreateProperty", in: [("key", .string), ("type", .string), ("default", .variant), ("options", .dictionary(key: .string, value: .variant))], writes: true, access: .create(.argument("key"))) { [unowned self] call throws(DBusError) in
                 let key = try call.string("key"), type = try call.string("type")
                 let defaultValue = try call.argument("default"), options = try call.dictionary("options")
-                let changes = try bridged { () throws(PropBusError) in
+                return try write(call) { [unowned self] () throws(PropBusError) in
                     try model.create(key: key, type: type, defaultValue: defaultValue, options: options)
                 }
-                publish(changes)
-                return .reply([])
             },
             MethodDescription("DeleteProperty", in: [("key", .string)], writes: true, access: .write(.argument("key"))) { [unowned self] call throws(DBusError) in
                 let key = try call.string("key")
-                publish(try bridged { () throws(PropBusError) in try model.delete(key: key) })
-                return .reply([])
+                return try write(call) { [unowned self] () throws(PropBusError) in try model.delete(key: key) }
             },
             MethodDescription("ListProperties", in: [("prefix", .string)], out: [("properties", .array(.structure([.string, .string, .variant, .dictionary(key: .string, value: .variant)])))]) { [unowned self] call throws(DBusError) in
                 // Secret values are left out for callers who may not read them.
@@ -27,7 +24,7 @@ extension Service {
                         .string(entry.definition.key.text),
                         .string(entry.definition.type.signature),
                         .variant(entry.value),
-                        Self.metadata(of: entry),
+                        Self.metadata(of: entry, etcdRevision: entry.definition.scope == .fleet ? fleet?.etcdRevision(of: entry.definition.key) : nil),
                     ])
                 }
                 return .reply([.array(of: .structure([.string, .string, .variant, .dictionary(key: .string, value: .variant)]), items)])
@@ -39,12 +36,19 @@ extension Service {
                 guard case .dictionary(_, _, let entries) = try call.argument("set") else { throw .invalidArgs("Apply expects (a{sv} set, as reset)") }
                 let assignments = entries.compactMap { entry in entry.key.stringValue.map { ($0, entry.value.unwrappingVariantOnce) } }
                 let resets = try call.strings("reset")
-                publish(try bridged { () throws(PropBusError) in
+                return try write(call) { [unowned self] () throws(PropBusError) in
                     try model.apply(set: assignments, reset: resets)
-                })
-                return .reply([])
+                }
+            },
+            MethodDescription("ListFleetHosts", out: [("hosts", .array(.string))]) { [unowned self] call throws(DBusError) in
+                guard let fleet else {
+                    throw PropBusError(.unavailable, "propbusd runs without --fleet: there is no fleet").dbusError
+                }
+                return fleet.listHosts(call)
             },
         ] + bindingMethods() + commandMethods() + modelFileMethods(), properties: .fixed([
+            PropertyDescription("FleetState", type: .string) { [unowned self] in .string((fleet?.state ?? .off).rawValue) },
+            PropertyDescription("FleetRevision", type: .uint64) { [unowned self] in .uint64(UInt64(max(fleet?.cursor ?? 0, 0))) },
             PropertyDescription("Version", type: .string, changeSignal: .const) { .string(Self.version) },
             PropertyDescription("SkippedModelFiles", type: .array(.structure([.string, .string])), changeSignal: .none) { [unowned self] in
                 Self.skippedList(skippedModelFiles)
@@ -53,8 +57,9 @@ extension Service {
     }
 
     /// The metadata dictionary of `ListProperties`.
-    static func metadata(of entry: PropertyModel.Entry) -> DBusValue {
+    static func metadata(of entry: PropertyModel.Entry, etcdRevision: Int64? = nil) -> DBusValue {
         var items = entry.definition.metadata
+        if let etcdRevision { items["etcd_revision"] = .int64(etcdRevision) }
         items["is_set"] = .boolean(entry.storedValue != nil)
         items["revision"] = .uint64(entry.revision)
         if let hidden = entry.hidden {

@@ -52,6 +52,8 @@ extension Service {
         publish(report.changes)
         defer { tree.connection.scheduleRound() }
         if let error = commit() { throw error }
+        // Fleet keys a file declares anew are offered to the fleet, as at start.
+        if let fleet, fleet.state == .connected { fleet.pushLocalDefinitions() }
     }
 
     static func skippedList(_ skipped: [ModelFileSet.Skipped]) -> DBusValue {

@@ -60,6 +60,8 @@ public final class Service: @unchecked Sendable {
     public var reloadHandler: (() throws(DBusError) -> [ModelFileSet.Skipped])?
     /// The model files skipped by the last load, for `SkippedModelFiles` (`propctl status`).
     public var skippedModelFiles: [ModelFileSet.Skipped] = []
+    /// The fleet's mirror (`--fleet`, issue 14); `nil` without it, and nothing changes.
+    public var fleet: Fleet?
     /// Told of every commit the store refused (the daemon logs them, rate-limited).
     public var storeFailureHandler: ((PropBusError) -> Void)?
     /// Groups exported since the last flush: a property created in one needs no PropertiesChanged.
@@ -169,6 +171,18 @@ public final class Service: @unchecked Sendable {
             tree.connection.scheduleRound()
         }
         return error.dbusError
+    }
+
+    /// Runs a write call's model work and publishes it, or, with the fleet on and fleet keys
+    /// written, sends it to etcd first and answers later (see ``Fleet/write(_:compareAndSet:attempt:reply:_:)``).
+    /// `reply` is evaluated once the writes are in the model.
+    func write(_ call: MethodCall, compareAndSet: Bool = false, rerunAfterCommit: Bool = false, reply: @escaping () -> [DBusValue] = { [] },
+               _ body: @escaping () throws(PropBusError) -> [PropertyChange]) throws(DBusError) -> MethodResult {
+        guard let fleet else {
+            publish(try bridged(body))
+            return .reply(reply())
+        }
+        return try fleet.write(call, compareAndSet: compareAndSet, rerunAfterCommit: rerunAfterCommit, reply: reply, body)
     }
 
     /// Lets rounds commit again and commits what was held back (see ``holdsCommits``).

@@ -9,8 +9,7 @@ extension Service {
         return InterfaceDescription(Self.valuesInterface, methods: [
             MethodDescription("Reset", in: [("name", .string)], writes: true, access: .write(.argument("name", prefix: group + "."))) { [unowned self] call throws(DBusError) in
                 let name = key(try call.string("name"))
-                publish(try bridged { () throws(PropBusError) in try model.reset(name) })
-                return .reply([])
+                return try write(call) { [unowned self] () throws(PropBusError) in try model.reset(name) }
             },
             MethodDescription("GetWithRevision", in: [("name", .string)], out: [("value", .variant), ("revision", .uint64)], access: .read(.argument("name", prefix: group + "."))) { [unowned self] call throws(DBusError) in
                 let name = key(try call.string("name"))
@@ -19,11 +18,9 @@ extension Service {
             },
             MethodDescription("CompareAndSet", in: [("name", .string), ("revision", .uint64), ("value", .variant)], out: [("revision", .uint64)], writes: true, access: .write(.argument("name", prefix: group + "."))) { [unowned self] call throws(DBusError) in
                 let name = key(try call.string("name")), expected = try call.uint64("revision"), value = try call.variant("value")
-                let result = try bridged { () throws(PropBusError) in
-                    try model.compareAndSet(name, expectedRevision: expected, to: value)
+                return try write(call, compareAndSet: true, reply: { [unowned self] in [.uint64((try? Key(name)).flatMap { model.entry(for: $0)?.revision } ?? 0)] }) { [unowned self] () throws(PropBusError) in
+                    try model.compareAndSet(name, expectedRevision: expected, to: value).changes
                 }
-                publish(result.changes)
-                return .reply([.uint64(result.revision)])
             },
         ], properties: .dynamic(names: { [unowned self] in model.names(inGroup: group) }, lookup: { [unowned self] name in
             let key = Key(uncheckedGroup: group, name: name)
@@ -50,6 +47,14 @@ extension Service {
                     }
                     publish(try bridged { () throws(PropBusError) in try model.set(key.text, to: value) })
                 })
+            description.deferrableSet = { [unowned self] value, call throws(DBusError) in
+                guard fleet != nil, model.entry(for: key)?.definition.writable == true else {
+                    try description.set!(value, call)
+                    return .reply([])
+                }
+                try authorizeWrite(existing: key.text, by: call)
+                return try write(call) { [unowned self] () throws(PropBusError) in try model.set(key.text, to: value) }
+            }
             if restricted {
                 description.authorizeRead = { [unowned self] call throws(DBusError) in
                     try authorizeRead(existing: key.text, by: call)

@@ -23,6 +23,9 @@ final class Daemon: @unchecked Sendable {
     private var lock: StateDirectoryLock?
     private var model: PropertyModel?
     private var commands: CommandTable?
+    /// The fleet mirror's etcd revisions and cursor, as the store loaded them.
+    private var fleetRevisions: [Key: FleetRevisions] = [:]
+    private var fleetCursor: Int64 = 0
     private let modelFiles = ModelFileSet()
     /// The model files to read: the config directory's, then `--model` ones (read again at each reload).
     private var modelPaths: () -> [String] = { [] }
@@ -58,6 +61,8 @@ final class Daemon: @unchecked Sendable {
                 store = try openDatabase(path)
             }
             let loaded = try store.load()
+            fleetRevisions = loaded.fleetRevisions
+            fleetCursor = loaded.fleetCursor
             let model = PropertyModel(store: store, loaded: loaded, limits: options.limits)
             for reason in model.refusedAtLoad { Diagnostics.write("propbusd: \(reason)\n") }
             let commands = CommandTable(model: model, store: store, maximumRunning: options.maximumExecutions)
@@ -191,6 +196,17 @@ final class Daemon: @unchecked Sendable {
                 do throws(PropBusError) { try (store as? SQLiteStore)?.createIfNeeded() } catch {
                     Self.fail(error.message, code: 1)
                 }
+                if let configuration = options.fleet, let service {
+                    // After the name is owned: hosts boot offline, serving their mirror, and
+                    // the fleet connects in the background.
+                    do throws(FleetConfigurationError) {
+                        let fleet = try Fleet(configuration: configuration, service: service, revisions: fleetRevisions, cursor: fleetCursor)
+                        service.fleet = fleet
+                        fleet.start()
+                    } catch {
+                        Self.fail(error.message, code: 1)
+                    }
+                }
                 Log.info("ready: serving \(service?.propertyCount ?? 0) properties as \(Service.busName)")
                 notifier.notify("READY=1\nSTATUS=Serving \(service?.propertyCount ?? 0) properties as \(Service.busName)")
                 startWatchdog()
@@ -255,6 +271,8 @@ final class Daemon: @unchecked Sendable {
 
     /// Steps 4–6 of ``stop()``, once no execution runs.
     private func finishStopping(_ connection: Connection, _ service: Service) {
+        // Give up the fleet's presence key now, so other hosts see this one leave at once.
+        service.fleet?.stop()
         // 4. Commit what changed outside a round.
         let status: Int32
         do {

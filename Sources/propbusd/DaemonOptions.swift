@@ -24,6 +24,12 @@ struct DaemonOptions {
     var systemAccess = false
     /// `--strict-models`: a bad model file stops the start instead of being skipped.
     var strictModels = false
+    /// `--fleet` (with `--fleet-ca`, `--fleet-credentials`, `--fleet-host`): share fleet-scoped
+    /// keys through etcd; `nil` without it, and nothing changes.
+    var fleet: FleetConfiguration?
+    private var fleetCA: String?
+    private var fleetCredentials: String?
+    private var fleetHost: String?
 
     /// Whether callers are checked (SPEC §7): on the system bus, or with `--system-access`.
     var enforcesAccess: Bool {
@@ -87,6 +93,21 @@ struct DaemonOptions {
         },
         .flag("recover", help: "If the store is damaged, move its files aside (kept) and start empty.") { $0.recover = true },
         .flag("in-memory", help: "Keep nothing on disk: values last until the daemon exits.") { $0.inMemory = true },
+        .value("fleet", "etcd://HOST:PORT[,HOST:PORT...]/PREFIX", help: "Share fleet-scoped keys (scope fleet) with every host using the same etcd cluster and PREFIX; etcds:// for TLS.") { o, v throws(UsageError) in
+            do throws(FleetConfigurationError) { o.fleet = try FleetConfiguration.parse(v) } catch { throw usage(error.message) }
+        },
+        .value("fleet-ca", "FILE", help: "The CA certificate of the etcd members (https).") { o, v throws(UsageError) in
+            guard !v.isEmpty else { throw usage("--fleet-ca expects a file") }
+            o.fleetCA = v
+        },
+        .value("fleet-credentials", "FILE", help: "etcd user and password, as USER:PASSWORD on the first line of a file only root and propbus can read.") { o, v throws(UsageError) in
+            guard !v.isEmpty else { throw usage("--fleet-credentials expects a file") }
+            o.fleetCredentials = v
+        },
+        .value("fleet-host", "NAME", help: "This host's name in the fleet (PREFIX/hosts/NAME; default: the host name).") { o, v throws(UsageError) in
+            guard !v.isEmpty, !v.contains("/") else { throw usage("--fleet-host expects a name without '/', got '\(v)'") }
+            o.fleetHost = v
+        },
     ]
 
     /// The whole command line as the shared parser reads it; `--help` and propbusd(8) come from it.
@@ -127,6 +148,12 @@ struct DaemonOptions {
                     try option.apply(&options, "")
                 }
             }
+            if options.fleet == nil, options.fleetCA != nil || options.fleetCredentials != nil || options.fleetHost != nil {
+                throw usage("--fleet-ca, --fleet-credentials and --fleet-host go with --fleet etcd://HOST:PORT/PREFIX")
+            }
+            options.fleet?.caFile = options.fleetCA
+            options.fleet?.credentialsFile = options.fleetCredentials
+            if let host = options.fleetHost { options.fleet?.hostName = host }
             return .run(options)
         }
     }
@@ -142,6 +169,8 @@ struct DaemonOptions {
         On the system bus, or with --system-access, callers are checked: root, propbusd's own user and members of group propbus may write; a property's writers option replaces that set, and secret properties are readable by their writers only. On the session bus all is allowed.
 
         Model files are read at start and again on SIGHUP or Manager.Reload (propctl reload): new keys appear, changed ones apply, keys a file no longer declares leave the bus while their stored values stay (propctl prune deletes them). A bad file is skipped and logged. Only one propbusd may use a state directory at a time (a lock file, propbusd.lock).
+
+        With --fleet, keys created with scope fleet are shared by every propbusd using the same etcd cluster and PREFIX (see docs/fleet.md): a write of one is sent to etcd as one transaction and answered once etcd accepted it; changes from other hosts arrive through a watch. Reads serve the local mirror, also while etcd is unreachable; writes of fleet keys then fail with Unavailable. Manager.FleetState and FleetRevision tell the state (propctl status).
 
         On SIGTERM or SIGINT it stops accepting calls, cancels running executions, commits, releases its name and exits 0; if it loses the bus it exits 1. Under systemd (Type=notify) it sends READY=1 once the name is owned, STOPPING=1 on SIGTERM, and watchdog pings when WatchdogSec= is set; RELOADING=1 and READY=1 around a reload.
         """

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import Etcd
+import EtcdTestSupport
 
 /// Several endpoints, dead members and unreachable clusters.
 final class EtcdFailoverTests: XCTestCase {

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import XCTest
 @testable import Etcd
+import EtcdTestSupport
 
 /// Reads, writes and transactions against a real single-member etcd.
 final class EtcdKVTests: XCTestCase {
@@ -59,6 +60,21 @@ final class EtcdKVTests: XCTestCase {
 
         let then = try client.range(key: Array("fleet/".utf8), prefix: true, revision: first.header.revision)
         XCTAssertEqual(then.kvs.first?.value, Array("1".utf8))
+    }
+
+    func testMinModRevisionLeavesOutKeysChangedBeforeItAndLimitCountsWhatIsLeft() throws {
+        let prefix = Array("/mm/".utf8)
+        _ = try client.put(key: prefix + Array("a".utf8), value: [1])
+        let middle = try client.put(key: prefix + Array("b".utf8), value: [2]).header.revision
+        _ = try client.put(key: prefix + Array("c".utf8), value: [3])
+        var request = RangeRequest(key: prefix, prefix: true)
+        request.minModRevision = middle
+        XCTAssertEqual(try client.range(request).kvs.map(\.value), [[2], [3]])
+        // The fleet's watch check: is anything newer than the cursor? One key is enough.
+        request.limit = 1
+        XCTAssertEqual(try client.range(request).kvs.count, 1)
+        request.minModRevision = try client.range(key: prefix, prefix: true).header.revision + 1
+        XCTAssertEqual(try client.range(request).kvs.count, 0)
     }
 
     func testDeleteRemovesAKeyAndReportsHowMany() throws {

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import Etcd
+import EtcdTestSupport
 
 /// Watch streams against a real single-member etcd (progress notifications every 300 ms).
 final class EtcdWatchTests: XCTestCase {

@@ -21,4 +21,15 @@ final class LinkingTests: XCTestCase {
             XCTAssertEqual(unwanted, [], "\(binary) links \(unwanted.joined(separator: ", "))")
         }
     }
+
+    /// libcurl and what it needs (OpenSSL, Kerberos, LDAP…) cost an idle daemon about 6 MiB of
+    /// resident pages: the Etcd library opens it with dlopen, only when --fleet makes a client.
+    func testNeitherBinaryLinksLibcurl() async throws {
+        for binary in [BuildProducts.propctl, BuildProducts.propbusd] {
+            let libraries = try await sharedLibraries(binary)
+            XCTAssertFalse(libraries.isEmpty, binary)
+            let unwanted = libraries.filter { $0.hasPrefix("libcurl") || $0.hasPrefix("libssl") || $0.hasPrefix("libkrb5") }
+            XCTAssertEqual(unwanted, [], "\(binary) links \(unwanted.joined(separator: ", "))")
+        }
+    }
 }

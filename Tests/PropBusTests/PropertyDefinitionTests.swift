@@ -90,7 +90,7 @@ final class PropertyDefinitionTests: XCTestCase {
 
     func testUnknownOptionsAreRefusedListingTheKnownOnes() throws {
         assertOptionsRefused(try onSwitch, ["colour": .string("red")], message:
-            "unknown option 'colour' for ui.switch.on; expected one of: persistent, writable, description, minimum, maximum, choices, value, writers, secret")
+            "unknown option 'colour' for ui.switch.on; expected one of: persistent, writable, description, minimum, maximum, choices, value, writers, secret, scope")
     }
 
     func testOptionsOfTheWrongTypeAreRefused() throws {

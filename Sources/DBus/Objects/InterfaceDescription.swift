@@ -105,6 +105,9 @@ public struct PropertyDescription {
     /// anyone may receive, never carry its value: `InterfacesAdded` leaves it out and
     /// `PropertiesChanged` lists it as invalidated. Introspection still lists it.
     public var authorizeRead: ((MethodCall) throws(DBusError) -> Void)?
+    /// Replaces ``set`` for a write whose reply may have to wait (``MethodResult/deferred``,
+    /// answered later through the call): `Properties.Set` returns what it returns.
+    public var deferrableSet: ((DBusValue, MethodCall) throws(DBusError) -> MethodResult)?
 
     public init(_ name: String, type: DBusType, access: Access = .read, changeSignal: ChangeSignal = .emits,
                 get: @escaping () throws(DBusError) -> DBusValue,

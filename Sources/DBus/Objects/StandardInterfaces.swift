@@ -75,6 +75,7 @@ struct StandardInterfaces {
                 guard let set = property.set else {
                     throw .propertyReadOnly("Property '\(property.name)' is not writable")
                 }
+                if let deferrable = property.deferrableSet { return try deferrable(try call.variant("value"), call) }
                 try set(try call.variant("value"), call)
                 return .reply([])
             },

@@ -16,39 +16,35 @@ final class CurlEasy: @unchecked Sendable {
     /// The request's headers (`curl_slist`), freed when replaced and in `deinit`.
     private var headers: UnsafeMutablePointer<curl_slist>?
 
-    /// `curl_global_init` is not thread-safe: a static `let` runs it once, under Swift's lazy
-    /// initialisation lock, before the first handle exists.
-    private static let globalInit: CURLcode = curl_global_init(Int(CURL_GLOBAL_ALL))
 
     /// A new handle with the settings every etcd request shares.
     init(caFile: String?) throws(EtcdError) {
-        _ = CurlEasy.globalInit
-        guard let handle = curl_easy_init() else {
+        guard let handle = LibCurl.api.easyInit() else {
             throw EtcdError(.invalidRequest, "libcurl could not create a handle (curl_easy_init)")
         }
         self.handle = handle
         errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
-        _ = pb_curl_setopt_ptr(handle, CURLOPT_ERRORBUFFER, errorBuffer)
+        _ = pb_curl_setopt_ptr(LibCurl.api.setopt, handle, CURLOPT_ERRORBUFFER, errorBuffer)
         // Signals would be process-wide: libcurl's alarm()-based DNS timeouts are unsafe in a
         // threaded program.
-        _ = pb_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
+        _ = pb_curl_setopt_long(LibCurl.api.setopt, handle, CURLOPT_NOSIGNAL, 1)
         // Small requests must not wait for Nagle's algorithm (libcurl's default, set anyway).
-        _ = pb_curl_setopt_long(handle, CURLOPT_TCP_NODELAY, 1)
+        _ = pb_curl_setopt_long(LibCurl.api.setopt, handle, CURLOPT_TCP_NODELAY, 1)
         // A peer that vanished without a FIN is noticed on an idle watch within seconds.
-        _ = pb_curl_setopt_long(handle, CURLOPT_TCP_KEEPALIVE, 1)
-        _ = pb_curl_setopt_long(handle, CURLOPT_TCP_KEEPIDLE, 5)
-        _ = pb_curl_setopt_long(handle, CURLOPT_TCP_KEEPINTVL, 2)
-        _ = pb_curl_setopt_long(handle, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1))
-        _ = pb_curl_setopt_long(handle, CURLOPT_POST, 1)
+        _ = pb_curl_setopt_long(LibCurl.api.setopt, handle, CURLOPT_TCP_KEEPALIVE, 1)
+        _ = pb_curl_setopt_long(LibCurl.api.setopt, handle, CURLOPT_TCP_KEEPIDLE, 5)
+        _ = pb_curl_setopt_long(LibCurl.api.setopt, handle, CURLOPT_TCP_KEEPINTVL, 2)
+        _ = pb_curl_setopt_long(LibCurl.api.setopt, handle, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1))
+        _ = pb_curl_setopt_long(LibCurl.api.setopt, handle, CURLOPT_POST, 1)
         if let caFile {
-            _ = pb_curl_setopt_str(handle, CURLOPT_CAINFO, caFile)
+            _ = pb_curl_setopt_str(LibCurl.api.setopt, handle, CURLOPT_CAINFO, caFile)
         }
     }
 
     deinit {
-        curl_easy_cleanup(handle)
-        if let headers { curl_slist_free_all(headers) }
+        LibCurl.api.easyCleanup(handle)
+        if let headers { LibCurl.api.slistFreeAll(headers) }
         errorBuffer.deallocate()
     }
 
@@ -58,38 +54,38 @@ final class CurlEasy: @unchecked Sendable {
                  timeout: Duration?, connectTimeout: Duration,
                  receive: pb_curl_data_callback, sink: UnsafeMutableRawPointer) {
         errorBuffer[0] = 0
-        _ = pb_curl_setopt_str(handle, CURLOPT_URL, url)
+        _ = pb_curl_setopt_str(LibCurl.api.setopt, handle, CURLOPT_URL, url)
         let bytes = Array(body.utf8)
         // The size first: COPYPOSTFIELDS copies that many bytes.
-        _ = pb_curl_setopt_off(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bytes.count))
+        _ = pb_curl_setopt_off(LibCurl.api.setopt, handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bytes.count))
         bytes.withUnsafeBufferPointer { buffer in
-            _ = pb_curl_setopt_ptr(handle, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: buffer.baseAddress ?? UnsafePointer(bitPattern: 1)!))
+            _ = pb_curl_setopt_ptr(LibCurl.api.setopt, handle, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: buffer.baseAddress ?? UnsafePointer(bitPattern: 1)!))
         }
-        if let headers { curl_slist_free_all(headers) }
+        if let headers { LibCurl.api.slistFreeAll(headers) }
         // "Expect:" turns off `Expect: 100-continue`, which libcurl sends for bodies above 1 KiB
         // and which costs a round trip (or a 1 s wait) per large txn.
         var list: UnsafeMutablePointer<curl_slist>? = nil
         for line in ["Content-Type: application/json", "Expect:"] + extraHeaders + (token.map { ["Authorization: \($0)"] } ?? []) {
-            list = curl_slist_append(list, line)
+            list = LibCurl.api.slistAppend(list, line)
         }
         headers = list
-        _ = pb_curl_setopt_ptr(handle, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(list))
-        _ = pb_curl_setopt_long(handle, CURLOPT_TIMEOUT_MS, timeout.map(CurlEasy.milliseconds) ?? 0)
-        _ = pb_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, CurlEasy.milliseconds(connectTimeout))
-        _ = pb_curl_setopt_callback(handle, CURLOPT_WRITEFUNCTION, receive)
-        _ = pb_curl_setopt_ptr(handle, CURLOPT_WRITEDATA, sink)
+        _ = pb_curl_setopt_ptr(LibCurl.api.setopt, handle, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(list))
+        _ = pb_curl_setopt_long(LibCurl.api.setopt, handle, CURLOPT_TIMEOUT_MS, timeout.map(CurlEasy.milliseconds) ?? 0)
+        _ = pb_curl_setopt_long(LibCurl.api.setopt, handle, CURLOPT_CONNECTTIMEOUT_MS, CurlEasy.milliseconds(connectTimeout))
+        _ = pb_curl_setopt_callback(LibCurl.api.setopt, handle, CURLOPT_WRITEFUNCTION, receive)
+        _ = pb_curl_setopt_ptr(LibCurl.api.setopt, handle, CURLOPT_WRITEDATA, sink)
     }
 
     /// libcurl's explanation of the last failure, or its generic text for `code`.
     func failureText(_ code: CURLcode) -> String {
         let detail = String(cString: errorBuffer)
-        return detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+        return detail.isEmpty ? LibCurl.api.easyStrerror(code).map { String(cString: $0) } ?? "libcurl error \(code.rawValue)" : detail
     }
 
     /// The HTTP status of the last response, 0 if none arrived.
     var responseCode: Int {
         var code = 0
-        _ = pb_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &code)
+        _ = pb_curl_getinfo_long(LibCurl.api.getinfo, handle, CURLINFO_RESPONSE_CODE, &code)
         return code
     }
 
@@ -97,7 +93,7 @@ final class CurlEasy: @unchecked Sendable {
     /// failure proves that the server never saw it, so even a write may go to another endpoint.
     var requestWasSent: Bool {
         var pretransfer: curl_off_t = 0
-        _ = pb_curl_getinfo_off(handle, CURLINFO_PRETRANSFER_TIME_T, &pretransfer)
+        _ = pb_curl_getinfo_off(LibCurl.api.getinfo, handle, CURLINFO_PRETRANSFER_TIME_T, &pretransfer)
         return pretransfer > 0
     }
 

@@ -39,6 +39,7 @@ public final class EtcdClient: Sendable {
     /// `https://host:port` or `host:port`). Nothing is contacted yet.
     public init(endpoints: [String], options: EtcdOptions = EtcdOptions()) throws(EtcdError) {
         guard !endpoints.isEmpty else { throw EtcdError(.invalidRequest, "no etcd endpoint given") }
+        try LibCurl.require()
         var parsed: [String] = []
         for text in endpoints { parsed.append(try Endpoint(text, tls: options.caFile != nil).url) }
         self.endpoints = parsed
@@ -295,7 +296,7 @@ public final class EtcdClient: Sendable {
         handle.prepare(url: url, body: body, token: token, timeout: timeout,
                        connectTimeout: min(timeout, options.connectTimeout),
                        receive: ResponseSink.receive, sink: unmanaged.toOpaque())
-        let result = curl_easy_perform(handle.handle)
+        let result = LibCurl.api.easyPerform(handle.handle)
         guard result == CURLE_OK else {
             let reason = handle.failureText(result)
             if !handle.requestWasSent { return .notSent(reason) }

@@ -76,7 +76,7 @@ final class WatchRunner: @unchecked Sendable {
         self.key = key
         self.rangeEnd = rangeEnd
         self.onUpdate = onUpdate
-        multi = curl_multi_init()
+        multi = LibCurl.api.multiInit()!
         shared = Mutex(Shared(next: fromRevision))
         endpointIndex = client.preferredEndpoint
     }
@@ -101,7 +101,7 @@ final class WatchRunner: @unchecked Sendable {
     func cancel() {
         let thread: pthread_t? = shared.withLock { state in
             state.cancelled = true
-            if state.multiAlive { curl_multi_wakeup(multi) }
+            if state.multiAlive { _ = LibCurl.api.multiWakeup(multi) }
             guard !state.joined, let thread = state.thread else { return nil }
             // The handler may cancel its own stream: its thread cannot wait for itself.
             if pthread_equal(thread, pthread_self()) != 0 { return nil }
@@ -115,7 +115,7 @@ final class WatchRunner: @unchecked Sendable {
         defer {
             shared.withLock { state in
                 state.multiAlive = false
-                curl_multi_cleanup(multi)
+                _ = LibCurl.api.multiCleanup(multi)
                 // Nobody will join a thread that ends by itself or cancels itself.
                 if !state.joined, let thread = state.thread {
                     state.joined = true
@@ -146,7 +146,7 @@ final class WatchRunner: @unchecked Sendable {
             let delay = client.options.watchRetryDelay * (1 << min(failuresInARow - 1, 4))
             // The pause is a poll on the multi handle, so cancel() ends it at once.
             var ignored: Int32 = 0
-            _ = curl_multi_poll(multi, nil, 0, Int32(CurlEasy.milliseconds(delay)), &ignored)
+            _ = LibCurl.api.multiPoll(multi, nil, 0, Int32(CurlEasy.milliseconds(delay)), &ignored)
         }
     }
 
@@ -172,21 +172,21 @@ final class WatchRunner: @unchecked Sendable {
                        token: token, extraHeaders: ["Grpc-Metadata-hasleader: true"], timeout: nil,
                        connectTimeout: client.options.connectTimeout,
                        receive: WatchRunner.receive, sink: unmanaged.toOpaque())
-        curl_multi_add_handle(multi, handle.handle)
-        defer { curl_multi_remove_handle(multi, handle.handle) }
+        _ = LibCurl.api.multiAddHandle(multi, handle.handle)
+        defer { _ = LibCurl.api.multiRemoveHandle(multi, handle.handle) }
         var running: Int32 = 1
         while running > 0 {
-            guard curl_multi_perform(multi, &running) == CURLM_OK else { break }
+            guard LibCurl.api.multiPerform(multi, &running) == CURLM_OK else { break }
             if running == 0 || isCancelled || finished || pendingError != nil { break }
             var ignored: Int32 = 0
-            _ = curl_multi_poll(multi, nil, 0, 1000, &ignored)
+            _ = LibCurl.api.multiPoll(multi, nil, 0, 1000, &ignored)
         }
         if isCancelled || finished { return nil }
         // etcd keeps the stream open after an error line (a cancelled watch): reconnect.
         if let error = pendingError { return error }
         var result = CURLE_OK
         var pending: Int32 = 0
-        while let message = curl_multi_info_read(multi, &pending) {
+        while let message = LibCurl.api.multiInfoRead(multi, &pending) {
             if message.pointee.msg == CURLMSG_DONE { result = message.pointee.data.result }
         }
         if result != CURLE_OK {

@@ -12,6 +12,10 @@ public struct RangeRequest: Equatable, Sendable {
     public var countOnly: Bool
     /// Served by the member alone, without a quorum round (may be stale).
     public var serializable: Bool
+    /// Only keys last changed at or after this revision (0: no filter). etcd filters after
+    /// reading the range, so `limit` still applies to what is left, but `countOnly` counts
+    /// every key.
+    public var minModRevision: Int64 = 0
 
     /// Reads `key`, or every key starting with `key` when `prefix` is true.
     public init(key: [UInt8], prefix: Bool = false, revision: Int64 = 0, limit: Int64 = 0,
@@ -46,6 +50,7 @@ public struct RangeRequest: Equatable, Sendable {
         if limit != 0 { members.append(("limit", .int64(limit))) }
         if countOnly { members.append(("count_only", .bool(true))) }
         if serializable { members.append(("serializable", .bool(true))) }
+        if minModRevision != 0 { members.append(("min_mod_revision", .int64(minModRevision))) }
         return .object(members)
     }
 }

@@ -36,6 +36,8 @@ public struct PropBusError: Error, Hashable, Sendable, CustomStringConvertible {
         case limitsExceeded = "LimitsExceeded"
         case exists = "Exists"
         case storeFailed = "StoreFailed"
+        /// A fleet key cannot be written: etcd cannot be reached (issue 14).
+        case unavailable = "Unavailable"
         // Standard names, used where the D-Bus specification has one.
         case invalidArgs = "org.freedesktop.DBus.Error.InvalidArgs"
         case unknownProperty = "org.freedesktop.DBus.Error.UnknownProperty"

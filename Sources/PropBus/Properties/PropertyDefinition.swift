@@ -53,6 +53,9 @@ public struct PropertyDefinition: Hashable, Sendable {
         get { rare?.fields.source }
         set { updateRare { $0.source = newValue } }
     }
+    /// Where the property lives: on this host only, or shared by the fleet through etcd
+    /// (`scope`, default local; see docs/fleet.md).
+    public var scope: PropertyScope = .local
 
     /// The out-of-line metadata. Immutable and shared between copies; a change makes a new box,
     /// and metadata all at its default is no box (so equal definitions compare equal).
@@ -95,7 +98,7 @@ public struct PropertyDefinition: Hashable, Sendable {
     /// The longest description, in UTF-8 bytes.
     public static let maximumDescriptionLength = 4096
 
-    public static let optionNames = ["persistent", "writable", "description", "minimum", "maximum", "choices", "value", "writers", "secret"]
+    public static let optionNames = ["persistent", "writable", "description", "minimum", "maximum", "choices", "value", "writers", "secret", "scope"]
 
     /// Applies `CreateProperty` options; returns the initial `value` option, if given.
     public mutating func apply(options: [String: DBusValue]) throws(PropBusError) -> DBusValue? {
@@ -138,6 +141,11 @@ public struct PropertyDefinition: Hashable, Sendable {
             case "writers":
                 guard case .array(.string, let items) = value else { throw expect("an array of strings (as)") }
                 writers = items.compactMap(\.stringValue)
+            case "scope":
+                guard case .string(let s) = value, let parsed = PropertyScope(rawValue: s) else {
+                    throw expect("\"local\" or \"fleet\" (s)")
+                }
+                scope = parsed
             case "value":
                 initial = value
             case "source":
@@ -255,8 +263,18 @@ public struct PropertyDefinition: Hashable, Sendable {
         if let writers { result["writers"] = .array(of: .string, writers.map { .string($0) }) }
         if let stateOf { result["state_of"] = .string(stateOf.text) }
         if let source { result["source"] = .string(source) }
+        // Only when shared: local is the default, and every existing reply stays as it was.
+        if scope == .fleet { result["scope"] = .string(scope.rawValue) }
         return result
     }
+}
+
+/// Where a property lives (`scope` option).
+public enum PropertyScope: String, Hashable, Sendable {
+    /// On this host only (the default).
+    case local
+    /// Shared by every host of the fleet through etcd: definition and value.
+    case fleet
 }
 
 /// Short renderings of values for error messages.

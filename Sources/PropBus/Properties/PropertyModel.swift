@@ -199,6 +199,7 @@ public final class PropertyModel {
 
     private func rememberUnclaimed(_ key: Key) {
         if undoUnclaimed.index(forKey: key) == nil { undoUnclaimed.updateValue(unclaimedValues[key], forKey: key) }
+        if callLog != nil, callUnclaimed.index(forKey: key) == nil { callUnclaimed.updateValue(unclaimedValues[key], forKey: key) }
     }
 
     /// The keys whose entries changed since the last ``commitRound()`` (``Round/writtenKeys``).
@@ -206,9 +207,119 @@ public final class PropertyModel {
     /// The keys whose values bindings read since the last ``commitRound()`` (``Round/readKeys``).
     public private(set) var keysReadThisRound: Set<Key> = []
 
-    /// Records `key`'s state before its first change in this round.
+    /// Records `key`'s state before its first change in this round (and in the open call, see
+    /// ``beginCall()``).
     private func remember(_ key: Key) {
         if undoLog[key] == nil { undoLog[key] = .some(entries[key]) }
+        if callLog != nil, callLog![key] == nil { callLog![key] = .some(entries[key]) }
+    }
+
+    // MARK: Calls inside a round
+
+    /// What one call changed, recorded between ``beginCall()`` and ``endCall()`` or
+    /// ``rollbackCall()``: a savepoint inside the round, for the fleet, which must take a call's
+    /// writes of fleet keys back out of the round and send them to etcd first.
+    private var callLog: [Key: Entry?]?
+    private var callUnclaimed: [Key: (value: DBusValue, revision: UInt64)?] = [:]
+    private var callBindings: BindingTable?
+    private var callRevision: UInt64 = 0
+    private var callReadKeys: Set<Key> = []
+
+    /// Starts recording one call's changes (a savepoint inside the round).
+    public func beginCall() {
+        callLog = [:]
+        callUnclaimed = [:]
+        callBindings = bindings
+        callRevision = revision
+        callReadKeys = keysReadThisRound
+        keysReadThisRound = []
+    }
+
+    /// The call's changes so far: each touched key's entry before the call (`nil`: it did not
+    /// exist), and the keys its bindings read.
+    public var callChanges: (before: [Key: Entry?], read: Set<Key>) { (callLog ?? [:], keysReadThisRound) }
+
+    /// Keeps the call's changes in the round and stops recording.
+    public func endCall() {
+        callLog = nil
+        keysReadThisRound.formUnion(callReadKeys)
+        callBindings = nil
+    }
+
+    /// Takes the call's changes back out of the round (the round's earlier changes stay) and
+    /// stops recording. The caller restores the store's savepoint taken with ``beginCall()``.
+    public func rollbackCall() {
+        guard let log = callLog else { return }
+        for (key, old) in log {
+            if let old { insert(old) } else { remove(key) }
+            // Untouched by the round before the call: the round need not undo it any more.
+            if case .some(let roundOld) = undoLog[key], roundOld.map(\.definition) == old.map(\.definition),
+               roundOld?.storedValue == old?.storedValue, roundOld?.revision == old?.revision, roundOld?.hidden?.value == old?.hidden?.value {
+                undoLog[key] = nil
+            }
+        }
+        for (key, stored) in callUnclaimed { unclaimedValues[key] = stored }
+        if let callBindings { bindings = callBindings }
+        revision = callRevision
+        keysReadThisRound = callReadKeys
+        callLog = nil
+        callBindings = nil
+    }
+
+    /// Puts `key`'s entry in the state `entry` (`nil`: removed) as a call computed it before its
+    /// writes went to etcd, with a new revision; writes the store. No checks: the call checked.
+    public func overwrite(_ key: Key, with entry: Entry?) -> [PropertyChange] {
+        let old = entries[key]
+        guard let entry else {
+            guard let old else { return [] }
+            remember(key)
+            remove(key)
+            store.removeDefinition(key)
+            let ended = bindings.touching(key).map { removeBinding($0.id) }
+            return [.deleted(key, old: old.value)] + ended
+        }
+        if old?.definition == entry.definition, old?.storedValue == entry.storedValue, old?.hidden?.value == entry.hidden?.value { return [] }
+        remember(key)
+        var next = entry
+        if old?.definition != entry.definition { store.saveDefinition(entry.definition) }
+        revision += 1
+        next.revision = revision
+        if entry.definition.persistent {
+            if let stored = entry.storedValue { store.saveValue(stored, revision: revision, for: key) }
+            else if old?.storedValue != nil { store.removeValue(for: key) }
+            saveRevisionCeiling()
+        } else {
+            reserveRevision()
+        }
+        insert(next)
+        guard let old else { return [.created(key)] }
+        return old.value != next.value ? [.valueChanged(key, old: old.value)] : [.redefined(key)]
+    }
+
+    /// Applies values that came from the fleet (`nil`: reset): checked against the local
+    /// definition (a value it refuses is returned as a failure, not written), then spread
+    /// through the bindings except into `frozen` keys (fleet keys: fleet↔fleet bindings ran on
+    /// the writing host already).
+    public func mirror(_ writes: [(Key, DBusValue?)], frozen: Set<Key>) -> (changes: [PropertyChange], failures: [(Key, PropBusError)]) {
+        var planned: [(Key, DBusValue?)] = []
+        var failures: [(Key, PropBusError)] = []
+        for (key, value) in writes {
+            guard let entry = entries[key] else { continue }
+            if let value {
+                do throws(PropBusError) { try entry.definition.check(value, maximumSize: limits.maximumValueSize) } catch {
+                    failures.append((key, error))
+                    continue
+                }
+            }
+            planned.append((key, value))
+        }
+        do throws(PropBusError) {
+            return (try write(planned, frozen: frozen), failures)
+        } catch {
+            // A local binding refused the value: the fleet's value is the truth, it lands alone.
+            failures.append((planned.first?.0 ?? Key(uncheckedGroup: "fleet", name: "value"), error))
+            return (record(planned), failures)
+        }
     }
 
     // MARK: Reading

@@ -39,6 +39,13 @@ public protocol PropertyStore: AnyObject {
     func saveCommand(_ key: Key, options: [String: DBusValue])
     /// Forgets a command's definition.
     func removeCommand(_ key: Key)
+    /// Records a fleet key's etcd `mod_revision`s (issue 14): of its value (`PREFIX/keys/KEY`)
+    /// and of its definition (`PREFIX/defs/KEY`); negative: deleted at that revision.
+    func saveFleetRevisions(_ revisions: FleetRevisions, for key: Key)
+    /// Forgets a key's etcd revisions.
+    func removeFleetRevisions(for key: Key)
+    /// Records the last etcd revision the mirror applied (the watch resumes after it).
+    func saveFleetCursor(_ revision: Int64)
     /// Makes everything recorded since the last commit durable.
     func commit() throws(PropBusError)
     /// Drops everything recorded since the last commit.
@@ -46,6 +53,9 @@ public protocol PropertyStore: AnyObject {
 }
 
 extension PropertyStore {
+    public func saveFleetRevisions(_ revisions: FleetRevisions, for key: Key) {}
+    public func removeFleetRevisions(for key: Key) {}
+    public func saveFleetCursor(_ revision: Int64) {}
     public func reserveRevisions(through ceiling: UInt64) { saveRevision(ceiling) }
     public func retireDefinition(_ key: Key) {}
     public func savepoint() -> StoreSavepoint { StoreSavepoint {} }
@@ -76,6 +86,10 @@ public struct StoredState: Sendable {
     public var nextBindingID: UInt64 = 1
     /// Persistent commands, as their `CreateCommand` options.
     public var commands: [(key: Key, options: [String: DBusValue])] = []
+    /// The etcd revisions of the fleet keys the mirror holds.
+    public var fleetRevisions: [Key: FleetRevisions] = [:]
+    /// The last etcd revision the mirror applied; 0: none (a full read first).
+    public var fleetCursor: Int64 = 0
 
     public init() {}
 
@@ -91,6 +105,19 @@ public struct StoredState: Sendable {
             for (index, stored) in definitionValues.enumerated() { if let stored { body(definitions[index].key, stored) } }
         }
         for (key, stored) in values { body(key, stored) }
+    }
+}
+
+/// A fleet key's etcd `mod_revision`s: of its value and of its definition. A positive number is
+/// the revision of the key that exists; a negative one the revision at which it was deleted
+/// (kept, so an older change arriving late is recognised); 0: never seen.
+public struct FleetRevisions: Hashable, Sendable {
+    public var value: Int64
+    public var definition: Int64
+
+    public init(value: Int64 = 0, definition: Int64 = 0) {
+        self.value = value
+        self.definition = definition
     }
 }
 

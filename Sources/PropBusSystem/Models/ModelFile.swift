@@ -167,6 +167,11 @@ public struct ModelFile: Sendable {
             case "description":
                 guard let text = item.stringValue else { throw fail(keyText, "\"description\" must be a string") }
                 options[field] = .string(text)
+            case "scope":
+                guard let text = item.stringValue, PropertyScope(rawValue: text) != nil else {
+                    throw fail(keyText, "\"scope\" must be \"local\" or \"fleet\"")
+                }
+                options[field] = .string(text)
             case "choices":
                 guard let items = item.arrayValue else { throw fail(keyText, "\"choices\" must be an array of '\(type.signature)' values") }
                 var choices: [DBusValue] = []

@@ -12,14 +12,14 @@ import PropBus
 /// Single owner, like the model: the service confines it to its connection's queue.
 public final class SQLiteStore: PropertyStore {
     /// The schema version this release writes (`PRAGMA user_version`).
-    public static let schemaVersion: Int64 = 3
+    public static let schemaVersion: Int64 = 4
     /// The database file name inside the state directory.
     public static let fileName = "propbus.db"
     /// `PRAGMA application_id` of a propbus store ('PBUS'), so that another application's
     /// SQLite file at the same path is recognised and refused rather than altered.
     public static let applicationID: Int32 = 0x5042_5553
     /// The tables a propbus store holds; a database with other tables belongs to someone else.
-    static let tableNames: Set<String> = ["definitions", "stored_values", "meta", "bindings", "commands"]
+    static let tableNames: Set<String> = ["definitions", "stored_values", "meta", "bindings", "commands", "fleet_keys"]
 
     /// The database file.
     public let path: String
@@ -32,6 +32,8 @@ public final class SQLiteStore: PropertyStore {
     private var pendingBindings: [UInt64: Pending<Binding>] = [:]
     private var pendingNextBindingID: UInt64?
     private var pendingCommands: [Key: Pending<[String: DBusValue]>] = [:]
+    private var pendingFleetRevisions: [Key: Pending<FleetRevisions>] = [:]
+    private var pendingFleetCursor: Int64?
     /// A store written before `application_id` existed gets it with its next commit: opening
     /// writes nothing (see the daemon's start-up rule).
     private var pendingApplicationID = false
@@ -189,6 +191,13 @@ public final class SQLiteStore: PropertyStore {
                     options BLOB NOT NULL
                 ) WITHOUT ROWID;
                 """,
+            3: """
+                CREATE TABLE fleet_keys (
+                    key TEXT PRIMARY KEY NOT NULL,
+                    value_revision INTEGER NOT NULL,
+                    definition_revision INTEGER NOT NULL
+                ) WITHOUT ROWID;
+                """,
         ]
         try database.execute("BEGIN IMMEDIATE")
         do {
@@ -279,6 +288,14 @@ public final class SQLiteStore: PropertyStore {
                     throw PropBusError(.storeFailed, "the store \(path) holds an unreadable binding \(id): \(error)")
                 }
             }
+            let fleet = try database.prepare("SELECT key, value_revision, definition_revision FROM fleet_keys")
+            while try fleet.step() {
+                if let key = try? Key(fleet.text(0) ?? "") {
+                    state.fleetRevisions[key] = FleetRevisions(value: fleet.integer(1), definition: fleet.integer(2))
+                }
+            }
+            let cursor = try database.prepare("SELECT value FROM meta WHERE name = 'fleet_cursor'")
+            while try cursor.step() { state.fleetCursor = cursor.integer(0) }
             let commands = try database.prepare("SELECT key, options FROM commands ORDER BY key")
             while try commands.step() {
                 let keyText = commands.text(0) ?? ""
@@ -336,10 +353,24 @@ public final class SQLiteStore: PropertyStore {
 
     public func removeCommand(_ key: Key) { pendingCommands[key] = .delete }
 
+    public func saveFleetRevisions(_ revisions: FleetRevisions, for key: Key) { pendingFleetRevisions[key] = .save(revisions) }
+
+    public func removeFleetRevisions(for key: Key) { pendingFleetRevisions[key] = .delete }
+
+    public func saveFleetCursor(_ revision: Int64) { pendingFleetCursor = revision }
+
+    /// Set for one commit that holds only what etcd keeps durably anyway (the fleet mirror:
+    /// values and definitions from etcd, their revisions and the watch cursor, all in the same
+    /// transaction): it is written without waiting for the disk (`synchronous=NORMAL`, still
+    /// atomic and safe against a crash of the process). After a power loss the cursor is back
+    /// with the values, and the watch replays them. Reset by the commit.
+    public var nextCommitIsMirrorOnly = false
+
     /// Whether writes are waiting for ``commit()``.
     public var hasPendingWrites: Bool {
         !pendingDefinitions.isEmpty || !pendingValues.isEmpty || pendingRevision != nil || !pendingBindings.isEmpty
             || pendingNextBindingID != nil || !pendingCommands.isEmpty || pendingApplicationID
+            || !pendingFleetRevisions.isEmpty || pendingFleetCursor != nil
     }
 
     public func commit() throws(PropBusError) {
@@ -362,6 +393,11 @@ public final class SQLiteStore: PropertyStore {
             }
             return
         }
+        let mirrorOnly = nextCommitIsMirrorOnly
+        nextCommitIsMirrorOnly = false
+        if mirrorOnly { try? database.execute("PRAGMA synchronous=NORMAL") }
+        // A later full commit's fsync covers this one's pages too: WAL frames are written in order.
+        defer { if mirrorOnly { try? database.execute("PRAGMA synchronous=FULL") } }
         do {
             try database.execute("BEGIN IMMEDIATE")
             if pendingApplicationID { try database.execute("PRAGMA application_id = \(Self.applicationID)") }
@@ -405,6 +441,18 @@ public final class SQLiteStore: PropertyStore {
                 case .delete: try statements.removeCommand.run([.text(key.text)])
                 }
             }
+            for (key, pending) in pendingFleetRevisions.sorted(by: { $0.key < $1.key }) {
+                switch pending {
+                case .save(let revisions):
+                    try database.prepare("INSERT OR REPLACE INTO fleet_keys (key, value_revision, definition_revision) VALUES (?1, ?2, ?3)")
+                        .run([.text(key.text), .integer(revisions.value), .integer(revisions.definition)])
+                case .delete:
+                    try database.prepare("DELETE FROM fleet_keys WHERE key = ?1").run([.text(key.text)])
+                }
+            }
+            if let pendingFleetCursor {
+                try database.prepare("INSERT OR REPLACE INTO meta (name, value) VALUES ('fleet_cursor', ?1)").run([.integer(pendingFleetCursor)])
+            }
             try database.execute("COMMIT")
         } catch {
             if database.inTransaction { try? database.execute("ROLLBACK") }
@@ -425,6 +473,8 @@ public final class SQLiteStore: PropertyStore {
         pendingBindings.removeAll(keepingCapacity: true)
         pendingNextBindingID = nil
         pendingCommands.removeAll(keepingCapacity: true)
+        pendingFleetRevisions.removeAll(keepingCapacity: true)
+        pendingFleetCursor = nil
     }
 
     // MARK: Definitions

@@ -147,6 +147,7 @@ enum PropctlSpec {
             .value("maximum", valueName: "VALUE", help: "The largest value accepted (numeric types)."),
             .value("choice", valueName: "VALUE", help: "Accept only this value.", repeatable: true),
             .value("value", valueName: "VALUE", help: "An initial value, set only if none is stored."),
+            .value("scope", valueName: "SCOPE", help: "local (the default) or fleet: shared by every host through etcd (propbusd --fleet)."),
         ],
         positionals: [
             .init("KEY", help: "The key to create, e.g. settings.volume."),
@@ -257,8 +258,17 @@ enum PropctlSpec {
     static let status = CommandSpec(
         name: "status",
         abstract: "Show whether propbusd is running, its version and its commands.",
+        discussion: """
+            The fleet row is FleetState (off, connecting, connected or unavailable) and the last \
+            etcd revision the daemon applied (FleetRevision). With --fleet, also the hosts whose \
+            propbusd is connected to the same etcd prefix (their presence keys, PREFIX/hosts/NAME).
+            """,
+        options: [
+            .flag("fleet", help: "Also list the hosts of the fleet that are up."),
+        ],
         examples: [
             .init("Check the session daemon", "propctl status"),
+            .init("Which hosts of the fleet are up", "propctl status --fleet"),
             .init("Check the system daemon", "propctl --system status"),
         ]
     )

@@ -24,6 +24,12 @@ enum CreateCommand: Subcommand {
         if let minimum = try read("minimum") { options["minimum"] = minimum }
         if let maximum = try read("maximum") { options["maximum"] = maximum }
         if let initial = try read("value") { options["value"] = initial }
+        if let scope = parsed.option("scope") {
+            guard PropertyScope(rawValue: scope) != nil else {
+                throw CommandFailure(.usage, "--scope expects local or fleet, got '\(scope)'")
+            }
+            options["scope"] = .string(scope)
+        }
         let choiceTexts = parsed.options("choice")
         if !choiceTexts.isEmpty {
             var choices: [DBusValue] = []

@@ -40,6 +40,10 @@ enum DescribeCommand: Subcommand {
         }
         rows.append(["secret", flag("secret", default: false)])
         rows.append(["persistent", flag("persistent", default: true)])
+        if let scope = metadata["scope"]?.stringValue {
+            let revision = metadata["etcd_revision"].map { ", etcd revision " + ValueText.format($0) } ?? ""
+            rows.append(["scope", scope + revision])
+        }
         if let source = metadata["source"]?.stringValue { rows.append(["source", source.isEmpty ? "created at run time" : source]) }
         if let state = metadata["state_of"]?.stringValue { rows.append(["state_of", state]) }
         let description = metadata["description"]?.stringValue ?? ""

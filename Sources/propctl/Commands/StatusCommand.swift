@@ -28,24 +28,46 @@ enum StatusCommand: Subcommand {
         let skipped = SkippedFiles.decode(try? await client.call(Key.rootPath, PropbusClient.propertiesInterface, "Get",
                                                                  [.string(PropbusClient.managerInterface), .string("SkippedModelFiles")]).first)
         let executions = try await client.executions()
+        // An older propbusd has neither: shown as off.
+        let fleetState = (try? await client.call(Key.rootPath, PropbusClient.propertiesInterface, "Get",
+                                                 [.string(PropbusClient.managerInterface), .string("FleetState")]))?
+            .first?.unwrappingVariantOnce.stringValue ?? "off"
+        let fleetRevision = (try? await client.call(Key.rootPath, PropbusClient.propertiesInterface, "Get",
+                                                    [.string(PropbusClient.managerInterface), .string("FleetRevision")]))?
+            .first.flatMap { value -> UInt64? in if case .uint64(let n) = value.unwrappingVariantOnce { n } else { nil } } ?? 0
+        var hosts: [String] = []
+        if parsed.flag("fleet") {
+            guard fleetState != "off" else {
+                throw CommandFailure(.unavailable, "propbusd runs without --fleet: there is no fleet to list")
+            }
+            if case .array(_, let items)? = try await client.manager("ListFleetHosts").first {
+                hosts = items.compactMap(\.stringValue)
+            }
+        }
         if parsed.flag("json") {
             Output.line(Output.json(.object([
                 ("running", .bool(true)), ("name", .string(PropbusClient.busName)), ("owner", .string(owner)),
                 ("skipped_model_files", SkippedFiles.json(skipped)),
                 ("version", .string(version)), ("properties", .number(properties.count)), ("groups", .number(groups.count)),
+                ("fleet_state", .string(fleetState)), ("fleet_revision", .unsignedInteger(fleetRevision)),
                 ("commands", .array(commands.map { command in
                     .object([("key", .string(command.key))] + command.info.sorted { $0.key < $1.key }.map { ($0.key, ValueText.jsonValue($0.value)) })
                 })),
                 ("executions", .array(executions.map { execution in
                     .object([("id", .unsignedInteger(execution.id)), ("key", .string(execution.key)), ("caller", .string(execution.caller))])
                 })),
-            ])))
+            ] + (parsed.flag("fleet") ? [("fleet_hosts", .array(hosts.map { .string($0) }))] : []))))
             return
         }
         Output.line(Output.table(header: ["FIELD", "VALUE"], rows: [
             ["status", "running"], ["name", PropbusClient.busName], ["owner", owner], ["version", version],
             ["properties", String(properties.count)], ["groups", String(groups.count)], ["commands", String(commands.count)],
+            ["fleet", fleetState == "off" ? "off" : "\(fleetState), etcd revision \(fleetRevision)"],
         ]))
+        if parsed.flag("fleet") {
+            Output.line("")
+            Output.line(Output.table(header: ["HOST"], rows: hosts.map { [$0] }))
+        }
         if !skipped.isEmpty {
             Output.line("")
             Output.line("Skipped model files (fix them, then propctl reload):")

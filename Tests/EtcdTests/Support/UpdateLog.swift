@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 @testable import Etcd
+import EtcdTestSupport
 
 /// Collects a watch's updates from its thread, for a test to wait on.
 final class UpdateLog: Sendable {

@@ -2,8 +2,8 @@ import Foundation
 
 /// Loopback TCP ports nobody listens on, found by binding port 0 (all sockets are held until
 /// every port is chosen, so the ports differ).
-enum FreePorts {
-    static func take(_ count: Int) throws -> [Int] {
+public enum FreePorts {
+    public static func take(_ count: Int) throws -> [Int] {
         var sockets: [Int32] = []
         defer { sockets.forEach { close($0) } }
         var ports: [Int] = []
@@ -16,7 +16,7 @@ enum FreePorts {
     }
 
     /// A socket bound to a free loopback port (not listening), and the port.
-    static func bound() throws -> (Int32, Int) {
+    public static func bound() throws -> (Int32, Int) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw EtcdClusterError("socket: errno \(errno)") }
         var address = sockaddr_in()
@@ -36,7 +36,7 @@ enum FreePorts {
 
     /// A loopback listener that never accepts: connections complete in the kernel's backlog, and
     /// requests sent on them are never answered (a member that hangs).
-    static func silentListener() throws -> (fd: Int32, port: Int) {
+    public static func silentListener() throws -> (fd: Int32, port: Int) {
         let (fd, port) = try bound()
         guard listen(fd, 16) == 0 else { close(fd); throw EtcdClusterError("listen: errno \(errno)") }
         return (fd, port)

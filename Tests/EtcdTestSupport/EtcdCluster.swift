@@ -1,6 +1,6 @@
 import Foundation
 import XCTest
-@testable import Etcd
+import Etcd
 
 /// Real etcd members on loopback for a test: free ports, a temporary data directory each, fast
 /// elections (`--election-timeout 500 --heartbeat-interval 50`), stopped with SIGTERM (then
@@ -8,36 +8,36 @@ import XCTest
 ///
 /// Without an `etcd` binary the test is skipped, except in CI (`CI=true`), where that is a
 /// failure: scripts/setup installs etcd-server there.
-final class EtcdCluster {
-    struct Member {
-        let name: String
-        let clientURL: String
-        let peerURL: String
-        let dataDir: URL
-        var process: Process?
+public final class EtcdCluster {
+    public struct Member {
+        public let name: String
+        public let clientURL: String
+        public let peerURL: String
+        public let dataDir: URL
+        public var process: Process?
     }
 
     /// Certificate files for serving clients over HTTPS.
-    struct TLSFiles {
-        let caFile: String
-        let certFile: String
-        let keyFile: String
+    public struct TLSFiles {
+        public let caFile: String
+        public let certFile: String
+        public let keyFile: String
     }
 
-    private(set) var members: [Member] = []
+    public private(set) var members: [Member] = []
     private let etcd: String
     private let tls: TLSFiles?
     private let sharedArguments: [String]
-    let directory: URL
+    public let directory: URL
     /// Every member's client URL, in order.
-    var endpoints: [String] { members.map(\.clientURL) }
+    public var endpoints: [String] { members.map(\.clientURL) }
 
-    static var etcdPath: String? {
+    public static var etcdPath: String? {
         ["/usr/bin/etcd", "/usr/local/bin/etcd"].first { FileManager.default.isExecutableFile(atPath: $0) }
     }
 
     /// Starts `size` members forming one cluster and waits until it serves linearizable reads.
-    init(size: Int = 1, tls: TLSFiles? = nil, extraArguments: [String] = []) throws {
+    public init(size: Int = 1, tls: TLSFiles? = nil, extraArguments: [String] = []) throws {
         self.tls = tls
         guard let etcd = EtcdCluster.etcdPath else {
             if ProcessInfo.processInfo.environment["CI"] == "true" {
@@ -66,7 +66,7 @@ final class EtcdCluster {
     }
 
     /// Starts member `index` (again, after ``kill(_:)``: same data directory and ports).
-    func launch(_ index: Int) throws {
+    public func launch(_ index: Int) throws {
         let member = members[index]
         let process = Process()
         process.executableURL = URL(fileURLWithPath: etcd)
@@ -92,7 +92,7 @@ final class EtcdCluster {
     }
 
     /// Waits (up to 20 s) until a linearizable read succeeds through every live member.
-    func waitUntilServing(timeout: TimeInterval = 20) throws {
+    public func waitUntilServing(timeout: TimeInterval = 20) throws {
         let deadline = Date().addingTimeInterval(timeout)
         for member in members where member.process?.isRunning == true {
             var options = EtcdOptions()
@@ -113,7 +113,7 @@ final class EtcdCluster {
     }
 
     /// The index of the current leader, asked through etcdctl (`endpoint status`).
-    func leaderIndex() throws -> Int? {
+    public func leaderIndex() throws -> Int? {
         for (index, member) in members.enumerated() where member.process?.isRunning == true {
             let output = try EtcdCluster.etcdctl(["--endpoints", member.clientURL, "endpoint", "status", "-w", "json"])
             guard let list = try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [[String: Any]],
@@ -127,7 +127,7 @@ final class EtcdCluster {
     }
 
     /// Kills member `index` at once (SIGKILL), as a crash would.
-    func kill(_ index: Int) {
+    public func kill(_ index: Int) {
         guard let process = members[index].process, process.isRunning else { return }
         Foundation.kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
@@ -135,7 +135,7 @@ final class EtcdCluster {
 
     /// Stops every member: SIGTERM, then SIGKILL after 1 s (a member whose peers are gone
     /// tries to hand over leadership for longer); removes the data directories.
-    func stop() {
+    public func stop() {
         for member in members {
             guard let process = member.process, process.isRunning else { continue }
             process.terminate()
@@ -153,7 +153,7 @@ final class EtcdCluster {
     }
 
     /// The members' logs, for failure messages.
-    func logs() -> String {
+    public func logs() -> String {
         members.map { member in
             let text = (try? String(contentsOf: directory.appendingPathComponent("\(member.name).log"), encoding: .utf8)) ?? ""
             return "--- \(member.name)\n" + text.split(separator: "\n").suffix(20).joined(separator: "\n")
@@ -162,7 +162,7 @@ final class EtcdCluster {
 
     /// A throwaway CA and a server certificate for 127.0.0.1 signed by it, made with openssl in
     /// `directory`.
-    static func makeCertificates(in directory: URL) throws -> TLSFiles {
+    public static func makeCertificates(in directory: URL) throws -> TLSFiles {
         let path = { (name: String) in directory.appendingPathComponent(name).path }
         try "subjectAltName=IP:127.0.0.1\n".write(toFile: path("san.cnf"), atomically: true, encoding: .utf8)
         let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
@@ -177,7 +177,7 @@ final class EtcdCluster {
 
     /// Runs etcdctl (v3 API) and returns its standard output; throws if it fails.
     @discardableResult
-    static func etcdctl(_ arguments: [String]) throws -> String {
+    public static func etcdctl(_ arguments: [String]) throws -> String {
         var environment = ProcessInfo.processInfo.environment
         environment["ETCDCTL_API"] = "3"
         return try run("/usr/bin/etcdctl", arguments, environment: environment)
@@ -185,7 +185,7 @@ final class EtcdCluster {
 
     /// Runs a program and returns its standard output; throws if it fails.
     @discardableResult
-    static func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws -> String {
+    public static func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
@@ -205,7 +205,7 @@ final class EtcdCluster {
     }
 }
 
-struct EtcdClusterError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
+public struct EtcdClusterError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
 }

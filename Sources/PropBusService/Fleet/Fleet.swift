@@ -1,0 +1,703 @@
+import DBus
+import Dispatch
+import Etcd
+import Glibc
+import PropBus
+import PropBusSystem
+
+/// The daemon's side of the fleet (issue 14): mirrors the fleet keys held in etcd into the
+/// model, and sends the writes of fleet keys to etcd before they are committed here.
+///
+/// **Ownership.** The mirror's state (``state``, ``cursor``, the keys' etcd revisions, the
+/// calls waiting for etcd) belongs to the D-Bus connection's queue, like the model. Blocking
+/// etcd calls (txn, range, leases) run on `etcdQueue`, a serial queue of the fleet's own, and
+/// hop back with their result; the watch's thread hops over with each update. The D-Bus queue
+/// never waits for etcd. `@unchecked Sendable` for that reason, like ``Service``.
+///
+/// **Reads** always serve the mirror (the model), also while etcd is unreachable.
+/// **Remote changes**: each watch update (one etcd revision) is applied as one round: values and
+/// definitions, fleet→local bindings, command predicates, one commit of them with the etcd
+/// revisions and the cursor, then signals. A change is applied only if it is newer than what
+/// the mirror holds for that key, which also recognises this host's own writes coming back.
+/// **Writes**: see ``write(_:compareAndSet:reply:_:)``.
+public final class Fleet: @unchecked Sendable {
+    /// `Manager.FleetState`.
+    public enum State: String, Sendable {
+        case off, connecting, connected, unavailable
+    }
+
+    /// How many times a plain write whose compare failed is refreshed and tried again.
+    static let maximumAttempts = 10
+    /// How many of them compare the values the write replaces.
+    static let attemptsComparingValues = 3
+
+    public let configuration: FleetConfiguration
+    let layout: FleetLayout
+    let client: EtcdClient
+    unowned let service: Service
+    let queue: DispatchQueue
+    /// Blocking etcd calls, in order, off the D-Bus queue.
+    private let etcdQueue = DispatchQueue(label: "org.propbus.propbusd.fleet")
+    /// The presence lease's calls: apart, so a keepalive waiting for a dead member never delays
+    /// a write's fail-fast answer.
+    private let presenceQueue = DispatchQueue(label: "org.propbus.propbusd.fleet-presence")
+    /// Where watches are cancelled: a cancel waits for the stream's thread, which may itself be
+    /// waiting for the D-Bus queue (it hands updates over with `queue.sync`).
+    private let retireQueue = DispatchQueue(label: "org.propbus.propbusd.fleet-watch-retire")
+
+    // The D-Bus queue's.
+    public private(set) var state: State = .connecting
+    /// The last etcd revision applied (`Manager.FleetRevision`); the watch resumes after it.
+    public private(set) var cursor: Int64
+    /// The etcd revisions of each fleet key's value and definition, as committed.
+    private(set) var revisions: [Key: FleetRevisions]
+    private var watch: WatchStream?
+    /// Counts watches, so updates still queued from a cancelled one are dropped.
+    private var watchGeneration = 0
+    /// This host's fleet writes waiting for their turn, and the one with etcd.
+    private var queued: [PendingWrite] = []
+    private var inFlight: UInt64?
+    /// ``inFlight`` while a retry pauses.
+    private static let pausedRetry = UInt64.max
+    private var pending: [UInt64: PendingWrite] = [:]
+    private var hostQueries: [UInt64: MethodCall] = [:]
+    private var nextID: UInt64 = 1
+    private var pushedLocalDefinitions = false
+    /// The cursor at which the last watch check found changes in etcd the watch had not
+    /// delivered (see ``checkWatch()``).
+    private var suspectedCursor: Int64?
+    private var watchCheckTimer: DispatchSourceTimer?
+    private var stopped = false
+
+    // The presence queue's.
+    private var lease: Int64 = 0
+    private var presenceTimer: DispatchSourceTimer?
+
+    /// A call whose fleet writes are with etcd.
+    private struct PendingWrite {
+        var call: MethodCall
+        var compareAndSet: Bool
+        /// Run the model work again, locally, once its fleet writes are in (Bind: the binding
+        /// itself is this host's, only the value its first sync wrote is the fleet's).
+        var rerunAfterCommit: Bool
+        var attempt: Int
+        var reply: () -> [DBusValue]
+        var body: () throws(PropBusError) -> [PropertyChange]
+        /// The touched keys' entries as the call left them.
+        var after: [Key: PropertyModel.Entry?]
+        var plan: FleetLayout.Transaction
+    }
+
+    /// A fleet for `service`, from the revisions and cursor its store loaded. Call ``start()``
+    /// once the daemon owns its name.
+    public init(configuration: FleetConfiguration, service: Service, revisions: [Key: FleetRevisions], cursor: Int64) throws(FleetConfigurationError) {
+        self.configuration = configuration
+        layout = FleetLayout(prefix: configuration.prefix)
+        do { client = try EtcdClient(endpoints: configuration.endpoints, options: try configuration.etcdOptions()) } catch let error as EtcdError {
+            throw FleetConfigurationError("--fleet: \(error.message)")
+        } catch let error as FleetConfigurationError {
+            throw error
+        } catch {
+            throw FleetConfigurationError("--fleet: \(error)")
+        }
+        self.service = service
+        queue = service.tree.connection.queue
+        self.revisions = revisions
+        self.cursor = cursor
+    }
+
+    /// Connects: replays from the cursor, or reads everything first when there is none; starts
+    /// the presence lease. The daemon serves its mirror meanwhile.
+    public func start() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        Service.log("fleet: \(configuration.endpoints.joined(separator: ", ")) prefix \(configuration.prefix) as host \(configuration.hostName); mirror at etcd revision \(cursor)")
+        if cursor > 0 { startWatch(from: cursor + 1) } else { resynchronize() }
+        startPresence()
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        timer.schedule(deadline: .now() + Self.watchCheckInterval, repeating: Self.watchCheckInterval)
+        timer.setEventHandler { [weak self] in self?.checkWatch() }
+        timer.resume()
+        watchCheckTimer = timer
+    }
+
+    /// Ends the watch and gives up the presence key (bounded by the request timeout).
+    public func stop() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard !stopped else { return }
+        stopped = true
+        watchGeneration += 1
+        retireWatch()
+        watchCheckTimer?.cancel()
+        watchCheckTimer = nil
+        presenceQueue.sync {
+            presenceTimer?.cancel()
+            presenceTimer = nil
+            if lease != 0 { try? client.revoke(lease: lease) }
+            lease = 0
+        }
+    }
+
+    /// The etcd revision shown as `etcd_revision` for `key` (the later of its value's and its
+    /// definition's), if the mirror has one.
+    func etcdRevision(of key: Key) -> Int64? {
+        guard let known = revisions[key] else { return nil }
+        let revision = max(abs(known.value), abs(known.definition))
+        return revision > 0 ? revision : nil
+    }
+
+    // MARK: State
+
+    private func setState(_ next: State) {
+        guard next != state else { return }
+        let old = state
+        state = next
+        Service.log("fleet: \(next.rawValue)")
+        service.tree.noteChange(path: Key.rootPath, interface: Service.managerInterface, property: "FleetState", oldValue: .string(old.rawValue))
+        service.tree.connection.scheduleRound()
+    }
+
+    private func advanceCursor(to revision: Int64) {
+        guard revision > cursor else { return }
+        let old = cursor
+        cursor = revision
+        service.tree.noteChange(path: Key.rootPath, interface: Service.managerInterface, property: "FleetRevision", oldValue: .uint64(UInt64(max(old, 0))))
+        service.tree.connection.scheduleRound()
+    }
+
+    // MARK: Watch and resynchronization
+
+    private func startWatch(from revision: Int64) {
+        watchGeneration += 1
+        let generation = watchGeneration
+        retireWatch()
+        watch = client.watch(prefix: layout.prefix, fromRevision: revision) { [weak self] update in
+            guard let self else { return }
+            // sync: libdispatch runs it on this thread when the D-Bus queue is idle, saving a
+            // thread wake-up per remote change. Safe because the D-Bus queue never waits for a
+            // watch's thread (retireWatch cancels elsewhere).
+            queue.sync { [self] in
+                guard generation == watchGeneration, !stopped else { return }
+                handle(update)
+            }
+        }
+    }
+
+    /// Drops the current watch; its cancel (which waits for the stream's thread) runs off the
+    /// D-Bus queue. Updates it still hands over are dropped by generation.
+    private func retireWatch() {
+        guard let old = watch else { return }
+        watch = nil
+        retireQueue.async { old.cancel() }
+    }
+
+    private func handle(_ update: WatchUpdate) {
+        switch update {
+        case .created:
+            setState(.connected)
+            if !pushedLocalDefinitions {
+                pushedLocalDefinitions = true
+                pushLocalDefinitions()
+            }
+        case .events(let events, _):
+            apply(events, through: events.map(\.kv.modRevision).max())
+        case .progress(let revision):
+            guard revision > cursor else { return }
+            service.store.saveFleetCursor(revision)
+            if service.commit() == nil { advanceCursor(to: revision) }
+        case .interrupted(let error):
+            // Once per outage: the stream retries on its own, and each failed try reports again.
+            if state != .unavailable { Service.log("fleet: watch interrupted: \(error.message)") }
+            setState(.unavailable)
+        case .compacted(let compactRevision):
+            Service.log("fleet: etcd compacted past revision \(cursor + 1) (to \(compactRevision)): reading everything again")
+            watchGeneration += 1
+            retireWatch()
+            resynchronize()
+        case .failed(let error):
+            Service.log("fleet: watch ended: \(error.message); trying again in 1 s")
+            watchGeneration += 1
+            retireWatch()
+            setState(.unavailable)
+            queue.asyncAfter(deadline: .now() + 1) { [weak self] in
+                guard let self, !stopped, watch == nil else { return }
+                startWatch(from: cursor + 1)
+            }
+        }
+    }
+
+    /// How often ``checkWatch()`` runs.
+    static let watchCheckInterval: DispatchTimeInterval = .seconds(3)
+
+    /// Catches a watch stuck on a member that hangs without closing its connection (frozen, or
+    /// behind a partition that drops packets): neither TCP nor etcd's `hasleader` tells, and the
+    /// stream sits idle. Every ``watchCheckInterval`` a read (which itself moves on to a live
+    /// member) asks whether the prefix holds a key changed after the cursor. Found twice at the
+    /// same cursor, the watch delivered nothing for a whole interval while etcd had news: it is
+    /// started again (on the member the read reached), and resumes after the cursor.
+    private func checkWatch() {
+        guard watch != nil, !stopped else { return }
+        let since = cursor, client = client
+        let request = { var r = RangeRequest(key: layout.prefix, prefix: true, limit: 1); r.minModRevision = since + 1; return r }()
+        presenceQueue.async { [weak self] in
+            let pending = (try? client.range(request)).map { !$0.kvs.isEmpty }
+            self?.queue.async { [weak self] in
+                guard let self, !stopped, watch != nil, let pending else { return }
+                guard pending, cursor == since else {
+                    suspectedCursor = nil
+                    return
+                }
+                guard suspectedCursor == since else {
+                    suspectedCursor = since
+                    return
+                }
+                suspectedCursor = nil
+                Service.log("fleet: the watch delivered nothing after etcd revision \(since) while etcd holds later changes; watching again on another member")
+                setState(.unavailable)
+                startWatch(from: since + 1)
+            }
+        }
+    }
+
+    /// Reads the whole prefix at one revision, applies the difference with the mirror as one
+    /// round, then watches from the next revision.
+    private func resynchronize() {
+        let client = client, prefix = layout.prefix
+        etcdQueue.async { [weak self] in
+            let result = Result { () throws(EtcdError) in try client.range(key: prefix, prefix: true) }
+            self?.queue.async { [weak self] in
+                guard let self, !stopped else { return }
+                switch result {
+                case .success(let response):
+                    applySnapshot(response)
+                    startWatch(from: response.header.revision + 1)
+                case .failure(let error):
+                    Service.log("fleet: cannot read \(configuration.prefix) from etcd: \(error.message); trying again in 1 s")
+                    setState(.unavailable)
+                    queue.asyncAfter(deadline: .now() + 1) { [weak self] in self?.resynchronize() }
+                }
+            }
+        }
+    }
+
+    /// The snapshot as events: every key it holds, and a deletion at its revision for every key
+    /// the mirror has that it lacks.
+    private func applySnapshot(_ response: RangeResponse) {
+        let revision = response.header.revision
+        var events = response.kvs.map { WatchEvent(kind: .put, kv: $0) }
+        let present = Set(response.kvs.map(\.key))
+        for (key, known) in revisions.sorted(by: { $0.key < $1.key }) {
+            if known.definition > 0, !present.contains(layout.definitionKey(key)) {
+                events.append(WatchEvent(kind: .delete, kv: KeyValue(key: layout.definitionKey(key), modRevision: revision)))
+            }
+            if known.value > 0, !present.contains(layout.valueKey(key)) {
+                events.append(WatchEvent(kind: .delete, kv: KeyValue(key: layout.valueKey(key), modRevision: revision)))
+            }
+        }
+        apply(events, through: revision)
+    }
+
+    /// Applies changes from etcd as one round: definitions first, then values (spread through
+    /// bindings into local keys only), then removed definitions; one commit with the revisions
+    /// and, with `through`, the cursor; then signals.
+    private func apply(_ events: [WatchEvent], through revision: Int64?) {
+        let model = service.model, store = service.store
+        // Only etcd's data in this commit (nothing local was waiting): it need not wait for the disk.
+        let mirrorOnly = (store as? SQLiteStore).map { !$0.hasPendingWrites } ?? false
+        var updated: [Key: FleetRevisions] = [:]
+        func known(_ key: Key) -> FleetRevisions { updated[key] ?? revisions[key] ?? FleetRevisions() }
+        var changes: [PropertyChange] = []
+        var values: [(Key, DBusValue?)] = []
+        var removed: [Key] = []
+        // Definitions before values whatever the order: a txn that creates a key with a value
+        // holds both, and the value needs the definition.
+        let ordered = events.filter { if case .definition = layout.classify($0.kv.key) { true } else { false } }
+            + events.filter { if case .definition = layout.classify($0.kv.key) { false } else { true } }
+        for event in ordered {
+            let modRevision = event.kv.modRevision
+            switch layout.classify(event.kv.key) {
+            case .definition(let key):
+                var revisions = known(key)
+                guard modRevision > abs(revisions.definition) else { continue }
+                if event.kind == .delete {
+                    revisions.definition = -modRevision
+                    revisions.value = -max(abs(revisions.value), modRevision)
+                    updated[key] = revisions
+                    removed.append(key)
+                    continue
+                }
+                revisions.definition = modRevision
+                updated[key] = revisions
+                do throws(PropBusError) {
+                    let (type, defaultValue, options) = try FleetLayout.decodeDefinition(event.kv.value, key: key)
+                    if let existing = model.entry(for: key), existing.definition.type.signature != type {
+                        changes += try model.delete(key: key.text)
+                    }
+                    changes += try model.create(key: key.text, type: type, defaultValue: defaultValue, options: options)
+                } catch {
+                    Service.log("fleet: the definition of \(key) at etcd revision \(modRevision) cannot be applied: \(error.message)")
+                }
+            case .value(let key):
+                var revisions = known(key)
+                guard modRevision > abs(revisions.value) else { continue }
+                revisions.value = event.kind == .put ? modRevision : -modRevision
+                updated[key] = revisions
+                if event.kind == .delete {
+                    values.append((key, nil))
+                } else {
+                    do throws(PropBusError) { values.append((key, try FleetLayout.decodeValue(event.kv.value))) } catch {
+                        Service.log("fleet: the value of \(key) at etcd revision \(modRevision) cannot be read: \(error.message)")
+                    }
+                }
+            case .host, .other:
+                continue
+            }
+        }
+        // A key this host defines as local is not the fleet's, whatever etcd holds under its name.
+        values.removeAll { model.entry(for: $0.0)?.definition.scope != .fleet }
+        removed.removeAll { model.entry(for: $0)?.definition.scope != .fleet }
+        if !values.isEmpty {
+            // Only a bound key can be reached by propagation: the bindings' fleet ends are enough.
+            var fleetKeys: Set<Key> = []
+            for binding in model.bindings.all {
+                for end in [binding.key, binding.to] where model.entry(for: end)?.definition.scope == .fleet { fleetKeys.insert(end) }
+            }
+            let (valueChanges, failures) = model.mirror(values, frozen: fleetKeys)
+            changes += valueChanges
+            for (key, error) in failures { Service.log("fleet: the value of \(key) from etcd was not applied: \(error.message)") }
+        }
+        for key in removed where model.entry(for: key) != nil {
+            do throws(PropBusError) { changes += try model.delete(key: key.text) } catch {
+                Service.log("fleet: \(key), deleted in the fleet, cannot be deleted here: \(error.message)")
+            }
+        }
+        for (key, revisions) in updated { store.saveFleetRevisions(revisions, for: key) }
+        if let revision { store.saveFleetCursor(max(revision, cursor)) }
+        service.publish(changes)
+        if mirrorOnly { (store as? SQLiteStore)?.nextCommitIsMirrorOnly = true }
+        if let error = service.commit() {
+            // Nothing of it was kept: read it all again from etcd.
+            Service.log("fleet: the changes up to etcd revision \(revision ?? 0) could not be committed (\(error.message)); reading them again")
+            queue.asyncAfter(deadline: .now() + 1) { [weak self] in self?.resynchronize() }
+            return
+        }
+        revisions.merge(updated) { $1 }
+        if let revision { advanceCursor(to: revision) }
+        service.tree.connection.scheduleRound()
+    }
+
+    /// Fleet-scoped definitions etcd has never seen (created while the daemon ran without
+    /// --fleet, or declared by a model file) are offered to the fleet, unless someone defined
+    /// the key meanwhile (then theirs comes through the watch).
+    func pushLocalDefinitions() {
+        let model = service.model
+        for entry in model.list() where entry.definition.scope == .fleet && (revisions[entry.definition.key]?.definition ?? 0) == 0 {
+            let key = entry.definition.key
+            var operations: [RequestOp] = [.put(layout.definitionKey(key), FleetLayout.encodeDefinition(entry.definition))]
+            if let stored = entry.storedValue { operations.append(.put(layout.valueKey(key), FleetLayout.encodeValue(stored))) }
+            let success = operations
+            let compares = [Compare.modRevision(of: layout.definitionKey(key), is: 0)]
+            let client = client
+            etcdQueue.async { [weak self] in
+                guard let response = try? client.txn(compares: compares, success: success), response.succeeded else { return }
+                self?.queue.async { [weak self] in
+                    guard let self else { return }
+                    let revision = response.header.revision
+                    var known = revisions[key] ?? FleetRevisions()
+                    guard abs(known.definition) < revision else { return }
+                    known.definition = revision
+                    if success.count > 1 { known.value = revision }
+                    service.store.saveFleetRevisions(known, for: key)
+                    if service.commit() == nil { revisions[key] = known }
+                }
+            }
+        }
+    }
+
+    // MARK: Writes
+
+    /// What a call's model work did: nothing to fleet keys (kept in the round and published), or
+    /// fleet keys written (taken back out of the round: their before and after states).
+    private enum Probe {
+        case local
+        case fleet(before: [Key: PropertyModel.Entry?], after: [Key: PropertyModel.Entry?], read: Set<Key>)
+    }
+
+    /// Runs `body` inside a savepoint of the round (the model's call log and the store's
+    /// savepoint). No fleet key changed: the changes stay and are published. Otherwise the call is
+    /// undone and its effect returned.
+    private func probe(_ body: () throws(PropBusError) -> [PropertyChange]) throws(PropBusError) -> Probe {
+        let model = service.model
+        let savepoint = service.store.savepoint()
+        model.beginCall()
+        let changes: [PropertyChange]
+        do { changes = try body() } catch {
+            model.rollbackCall()
+            savepoint.restore()
+            throw error
+        }
+        let (before, read) = model.callChanges
+        let touchesFleet = before.contains { key, old in
+            old?.definition.scope == .fleet || model.entry(for: key)?.definition.scope == .fleet
+        }
+        guard touchesFleet else {
+            model.endCall()
+            service.publish(changes)
+            return .local
+        }
+        var after: [Key: PropertyModel.Entry?] = [:]
+        for key in before.keys { after.updateValue(model.entry(for: key), forKey: key) }
+        model.rollbackCall()
+        savepoint.restore()
+        return .fleet(before: before, after: after, read: read)
+    }
+
+    /// Runs a write call's model work. A call that changed no fleet key is kept in the round as
+    /// usual. One that did is taken back out of the round and queued: this host's fleet writes
+    /// go to etcd one at a time, each computed (its model work run again) once the previous one
+    /// is applied, so they never conflict with each other. Its turn come, it becomes one etcd
+    /// transaction (compares on the etcd revisions of every fleet key it writes or its bindings
+    /// read, then the puts and deletes); its reply waits, the D-Bus queue does not. When etcd
+    /// accepted it, the call's result is applied and committed here, and the call answered;
+    /// when a compare failed (another host wrote first), the mirror is refreshed from the
+    /// failure branch and a plain write is tried again (at most ``maximumAttempts`` times: the
+    /// last writer in etcd's order wins), while `CompareAndSet` fails with `Conflict`. When etcd
+    /// cannot be reached, or FleetState is not connected: `Unavailable`.
+    func write(_ call: MethodCall, compareAndSet: Bool, rerunAfterCommit: Bool, reply: @escaping () -> [DBusValue],
+               _ body: @escaping () throws(PropBusError) -> [PropertyChange]) throws(DBusError) -> MethodResult {
+        dispatchPrecondition(condition: .onQueue(queue))
+        // Run now, so a bad call is refused at once and a local one is served as without the fleet.
+        guard case .fleet(let before, let after, _) = try bridged({ () throws(PropBusError) in try probe(body) }) else {
+            return .reply(reply())
+        }
+        guard state == .connected else {
+            let keys = Set(before.keys).union(after.keys).filter {
+                (before[$0] ?? nil)?.definition.scope == .fleet || (after[$0] ?? nil)?.definition.scope == .fleet
+            }
+            throw unavailable(keys.sorted(), because: "FleetState is \(state.rawValue)").dbusError
+        }
+        queued.append(PendingWrite(call: call, compareAndSet: compareAndSet, rerunAfterCommit: rerunAfterCommit, attempt: 1, reply: reply, body: body,
+                                   after: [:], plan: FleetLayout.Transaction()))
+        sendNextWrite()
+        return .deferred
+    }
+
+    /// Starts the next queued write unless one is with etcd.
+    private func sendNextWrite() {
+        while inFlight == nil, !queued.isEmpty { start(queued.removeFirst()) }
+    }
+
+    /// Runs the write's model work again on the mirror as it is now and sends its txn, or
+    /// answers it when it no longer writes fleet keys or fails.
+    private func start(_ write: PendingWrite) {
+        do throws(PropBusError) {
+            guard case .fleet(let before, let after, let read) = try probe(write.body) else {
+                write.call.reply(write.reply())
+                return
+            }
+            let model = service.model
+            // After three lost races a plain write stops comparing its own values (see
+            // FleetLayout.transaction): otherwise a host writing flat out could starve this one.
+            let plan = try layout.transaction(before: before, after: after, read: read,
+                                              comparingWrittenValues: write.compareAndSet || write.attempt <= Self.attemptsComparingValues,
+                                              isFleet: { model.entry(for: $0)?.definition.scope == .fleet },
+                                              known: { [unowned self] in revisions[$0] ?? FleetRevisions() })
+            guard state == .connected else { throw unavailable(plan.written, because: "FleetState is \(state.rawValue)") }
+            var sent = write
+            sent.after = after
+            sent.plan = plan
+            let id = nextID
+            nextID += 1
+            pending[id] = sent
+            inFlight = id
+            let client = client
+            etcdQueue.async { [weak self] in
+                let result = Result { () throws(EtcdError) in try client.txn(compares: plan.compares, success: plan.success, failure: plan.failure) }
+                // sync: libdispatch runs it right here when the D-Bus queue is idle, saving a
+                // thread wake-up per write. Safe: the D-Bus queue never waits for this queue.
+                self?.queue.sync { [weak self] in self?.finish(id, result) }
+            }
+        } catch {
+            write.call.fail(error.dbusError)
+        }
+    }
+
+    private func unavailable(_ keys: [Key], because reason: String) -> PropBusError {
+        let names = keys.map(\.text).joined(separator: ", ")
+        return PropBusError(.unavailable, "cannot write fleet key \(names): etcd (\(configuration.endpoints.joined(separator: ", "))) is unavailable: \(reason); local keys can still be written")
+    }
+
+    private func finish(_ id: UInt64, _ result: Result<TxnResponse, EtcdError>) {
+        guard let write = pending.removeValue(forKey: id) else { return }
+        if inFlight == id { inFlight = nil }
+        defer { sendNextWrite() }
+        let response: TxnResponse
+        switch result {
+        case .failure(let error):
+            let reason = error.code == .timedOut
+                ? "no answer within the request timeout (the write may or may not have been applied; the watch will tell): \(error.message)"
+                : error.message
+            write.call.fail(unavailable(write.plan.written, because: reason).dbusError)
+            // The watch may not notice a hung member for a while (its TCP connection stays up):
+            // later writes fail at once until a read answers again.
+            if error.code == .unavailable || error.code == .timedOut { markUnreachable() }
+            // The writes that queued up behind it would each wait as long again: they get the
+            // same answer now, so none waits much more than one request timeout.
+            let waiting = queued
+            queued = []
+            for other in waiting {
+                other.call.fail(PropBusError(.unavailable, "cannot write fleet keys: etcd (\(configuration.endpoints.joined(separator: ", "))) is unavailable: the write before this one failed: \(error.message); local keys can still be written").dbusError)
+            }
+            return
+        case .success(let answer):
+            response = answer
+        }
+        guard response.succeeded else {
+            // Another host changed a compared key first: the failure branch read them all.
+            var events: [WatchEvent] = []
+            for (index, op) in response.responses.enumerated() {
+                guard case .range(let range) = op, index < write.plan.failure.count,
+                      case .range(let request) = write.plan.failure[index] else { continue }
+                if let kv = range.kvs.first {
+                    events.append(WatchEvent(kind: .put, kv: kv))
+                } else {
+                    events.append(WatchEvent(kind: .delete, kv: KeyValue(key: request.key, modRevision: range.header.revision)))
+                }
+            }
+            apply(events, through: nil)
+            let names = write.plan.written.map(\.text).joined(separator: ", ")
+            if write.compareAndSet {
+                write.call.fail(PropBusError(.conflict, "fleet key \(names) was changed by another host since the given revision; read it again and retry").dbusError)
+                return
+            }
+            guard write.attempt < Self.maximumAttempts else {
+                write.call.fail(PropBusError(.conflict, "fleet key \(names) kept changing under \(Self.maximumAttempts) attempts to write it; try again").dbusError)
+                return
+            }
+            var retry = write
+            retry.attempt += 1
+            // A short random pause: two hosts writing flat out would otherwise retry in lockstep.
+            // The queue stays held meanwhile, so this host's order is kept.
+            inFlight = Self.pausedRetry
+            let paused = nextID
+            nextID += 1
+            pending[paused] = retry
+            queue.asyncAfter(deadline: .now() + .microseconds(Int.random(in: 0...(500 * retry.attempt)))) { [weak self] in
+                guard let self, let write = pending.removeValue(forKey: paused) else { return }
+                inFlight = nil
+                start(write)
+                sendNextWrite()
+            }
+            return
+        }
+        let revision = response.header.revision
+        let model = service.model
+        // A write of fleet keys only (nothing local waiting, no local key in the call): etcd has
+        // it durably, and a host that lost it replays it from its cursor.
+        let mirrorOnly = (service.store as? SQLiteStore).map { !$0.hasPendingWrites } ?? false
+            && write.after.allSatisfy { key, entry in
+                (entry ?? nil)?.definition.scope == .fleet || (entry == nil && write.plan.written.contains(key))
+            }
+        var changes: [PropertyChange] = []
+        for key in write.after.keys.sorted() { changes += model.overwrite(key, with: write.after[key] ?? nil) }
+        var updated: [Key: FleetRevisions] = [:]
+        for key in write.plan.written {
+            var known = revisions[key] ?? FleetRevisions()
+            let entry = write.after[key] ?? nil
+            if write.plan.writesDefinition.contains(key) { known.definition = entry == nil ? -revision : revision }
+            if write.plan.writesValue.contains(key) { known.value = entry?.storedValue == nil ? -revision : revision }
+            updated[key] = known
+            service.store.saveFleetRevisions(known, for: key)
+        }
+        service.publish(changes)
+        var failure: PropBusError?
+        if write.rerunAfterCommit {
+            do throws(PropBusError) { service.publish(try write.body()) } catch { failure = error }
+        }
+        if mirrorOnly, !write.rerunAfterCommit { (service.store as? SQLiteStore)?.nextCommitIsMirrorOnly = true }
+        if let error = service.commit() {
+            // etcd has it; the watch brings it back once the store can commit again.
+            write.call.fail(error)
+            return
+        }
+        revisions.merge(updated) { $1 }
+        if let failure { write.call.fail(failure.dbusError) } else { write.call.reply(write.reply()) }
+    }
+
+    /// FleetState `unavailable` after a write could not reach etcd, and a read every second
+    /// until one answers; then `connected` again, if the watch is up.
+    private func markUnreachable() {
+        guard state == .connected else { return }
+        setState(.unavailable)
+        probeUntilReachable()
+    }
+
+    private func probeUntilReachable() {
+        let client = client, key = layout.hostsPrefix
+        queue.asyncAfter(deadline: .now() + 1) { [weak self] in
+            guard let self, !stopped, state == .unavailable, watch != nil else { return }
+            etcdQueue.async { [weak self] in
+                let reachable = (try? client.range(RangeRequest(key: key, prefix: true, countOnly: true))) != nil
+                self?.queue.async { [weak self] in
+                    guard let self, !stopped, state == .unavailable, watch != nil else { return }
+                    if reachable { setState(.connected) } else { probeUntilReachable() }
+                }
+            }
+        }
+    }
+
+    // MARK: Presence
+
+    private func startPresence() {
+        presenceQueue.async { [self] in
+            let timer = DispatchSource.makeTimerSource(queue: presenceQueue)
+            timer.schedule(deadline: .now(), repeating: .seconds(3))
+            timer.setEventHandler { [weak self] in self?.renewPresence() }
+            presenceTimer = timer
+            timer.resume()
+        }
+    }
+
+    /// Keeps `PREFIX/hosts/NAME` alive under a 10 s lease; grants a new one when it expired.
+    private func renewPresence() {
+        if lease != 0 {
+            do throws(EtcdError) {
+                _ = try client.keepAlive(lease: lease)
+                return
+            } catch {
+                if error.code != .leaseNotFound { return }
+                lease = 0
+            }
+        }
+        do throws(EtcdError) {
+            let granted = try client.grantLease(ttl: 10)
+            _ = try client.put(key: layout.hostKey(configuration.hostName), value: Array(configuration.hostName.utf8), lease: granted.id)
+            lease = granted.id
+        } catch {
+            // The next tick tries again.
+        }
+    }
+
+    /// `Manager.ListFleetHosts`: the hosts whose presence key exists.
+    func listHosts(_ call: MethodCall) -> MethodResult {
+        let id = nextID
+        nextID += 1
+        hostQueries[id] = call
+        let client = client, layout = layout
+        etcdQueue.async { [weak self] in
+            let result = Result { () throws(EtcdError) in try client.range(key: layout.hostsPrefix, prefix: true) }
+            self?.queue.async { [weak self] in
+                guard let self, let call = hostQueries.removeValue(forKey: id) else { return }
+                switch result {
+                case .success(let response):
+                    let names = response.kvs.compactMap { kv -> String? in
+                        if case .host(let name) = layout.classify(kv.key) { name } else { nil }
+                    }.sorted()
+                    call.reply([.array(of: .string, names.map { .string($0) })])
+                case .failure(let error):
+                    call.fail(PropBusError(.unavailable, "cannot list the fleet's hosts: etcd (\(configuration.endpoints.joined(separator: ", "))) is unavailable: \(error.message)").dbusError)
+                }
+            }
+        }
+        return .deferred
+    }
+}

@@ -1,0 +1,169 @@
+import DBus
+import Etcd
+import PropBus
+import PropBusSystem
+
+/// How fleet keys are laid out in etcd, and how one call's writes become one transaction.
+/// Pure: no I/O, so it is tested alone.
+///
+/// - `PREFIX/keys/KEY`: the value, `ValueCodec` bytes (its D-Bus signature, then the value).
+/// - `PREFIX/defs/KEY`: the definition, `ValueCodec` bytes of an `a{sv}`: `type` (s),
+///   `default` (v) and `options` (the `CreateProperty` options, `a{sv}`).
+/// - `PREFIX/hosts/NAME`: presence, under a lease.
+public struct FleetLayout: Sendable, Equatable {
+    /// The prefix, `/PREFIX/`.
+    public let prefix: [UInt8]
+
+    public init(prefix: String) { self.prefix = Array(prefix.utf8) }
+
+    /// What one etcd key of the prefix is.
+    public enum Path: Equatable, Sendable {
+        case value(Key)
+        case definition(Key)
+        case host(String)
+        /// Something else under the prefix (ignored).
+        case other
+    }
+
+    public func valueKey(_ key: Key) -> [UInt8] { prefix + Array("keys/".utf8) + Array(key.text.utf8) }
+    public func definitionKey(_ key: Key) -> [UInt8] { prefix + Array("defs/".utf8) + Array(key.text.utf8) }
+    public func hostKey(_ name: String) -> [UInt8] { prefix + Array("hosts/".utf8) + Array(name.utf8) }
+    public var hostsPrefix: [UInt8] { prefix + Array("hosts/".utf8) }
+
+    /// What `etcdKey` is; `.other` for keys outside the layout or with an invalid key name.
+    public func classify(_ etcdKey: [UInt8]) -> Path {
+        guard etcdKey.starts(with: prefix) else { return .other }
+        let rest = String(decoding: etcdKey[prefix.count...], as: UTF8.self)
+        for (folder, make) in [("keys/", Path.value), ("defs/", Path.definition)] where rest.hasPrefix(folder) {
+            guard let key = try? Key(String(rest.dropFirst(folder.count))) else { return .other }
+            return make(key)
+        }
+        if rest.hasPrefix("hosts/") { return .host(String(rest.dropFirst("hosts/".count))) }
+        return .other
+    }
+
+    // MARK: Values and definitions
+
+    public static func encodeValue(_ value: DBusValue) -> [UInt8] { ValueCodec.encode(value) }
+
+    public static func decodeValue(_ bytes: [UInt8]) throws(PropBusError) -> DBusValue {
+        do { return try ValueCodec.decode(bytes) } catch {
+            throw PropBusError(.invalidValue, "an etcd value could not be read: \(error)")
+        }
+    }
+
+    /// A definition as etcd holds it. Host-local parts stay out: the model file it came from.
+    public static func encodeDefinition(_ definition: PropertyDefinition) -> [UInt8] {
+        var options = definition.metadata
+        for local in ["default", "source", "state_of"] { options[local] = nil }
+        return ValueCodec.encode(.vardict([
+            "type": .string(definition.type.signature),
+            "default": definition.defaultValue,
+            "options": .vardict(options),
+        ]))
+    }
+
+    /// The `CreateProperty` arguments a definition from etcd stands for.
+    public static func decodeDefinition(_ bytes: [UInt8], key: Key) throws(PropBusError) -> (type: String, defaultValue: DBusValue, options: [String: DBusValue]) {
+        let decoded = try decodeValue(bytes)
+        guard let fields = decoded.stringKeyedEntries?.mapValues(\.unwrappingVariantOnce),
+              let type = fields["type"]?.stringValue, let defaultValue = fields["default"],
+              let options = fields["options"]?.stringKeyedEntries else {
+            throw PropBusError(.invalidValue, "the fleet definition of \(key) is not a{sv} with type, default and options")
+        }
+        var withScope = options.mapValues(\.unwrappingVariantOnce)
+        withScope["scope"] = .string(PropertyScope.fleet.rawValue)
+        return (type, defaultValue, withScope)
+    }
+
+    // MARK: Transactions
+
+    /// One call's writes as an etcd transaction.
+    public struct Transaction: Sendable, Equatable {
+        /// `mod_revision == known` of every fleet key written (value and definition) and read.
+        public var compares: [Compare] = []
+        /// The puts and deletes.
+        public var success: [RequestOp] = []
+        /// Reads of every compared key, to refresh the mirror when a compare fails.
+        public var failure: [RequestOp] = []
+        /// The fleet keys written, in order.
+        public var written: [Key] = []
+        /// Which of them had their value (`true`) and definition written, by key.
+        public var writesValue: Set<Key> = []
+        public var writesDefinition: Set<Key> = []
+
+        public init() {}
+    }
+
+    /// etcd's default limits (`--max-txn-ops`, `--max-request-bytes`).
+    public static let maximumOperations = 128
+    public static let maximumRequestBytes = 1_572_864
+
+    /// The transaction that makes etcd hold what a call did to fleet keys: `before` and `after`
+    /// are each touched key's entry before and after the call (`nil`: absent), `read` the keys
+    /// its bindings read, `known` the etcd revisions the mirror holds.
+    ///
+    /// Throws `LimitsExceeded` above etcd's limits and `InvalidArgs` for a fleet key made local.
+    /// Without `comparingWrittenValues`, the values the call writes are not compared (their
+    /// definitions and the keys read still are): a plain write that lost several times in a
+    /// row to a host writing flat out then lands, last in etcd's order.
+    public func transaction(before: [Key: PropertyModel.Entry?], after: [Key: PropertyModel.Entry?], read: Set<Key>,
+                            comparingWrittenValues: Bool = true,
+                            isFleet: (Key) -> Bool, known: (Key) -> FleetRevisions) throws(PropBusError) -> Transaction {
+        var plan = Transaction()
+        var compared: Set<[UInt8]> = []
+        func compare(_ etcdKey: [UInt8], _ revision: Int64) {
+            guard compared.insert(etcdKey).inserted else { return }
+            plan.compares.append(.modRevision(of: etcdKey, is: max(revision, 0)))
+            plan.failure.append(.get(etcdKey))
+        }
+        var requestBytes = 64
+        for key in before.keys.sorted() {
+            let old = before[key] ?? nil, new = after[key] ?? nil
+            let wasFleet = old?.definition.scope == .fleet, isFleetNow = new?.definition.scope == .fleet
+            guard wasFleet || isFleetNow else { continue }
+            if wasFleet, let new, !isFleetNow {
+                throw PropBusError(.invalidArgs, "\(new.definition.key) is a fleet key; it cannot become local (delete it from the fleet, then create it again with scope local)")
+            }
+            let revisions = known(key)
+            compare(definitionKey(key), revisions.definition)
+            if comparingWrittenValues || new == nil { compare(valueKey(key), revisions.value) }
+            requestBytes += 2 * (prefix.count + key.text.utf8.count + 16) * 4 / 3
+            guard let new else {
+                plan.success += [.delete(definitionKey(key)), .delete(valueKey(key))]
+                plan.written.append(key)
+                plan.writesValue.insert(key)
+                plan.writesDefinition.insert(key)
+                continue
+            }
+            let definitionBytes = Self.encodeDefinition(new.definition)
+            if old.map({ Self.encodeDefinition($0.definition) }) != definitionBytes || !wasFleet {
+                plan.success.append(.put(definitionKey(key), definitionBytes))
+                plan.writesDefinition.insert(key)
+                requestBytes += (definitionBytes.count + prefix.count + key.text.utf8.count + 40) * 4 / 3
+            }
+            if old?.storedValue != new.storedValue || (!wasFleet && new.storedValue != nil) {
+                if let stored = new.storedValue {
+                    let bytes = Self.encodeValue(stored)
+                    plan.success.append(.put(valueKey(key), bytes))
+                    requestBytes += (bytes.count + prefix.count + key.text.utf8.count + 40) * 4 / 3
+                } else {
+                    plan.success.append(.delete(valueKey(key)))
+                }
+                plan.writesValue.insert(key)
+            }
+            if plan.writesValue.contains(key) || plan.writesDefinition.contains(key) { plan.written.append(key) }
+        }
+        for key in read.sorted() where before[key] == nil && isFleet(key) {
+            compare(valueKey(key), known(key).value)
+        }
+        let most = max(plan.compares.count, plan.success.count)
+        guard most <= Self.maximumOperations else {
+            throw PropBusError(.limitsExceeded, "the call writes \(plan.written.count) fleet keys (\(most) etcd operations); etcd takes at most \(Self.maximumOperations) in one transaction: write fewer keys at once")
+        }
+        guard requestBytes <= Self.maximumRequestBytes else {
+            throw PropBusError(.limitsExceeded, "the call's fleet writes need about \(requestBytes) bytes in one etcd request; etcd takes at most \(Self.maximumRequestBytes) (1.5 MiB): write less at once")
+        }
+        return plan
+    }
+}

@@ -1,0 +1,88 @@
+import DBusValues
+import XCTest
+
+@testable import PropBus
+
+/// A savepoint inside the round (``PropertyModel/beginCall()``): the fleet takes one call's writes
+/// of fleet keys back out of the round, sends them to etcd, and puts the result back with
+/// ``PropertyModel/overwrite(_:with:)``; ``PropertyModel/mirror(_:frozen:)`` applies what other
+/// hosts wrote.
+final class PropertyModelCallTests: XCTestCase {
+    private let store = FailingStore()
+
+    private func model() throws -> PropertyModel {
+        let model = try PropertyModel(store: store)
+        _ = try model.create(key: "a.one", type: "i", defaultValue: .int32(0))
+        _ = try model.create(key: "a.two", type: "i", defaultValue: .int32(0))
+        _ = try model.create(key: "a.local", type: "i", defaultValue: .int32(0))
+        model.commitRound()
+        return model
+    }
+
+    func testRollingBackACallKeepsTheRoundsEarlierWritesAndUndoesTheCallsOwn() throws {
+        let model = try model()
+        _ = try model.set("a.one", to: .int32(1))
+        let revisionBefore = model.revision
+        model.beginCall()
+        _ = try model.set("a.one", to: .int32(2))
+        _ = try model.set("a.two", to: .int32(3))
+        let (before, _) = model.callChanges
+        XCTAssertEqual(Set(before.keys), [try Key("a.one"), try Key("a.two")])
+        XCTAssertEqual(before[try Key("a.one")]??.value, .int32(1), "the state when the call began, not the round's")
+        model.rollbackCall()
+        XCTAssertEqual(try model.value(of: "a.one"), .int32(1))
+        XCTAssertEqual(try model.value(of: "a.two"), .int32(0))
+        XCTAssertEqual(model.revision, revisionBefore)
+        // The round still holds a.one's write, and only that.
+        XCTAssertEqual(model.keysChangedThisRound, [try Key("a.one")])
+        model.rollbackRound()
+        XCTAssertEqual(try model.value(of: "a.one"), .int32(0))
+    }
+
+    func testOverwritePutsBackWhatTheCallComputedWithANewRevision() throws {
+        let model = try model()
+        model.beginCall()
+        _ = try model.create(key: "a.new", type: "s", defaultValue: .string("x"), options: ["value": .string("y")])
+        _ = try model.set("a.one", to: .int32(5))
+        let key = try Key("a.new"), one = try Key("a.one")
+        let after = (model.entry(for: key), model.entry(for: one))
+        model.rollbackCall()
+        XCTAssertNil(model.entry(for: key))
+        let changes = model.overwrite(key, with: after.0) + model.overwrite(one, with: after.1)
+        XCTAssertEqual(changes, [.created(key), .valueChanged(one, old: .int32(0))])
+        XCTAssertEqual(try model.value(of: "a.new"), .string("y"))
+        XCTAssertEqual(try model.entry("a.one").revision, model.revision)
+        XCTAssertEqual(model.overwrite(one, with: model.entry(for: one)), [], "the same state again changes nothing")
+        XCTAssertEqual(model.overwrite(key, with: nil), [.deleted(key, old: .string("y"))])
+    }
+
+    func testMirroredValuesSpreadToLocalKeysButNotIntoFrozenOnes() throws {
+        let model = try model()
+        _ = try model.bind(key: "a.local", to: "a.one", options: [:], owner: nil)
+        _ = try model.bind(key: "a.two", to: "a.one", options: [:], owner: nil)
+        model.commitRound()
+        let one = try Key("a.one"), two = try Key("a.two")
+        let (changes, failures) = model.mirror([(one, .int32(9))], frozen: [one, two])
+        XCTAssertTrue(failures.isEmpty)
+        XCTAssertEqual(try model.value(of: "a.one"), .int32(9))
+        XCTAssertEqual(try model.value(of: "a.local"), .int32(9), "fleet → local runs on every host")
+        XCTAssertEqual(try model.value(of: "a.two"), .int32(0), "fleet → fleet ran on the writing host, inside its txn")
+        XCTAssertTrue(changes.contains(.valueChanged(one, old: .int32(0))))
+        // A value the local definition refuses is reported, not written.
+        let refused = model.mirror([(one, .string("nine"))], frozen: [])
+        XCTAssertEqual(refused.failures.map(\.0), [one])
+        XCTAssertEqual(try model.value(of: "a.one"), .int32(9))
+    }
+
+    func testScopeOptionIsCheckedAndShownOnlyWhenFleet() throws {
+        let model = try model()
+        _ = try model.create(key: "f.shared", type: "b", defaultValue: .boolean(false), options: ["scope": .string("fleet")])
+        XCTAssertEqual(try model.entry("f.shared").definition.scope, .fleet)
+        XCTAssertEqual(try model.entry("f.shared").definition.metadata["scope"], .string("fleet"))
+        XCTAssertNil(try model.entry("a.one").definition.metadata["scope"])
+        XCTAssertThrowsError(try model.create(key: "f.bad", type: "b", defaultValue: .boolean(false), options: ["scope": .string("global")])) { error in
+            XCTAssertEqual((error as? PropBusError)?.code, .invalidArgs)
+            XCTAssertTrue("\(error)".contains("\"local\" or \"fleet\""), "\(error)")
+        }
+    }
+}

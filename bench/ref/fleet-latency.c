@@ -1,0 +1,136 @@
+/* Fleet latency through two propbusd hosts on two buses. Prints one line:
+ * "p50_us p99_us max_us count".
+ *
+ * usage: fleet-latency propagate ADDRESS_A ADDRESS_B PATH NAME N
+ *        fleet-latency roundtrip ADDRESS_A PATH NAME N
+ *
+ * propagate: Properties.Set of the fleet key (type i) on host A's bus, until host B's
+ *            PropertiesChanged carrying the same value arrives on B's bus (A's reply is then
+ *            collected, outside the measured time).
+ * roundtrip: Properties.Set on A until its reply (the txn to etcd and the mirror's commit). */
+#include <dbus/dbus.h>
+#include "bus.h"
+#include "latency.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *values_interface = "org.propbus.PropBus1.Values";
+
+/* Whether msg is PropertiesChanged on path carrying name = want. */
+static int carries(DBusMessage *msg, const char *path, const char *name, dbus_int32_t want) {
+    if (!dbus_message_is_signal(msg, "org.freedesktop.DBus.Properties", "PropertiesChanged")) return 0;
+    if (strcmp(dbus_message_get_path(msg), path) != 0) return 0;
+    DBusMessageIter it, dict, entry, var;
+    dbus_message_iter_init(msg, &it);
+    dbus_message_iter_next(&it);
+    dbus_message_iter_recurse(&it, &dict);
+    while (dbus_message_iter_get_arg_type(&dict) == DBUS_TYPE_DICT_ENTRY) {
+        const char *key;
+        dbus_message_iter_recurse(&dict, &entry);
+        dbus_message_iter_get_basic(&entry, &key);
+        dbus_message_iter_next(&entry);
+        dbus_message_iter_recurse(&entry, &var);
+        if (strcmp(key, name) == 0 && dbus_message_iter_get_arg_type(&var) == DBUS_TYPE_INT32) {
+            dbus_int32_t v;
+            dbus_message_iter_get_basic(&var, &v);
+            return v == want;
+        }
+        dbus_message_iter_next(&dict);
+    }
+    return 0;
+}
+
+static DBusMessage *set_call(const char *path, const char *name, dbus_int32_t value) {
+    DBusMessage *m = dbus_message_new_method_call("org.propbus.PropBus1", path, "org.freedesktop.DBus.Properties", "Set");
+    DBusMessageIter it, var;
+    dbus_message_iter_init_append(m, &it);
+    dbus_message_iter_append_basic(&it, DBUS_TYPE_STRING, &values_interface);
+    dbus_message_iter_append_basic(&it, DBUS_TYPE_STRING, &name);
+    dbus_message_iter_open_container(&it, DBUS_TYPE_VARIANT, "i", &var);
+    dbus_message_iter_append_basic(&var, DBUS_TYPE_INT32, &value);
+    dbus_message_iter_close_container(&it, &var);
+    return m;
+}
+
+/* Blocks for the reply of pending; dies on an error reply. */
+static void collect(DBusPendingCall *pending) {
+    dbus_pending_call_block(pending);
+    DBusMessage *reply = dbus_pending_call_steal_reply(pending);
+    dbus_pending_call_unref(pending);
+    if (dbus_message_get_type(reply) == DBUS_MESSAGE_TYPE_ERROR) {
+        DBusError err;
+        dbus_error_init(&err);
+        dbus_set_error_from_message(&err, reply);
+        bench_die("fleet-latency", "Set", &err);
+    }
+    dbus_message_unref(reply);
+}
+
+static int propagate(const char *address_a, const char *address_b, const char *path, const char *name, int n) {
+    DBusConnection *a = bench_connect("fleet-latency", address_a);
+    DBusConnection *b = bench_connect("fleet-latency", address_b);
+    DBusError err;
+    dbus_error_init(&err);
+    char rule[512];
+    snprintf(rule, sizeof rule, "type='signal',sender='org.propbus.PropBus1',path='%s',"
+             "interface='org.freedesktop.DBus.Properties',member='PropertiesChanged'", path);
+    dbus_bus_add_match(b, rule, &err);
+    if (dbus_error_is_set(&err)) bench_die("fleet-latency", "AddMatch", &err);
+    long long *lat = calloc((size_t)n, sizeof *lat);
+    /* Values start from the clock so that consecutive runs never write a value already held
+     * (a same-value Set sends no signal). */
+    dbus_int32_t base = (dbus_int32_t)((now_ns() / 1000) & 0x3fffffff);
+    for (int i = 0; i < n; i++) {
+        dbus_int32_t value = base + i;
+        DBusMessage *m = set_call(path, name, value);
+        DBusPendingCall *pending = NULL;
+        long long start = now_ns();
+        if (!dbus_connection_send_with_reply(a, m, &pending, 10000) || !pending) {
+            fprintf(stderr, "fleet-latency: cannot send\n");
+            return 1;
+        }
+        dbus_connection_flush(a);
+        dbus_message_unref(m);
+        int seen = 0;
+        while (!seen) {
+            if (!dbus_connection_read_write(b, 10000)) { fprintf(stderr, "fleet-latency: B disconnected\n"); return 1; }
+            DBusMessage *in;
+            while ((in = dbus_connection_pop_message(b))) {
+                if (!seen && carries(in, path, name, value)) { seen = 1; lat[i] = now_ns() - start; }
+                dbus_message_unref(in);
+            }
+        }
+        collect(pending);
+    }
+    report_latencies(lat, n);
+    return 0;
+}
+
+static int roundtrip(const char *address_a, const char *path, const char *name, int n) {
+    DBusConnection *a = bench_connect("fleet-latency", address_a);
+    long long *lat = calloc((size_t)n, sizeof *lat);
+    dbus_int32_t base = (dbus_int32_t)((now_ns() / 1000) & 0x3fffffff);
+    for (int i = 0; i < n; i++) {
+        DBusMessage *m = set_call(path, name, base + i);
+        DBusPendingCall *pending = NULL;
+        long long start = now_ns();
+        if (!dbus_connection_send_with_reply(a, m, &pending, 10000) || !pending) {
+            fprintf(stderr, "fleet-latency: cannot send\n");
+            return 1;
+        }
+        dbus_message_unref(m);
+        collect(pending);
+        lat[i] = now_ns() - start;
+    }
+    report_latencies(lat, n);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 7 && strcmp(argv[1], "propagate") == 0) return propagate(argv[2], argv[3], argv[4], argv[5], atoi(argv[6]));
+    if (argc == 6 && strcmp(argv[1], "roundtrip") == 0) return roundtrip(argv[2], argv[3], argv[4], atoi(argv[5]));
+    fprintf(stderr, "usage: %s propagate ADDRESS_A ADDRESS_B PATH NAME N\n"
+                    "       %s roundtrip ADDRESS_A PATH NAME N\n", argv[0], argv[0]);
+    return 64;
+}
