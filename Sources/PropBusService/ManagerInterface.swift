@@ -18,16 +18,24 @@ extension Service {
             },
             MethodDescription("ListProperties", in: [("prefix", .string)], out: [("properties", .array(.structure([.string, .string, .variant, .dictionary(key: .string, value: .variant)])))]) { [unowned self] call throws(DBusError) in
                 // Secret values are left out for callers who may not read them.
-                let visible = model.list(prefix: try call.string("prefix")).filter { mayRead($0.definition, by: call) }
-                let items = visible.map { entry in
-                    DBusValue.structure([
-                        .string(entry.definition.key.text),
-                        .string(entry.definition.type.signature),
-                        .variant(entry.value),
-                        Self.metadata(of: entry, etcdRevision: entry.definition.scope == .fleet ? fleet?.etcdRevision(of: entry.definition.key) : nil),
-                    ])
-                }
-                return .reply([.array(of: .structure([.string, .string, .variant, .dictionary(key: .string, value: .variant)]), items)])
+                let prefix = try call.string("prefix")
+                // Written straight into the reply from the model's entries (a 10k-property list
+                // is 2 MB): no value tree, no entry copied.
+                return .stream(ReplyBody { [unowned self] writer in
+                    writer.array(of: "(ssva{sv})", alignment: 8) { items in
+                        model.forEachEntry(withPrefix: prefix) { entry in
+                            guard mayRead(entry.definition, by: call) else { return }
+                            items.structure { item in
+                                item.string(entry.definition.key.text)
+                                item.string(entry.definition.type.signature)
+                                item.variant(entry.value)
+                                // The fleet's own table, not the model: nothing here may touch the model.
+                                let etcdRevision = entry.definition.scope == .fleet ? fleet?.etcdRevision(of: entry.definition.key) : nil
+                                Self.writeMetadata(of: entry, etcdRevision: etcdRevision, to: &item)
+                            }
+                        }
+                    }
+                })
             },
             MethodDescription("Apply", in: [("set", .dictionary(key: .string, value: .variant)), ("reset", .array(.string))], writes: true,
                               // Every key is checked before anything changes: one denial leaves all as it was.
@@ -54,6 +62,35 @@ extension Service {
                 Self.skippedList(skippedModelFiles)
             },
         ]))
+    }
+
+    /// Writes what ``metadata(of:)`` returns, in the same (sorted) order, without building it:
+    /// `ListProperties` writes one per property. ManagerInterfaceTests check that both agree.
+    static func writeMetadata(of entry: borrowing PropertyModel.Entry, etcdRevision: Int64? = nil, to writer: inout MessageBodyWriter) {
+        let definition = entry.definition
+        writer.dictionary("{sv}") { items in
+            // Sorted by key, as `DBusValue.vardict` sorts them.
+            if let choices = definition.choices { items.entry("choices", .array(of: .variant, choices.map { .variant($0) })) }
+            items.entry("default", definition.defaultValue)
+            items.entry("description", string: definition.description)
+            if let etcdRevision { items.entry("etcd_revision", .int64(etcdRevision)) }
+            if let hidden = entry.hidden {
+                items.entry("hidden_reason", string: hidden.reason)
+                if PropertyDefinition.canSendBack(hidden.value) { items.entry("hidden_value", hidden.value) }
+            }
+            items.entry("is_set", boolean: entry.storedValue != nil)
+            if let maximum = definition.maximum { items.entry("maximum", maximum) }
+            if let minimum = definition.minimum { items.entry("minimum", minimum) }
+            items.entry("persistent", boolean: definition.persistent)
+            items.entry("revision", uint64: entry.revision)
+            // Only when shared, as `PropertyDefinition.metadata` says it.
+            if definition.scope == .fleet { items.entry("scope", string: definition.scope.rawValue) }
+            items.entry("secret", boolean: definition.secret)
+            if let source = definition.source { items.entry("source", string: source) }
+            if let stateOf = definition.stateOf { items.entry("state_of", string: stateOf.text) }
+            items.entry("writable", boolean: definition.writable)
+            if let writers = definition.writers { items.entry("writers", .array(of: .string, writers.map { .string($0) })) }
+        }
     }
 
     /// The metadata dictionary of `ListProperties`.

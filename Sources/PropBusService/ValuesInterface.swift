@@ -22,7 +22,7 @@ extension Service {
                     try model.compareAndSet(name, expectedRevision: expected, to: value).changes
                 }
             },
-        ], properties: .dynamic(names: { [unowned self] in model.names(inGroup: group) }, lookup: { [unowned self] name in
+        ], properties: .computed(ComputedProperties(names: { [unowned self] in model.names(inGroup: group) }, lookup: { [unowned self] name in
             let key = Key(uncheckedGroup: group, name: name)
             guard let entry = model.entry(for: key) else { return nil }
             // Only a secret under access control is restricted: its changes are announced by
@@ -61,6 +61,18 @@ extension Service {
                 }
             }
             return description
-        }), annotations: [("org.freedesktop.DBus.Property.EmitsChangedSignal", "true")])
+        }, value: { [unowned self] name in
+            // Get's hot path: one lookup, no description. A restricted key goes through
+            // `lookup`, whose description carries the read check.
+            guard let read = model.readableValue(for: Key(uncheckedGroup: group, name: name)),
+                  !(read.secret && options.access.isEnabled) else { return nil }
+            return read.value
+        }, forEach: { [unowned self] visit in
+            let restrictsSecrets = options.access.isEnabled
+            for key in model.keys(inGroup: group) {
+                guard let read = model.readableValue(for: key) else { continue }
+                visit(key.name, read.value, read.secret && restrictsSecrets)
+            }
+        })), annotations: [("org.freedesktop.DBus.Property.EmitsChangedSignal", "true")])
     }
 }

@@ -31,6 +31,8 @@ case .command(let parsed):
         exit(CommandFailure.ExitCode.usage.rawValue)
     }
     do {
+        // A one-shot `get` stays on this thread with blocking calls: no task, queue or thread.
+        if name == "get", try GetCommand.runBlocking(parsed) { exit(0) }
         try await command.run(parsed)
     } catch {
         Output.error("propctl \(name): \(error.message)")

@@ -91,6 +91,11 @@ final class MainLoopTests: XCTestCase {
             tree.export(ExportedObject {
                 [InterfaceDescription(Self.interface, methods: [
                     MethodDescription("Echo", in: [("text", .string)], out: [("text", .string)]) { call in .reply([call.arguments[0]]) },
+                    // A small call with a big reply: output outruns input.
+                    MethodDescription("Big", in: [("bytes", .uint32)], out: [("text", .string)]) { call in
+                        guard case .uint32(let count) = call.arguments[0] else { return .reply([]) }
+                        return .reply([.string(String(repeating: "z", count: Int(count)))])
+                    },
                     // Never answered: the caller's timeout must fire.
                     MethodDescription("Hold") { call in
                         stash.held.append(call)
@@ -157,5 +162,36 @@ final class MainLoopTests: XCTestCase {
             return all
         }
         XCTAssertEqual(Set(replies), Set((0..<300).map(String.init)))
+    }
+
+    /// Replies waiting to be sent hold the next calls back (`Connection.maximumQueuedOutput`),
+    /// and the writes that drain the queue bring them back: 100 pipelined small calls whose
+    /// replies (256 KiB each) outrun the socket are held at least once, and every one of them is
+    /// answered all the same.
+    func testQueuedOutputHoldsCallsBackUntilItDrains() async throws {
+        let bus = try TestBus.start()
+        defer { bus.stop() }
+        let service = try await bus.connect(), client = try await bus.connect()
+        defer { service.close(); client.close() }
+        let tree = await exportEcho(on: service, Stash())
+        _ = tree
+        await onQueue(service) { service.maximumQueuedOutput = 64 << 10 }
+        let name = service.uniqueName
+        let size: UInt32 = 256 << 10
+        let replies = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<100 {
+                group.addTask {
+                    let reply = try await client.call(destination: name, path: "/obj", interface: Self.interface,
+                                                      member: "Big", arguments: [.uint32(size)], timeoutMilliseconds: 30_000)
+                    return reply.first?.stringValue?.utf8.count ?? 0
+                }
+            }
+            var all: [Int] = []
+            for try await reply in group { all.append(reply) }
+            return all
+        }
+        XCTAssertEqual(replies, Array(repeating: Int(size), count: 100))
+        let held = await onQueue(service) { service.roundsHeldForOutput }
+        XCTAssertGreaterThan(held, 0, "no round ever found output waiting: the check was not exercised")
     }
 }

@@ -65,9 +65,18 @@ public final class Connection: @unchecked Sendable {
     static let maximumHeldCalls = 20_000
     /// Held calls from which a round reads ahead in the socket (below it, no extra syscall).
     static let readAheadThreshold = 4
+    /// Rounds that served no calls because too much output was waiting (a test's count).
+    private(set) var roundsHeldForOutput = 0
+
+    /// Bytes waiting in libdbus's outgoing queue above which a round serves no calls: their
+    /// replies would only wait there, in memory. A client that pipelines big calls and reads
+    /// slowly otherwise grows the queue without bound once replies are cheap to build (80 MB in
+    /// `bench/fairness.sh`), and every other client's reply waits behind all of it. The calls
+    /// stay held, and the first I/O event that drains the queue below this runs the next round.
+    var maximumQueuedOutput = 256 << 10  // a variable for tests; set on the queue
 
 
-    private static let threadsInitialized: Bool = {
+    static let threadsInitialized: Bool = {
         // Must precede every other libdbus call in the process.
         dbus_threads_init_default() != 0
     }()
@@ -163,19 +172,27 @@ public final class Connection: @unchecked Sendable {
                 takeIn()
             }
         }
-        // Serve the senders in turn, within the round's budget.
-        var served = 0
-        let deadline = DispatchTime.now().uptimeNanoseconds + Self.roundTimeBudgetNanoseconds
-        while served < Self.callsPerRound, let message = nextHeldCall() {
-            methodCallHandler?(message)
-            served += 1
-            if roundIsFull?() == true || DispatchTime.now().uptimeNanoseconds >= deadline { break }
+        // Serve the senders in turn, within the round's budget, unless the replies already
+        // waiting to be sent are enough (see maximumQueuedOutput).
+        let outputBacklog = heldCount > 0 && Int(dbus_connection_get_outgoing_size(raw)) >= maximumQueuedOutput
+        if !outputBacklog {
+            var served = 0
+            let deadline = DispatchTime.now().uptimeNanoseconds + Self.roundTimeBudgetNanoseconds
+            while served < Self.callsPerRound, let message = nextHeldCall() {
+                methodCallHandler?(message)
+                served += 1
+                if roundIsFull?() == true || DispatchTime.now().uptimeNanoseconds >= deadline { break }
+            }
         }
         deliverHeldSignals()
         for handler in roundEndHandlers { handler() }
-        // More to do: another round, queued behind whatever else waits for the queue (I/O,
-        // timers), so the replies of this one go out first.
-        if heldCount > 0 || !heldSignals.isEmpty || dbus_connection_get_dispatch_status(raw) == DBUS_DISPATCH_DATA_REMAINS {
+        if outputBacklog {
+            // Not another round now (it would spin): the write that drains the queue runs it.
+            roundsHeldForOutput += 1
+            loop?.resumeWhenOutput(below: maximumQueuedOutput)
+        } else if heldCount > 0 || !heldSignals.isEmpty || dbus_connection_get_dispatch_status(raw) == DBUS_DISPATCH_DATA_REMAINS {
+            // More to do: another round, queued behind whatever else waits for the queue (I/O,
+            // timers), so the replies of this one go out first.
             loop?.scheduleDispatch()
         }
     }
@@ -183,19 +200,22 @@ public final class Connection: @unchecked Sendable {
     /// Takes in every message libdbus has read, up to the held-call bound (replies to our own
     /// calls complete and signals are delivered here too).
     private func takeIn() {
-        while heldCount < Self.maximumHeldCalls, dbus_connection_get_dispatch_status(raw) == DBUS_DISPATCH_DATA_REMAINS {
-            dbus_connection_dispatch(raw)
+        // dbus_connection_dispatch returns the status after it: asking again would take the
+        // connection's lock once more per message.
+        var status = dbus_connection_get_dispatch_status(raw)
+        while heldCount < Self.maximumHeldCalls, status == DBUS_DISPATCH_DATA_REMAINS {
+            status = dbus_connection_dispatch(raw)
         }
     }
 
     private func holdCall(_ message: Message) {
         let sender = message.sender ?? ""
         nextSequence += 1
-        if heldCalls[sender] == nil {
-            heldCalls[sender] = []
-            senderRing.append(sender)
-        }
-        heldCalls[sender]!.append((nextSequence, message))
+        let sequence = nextSequence
+        // One lookup: the sender's queue is appended to in place.
+        var isNewSender = false
+        heldCalls[sender, default: { isNewSender = true; return [] }()].append((sequence, message))
+        if isNewSender { senderRing.append(sender) }
         heldCount += 1
     }
 

@@ -23,6 +23,9 @@ final class MainLoop: @unchecked Sendable {
     private var watches: [Int: OpaquePointer] = [:]
     private var nextWatchID = 1
     private var poller: WatchPoller?
+    /// Set when a round left calls waiting for the outgoing queue to drain: the first I/O event
+    /// after which fewer bytes than this wait to be sent runs a round.
+    private var resumeBelow: Int?
 
     init(connection: OpaquePointer, queue: DispatchQueue, dispatchRound: @escaping () -> Void) {
         self.connection = connection
@@ -68,6 +71,12 @@ final class MainLoop: @unchecked Sendable {
             dispatchScheduled = false
             dispatchRound()
         }
+    }
+
+    /// Runs a round after the I/O event that brings the outgoing queue below `bytes` (the
+    /// connection held its calls back while more was waiting to be sent).
+    func resumeWhenOutput(below bytes: Int) {
+        resumeBelow = bytes
     }
 
     /// Stops waiting for I/O; called when the connection goes away.
@@ -136,6 +145,10 @@ final class MainLoop: @unchecked Sendable {
 
     private func afterHandling() {
         if dbus_connection_get_dispatch_status(connection) == DBUS_DISPATCH_DATA_REMAINS {
+            resumeBelow = nil
+            dispatchRound()
+        } else if let limit = resumeBelow, Int(dbus_connection_get_outgoing_size(connection)) < limit {
+            resumeBelow = nil
             dispatchRound()
         }
     }

@@ -22,6 +22,8 @@ final class WatchPoller: @unchecked Sendable {
     private struct State {
         var entries: [Entry] = []
         var running = true
+        /// Bumped by every change of `entries`, so the poll loop rebuilds its set only then.
+        var version = 0
     }
 
     private let state = Mutex(State())
@@ -57,7 +59,10 @@ final class WatchPoller: @unchecked Sendable {
 
     /// Replaces the set of descriptors to wait for.
     func update(_ entries: [Entry]) {
-        state.withLock { $0.entries = entries }
+        state.withLock {
+            $0.entries = entries
+            $0.version += 1
+        }
         wake()
     }
 
@@ -77,18 +82,30 @@ final class WatchPoller: @unchecked Sendable {
             close(wakeRead)
             close(wakeWrite)
         }
+        // The set is rebuilt only when it changed: once per message would be two allocations
+        // and a copy on the Get round trip's path.
+        var entries: [Entry] = []
+        var fds: [pollfd] = []
+        var version = -1
+        var drained = [UInt8](repeating: 0, count: 64)
         while true {
-            let (entries, running) = state.withLock { ($0.entries, $0.running) }
+            let (current, running) = state.withLock { state -> (Int, Bool) in
+                if state.version != version { entries = state.entries }
+                return (state.version, state.running)
+            }
             guard running else { return }
-            var fds = [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
-            fds += entries.map { pollfd(fd: $0.fd, events: $0.events, revents: 0) }
+            if current != version {
+                version = current
+                fds = [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
+                fds += entries.map { pollfd(fd: $0.fd, events: $0.events, revents: 0) }
+            }
+            for index in fds.indices { fds[index].revents = 0 }
             let count = poll(&fds, nfds_t(fds.count), -1)
             if count < 0 {
                 if errno == EINTR { continue }
                 return
             }
             if fds[0].revents != 0 {
-                var drained = [UInt8](repeating: 0, count: 64)
                 while read(wakeRead, &drained, 64) > 0 {}
             }
             for (index, entry) in entries.enumerated() where fds[index + 1].revents != 0 {

@@ -28,6 +28,9 @@ public struct InterfaceDescription {
 /// ``MethodCall/reply(_:)``.
 public enum MethodResult {
     case reply([DBusValue])
+    /// The reply's arguments, written straight into the message (big replies, hot paths): sized
+    /// first, like every reply, then built without a ``DBusValue`` tree.
+    case stream(ReplyBody)
     case deferred
 }
 
@@ -126,12 +129,16 @@ public struct PropertyDescription {
 public enum PropertyTable {
     case fixed([PropertyDescription])
     case dynamic(names: () -> [String], lookup: (String) -> PropertyDescription?)
+    /// A dynamic table that can also read values without describing each property, for the
+    /// hot paths: `Get`, `GetAll` and `GetManagedObjects`.
+    case computed(ComputedProperties)
 
     /// Every property, in introspection order.
     public var all: [PropertyDescription] {
         switch self {
         case .fixed(let list): list
         case .dynamic(let names, let lookup): names().compactMap(lookup)
+        case .computed(let table): table.names().compactMap(table.lookup)
         }
     }
 
@@ -140,6 +147,33 @@ public enum PropertyTable {
         switch self {
         case .fixed(let list): list.first { $0.name == name }
         case .dynamic(_, let lookup): lookup(name)
+        case .computed(let table): table.lookup(name)
         }
+    }
+}
+
+/// A property table computed per object, with direct reads of its values.
+///
+/// `names` and `lookup` describe the properties as ``PropertyTable/dynamic(names:lookup:)``
+/// does; `value` and `forEach` read values without building a ``PropertyDescription`` (and its
+/// closures) per property. Both must agree with `lookup`: every property is readable, and a
+/// *restricted* one (whose description has ``PropertyDescription/authorizeRead``) is reported as
+/// such, so the tree asks `lookup` for its check.
+public struct ComputedProperties {
+    public var names: () -> [String]
+    public var lookup: (String) -> PropertyDescription?
+    /// The value of the unrestricted property `name`; `nil` if there is none or it is
+    /// restricted (the tree then goes through `lookup`).
+    public var value: (String) -> DBusValue?
+    /// Visits every property in `names` order: its name, value and whether it is restricted.
+    public var forEach: (_ visit: (_ name: String, _ value: DBusValue, _ restricted: Bool) -> Void) -> Void
+
+    public init(names: @escaping () -> [String], lookup: @escaping (String) -> PropertyDescription?,
+                value: @escaping (String) -> DBusValue?,
+                forEach: @escaping (_ visit: (_ name: String, _ value: DBusValue, _ restricted: Bool) -> Void) -> Void) {
+        self.names = names
+        self.lookup = lookup
+        self.value = value
+        self.forEach = forEach
     }
 }

@@ -14,8 +14,8 @@ public struct MethodCall {
 
     /// The caller's unique name.
     public var sender: String { message.sender ?? "" }
-    /// The object path the call was addressed to.
-    public var path: String { message.path ?? "/" }
+    /// The object path the call was addressed to (read once from the message by the tree).
+    public let path: String
 
     /// Takes ownership of a unix fd among ``arguments``: the handler must close it. Every fd
     /// not taken is closed as soon as the handler returns, even for a deferred call.

@@ -288,7 +288,7 @@ public final class ObjectTree: @unchecked Sendable {
         }
         do throws(DBusError) {
             let call = MethodCall(message: message, arguments: try message.arguments(), argumentDescriptions: method.inArguments,
-                                  credentials: credentials, tree: self)
+                                  credentials: credentials, tree: self, path: path)
             // Before the handler, so a denied call changes nothing. A declared privilege with no
             // check installed is refused: the declaration says someone must decide.
             if !method.access.isNone {
@@ -301,6 +301,7 @@ public final class ObjectTree: @unchecked Sendable {
             if isWrite { roundHasWrites = true }
             switch try method.handler(call) {
             case .reply(let values): reply(to: message, .success(values), isWrite: isWrite)
+            case .stream(let body): reply(to: message, streaming: body, isWrite: isWrite)
             case .deferred: break
             }
         } catch {
@@ -344,6 +345,29 @@ public final class ObjectTree: @unchecked Sendable {
             reply = message.makeError(error)
         }
         if let reply { pendingReplies.append(PendingReply(message: reply, writeCall: isWrite ? message : nil)) }
+    }
+
+    /// Replies with a body written straight into the message. The writer stops appending at the
+    /// message limit and only counts the rest, so a reply too big to send becomes
+    /// ``replyTooLarge`` (with its whole size) having built no more than the limit.
+    private func reply(to message: Message, streaming body: ReplyBody, isWrite: Bool = false) {
+        guard !message.noReply, let built = message.makeReturn() else { return }
+        var writer = MessageBodyWriter.appending(to: built, limit: maximumMessageSize - Self.headerAllowance,
+                                                 arrayLimit: Self.protocolArrayLimit)
+        body.write(&writer)
+        let size = writer.largestArray > Self.protocolArrayLimit ? Int.max : writer.size + Self.headerAllowance
+        guard size <= maximumMessageSize, !writer.overflowed else {
+            reply(to: message, .failure(replyTooLarge(message, size, maximumMessageSize)))
+            return
+        }
+        var reply = built
+        if let failure = writer.failure {
+            guard let error = message.makeError(.failed("cannot encode the reply: \(failure)")) else { return }
+            reply = error
+        } else {
+            pendingReplyBytes += size
+        }
+        pendingReplies.append(PendingReply(message: reply, writeCall: isWrite ? message : nil))
     }
 
     /// Queues a reply produced outside the call's own round (deferred handlers).
@@ -483,6 +507,41 @@ public final class ObjectTree: @unchecked Sendable {
             guard let value = try? property.get() else { return nil }
             return DictionaryEntry(.string(property.name), .variant(value))
         })
+    }
+
+    /// Writes what ``propertyDictionary(_:for:)`` returns, straight into a reply.
+    func writePropertyDictionary(_ interface: InterfaceDescription, for call: MethodCall?, to writer: inout MessageBodyWriter) {
+        writer.dictionary("{sv}") { dictionary in
+            var all: Set<String>? = nil
+            writeProperties(interface, for: call, to: &dictionary, seen: &all)
+        }
+    }
+
+    /// Writes the `{sv}` entries of ``propertyDictionary(_:for:)``; names in `seen` are left
+    /// out and the written ones added (GetAll of every interface lists a name once); `nil`
+    /// writes them all.
+    func writeProperties(_ interface: InterfaceDescription, for call: MethodCall?, to writer: inout MessageBodyWriter,
+                         seen: inout Set<String>?) {
+        if case .computed(let table) = interface.properties {
+            table.forEach { name, value, restricted in
+                if restricted {
+                    guard let call, let property = table.lookup(name), let authorize = property.authorizeRead,
+                          (try? authorize(call)) != nil else { return }
+                }
+                if seen != nil, !seen!.insert(name).inserted { return }
+                writer.entry(name, value)
+            }
+            return
+        }
+        for property in interface.properties.all {
+            guard property.access != .write else { continue }
+            if let authorize = property.authorizeRead {
+                guard let call, (try? authorize(call)) != nil else { continue }
+            }
+            guard let value = try? property.get() else { continue }
+            if seen != nil, !seen!.insert(property.name).inserted { continue }
+            writer.entry(property.name, value)
+        }
     }
 
     /// Objects strictly below `path`, for `GetManagedObjects`.

@@ -2,7 +2,10 @@ import CDBus
 
 /// Peer, Introspectable, Properties and ObjectManager, described once per tree like any other
 /// interface; their handlers take the object path from the call.
-struct StandardInterfaces {
+///
+/// A class: every routed call reads it, and a struct of four descriptions would be copied
+/// (and each of their tables retained) at every read.
+final class StandardInterfaces {
     let peer: InterfaceDescription
     let introspectable: InterfaceDescription
     let properties: InterfaceDescription
@@ -61,8 +64,22 @@ struct StandardInterfaces {
             }
             return property
         }
+        /// The value `Get` asks for, read straight from a computed table; `nil` when the general
+        /// path must decide (another kind of table, a restricted or unknown property).
+        func fastValue(_ call: MethodCall, _ tree: ObjectTree) throws(DBusError) -> DBusValue? {
+            let interfaceName = try call.string("interface_name")
+            guard !interfaceName.isEmpty, let object = tree.object(at: call.path),
+                  let interface = object.interface(named: interfaceName),
+                  case .computed(let table) = interface.properties else { return nil }
+            return table.value(try call.string("property_name"))
+        }
         return InterfaceDescription("org.freedesktop.DBus.Properties", methods: [
             MethodDescription("Get", in: [("interface_name", .string), ("property_name", .string)], out: [("value", .variant)]) { [unowned tree] call throws(DBusError) in
+                // The hot path: a computed table reads the value directly, with no description
+                // built; restricted and unknown properties take the general path below.
+                if let value = try fastValue(call, tree) {
+                    return .stream(ReplyBody { $0.variant(value) })
+                }
                 let property = try property(call, tree)
                 guard property.access != .write else {
                     throw DBusError(name: DBusError.Name.accessDenied, message: "Property '\(property.name)' is write-only")
@@ -84,15 +101,16 @@ struct StandardInterfaces {
                     // An empty name means every interface, as GDBus and sd-bus treat it.
                     // A name two interfaces share (a command's state) is listed once, as a
                     // dictionary must: the first interface's value.
-                    var entries: [DictionaryEntry] = []
-                    var seen: Set<String> = []
-                    for interface in tree.allInterfaces(at: call.path) {
-                        guard case .dictionary(_, _, let items) = tree.propertyDictionary(interface, for: call) else { continue }
-                        for item in items where seen.insert(item.key.stringValue ?? "").inserted { entries.append(item) }
-                    }
-                    return .reply([.dictionary(key: .string, value: .variant, entries)])
+                    let interfaces = tree.allInterfaces(at: call.path)
+                    return .stream(ReplyBody { writer in
+                        writer.dictionary("{sv}") { dictionary in
+                            var seen: Set<String>? = []
+                            for interface in interfaces { tree.writeProperties(interface, for: call, to: &dictionary, seen: &seen) }
+                        }
+                    })
                 }
-                return .reply([tree.propertyDictionary(try find(call, tree), for: call)])
+                let interface = try find(call, tree)
+                return .stream(ReplyBody { tree.writePropertyDictionary(interface, for: call, to: &$0) })
             },
         ], signals: [
             SignalDescription("PropertiesChanged", [("interface_name", .string), ("changed_properties", .dictionary(key: .string, value: .variant)), ("invalidated_properties", .array(.string))]),
@@ -102,11 +120,25 @@ struct StandardInterfaces {
     private static func objectManager(_ tree: ObjectTree) -> InterfaceDescription {
         InterfaceDescription("org.freedesktop.DBus.ObjectManager", methods: [
             MethodDescription("GetManagedObjects", out: [("objpath_interfaces_and_properties", .dictionary(key: .objectPath, value: .dictionary(key: .string, value: .dictionary(key: .string, value: .variant))))]) { [unowned tree] call in
-                let entries = tree.managedObjects(below: call.path).map { objectPath, object in
-                    DictionaryEntry(.objectPath(objectPath), .dictionary(key: .string, value: .dictionary(key: .string, value: .variant),
-                        object.interfaces().map { DictionaryEntry(.string($0.name), tree.propertyDictionary($0, for: call)) }))
-                }
-                return .reply([.dictionary(key: .objectPath, value: .dictionary(key: .string, value: .dictionary(key: .string, value: .variant)), entries)])
+                let objects = tree.managedObjects(below: call.path)
+                // Written straight into the reply: no dictionary per object and interface.
+                return .stream(ReplyBody { writer in
+                    writer.dictionary("{oa{sa{sv}}}") { paths in
+                        for (objectPath, object) in objects {
+                            paths.entry { entry in
+                                entry.objectPath(objectPath)
+                                entry.dictionary("{sa{sv}}") { interfaces in
+                                    for interface in object.interfaces() {
+                                        interfaces.entry { pair in
+                                            pair.string(interface.name)
+                                            tree.writePropertyDictionary(interface, for: call, to: &pair)
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                })
             },
         ], signals: [
             SignalDescription("InterfacesAdded", [("object_path", .objectPath), ("interfaces_and_properties", .dictionary(key: .string, value: .dictionary(key: .string, value: .variant)))]),

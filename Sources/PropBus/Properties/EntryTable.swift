@@ -22,6 +22,16 @@ struct EntryTable {
         return entries[Int(position)]
     }
 
+    /// Reads the entry for `key` where it is, without copying it (a copy retains every
+    /// reference its definition holds: the read paths' cost).
+    func read<Result>(_ key: Key, _ body: (borrowing PropertyModel.Entry) -> Result) -> Result? {
+        guard let position = index[key.text] else { return nil }
+        return entries.withUnsafeBufferPointer { body($0[Int(position)]) }
+    }
+
+    /// Every key, in no particular order.
+    var keys: [Key] { entries.map(\.definition.key) }
+
     /// Every entry, in no particular order.
     var values: [PropertyModel.Entry] { entries }
 

@@ -70,6 +70,10 @@ public final class PropertyModel {
     private let store: PropertyStore
     private var entries = EntryTable()
     private var groups: [String: Set<String>] = [:]
+    /// ``keys(inGroup:)``, by group, built on first use and dropped when the group's names change.
+    private var sortedKeys: [String: [Key]] = [:]
+    /// ``allKeysSorted()``, dropped when a key comes or goes.
+    private var sortedAllKeys: [Key]?
     /// An upper bound of each group's `GetAll` body (the sum of ``replyBound(name:value:)`` over
     /// its entries), kept as entries come, change and go, so that a write sizes only what it
     /// changes rather than the whole group (a 10k-property group made every write O(n)).
@@ -337,6 +341,14 @@ public final class PropertyModel {
     /// The current value of `key`.
     public func value(of key: String) throws(PropBusError) -> DBusValue { try entry(key).value }
 
+    /// What the read paths need of `key`'s entry (Get, GetAll, GetManagedObjects): the value
+    /// clients see and whether the key is secret, read in place. ``entry(for:)`` copies the
+    /// whole entry, retaining every reference its definition holds, which was most of the time a
+    /// GetManagedObjects of 10k properties took.
+    public func readableValue(for key: Key) -> (value: DBusValue, secret: Bool)? {
+        entries.read(key) { entry in (entry.storedValue ?? entry.definition.defaultValue, entry.definition.secret) }
+    }
+
     /// Every entry whose key starts with `prefix`, sorted by key.
     public func list(prefix: String = "") -> [Entry] {
         entries.values.filter { $0.definition.key.text.hasPrefix(prefix) }.sorted { $0.definition.key < $1.definition.key }
@@ -347,6 +359,40 @@ public final class PropertyModel {
         var keys: [Key] = []
         for entry in entries.values where predicate(entry.definition) { keys.append(entry.definition.key) }
         return keys.sorted()
+    }
+
+    /// Visits every entry whose key starts with `prefix`, in key order, where it is: nothing is
+    /// copied (``list(prefix:)`` copies and sorts whole entries, most of what a 10k-property
+    /// `ListProperties` cost the model). `body` must not touch the model.
+    public func forEachEntry(withPrefix prefix: String, _ body: (borrowing Entry) -> Void) {
+        let all = allKeysSorted()
+        // Keys are ASCII: those starting with `prefix` are one run of the sorted list.
+        var low = 0, high = all.count
+        while low < high {
+            let middle = (low + high) / 2
+            if all[middle].text < prefix { low = middle + 1 } else { high = middle }
+        }
+        for key in all[low...] {
+            guard key.text.hasPrefix(prefix) else { break }
+            _ = entries.read(key, body)
+        }
+    }
+
+    /// Every key, sorted; kept until a key comes or goes.
+    private func allKeysSorted() -> [Key] {
+        if let sortedAllKeys { return sortedAllKeys }
+        let sorted = entries.keys.sorted()
+        sortedAllKeys = sorted
+        return sorted
+    }
+
+    /// The keys of `group` in name order; empty for an unknown group. Kept until the group's
+    /// names change, so reading a group (GetAll, GetManagedObjects) sorts and builds nothing.
+    public func keys(inGroup group: String) -> [Key] {
+        if let cached = sortedKeys[group] { return cached }
+        let keys = (groups[group] ?? []).sorted().map { Key(uncheckedGroup: group, name: $0) }
+        if !keys.isEmpty { sortedKeys[group] = keys }
+        return keys
     }
 
     /// The names in `group`, sorted; empty for an unknown group.
@@ -898,7 +944,10 @@ public final class PropertyModel {
             groupBounds[key.group, default: 0] -= Self.replyBound(name: key.name, value: old.value)
         }
         groupBounds[key.group, default: 0] += Self.replyBound(name: key.name, value: entry.value)
-        groups[key.group, default: []].insert(key.name)
+        if groups[key.group, default: []].insert(key.name).inserted {
+            sortedKeys[key.group] = nil
+            sortedAllKeys = nil
+        }
     }
 
     @discardableResult
@@ -906,6 +955,8 @@ public final class PropertyModel {
         guard let entry = entries.removeValue(forKey: key) else { return nil }
         groupBounds[key.group, default: 0] -= Self.replyBound(name: key.name, value: entry.value)
         groups[key.group]?.remove(key.name)
+        sortedKeys[key.group] = nil
+        sortedAllKeys = nil
         if groups[key.group]?.isEmpty == true {
             groups[key.group] = nil
             groupBounds[key.group] = nil

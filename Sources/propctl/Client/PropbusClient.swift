@@ -13,19 +13,27 @@ struct PropbusClient {
 
     /// Connects to the bus the global options select.
     static func connect(_ parsed: ParsedCommand) async throws(CommandFailure) -> PropbusClient {
-        let bus: BusAddress
-        if let address = parsed.option("address") {
-            bus = .address(address)
-        } else if parsed.flag("system") {
-            bus = .system
-        } else {
-            bus = .session
-        }
         do {
-            return PropbusClient(connection: try await Connection.connect(to: bus))
+            return PropbusClient(connection: try await Connection.connect(to: bus(parsed)))
         } catch {
             throw CommandFailure(.unavailable, "cannot connect to the bus: \(error.name): \(error.message)")
         }
+    }
+
+    /// A blocking connection to the bus the global options select, for one-shot reads
+    /// (``BlockingConnection``: no queue or threads to start).
+    static func connectBlocking(_ parsed: ParsedCommand) throws(CommandFailure) -> BlockingConnection {
+        do {
+            return try BlockingConnection(to: bus(parsed))
+        } catch {
+            throw CommandFailure(.unavailable, "cannot connect to the bus: \(error.name): \(error.message)")
+        }
+    }
+
+    /// The bus the global options select.
+    static func bus(_ parsed: ParsedCommand) -> BusAddress {
+        if let address = parsed.option("address") { return .address(address) }
+        return parsed.flag("system") ? .system : .session
     }
 
     /// Calls a method of the daemon, mapping errors to exit codes.
@@ -52,7 +60,7 @@ struct PropbusClient {
     func value(of key: Key) async throws(CommandFailure) -> DBusValue {
         do {
             let reply = try await connection.call(destination: Self.busName, path: key.objectPath, interface: Self.propertiesInterface,
-                                                  member: "Get", arguments: [.string(Self.valuesInterface), .string(key.name)])
+                                                  member: "Get", arguments: Self.getArguments(key))
             return reply.first?.unwrappingVariantOnce ?? .string("")
         } catch where Self.meansUnknownKey(error) {
             throw await unknownKey(key.text)
@@ -60,6 +68,15 @@ struct PropbusClient {
             throw CommandFailure(error)
         }
     }
+
+    /// The current value of `key` through a blocking connection (`Properties.Get`).
+    static func value(of key: Key, through connection: BlockingConnection) throws(DBusError) -> DBusValue {
+        let reply = try connection.call(destination: busName, path: key.objectPath, interface: propertiesInterface,
+                                        member: "Get", arguments: getArguments(key))
+        return reply.first?.unwrappingVariantOnce ?? .string("")
+    }
+
+    private static func getArguments(_ key: Key) -> [DBusValue] { [.string(valuesInterface), .string(key.name)] }
 
     /// Whether a daemon error means "no such key", whatever layer noticed it: the bus speaks
     /// of objects and properties, the daemon of keys.

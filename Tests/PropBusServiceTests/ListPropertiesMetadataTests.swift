@@ -1,0 +1,52 @@
+@testable import DBus
+@testable import PropBus
+@testable import PropBusService
+import XCTest
+
+/// `ListProperties` writes each property's metadata straight into the reply
+/// (``Service/writeMetadata(of:etcdRevision:to:)``); it must say exactly what ``Service/metadata(of:etcdRevision:)`` says,
+/// entry for entry and in the same order, whichever options a property has.
+final class ListPropertiesMetadataTests: XCTestCase {
+    private func makeMessage() throws -> Message {
+        try Message.methodCall(destination: "org.propbus.Test", path: "/org/propbus/Test", interface: "org.propbus.Test", member: "Echo")
+    }
+
+    private func assertSame(_ entry: PropertyModel.Entry, etcdRevision: Int64? = nil,
+                            file: StaticString = #filePath, line: UInt = #line) throws {
+        let built = try makeMessage()
+        try built.append([Service.metadata(of: entry, etcdRevision: etcdRevision)])
+        let streamed = try makeMessage()
+        var writer = MessageBodyWriter.appending(to: streamed, limit: .max, arrayLimit: .max)
+        Service.writeMetadata(of: entry, etcdRevision: etcdRevision, to: &writer)
+        XCTAssertNil(writer.failure, file: file, line: line)
+        XCTAssertEqual(try streamed.arguments(), try built.arguments(), file: file, line: line)
+    }
+
+    func testStreamedMetadataIsWhatTheDictionarySays() throws {
+        let model = try PropertyModel(store: MemoryStore())
+        _ = try model.create(key: "a.plain", type: "i", defaultValue: .int32(1))
+        _ = try model.create(key: "a.full", type: "i", defaultValue: .int32(5), options: [
+            "description": .string("every option"), "minimum": .int32(0), "maximum": .int32(9),
+            "choices": .array(of: .variant, [.variant(.int32(5)), .variant(.int32(7))]),
+            "writers": .array(of: .string, [.string("root"), .string("@wheel")]),
+            "secret": .boolean(true), "persistent": .boolean(false), "writable": .boolean(false),
+            "source": .string("/etc/propbus/models/a.json"),
+        ])
+        _ = try model.set("a.plain", to: .int32(3))
+        model.commitRound()
+        try assertSame(try model.entry("a.plain"))
+        var full = try model.entry("a.full")
+        try assertSame(full)
+        // What only the daemon's own bookkeeping sets: a command's state key, a hidden value.
+        full.definition.stateOf = try Key("a.command")
+        full.hidden = PropertyModel.HiddenValue(value: .int32(80), reason: "80 is above the maximum 9")
+        try assertSame(full)
+        full.hidden = PropertyModel.HiddenValue(value: .string("old"), reason: "the type changed from 's' to 'i'")
+        full.storedValue = .int32(7)
+        try assertSame(full)
+        // A fleet key: its scope, and the etcd revision the fleet knows.
+        full.definition.scope = .fleet
+        try assertSame(full)
+        try assertSame(full, etcdRevision: 4242)
+    }
+}
