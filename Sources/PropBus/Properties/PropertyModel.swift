@@ -945,7 +945,9 @@ public final class PropertyModel {
         }
         groupBounds[key.group, default: 0] += Self.replyBound(name: key.name, value: entry.value)
         if groups[key.group, default: []].insert(key.name).inserted {
-            sortedKeys[key.group] = nil
+            // Checked first: a start-up inserts every key while no group was read yet, and
+            // removing from an empty dictionary still hashes the group.
+            if !sortedKeys.isEmpty { sortedKeys[key.group] = nil }
             sortedAllKeys = nil
         }
     }
