@@ -54,6 +54,22 @@ final class DaemonOptionsTests: XCTestCase {
         XCTAssertEqual(options.stateDirectory, "/tmp/s")
     }
 
+    func testFleetOptionsLandTogetherAndNeedFleet() throws {
+        XCTAssertNil(try run([]).fleet, "without --fleet nothing changes")
+        let options = try run(["--fleet", "etcds://10.0.0.1:2379,10.0.0.2:2379/lab", "--fleet-ca", "/etc/propbus/ca.pem",
+                               "--fleet-credentials", "/etc/propbus/etcd", "--fleet-host", "kiosk-7"])
+        let fleet = try XCTUnwrap(options.fleet)
+        XCTAssertEqual(fleet.members, ["10.0.0.1:2379", "10.0.0.2:2379"])
+        XCTAssertEqual(fleet.prefix, "/lab/")
+        XCTAssertEqual(fleet.endpoints, ["https://10.0.0.1:2379", "https://10.0.0.2:2379"])
+        XCTAssertEqual(fleet.caFile, "/etc/propbus/ca.pem")
+        XCTAssertEqual(fleet.credentialsFile, "/etc/propbus/etcd")
+        XCTAssertEqual(fleet.hostName, "kiosk-7")
+        XCTAssertEqual(usageError(["--fleet-ca", "/x"]), "--fleet-ca, --fleet-credentials and --fleet-host go with --fleet etcd://HOST:PORT/PREFIX")
+        XCTAssertTrue(usageError(["--fleet", "etcd://h:2379"])?.contains("no /PREFIX") ?? false)
+        XCTAssertTrue(usageError(["--fleet", "etcd://h:2379/p", "--fleet-host", "a/b"])?.contains("without '/'") ?? false)
+    }
+
     func testSystemBusEnforcesAccess() throws {
         let options = try run(["--system"])
         guard case .system = options.bus else { return XCTFail("\(options.bus)") }

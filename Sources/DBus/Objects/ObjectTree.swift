@@ -347,6 +347,15 @@ public final class ObjectTree: @unchecked Sendable {
         if let reply { pendingReplies.append(PendingReply(message: reply, writeCall: isWrite ? message : nil)) }
     }
 
+    /// Sends what is pending (InterfacesAdded/Removed, PropertiesChanged, replies) now, after the
+    /// before-flush hooks, as the end of a dispatch round does: for work that ends outside any
+    /// round (an answer or an update from another thread, handed over with `queue.sync`), which
+    /// would otherwise wait for a round scheduled behind it, one thread wake-up later.
+    public func flushNow() {
+        dispatchPrecondition(condition: .onQueue(connection.queue))
+        flush()
+    }
+
     /// Replies with a body written straight into the message. The writer stops appending at the
     /// message limit and only counts the rest, so a reply too big to send becomes
     /// ``replyTooLarge`` (with its whole size) having built no more than the limit.

@@ -66,6 +66,8 @@ public final class Fleet: @unchecked Sendable {
     /// The cursor at which the last watch check found changes in etcd the watch had not
     /// delivered (see ``checkWatch()``).
     private var suspectedCursor: Int64?
+    /// The cursor at which the watch was last started again by the check.
+    private var restartedAtCursor: Int64?
     private var watchCheckTimer: DispatchSourceTimer?
     private var stopped = false
 
@@ -230,19 +232,31 @@ public final class Fleet: @unchecked Sendable {
 
     /// Catches a watch stuck on a member that hangs without closing its connection (frozen, or
     /// behind a partition that drops packets): neither TCP nor etcd's `hasleader` tells, and the
-    /// stream sits idle. Every ``watchCheckInterval`` a read (which itself moves on to a live
-    /// member) asks whether the prefix holds a key changed after the cursor. Found twice at the
-    /// same cursor, the watch delivered nothing for a whole interval while etcd had news: it is
-    /// started again (on the member the read reached), and resumes after the cursor.
+    /// stream sits idle. Every ``watchCheckInterval`` reads (which themselves move on to a live
+    /// member) ask whether the prefix holds a key changed after the cursor, and how many
+    /// definitions and values etcd holds, against the mirror's counts (a deletion leaves no key
+    /// to find). Behind twice at the same cursor, the watch delivered nothing for a whole
+    /// interval while etcd had news: it is started again (on the member the reads reached) and
+    /// resumes after the cursor. A count that differs for another reason (a foreign key under
+    /// the prefix) restarts it once per cursor, not forever.
     private func checkWatch() {
         guard watch != nil, !stopped else { return }
-        let since = cursor, client = client
-        let request = { var r = RangeRequest(key: layout.prefix, prefix: true, limit: 1); r.minModRevision = since + 1; return r }()
+        let since = cursor, client = client, layout = layout
+        let changed = { var r = RangeRequest(key: layout.prefix, prefix: true, limit: 1); r.minModRevision = since + 1; return r }()
+        let definitions = RangeRequest(key: layout.prefix + Array("defs/".utf8), prefix: true, countOnly: true)
+        let values = RangeRequest(key: layout.prefix + Array("keys/".utf8), prefix: true, countOnly: true)
         presenceQueue.async { [weak self] in
-            let pending = (try? client.range(request)).map { !$0.kvs.isEmpty }
+            // Counting is cheap (no values read); the scan for later changes only runs when
+            // etcd has moved past the cursor at all.
+            guard let definitionCount = try? client.range(definitions), let valueCount = try? client.range(values) else { return }
+            let counts = (definitionCount.count, valueCount.count)
+            let moved = max(definitionCount.header.revision, valueCount.header.revision) > since
+            let pending: Bool? = moved ? (try? client.range(changed)).map { !$0.kvs.isEmpty } : false
             self?.queue.async { [weak self] in
                 guard let self, !stopped, watch != nil, let pending else { return }
-                guard pending, cursor == since else {
+                let mirrored = (revisions.values.filter { $0.definition > 0 }.count, revisions.values.filter { $0.value > 0 }.count)
+                let countsDiffer = counts.0 != Int64(mirrored.0) || counts.1 != Int64(mirrored.1)
+                guard pending || (countsDiffer && restartedAtCursor != since), cursor == since else {
                     suspectedCursor = nil
                     return
                 }
@@ -251,7 +265,8 @@ public final class Fleet: @unchecked Sendable {
                     return
                 }
                 suspectedCursor = nil
-                Service.log("fleet: the watch delivered nothing after etcd revision \(since) while etcd holds later changes; watching again on another member")
+                restartedAtCursor = since
+                Service.log("fleet: the watch delivered nothing after etcd revision \(since) while etcd holds \(pending ? "later changes" : "\(counts.0) definitions and \(counts.1) values against the mirror's \(mirrored.0) and \(mirrored.1)"); watching again on another member")
                 setState(.unavailable)
                 startWatch(from: since + 1)
             }
@@ -294,6 +309,12 @@ public final class Fleet: @unchecked Sendable {
             }
         }
         apply(events, through: revision)
+        // Deletions are remembered so that an older change arriving late is recognised; after a
+        // full read at R and a watch from R + 1 none can come, so they are forgotten here.
+        let forgotten = revisions.filter { $0.value.value <= 0 && $0.value.definition <= 0 }.map(\.key)
+        guard !forgotten.isEmpty else { return }
+        for key in forgotten { service.store.removeFleetRevisions(for: key) }
+        if service.commit() == nil { for key in forgotten { revisions[key] = nil } }
     }
 
     /// Applies changes from etcd as one round: definitions first, then values (spread through
@@ -319,8 +340,8 @@ public final class Fleet: @unchecked Sendable {
                 var revisions = known(key)
                 guard modRevision > abs(revisions.definition) else { continue }
                 if event.kind == .delete {
+                    // The value has its own deletion (the same txn deletes both).
                     revisions.definition = -modRevision
-                    revisions.value = -max(abs(revisions.value), modRevision)
                     updated[key] = revisions
                     removed.append(key)
                     continue
@@ -382,7 +403,8 @@ public final class Fleet: @unchecked Sendable {
         }
         revisions.merge(updated) { $1 }
         if let revision { advanceCursor(to: revision) }
-        service.tree.connection.scheduleRound()
+        // The signals go out now, not after a round scheduled behind this update.
+        service.tree.flushNow()
     }
 
     /// Fleet-scoped definitions etcd has never seen (created while the daemon ran without
@@ -621,6 +643,8 @@ public final class Fleet: @unchecked Sendable {
         }
         revisions.merge(updated) { $1 }
         if let failure { write.call.fail(failure.dbusError) } else { write.call.reply(write.reply()) }
+        // The signals and the reply go out now, not after a round scheduled behind this answer.
+        service.tree.flushNow()
     }
 
     /// FleetState `unavailable` after a write could not reach etcd, and a read every second
