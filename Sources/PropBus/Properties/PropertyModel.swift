@@ -753,6 +753,12 @@ public final class PropertyModel {
         let toEntry = try entry(toText)
         let key = keyEntry.definition.key, to = toEntry.definition.key
         guard key != to else { throw .invalidArgs("cannot bind \(key) to itself") }
+        // A command's state keys change when executions start and end, outside any client call;
+        // a fleet key they drove would change on this host only and fork from the fleet.
+        for (state, shared) in [(keyEntry, toEntry), (toEntry, keyEntry)]
+        where state.definition.stateOf != nil && shared.definition.scope == .fleet {
+            throw .invalidArgs("cannot bind \(key) to \(to): \(state.definition.key) is a command's state and changes outside any call, so it cannot drive the fleet-scoped key \(shared.definition.key); bind it to a local key")
+        }
         var binding = Binding(id: 0, key: key, to: to, owner: owner)
         for (name, raw) in options.sorted(by: { $0.key < $1.key }) {
             let value = raw.unwrappingVariant
@@ -817,12 +823,17 @@ public final class PropertyModel {
     /// Applies the bind-time rule again to every binding (the leading side wins), e.g. at
     /// startup, when a transient side came back with its default. A binding whose sync fails
     /// is left as it is; its error is returned with it.
-    public func resynchronizeBindings() -> (changes: [PropertyChange], failures: [(Binding, PropBusError)]) {
+    ///
+    /// With `sparingFleetKeys` (the daemon's `--fleet`), a binding that would write a fleet key is
+    /// left alone: such a write must go to etcd first, and at startup there is no call to carry
+    /// it; the fleet's value stands until the binding's leading side changes in a call.
+    public func resynchronizeBindings(sparingFleetKeys: Bool = false) -> (changes: [PropertyChange], failures: [(Binding, PropBusError)]) {
         var changes: [PropertyChange] = []
         var failures: [(Binding, PropBusError)] = []
         for binding in bindings.all {
             let (source, target, transform) = binding.flowsToKey ? (binding.to, binding.key, binding.toKey) : (binding.key, binding.to, binding.toTarget)
             guard let sourceValue = entries[source]?.value, let targetEntry = entries[target] else { continue }
+            if sparingFleetKeys, targetEntry.definition.scope == .fleet { continue }
             do {
                 let mapped = try propagation.map(sourceValue, through: transform, into: target, binding: binding)
                 guard mapped != targetEntry.value else { continue }
