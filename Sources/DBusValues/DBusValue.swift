@@ -3,7 +3,7 @@
 /// Containers carry their element types, so an empty array still knows its signature.
 /// `ay` is always represented as ``bytes(_:)``, never as an array of ``byte(_:)``; use
 /// ``array(of:_:)`` to build arrays and get that normalization for free.
-public indirect enum DBusValue: Hashable, Sendable {
+public enum DBusValue: Hashable, Sendable {
     case byte(UInt8)
     case boolean(Bool)
     case int16(Int16)
@@ -17,14 +17,14 @@ public indirect enum DBusValue: Hashable, Sendable {
     case objectPath(String)
     case signature(String)
     case unixFD(Int32)
-    case variant(DBusValue)
+    indirect case variant(DBusValue)
     /// An array of `element`-typed values (never `y`: see ``bytes(_:)``; ``validate()`` refuses
     /// an array of `y`).
     case array(element: DBusType, [DBusValue])
     /// An `ay` byte array.
     case bytes([UInt8])
     /// An `a{kv}` dictionary, in wire order.
-    case dictionary(key: DBusType, value: DBusType, [DictionaryEntry])
+    indirect case dictionary(key: DBusType, value: DBusType, [DictionaryEntry])
     /// A struct; it has at least one field.
     case structure([DBusValue])
 

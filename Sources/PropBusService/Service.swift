@@ -89,8 +89,10 @@ public final class Service: @unchecked Sendable {
         tree.accessCheck = { [unowned self] access, call throws(DBusError) in try check(access, call) }
         tree.addObjectManager(at: Key.rootPath)
         tree.export(ExportedObject { [unowned self] in [managerDescription()] }, at: Key.rootPath)
-        for group in model.groupNames { exportGroup(group) }
-        for binding in model.bindings.all { exportBinding(binding) }
+        // Before the name is owned: no InterfacesAdded (see ObjectTree.export), which at start-up
+        // meant building every group's property table and values only to send them to no one.
+        for group in model.groupNames { exportGroup(group, announce: false) }
+        for binding in model.bindings.all { exportBinding(binding, announce: false) }
         tree.addBeforeFlushHook { [unowned self] in commit() }
         // Weak: the connection holds this handler and may outlive the service.
         connection.addSignalHandler(matching: Self.matchRules[0]) { [weak self] message in
@@ -232,9 +234,9 @@ public final class Service: @unchecked Sendable {
         }
     }
 
-    private func exportBinding(_ binding: Binding) {
+    private func exportBinding(_ binding: Binding, announce: Bool = true) {
         exportedBindings.insert(binding.id)
-        tree.export(ExportedObject { [unowned self] in [bindingDescription(binding)] }, at: Self.path(ofBinding: binding.id))
+        tree.export(ExportedObject { [unowned self] in [bindingDescription(binding)] }, at: Self.path(ofBinding: binding.id), announce: announce)
     }
 
     private func unexportBinding(_ id: UInt64) {
@@ -242,14 +244,14 @@ public final class Service: @unchecked Sendable {
         tree.unexport(Self.path(ofBinding: id))
     }
 
-    private func exportGroup(_ group: String) {
+    private func exportGroup(_ group: String, announce: Bool = true) {
         // Its InterfacesAdded, built at the flush, carries every property added this round.
-        groupsExportedThisRound.insert(group)
+        if announce { groupsExportedThisRound.insert(group) }
         // A command's group holds its state keys; its object also carries the Command interface.
         let command = try? Key(group)
         tree.export(ExportedObject { [unowned self] in
             guard let command, commands.definition(of: command) != nil else { return [valuesDescription(group: group)] }
             return [valuesDescription(group: group), commandDescription(command)]
-        }, at: Key.objectPath(ofGroup: group))
+        }, at: Key.objectPath(ofGroup: group), announce: announce)
     }
 }

@@ -78,8 +78,9 @@ final class Daemon: @unchecked Sendable {
             let report = try modelFiles.load(modelPaths(), into: model, commands: commands, store: store, strict: options.strictModels)
             _ = commands.refresh(after: report.changes)
             logSkippedModelFiles()
-            // Stored bindings start as they were made: the leading side wins.
-            for (binding, error) in model.resynchronizeBindings().failures {
+            // Stored bindings start as they were made: the leading side wins (except over a fleet
+            // key: that write would have to go to etcd, and the fleet's value stands).
+            for (binding, error) in model.resynchronizeBindings(sparingFleetKeys: options.fleet != nil).failures {
                 Diagnostics.write("propbusd: binding \(binding.id) (\(binding.key) ↔ \(binding.to)) could not be synchronized at startup: \(error.message)\n")
             }
             // The declarations stay buffered in the store until the name is owned (start()).

@@ -47,13 +47,14 @@ final class ClientChannelLostUpdateTests: DaemonTestCase, @unchecked Sendable {
         let started = await eventually(timeout: 10) { ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("v0") }
         XCTAssertTrue(started, "coprocess never got the initial value; stderr: \(process.stderr)")
         try await client.set("demo.s", .string("v1"))
-        // The barrier: the binding dealt with the coprocess's last line. Either it sent "other"
-        // and then its own Set of v1 was answered, or it read both lines at once and found v1
-        // on the bus already. (The lost update stopped at "other" on the bus.)
+        // The barrier: the binding dealt with the coprocess's last line. If it sent "other", its
+        // own Set of v1 must follow and be answered (the lost update stopped at "other" on the
+        // bus); if it read both lines at once, it found v1 on the bus already and sent nothing.
+        // "sending" is said when a Set leaves, so it is in stderr before any later decision.
         let settled = await eventually(timeout: 10) {
             let said = process.stderr
-            return said.contains(#"set demo.s to "v1""#)
-                || (said.contains(#"shows "v1", which the bus holds"#) && !said.contains(#"set demo.s to "other""#))
+            if said.contains(#"sending "other""#) { return said.contains(#"set demo.s to "v1""#) }
+            return said.contains(#"shows "v1", which the bus holds"#)
         }
         let final = try await client.get("demo.s")
         XCTAssertTrue(settled && final == .string("v1"), "the coprocess said v1 last, the bus holds \(final); stderr: \(process.stderr)")

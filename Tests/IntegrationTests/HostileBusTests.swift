@@ -135,7 +135,8 @@ final class HostileMessageSizeTests: DaemonTestCase, @unchecked Sendable {
     }
 
     /// A store written under a larger limit holds a group too big for one message: the daemon
-    /// must still start (its InterfacesAdded is sent without values) and keep serving.
+    /// must still start and keep serving. (Start-up sends no InterfacesAdded since issue 13; the
+    /// tree's own too-big InterfacesAdded path is MessageSizeTests'.)
     func testAStoreWithAGroupTooBigForOneMessageStillStarts() async throws {
         try await restartDaemon(arguments: ["--max-message-size", "\(4 << 20)", "--max-value-size", "300000"])
         for n in 1...5 { try await client.create("grp.v\(n)", "s", default: .string(""), options: ["persistent": .boolean(true)]) }
@@ -149,7 +150,6 @@ final class HostileMessageSizeTests: DaemonTestCase, @unchecked Sendable {
         // sending more than max_message_size is itself disconnected).
         try await client.set("grp.v1", big(11))
         try await assertStillServing("grp.v1")
-        XCTAssertTrue(daemon.stderr.contains("InterfacesAdded for \(Key.objectPath(ofGroup: "grp")) would be"), daemon.stderr)
     }
 }
 

@@ -86,3 +86,47 @@ final class PropertyModelCallTests: XCTestCase {
         }
     }
 }
+
+/// Writes of fleet keys that no client call carries would change one host only (a fork): the
+/// model refuses or skips them.
+final class FleetKeysOutsideCallsTests: XCTestCase {
+    private func model() throws -> PropertyModel {
+        let model = try PropertyModel(store: MemoryStore())
+        _ = try model.create(key: "f.shared", type: "b", defaultValue: .boolean(false), options: ["scope": .string("fleet")])
+        _ = try model.create(key: "l.local", type: "b", defaultValue: .boolean(false))
+        _ = model.addState(try Key("c.run.Executing"), initialValue: .boolean(false), of: try Key("c.run"), description: "running")
+        model.commitRound()
+        return model
+    }
+
+    func testACommandsStateKeyCannotDriveAFleetKeyEitherWayRound() throws {
+        let model = try model()
+        for (key, to) in [("f.shared", "c.run.Executing"), ("c.run.Executing", "f.shared")] {
+            XCTAssertThrowsError(try model.bind(key: key, to: to, options: [:], owner: nil)) { error in
+                let error = error as! PropBusError
+                XCTAssertEqual(error.code, .invalidArgs)
+                XCTAssertTrue(error.message.contains("fleet-scoped key f.shared"), error.message)
+            }
+        }
+        // A local key may follow it, as before.
+        XCTAssertNoThrow(try model.bind(key: "l.local", to: "c.run.Executing", options: [:], owner: nil))
+    }
+
+    func testStartupResynchronizationSparesFleetKeysWhenAsked() throws {
+        let model = try model()
+        _ = try model.create(key: "l.source", type: "b", defaultValue: .boolean(false))
+        // One way (the key follows l.source), so the writes below do not flow back.
+        _ = try model.bind(key: "f.shared", to: "l.source", options: ["direction": .string("from")], owner: nil)
+        _ = try model.bind(key: "l.local", to: "l.source", options: ["direction": .string("from")], owner: nil)
+        model.commitRound()
+        // Another host's value arrived while the binding's source stayed as it was.
+        _ = try model.set("f.shared", to: .boolean(true))
+        _ = try model.set("l.local", to: .boolean(true))
+        let spared = model.resynchronizeBindings(sparingFleetKeys: true)
+        XCTAssertTrue(spared.failures.isEmpty)
+        XCTAssertEqual(try model.value(of: "f.shared"), .boolean(true), "the fleet's value stands")
+        XCTAssertEqual(try model.value(of: "l.local"), .boolean(false), "a local target still follows its source")
+        _ = model.resynchronizeBindings()
+        XCTAssertEqual(try model.value(of: "f.shared"), .boolean(false), "without the fleet, every binding is synchronized")
+    }
+}

@@ -120,11 +120,14 @@ public final class ObjectTree: @unchecked Sendable {
 
     // MARK: Registration
 
-    /// Exports an object at `path`. Emits InterfacesAdded if an object manager is above it.
-    public func export(_ object: ExportedObject, at path: String) {
+    /// Exports an object at `path`. Emits InterfacesAdded if an object manager is above it,
+    /// unless `announce` is false: for objects exported before the service owns its bus name,
+    /// whose signals nobody following the name could receive (ObjectManager clients call
+    /// GetManagedObjects when the name gets an owner), so building them is wasted start-up work.
+    public func export(_ object: ExportedObject, at path: String, announce: Bool = true) {
         dispatchPrecondition(condition: .onQueue(connection.queue))
         objects[path] = object
-        if let manager = manager(above: path) {
+        if announce, let manager = manager(above: path) {
             pendingEvents.append { [unowned self] in
                 guard let object = objects[path] else { return [] }
                 let interfaces = object.interfaces()

@@ -23,6 +23,15 @@ public struct Key: Hashable, Sendable, Comparable, CustomStringConvertible {
 
     /// Parses and validates `text`.
     public init(_ text: String) throws(PropBusError) {
+        // One pass over the bytes for the valid case (a store's every key at start-up); the
+        // checks below only run to say what is wrong.
+        if let lastDot = Self.validLastDot(text) {
+            let split = text.utf8.index(text.utf8.startIndex, offsetBy: lastDot)
+            self.text = text
+            self.group = String(text[..<split])
+            self.name = String(text[text.utf8.index(after: split)...])
+            return
+        }
         func fail(_ detail: String) -> PropBusError {
             PropBusError(.invalidKey, "invalid key '\(text)': \(detail); \(Key.rule)")
         }
@@ -46,6 +55,29 @@ public struct Key: Hashable, Sendable, Comparable, CustomStringConvertible {
         self.text = text
         self.group = String(decoding: groupBytes, as: UTF8.self)
         self.name = String(decoding: nameBytes, as: UTF8.self)
+    }
+
+    /// The offset of the last '.' of a valid key, or `nil` when `text` is not one.
+    private static func validLastDot(_ text: String) -> Int? {
+        var count = 0
+        var lastDot = -1
+        var previousWasDot = true  // a leading '.' is an empty segment
+        for byte in text.utf8 {
+            if byte == UInt8(ascii: ".") {
+                if previousWasDot { return nil }
+                previousWasDot = true
+                lastDot = count
+            } else {
+                guard ObjectPath.isElementByte(byte) else { return nil }
+                previousWasDot = false
+            }
+            count += 1
+        }
+        guard count <= maximumLength, lastDot >= 0, !previousWasDot else { return nil }
+        // The name must not start with a digit.
+        let first = text.utf8[text.utf8.index(text.utf8.startIndex, offsetBy: lastDot + 1)]
+        guard !(first >= 0x30 && first <= 0x39) else { return nil }
+        return lastDot
     }
 
     /// A key from parts that are already known to be valid, e.g. a registered group and a

@@ -2,6 +2,10 @@ import DBusValues
 import Glibc
 
 /// A registered property: its type, registered default and metadata.
+///
+/// Compact, since the daemon holds one per property (issue 13): the metadata most properties
+/// leave at its default (description, range, choices, writers, state, source) lives out of line,
+/// in one shared immutable box that is `nil` when all of it is at its default.
 public struct PropertyDefinition: Hashable, Sendable {
     public var key: Key
     public var type: DBusType
@@ -11,24 +15,78 @@ public struct PropertyDefinition: Hashable, Sendable {
     public var persistent = true
     /// Whether clients may set it (`writable`, default true).
     public var writable = true
-    public var description = ""
-    /// Inclusive numeric bounds, for numeric types.
-    public var minimum: DBusValue?
-    public var maximum: DBusValue?
-    /// The allowed values, when restricted.
-    public var choices: [DBusValue]?
-    /// Who may write (SPEC §7); stored now, enforced with access control.
-    public var writers: [String]?
     /// Whether only writers may read it (SPEC §7).
     public var secret = false
+    private var rare: Rare?
+
+    public var description: String {
+        get { rare?.fields.description ?? "" }
+        set { updateRare { $0.description = newValue } }
+    }
+    /// Inclusive numeric bounds, for numeric types.
+    public var minimum: DBusValue? {
+        get { rare?.fields.minimum }
+        set { updateRare { $0.minimum = newValue } }
+    }
+    public var maximum: DBusValue? {
+        get { rare?.fields.maximum }
+        set { updateRare { $0.maximum = newValue } }
+    }
+    /// The allowed values, when restricted.
+    public var choices: [DBusValue]? {
+        get { rare?.fields.choices }
+        set { updateRare { $0.choices = newValue } }
+    }
+    /// Who may write (SPEC §7); stored now, enforced with access control.
+    public var writers: [String]? {
+        get { rare?.fields.writers }
+        set { updateRare { $0.writers = newValue } }
+    }
     /// The command whose state this read-only key is (`Enabled`, `Executing`, `Executions`).
-    public var stateOf: Key?
+    public var stateOf: Key? {
+        get { rare?.fields.stateOf }
+        set { updateRare { $0.stateOf = newValue } }
+    }
     /// The model file that declared it; `nil` for a property created at run time. A key whose
     /// file no longer declares it leaves the bus at the next reload or start.
-    public var source: String?
+    public var source: String? {
+        get { rare?.fields.source }
+        set { updateRare { $0.source = newValue } }
+    }
     /// Where the property lives: on this host only, or shared by the fleet through etcd
     /// (`scope`, default local; see docs/fleet.md).
     public var scope: PropertyScope = .local
+
+    /// The out-of-line metadata. Immutable and shared between copies; a change makes a new box,
+    /// and metadata all at its default is no box (so equal definitions compare equal).
+    private final class Rare: Hashable, Sendable {
+        struct Fields: Hashable, Sendable {
+            var description = ""
+            var minimum: DBusValue?
+            var maximum: DBusValue?
+            var choices: [DBusValue]?
+            var writers: [String]?
+            var stateOf: Key?
+            var source: String?
+        }
+        let fields: Fields
+        init(_ fields: Fields) { self.fields = fields }
+        static func == (lhs: Rare, rhs: Rare) -> Bool { lhs === rhs || lhs.fields == rhs.fields }
+        func hash(into hasher: inout Hasher) { hasher.combine(fields) }
+    }
+
+    /// Takes `other`'s metadata box when the metadata is equal, so that many definitions with
+    /// the same metadata (a model file's keys, which all name their file) share one box.
+    mutating func shareMetadata(with other: PropertyDefinition) {
+        guard let rare, let shared = other.rare, rare !== shared, rare.fields == shared.fields else { return }
+        self.rare = shared
+    }
+
+    private mutating func updateRare(_ change: (inout Rare.Fields) -> Void) {
+        var fields = rare?.fields ?? Rare.Fields()
+        change(&fields)
+        rare = fields == Rare.Fields() ? nil : Rare(fields)
+    }
 
     public init(key: Key, type: DBusType, defaultValue: DBusValue) {
         self.key = key

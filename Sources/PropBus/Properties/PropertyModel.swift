@@ -36,10 +36,12 @@ public final class PropertyModel {
         /// A stored value the current definition does not admit (range, choices, type): kept in
         /// the store, unseen, until a later definition admits it again (issue 11: a
         /// redefinition never deletes data).
-        public var hidden: HiddenValue?
-
-        /// The value clients see.
-        public var value: DBusValue { storedValue ?? definition.defaultValue }
+        public var hidden: HiddenValue? {
+            get { hiddenBox?.hidden }
+            set { hiddenBox = newValue.map(HiddenBox.init) }
+        }
+        /// Rare, so out of line: one pointer in every entry instead of a value and a string.
+        private var hiddenBox: HiddenBox?
 
         public init(definition: PropertyDefinition, storedValue: DBusValue?, revision: UInt64, hidden: HiddenValue? = nil) {
             self.definition = definition
@@ -47,6 +49,14 @@ public final class PropertyModel {
             self.revision = revision
             self.hidden = hidden
         }
+
+        private final class HiddenBox: Sendable {
+            let hidden: HiddenValue
+            init(_ hidden: HiddenValue) { self.hidden = hidden }
+        }
+
+        /// The value clients see.
+        public var value: DBusValue { storedValue ?? definition.defaultValue }
     }
 
     /// A stored value kept out of sight, and why.
@@ -58,7 +68,7 @@ public final class PropertyModel {
 
     public let limits: Limits
     private let store: PropertyStore
-    private var entries: [Key: Entry] = [:]
+    private var entries = EntryTable()
     private var groups: [String: Set<String>] = [:]
     /// ``keys(inGroup:)``, by group, built on first use and dropped when the group's names change.
     private var sortedKeys: [String: [Key]] = [:]
@@ -68,6 +78,8 @@ public final class PropertyModel {
     /// its entries), kept as entries come, change and go, so that a write sizes only what it
     /// changes rather than the whole group (a 10k-property group made every write O(n)).
     private var groupBounds: [String: Int] = [:]
+    /// The definition created last, whose metadata box the next one shares when equal.
+    private var lastCreated: PropertyDefinition?
     /// The highest revision handed out; revisions grow across all keys.
     public private(set) var revision: UInt64 = 0
     /// Stored values whose property is not defined yet (e.g. one a model file declares after
@@ -105,29 +117,43 @@ public final class PropertyModel {
     public init(store: PropertyStore, loaded state: StoredState, limits: Limits = Limits()) {
         self.store = store
         self.limits = limits
-        unclaimedValues = state.values
         revision = state.revision
         entries.reserveCapacity(state.definitions.count)
         let refusedDefinitions = Set(state.definitions.filter { $0.type.containsUnixFD || $0.defaultValue.containsUnixFD }.map(\.key))
-        for (key, stored) in unclaimedValues where stored.value.containsUnixFD {
+        var fdValues = Set<Key>()
+        var valueCount = 0
+        state.forEachValue { key, stored in
+            valueCount += 1
+            // Dropped values count too: revisions never go back.
+            revision = max(revision, stored.revision)
+            guard stored.value.containsUnixFD else { return }
             // The stored number was the old daemon's own fd; today it names something else.
-            unclaimedValues[key] = nil
-            guard !refusedDefinitions.contains(key) else { continue }
+            fdValues.insert(key)
+            guard !refusedDefinitions.contains(key) else { return }
             refusedAtLoad.append("the stored value of \(key) holds a unix fd ('h'), which means nothing after a restart; it reads its default")
         }
-        for definition in state.definitions {
+        // The loaded values are only read here: taking them as `unclaimedValues` and removing
+        // each claimed one copied the whole dictionary on the first removal.
+        var claimed = 0
+        for (index, definition) in state.definitions.enumerated() {
+            var stored = state.storedValue(ofDefinitionAt: index)
+            if stored != nil { claimed += 1 }
             if refusedDefinitions.contains(definition.key) {
                 refusedAtLoad.append("property \(definition.key) (type '\(definition.type.signature)') holds a unix fd ('h'), which cannot be stored; it was left out (CreateProperty with another type replaces it)")
                 continue
             }
-            let stored = unclaimedValues.removeValue(forKey: definition.key)
+            if stored != nil, !fdValues.isEmpty, fdValues.contains(definition.key) { stored = nil }
             var entry = Entry(definition: definition, storedValue: nil, revision: stored?.revision ?? 0)
             if let stored { admit(stored.value, into: &entry) }
             insert(entry)
-            revision = max(revision, stored?.revision ?? 0)
         }
-        // Dropped values count too: revisions never go back.
-        for stored in state.values.values { revision = max(revision, stored.revision) }
+        // Values stored for properties not defined (yet), or whose definition was left out: a
+        // later create adopts them.
+        if claimed < valueCount || !refusedDefinitions.isEmpty {
+            state.forEachValue { key, stored in
+                if entries[key] == nil, !fdValues.contains(key) { unclaimedValues[key] = stored }
+            }
+        }
         reservedRevision = revision
         for binding in state.bindings { bindings.insert(binding) }
         bindings.reserveIDs(below: state.nextBindingID)
@@ -136,9 +162,20 @@ public final class PropertyModel {
 
     // MARK: Rounds
 
+    /// The undo log capacity kept from one round to the next.
+    static let keptUndoCapacity = 1024
+
+    /// Makes room in the round's undo log for `count` changes, so declaring many properties at
+    /// once (a model file) does not grow it step by step.
+    public func reserveUndoCapacity(_ count: Int) {
+        undoLog.reserveCapacity(undoLog.count + count)
+    }
+
     /// Forgets the undo log: the store committed everything done since the last round.
     public func commitRound() {
-        undoLog.removeAll(keepingCapacity: true)
+        // A big round's capacity (a model file of 10k keys) is let go: kept, it held megabytes
+        // of empty buckets for the daemon's life.
+        if undoLog.capacity > Self.keptUndoCapacity { undoLog = [:] } else { undoLog.removeAll(keepingCapacity: true) }
         undoUnclaimed.removeAll(keepingCapacity: true)
         revisionAtCommit = revision
         bindingsAtCommit = nil
@@ -309,19 +346,19 @@ public final class PropertyModel {
     /// whole entry, retaining every reference its definition holds, which was most of the time a
     /// GetManagedObjects of 10k properties took.
     public func readableValue(for key: Key) -> (value: DBusValue, secret: Bool)? {
-        guard let index = entries.index(forKey: key) else { return nil }
-        return Self.valueAndSecret(of: &entries.values[index])
-    }
-
-    /// Reads through the dictionary's modify accessor, which yields the entry where it is
-    /// (nothing copied, nothing changed); the getter would copy it first.
-    private static func valueAndSecret(of entry: inout Entry) -> (value: DBusValue, secret: Bool) {
-        (entry.storedValue ?? entry.definition.defaultValue, entry.definition.secret)
+        entries.read(key) { entry in (entry.storedValue ?? entry.definition.defaultValue, entry.definition.secret) }
     }
 
     /// Every entry whose key starts with `prefix`, sorted by key.
     public func list(prefix: String = "") -> [Entry] {
         entries.values.filter { $0.definition.key.text.hasPrefix(prefix) }.sorted { $0.definition.key < $1.definition.key }
+    }
+
+    /// The keys whose definition satisfies `predicate`, sorted; copies no entry.
+    public func keys(where predicate: (PropertyDefinition) -> Bool) -> [Key] {
+        var keys: [Key] = []
+        for entry in entries.values where predicate(entry.definition) { keys.append(entry.definition.key) }
+        return keys.sorted()
     }
 
     /// Visits every entry whose key starts with `prefix`, in key order, where it is: nothing is
@@ -337,13 +374,9 @@ public final class PropertyModel {
         }
         for key in all[low...] {
             guard key.text.hasPrefix(prefix) else { break }
-            guard let index = entries.index(forKey: key) else { continue }
-            Self.visit(&entries.values[index], body)
+            _ = entries.read(key, body)
         }
     }
-
-    /// Reads through the dictionary's modify accessor, which yields the entry in place.
-    private static func visit(_ entry: inout Entry, _ body: (borrowing Entry) -> Void) { body(entry) }
 
     /// Every key, sorted; kept until a key comes or goes.
     private func allKeysSorted() -> [Key] {
@@ -387,9 +420,29 @@ public final class PropertyModel {
         do { type = try DBusType(parsing: typeText) } catch {
             throw .invalidArgs("type of \(key) is not a single complete D-Bus type: \(error)")
         }
+        return try create(key: key, type: type, defaultValue: defaultValue, options: options, keyChecked: true)
+    }
+
+    /// ``create(key:type:defaultValue:options:)`` for a key and type already parsed (a model
+    /// file's declarations: parsing them again was repeated work for every key).
+    public func create(key: Key, type: DBusType, defaultValue: DBusValue,
+                       options: [String: DBusValue] = [:]) throws(PropBusError) -> [PropertyChange] {
+        try create(key: key, type: type, defaultValue: defaultValue, options: options, keyChecked: false)
+    }
+
+    private func create(key: Key, type: DBusType, defaultValue: DBusValue, options: [String: DBusValue],
+                        keyChecked: Bool) throws(PropBusError) -> [PropertyChange] {
+        if !keyChecked {
+            if key.group == "bindings" || key.group.hasPrefix("bindings.") {
+                throw PropBusError(.invalidKey, "invalid key '\(key)': the group 'bindings' is reserved for binding objects (\(Key.rootPath)/bindings/N)")
+            }
+            try creationCheck?(key)
+        }
         try PropertyDefinition.checkStorable(type, key: key)
         var definition = PropertyDefinition(key: key, type: type, defaultValue: Self.payload(defaultValue, for: type))
         let initial = try definition.apply(options: options)
+        if let lastCreated { definition.shareMetadata(with: lastCreated) }
+        lastCreated = definition
         let existing = entries[key]
         if let existing, existing.definition.type != type {
             throw PropBusError(.typeMismatch, "property \(key) already exists with type '\(existing.definition.type.signature)'; cannot register it as '\(type.signature)'")
@@ -399,7 +452,7 @@ public final class PropertyModel {
         }
         // The default must itself be a valid value, or Reset could produce an invalid state.
         var checked = definition
-        checked.choices = nil
+        if checked.choices != nil { checked.choices = nil }
         try checked.check(definition.defaultValue, maximumSize: limits.maximumValueSize)
         if let choices = definition.choices {
             for choice in choices { try checked.check(choice, maximumSize: limits.maximumValueSize) }
@@ -700,6 +753,12 @@ public final class PropertyModel {
         let toEntry = try entry(toText)
         let key = keyEntry.definition.key, to = toEntry.definition.key
         guard key != to else { throw .invalidArgs("cannot bind \(key) to itself") }
+        // A command's state keys change when executions start and end, outside any client call;
+        // a fleet key they drove would change on this host only and fork from the fleet.
+        for (state, shared) in [(keyEntry, toEntry), (toEntry, keyEntry)]
+        where state.definition.stateOf != nil && shared.definition.scope == .fleet {
+            throw .invalidArgs("cannot bind \(key) to \(to): \(state.definition.key) is a command's state and changes outside any call, so it cannot drive the fleet-scoped key \(shared.definition.key); bind it to a local key")
+        }
         var binding = Binding(id: 0, key: key, to: to, owner: owner)
         for (name, raw) in options.sorted(by: { $0.key < $1.key }) {
             let value = raw.unwrappingVariant
@@ -764,12 +823,17 @@ public final class PropertyModel {
     /// Applies the bind-time rule again to every binding (the leading side wins), e.g. at
     /// startup, when a transient side came back with its default. A binding whose sync fails
     /// is left as it is; its error is returned with it.
-    public func resynchronizeBindings() -> (changes: [PropertyChange], failures: [(Binding, PropBusError)]) {
+    ///
+    /// With `sparingFleetKeys` (the daemon's `--fleet`), a binding that would write a fleet key is
+    /// left alone: such a write must go to etcd first, and at startup there is no call to carry
+    /// it; the fleet's value stands until the binding's leading side changes in a call.
+    public func resynchronizeBindings(sparingFleetKeys: Bool = false) -> (changes: [PropertyChange], failures: [(Binding, PropBusError)]) {
         var changes: [PropertyChange] = []
         var failures: [(Binding, PropBusError)] = []
         for binding in bindings.all {
             let (source, target, transform) = binding.flowsToKey ? (binding.to, binding.key, binding.toKey) : (binding.key, binding.to, binding.toTarget)
             guard let sourceValue = entries[source]?.value, let targetEntry = entries[target] else { continue }
+            if sparingFleetKeys, targetEntry.definition.scope == .fleet { continue }
             do {
                 let mapped = try propagation.map(sourceValue, through: transform, into: target, binding: binding)
                 guard mapped != targetEntry.value else { continue }
@@ -841,6 +905,13 @@ public final class PropertyModel {
     /// start-up InterfacesAdded would be too big) must not be built one Set at a time.
     private func checkGroupFits(_ group: String, with changed: [(Key, DBusValue)]) throws(PropBusError) {
         let limit = limits.maximumMessageSize - Self.replyHeaderAllowance
+        if changed.count == 1 {
+            // The common case (one create or Set), without building a dictionary of one.
+            let (key, value) = changed[0]
+            var bound = (groupBounds[group] ?? 0) + 8 + Self.replyBound(name: key.name, value: value)
+            if let old = entries[key] { bound -= Self.replyBound(name: key.name, value: old.value) }
+            if bound <= limit { return }
+        }
         let overrides = Dictionary(changed.map { ($0.0.name, $0.1) }, uniquingKeysWith: { $1 })
         // Fast path: the kept bound, with the changed entries' bounds in place of their old ones.
         var bound = (groupBounds[group] ?? 0) + 8
@@ -880,12 +951,14 @@ public final class PropertyModel {
     /// which keep `groups` and `groupBounds` in step.
     private func insert(_ entry: Entry) {
         let key = entry.definition.key
-        if let old = entries.updateValue(entry, forKey: key) {
+        if let old = entries.updateValue(entry) {
             groupBounds[key.group, default: 0] -= Self.replyBound(name: key.name, value: old.value)
         }
         groupBounds[key.group, default: 0] += Self.replyBound(name: key.name, value: entry.value)
         if groups[key.group, default: []].insert(key.name).inserted {
-            sortedKeys[key.group] = nil
+            // Checked first: a start-up inserts every key while no group was read yet, and
+            // removing from an empty dictionary still hashes the group.
+            if !sortedKeys.isEmpty { sortedKeys[key.group] = nil }
             sortedAllKeys = nil
         }
     }
@@ -909,6 +982,9 @@ public final class PropertyModel {
 }
 
 /// What a model mutation changed.
+///
+/// The binding cases are boxed: a `Binding` inline made every change (a model file's 10k
+/// `created`) several times larger to copy.
 public enum PropertyChange: Hashable, Sendable {
     /// A new property exists.
     case created(Key)
@@ -919,9 +995,9 @@ public enum PropertyChange: Hashable, Sendable {
     /// A property was removed; `old` was its value.
     case deleted(Key, old: DBusValue)
     /// A binding was made.
-    case bound(Binding)
+    indirect case bound(Binding)
     /// A binding ended.
-    case unbound(Binding)
+    indirect case unbound(Binding)
 
     /// The key concerned (a binding's following side).
     public var key: Key {

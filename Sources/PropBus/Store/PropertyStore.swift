@@ -72,6 +72,11 @@ public struct StoreSavepoint {
 /// The contents of a store, as loaded at startup.
 public struct StoredState: Sendable {
     public var definitions: [PropertyDefinition] = []
+    /// The stored value of each of ``definitions``, in the same order (`nil`: none), for a store
+    /// that reads them together (no dictionary to build and search at start-up); empty when
+    /// ``values`` holds every value instead.
+    public var definitionValues: [(value: DBusValue, revision: UInt64)?] = []
+    /// Stored values by key: those not in ``definitionValues`` (all of them when it is empty).
     public var values: [Key: (value: DBusValue, revision: UInt64)] = [:]
     /// No revision above this was handed out before (the highest one, or a reserved ceiling).
     public var revision: UInt64 = 0
@@ -87,6 +92,20 @@ public struct StoredState: Sendable {
     public var fleetCursor: Int64 = 0
 
     public init() {}
+
+    /// The stored value of `definitions[index]`, wherever the store put it.
+    public func storedValue(ofDefinitionAt index: Int) -> (value: DBusValue, revision: UInt64)? {
+        if definitionValues.count == definitions.count, let aligned = definitionValues[index] { return aligned }
+        return values.isEmpty ? nil : values[definitions[index].key]
+    }
+
+    /// Every stored value, with its key: the aligned ones first, then the others.
+    public func forEachValue(_ body: (Key, (value: DBusValue, revision: UInt64)) -> Void) {
+        if definitionValues.count == definitions.count {
+            for (index, stored) in definitionValues.enumerated() { if let stored { body(definitions[index].key, stored) } }
+        }
+        for (key, stored) in values { body(key, stored) }
+    }
 }
 
 /// A fleet key's etcd `mod_revision`s: of its value and of its definition. A positive number is

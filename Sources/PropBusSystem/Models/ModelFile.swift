@@ -40,6 +40,8 @@ public struct ModelFile: Sendable {
     public private(set) var properties: [PropertyDeclaration] = []
     public private(set) var commands: [CommandDeclaration] = []
     public private(set) var bindings: [BindingDeclaration] = []
+    /// Types already parsed, by their text: a file's keys mostly share a few.
+    private var parsedTypes: [String: DBusType] = [:]
 
     /// Reads and checks the file at `path`.
     public init(contentsOf path: String) throws(PropBusError) {
@@ -135,8 +137,13 @@ public struct ModelFile: Sendable {
         guard let members = json.objectMembers else { throw fail(keyText, "a property must be an object with at least \"type\"") }
         guard let typeText = json["type"]?.stringValue else { throw fail(keyText, "\"type\" (a D-Bus signature such as \"s\" or \"a{sv}\") is missing") }
         let type: DBusType
-        do { type = try DBusType(parsing: typeText) } catch {
-            throw fail(keyText, "\"type\" \"\(typeText)\" is not a single complete D-Bus type: \(error.reason)")
+        if let known = parsedTypes[typeText] {
+            type = known
+        } else {
+            do { type = try DBusType(parsing: typeText) } catch {
+                throw fail(keyText, "\"type\" \"\(typeText)\" is not a single complete D-Bus type: \(error.reason)")
+            }
+            parsedTypes[typeText] = type
         }
         func value(_ field: String, _ json: JSONValue, as type: DBusType) throws(PropBusError) -> DBusValue {
             do { return try ValueText.value(from: json, as: type) } catch {
@@ -260,9 +267,11 @@ public struct ModelFile: Sendable {
     /// bindings, which may read command state. Errors name the file and the key.
     public func apply(to model: PropertyModel, commands table: CommandTable) throws(PropBusError) -> [PropertyChange] {
         var changes: [PropertyChange] = []
+        changes.reserveCapacity(properties.count)
+        model.reserveUndoCapacity(properties.count)
         for property in properties {
             do {
-                changes += try model.create(key: property.key.text, type: property.type.signature,
+                changes += try model.create(key: property.key, type: property.type,
                                             defaultValue: property.defaultValue, options: property.options)
             } catch {
                 guard error.code == .typeMismatch else { throw fail(property.key.text, error.message) }

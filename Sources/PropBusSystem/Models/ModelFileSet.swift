@@ -100,10 +100,15 @@ public final class ModelFileSet {
                 report.changes += changes
             }
         }
-        for entry in model.list() {
-            guard let source = entry.definition.source, !kept.contains(source), !declared.contains(entry.definition.key) else { continue }
-            report.changes += model.retire(entry.definition.key)
-            report.retired.append(entry.definition.key)
+        // Only the keys to retire are collected and sorted: a copy of every entry, sorted, was
+        // a tenth of a start-up with 100k stored properties and no model file at all.
+        let retiring = model.keys { definition in
+            guard let source = definition.source else { return false }
+            return !kept.contains(source) && !declared.contains(definition.key)
+        }
+        for key in retiring {
+            report.changes += model.retire(key)
+            report.retired.append(key)
         }
         // The retirements stay in the round: a store that cannot commit them rolls them back.
         self.skipped = skipped

@@ -123,6 +123,9 @@ final class SQLiteStatement {
 
     func integer(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
 
+    /// Whether the column is SQL NULL (e.g. the missing side of a LEFT JOIN).
+    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
+
     func blob(_ column: Int32) -> [UInt8] {
         let count = Int(sqlite3_column_bytes(handle, column))
         guard count > 0, let pointer = sqlite3_column_blob(handle, column) else { return [] }

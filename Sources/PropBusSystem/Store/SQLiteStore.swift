@@ -219,18 +219,53 @@ public final class SQLiteStore: PropertyStore {
         var state = StoredState()
         guard database != nil else { return state }
         do {
-            let definitions = try database.prepare("SELECT key, type, default_value, options FROM definitions ORDER BY key")
+            // Sized once: arrays grown by doubling leave freed blocks behind in the heap, which
+            // a 100k-property daemon kept as resident memory.
+            let count = Int(try database.textRows("SELECT count(*) FROM definitions").first ?? "0") ?? 0
+            state.definitions.reserveCapacity(count)
+            state.definitionValues.reserveCapacity(count)
+            // Each definition with its stored value, in one pass: the values come aligned with
+            // the definitions (StoredState.definitionValues), not through a dictionary by key.
+            let definitions = try database.prepare("""
+                SELECT d.key, d.type, d.default_value, d.options, v.value, v.revision
+                FROM definitions d LEFT JOIN stored_values v ON v.key = d.key ORDER BY d.key
+                """)
+            // Most definitions share their type, default and options (a model's hundreds of `i`
+            // keys defaulting to 0): each distinct triple is decoded and checked once, and the
+            // others are copies of it under their own key.
+            var templates: [DefinitionTemplate: PropertyDefinition] = [:]
             while try definitions.step() {
                 let keyText = definitions.text(0) ?? ""
                 do {
-                    state.definitions.append(try Self.definition(key: keyText, type: definitions.text(1) ?? "",
-                                                                 defaultValue: definitions.blob(2), options: definitions.blob(3)))
+                    let template = DefinitionTemplate(type: definitions.text(1) ?? "", defaultValue: definitions.blob(2), options: definitions.blob(3))
+                    if var definition = templates[template] {
+                        definition.key = try Key(keyText)
+                        state.definitions.append(definition)
+                    } else {
+                        let definition = try Self.definition(key: keyText, type: template.type, defaultValue: template.defaultValue, options: template.options)
+                        templates[template] = definition
+                        state.definitions.append(definition)
+                    }
                 } catch {
                     throw PropBusError(.storeFailed, "the store \(path) holds an unreadable definition of \(keyText): \(error)")
                 }
+                if definitions.isNull(4) {
+                    state.definitionValues.append(nil)
+                    continue
+                }
+                do {
+                    state.definitionValues.append((try ValueCodec.decode(definitions.blob(4)), UInt64(bitPattern: definitions.integer(5))))
+                } catch {
+                    throw PropBusError(.storeFailed, "the store \(path) holds an unreadable value of \(keyText): \(error)")
+                }
             }
-            let values = try database.prepare("SELECT key, value, revision FROM stored_values")
-            while try values.step() {
+            templates = [:]
+            // Values whose key has no definition (a model file's key not declared yet), read
+            // only when there are any: counting is cheaper than a second pass over the keys.
+            let valueCount = Int(try database.textRows("SELECT count(*) FROM stored_values").first ?? "0") ?? 0
+            let joined = state.definitionValues.reduce(0) { $0 + ($1 == nil ? 0 : 1) }
+            let values = try database.prepare("SELECT key, value, revision FROM stored_values WHERE key NOT IN (SELECT key FROM definitions)")
+            while valueCount > joined, try values.step() {
                 let keyText = values.text(0) ?? ""
                 do {
                     let key = try Key(keyText)
@@ -431,8 +466,9 @@ public final class SQLiteStore: PropertyStore {
     public func rollback() { clearPending() }
 
     private func clearPending() {
-        pendingDefinitions.removeAll(keepingCapacity: true)
-        pendingValues.removeAll(keepingCapacity: true)
+        // The capacity of a big commit (a model file's declarations) is let go, not kept.
+        if pendingDefinitions.capacity > 1024 { pendingDefinitions = [:] } else { pendingDefinitions.removeAll(keepingCapacity: true) }
+        if pendingValues.capacity > 1024 { pendingValues = [:] } else { pendingValues.removeAll(keepingCapacity: true) }
         pendingRevision = nil
         pendingBindings.removeAll(keepingCapacity: true)
         pendingNextBindingID = nil
@@ -442,6 +478,21 @@ public final class SQLiteStore: PropertyStore {
     }
 
     // MARK: Definitions
+
+    /// What a stored definition holds besides its key, as stored.
+    private struct DefinitionTemplate: Hashable {
+        var type: String
+        var defaultValue: [UInt8]
+        var options: [UInt8]
+
+        // The blobs' bytes in one go: an array's own hash combines them one by one.
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(type)
+            hasher.combine(defaultValue.count)
+            defaultValue.withUnsafeBytes { hasher.combine(bytes: $0) }
+            options.withUnsafeBytes { hasher.combine(bytes: $0) }
+        }
+    }
 
     /// The `CreateProperty` options that rebuild `definition`'s metadata, as an `a{sv}`.
     ///

@@ -274,6 +274,7 @@ final class ClientChannel: @unchecked Sendable {
             return
         }
         setsInFlight += 1
+        trace("sending \(ValueText.json(value)) from \(endpoint.label)")
         call(key.objectPath, PropbusClient.propertiesInterface, "Set",
              [.string(PropbusClient.valuesInterface), .string(key.name), .variant(value)]) { [self] result in
             setsInFlight -= 1
