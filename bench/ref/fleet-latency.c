@@ -17,29 +17,7 @@
 
 static const char *values_interface = "org.propbus.PropBus1.Values";
 
-/* Whether msg is PropertiesChanged on path carrying name = want. */
-static int carries(DBusMessage *msg, const char *path, const char *name, dbus_int32_t want) {
-    if (!dbus_message_is_signal(msg, "org.freedesktop.DBus.Properties", "PropertiesChanged")) return 0;
-    if (strcmp(dbus_message_get_path(msg), path) != 0) return 0;
-    DBusMessageIter it, dict, entry, var;
-    dbus_message_iter_init(msg, &it);
-    dbus_message_iter_next(&it);
-    dbus_message_iter_recurse(&it, &dict);
-    while (dbus_message_iter_get_arg_type(&dict) == DBUS_TYPE_DICT_ENTRY) {
-        const char *key;
-        dbus_message_iter_recurse(&dict, &entry);
-        dbus_message_iter_get_basic(&entry, &key);
-        dbus_message_iter_next(&entry);
-        dbus_message_iter_recurse(&entry, &var);
-        if (strcmp(key, name) == 0 && dbus_message_iter_get_arg_type(&var) == DBUS_TYPE_INT32) {
-            dbus_int32_t v;
-            dbus_message_iter_get_basic(&var, &v);
-            return v == want;
-        }
-        dbus_message_iter_next(&dict);
-    }
-    return 0;
-}
+#include "carries.h"
 
 static DBusMessage *set_call(const char *path, const char *name, dbus_int32_t value) {
     DBusMessage *m = dbus_message_new_method_call("org.propbus.PropBus1", path, "org.freedesktop.DBus.Properties", "Set");

@@ -92,21 +92,4 @@ class FleetTestCase: XCTestCase {
     var diagnostics: String {
         "--- A stderr:\n\(hostA.stderr.suffix(3000))\n--- B stderr:\n\(hostB.stderr.suffix(3000))\n--- etcd under \(prefix):\n\(Fleet.dump(etcd, prefix: prefix))"
     }
-
-    /// Asserts that `body` fails with the D-Bus error `name` whose message contains `fragments`.
-    func assertDBusError<T>(_ name: String, containing fragments: [String] = [],
-                            file: StaticString = #filePath, line: UInt = #line,
-                            _ body: () async throws -> T) async {
-        do {
-            let result = try await body()
-            XCTFail("expected \(name), got a reply: \(result)", file: file, line: line)
-        } catch let error as DBusError {
-            XCTAssertEqual(error.name, name, "message: \(error.message)", file: file, line: line)
-            for fragment in fragments {
-                XCTAssertTrue(error.message.contains(fragment), "'\(error.message)' does not contain '\(fragment)'", file: file, line: line)
-            }
-        } catch {
-            XCTFail("expected \(name), got \(error)", file: file, line: line)
-        }
-    }
 }
