@@ -171,6 +171,13 @@ public final class PropertyModel {
         undoLog.reserveCapacity(undoLog.count + count)
     }
 
+    /// Makes room for `count` properties in all, so declaring many at once (a model file into
+    /// an empty model) does not grow the table by doubling, copying every entry each time.
+    /// Never shrinks, and reserves nothing when the model already holds that many (a reload).
+    public func reserveCapacity(_ count: Int) {
+        if count > entries.count { entries.reserveCapacity(count) }
+    }
+
     /// Forgets the undo log: the store committed everything done since the last round.
     public func commitRound() {
         // A big round's capacity (a model file of 10k keys) is let go: kept, it held megabytes

@@ -269,6 +269,7 @@ public struct ModelFile: Sendable {
         var changes: [PropertyChange] = []
         changes.reserveCapacity(properties.count)
         model.reserveUndoCapacity(properties.count)
+        model.reserveCapacity(properties.count)
         for property in properties {
             do {
                 changes += try model.create(key: property.key, type: property.type,

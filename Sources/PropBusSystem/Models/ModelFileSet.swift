@@ -70,7 +70,9 @@ public final class ModelFileSet {
                 model.commitRound()
                 commands.commitRound()
                 bindingIDs[path] = changes.compactMap { if case .bound(let binding) = $0 { binding.id } else { nil } }
-                declared.formUnion(file.properties.map(\.key))
+                // Grown once, without an array of the keys in between.
+                declared.reserveCapacity(declared.count + file.properties.count)
+                for property in file.properties { declared.insert(property.key) }
                 commandKeys[path] = Set(file.commands.map(\.key))
                 report.changes += changes
                 report.loaded.append(path)
