@@ -31,7 +31,7 @@ data="$PWD/bench/out/profile-$mode-$(date -u +%Y%m%d-%H%M%S).data"
 bench_start_bus profile
 export XDG_CONFIG_HOME="$tmp/config" XDG_STATE_HOME="$tmp/state"
 NAME=org.propbus.PropBus1
-store=$(ls -td bench/build/stores/*-10000 2>/dev/null | head -1)   # the newest
+store=$(ls -td bench/build/stores/*-10000 2>/dev/null | head -1 || true)   # the newest; none yet is fine for `get`
 if [ "$mode" != get ]; then
   [ -n "$store" ] || { echo "profile: no cached 10k store; run bench/all.sh --quick first" >&2; exit 1; }
   cp -r "$store" "$tmp/s10k"

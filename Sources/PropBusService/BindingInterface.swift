@@ -55,7 +55,7 @@ extension Service {
                                   try authorizeUnbind(binding, by: call)
                               }) { [unowned self] call throws(DBusError) in
                 let path = try call.string("binding")
-                guard let id = Self.bindingID(atPath: path), let binding = model.bindings[id] else {
+                guard let id = Self.bindingID(atPath: path), model.bindings[id] != nil else {
                     throw .unknownObject("no binding at \(path)")
                 }
                 publish(try bridged { () throws(PropBusError) in try model.unbind(id) })

@@ -46,7 +46,7 @@ final class ConnectionLifetimeTests: XCTestCase {
                                             file: StaticString = #filePath, line: UInt = #line) async throws {
         try await service.addMatch(ObjectTree.credentialsMatchRule)
         let seen = Box()
-        await onQueue(service) {
+        _ = await onQueue(service) {
             service.addSignalHandler(matching: ObjectTree.credentialsMatchRule) { message in
                 if let args = try? message.arguments(), args.count == 3, args[2].stringValue == "" { seen.add(args[0].stringValue ?? "") }
             }

@@ -18,7 +18,7 @@ final class MessageSizeTests: XCTestCase {
         let client = try await bus.connect()
         let state = State()
         let received = SignalLog()
-        await onQueue(client) { client.addSignalHandler(matching: nil) { received.append($0) } }
+        _ = await onQueue(client) { client.addSignalHandler(matching: nil) { received.append($0) } }
         try await client.addMatch(MatchRule(sender: service.uniqueName))
         let tree = await onQueue(service) { () -> ObjectTree in
             let tree = ObjectTree(connection: service)

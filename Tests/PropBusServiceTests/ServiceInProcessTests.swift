@@ -51,7 +51,7 @@ final class ServiceInProcessTests: XCTestCase, @unchecked Sendable {
     }
 
     override func tearDown() async throws {
-        if let serviceConnection { _ = try? await onQueue(serviceConnection) { [self] in service = nil } }
+        if let serviceConnection { _ = await onQueue(serviceConnection) { [self] in service = nil } }
         serviceConnection?.close()
         client?.close()
         bus?.stop()
@@ -74,7 +74,7 @@ final class ServiceInProcessTests: XCTestCase, @unchecked Sendable {
     private func recordChanges() async throws -> ChangeLog {
         let log = ChangeLog()
         let rule = MatchRule(sender: serviceConnection.uniqueName, path: group, interface: PropBusAPI.propertiesInterface, member: "PropertiesChanged")
-        _ = try await onQueue(client) { [client] in
+        _ = await onQueue(client) { [client] in
             client!.addSignalHandler(matching: rule) { message in
                 guard let arguments = try? message.arguments(), arguments.count == 3,
                       let changed = arguments[1].stringKeyedEntries else { return }

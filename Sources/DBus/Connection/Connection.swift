@@ -214,7 +214,7 @@ public final class Connection: @unchecked Sendable {
         let sequence = nextSequence
         // One lookup: the sender's queue is appended to in place.
         var isNewSender = false
-        heldCalls[sender, default: { isNewSender = true; return [] }()].append((sequence, message))
+        heldCalls[sender, default: { isNewSender = true; return takeSpareQueue() }()].append((sequence, message))
         if isNewSender { senderRing.append(sender) }
         heldCount += 1
     }
@@ -229,8 +229,21 @@ public final class Connection: @unchecked Sendable {
         if !calls.isEmpty {
             heldCalls[sender] = calls
             senderRing.append(sender)
+        } else if calls.capacity <= Self.keptQueueCapacity {
+            spareQueue = calls
         }
         return next.message
+    }
+
+    /// An emptied sender queue, kept for the next new sender: with one synchronous client every
+    /// call empties its sender's queue, and a fresh one would be an allocation per call.
+    private var spareQueue: [(sequence: UInt64, message: Message)] = []
+    private static let keptQueueCapacity = 16
+
+    private func takeSpareQueue() -> [(sequence: UInt64, message: Message)] {
+        var queue: [(sequence: UInt64, message: Message)] = []
+        swap(&queue, &spareQueue)
+        return queue
     }
 
     /// Delivers the held signals that no waiting call precedes.

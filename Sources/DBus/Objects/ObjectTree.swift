@@ -95,6 +95,9 @@ public final class ObjectTree: @unchecked Sendable {
     /// per-round call budget, this bounds the memory replies take and how long one client's
     /// backlog delays the others.
     public static let replyBytesPerRound = 4 << 20
+    /// The reply list's storage kept from one round to the next (a round serves 64 calls at most,
+    /// deferred replies aside).
+    static let keptReplyCapacity = 128
     /// Bytes of the replies queued in this round.
     private var pendingReplyBytes = 0
 
@@ -266,11 +269,12 @@ public final class ObjectTree: @unchecked Sendable {
         }
         let method: MethodDescription?
         if let interfaceName = message.interface {
-            guard let interface = interface(named: interfaceName, at: path, object: object) else {
+            // The method alone: copying the whole description would retain each of its tables.
+            guard let found = lookUpMethod(member, interface: interfaceName, at: path, object: object) else {
                 reply(to: message, .failure(.unknownInterface("No such interface '\(interfaceName)' at object path '\(path)'")))
                 return
             }
-            method = interface.methods[member]
+            method = found
         } else {
             let all = standardInterfaces(for: path, exported: object != nil) + (object?.interfaces() ?? [])
             method = all.lazy.compactMap { $0.methods[member] }.first
@@ -317,6 +321,22 @@ public final class ObjectTree: @unchecked Sendable {
         case standard.introspectable.name: return standard.introspectable
         case standard.properties.name: return object != nil ? standard.properties : nil
         case standard.objectManager.name: return isObjectManager(path) ? standard.objectManager : nil
+        default: return nil
+        }
+    }
+
+    /// `member` of the interface `name` at `path` (as ``interface(named:at:object:)`` finds it):
+    /// `nil` when there is no such interface, `.some(nil)` when it has no such method.
+    private func lookUpMethod(_ member: String, interface name: String, at path: String, object: ExportedObject?) -> MethodDescription?? {
+        if let object {
+            let own = object.interfaces()
+            for index in own.indices where own[index].name == name { return .some(own[index].methods[member]) }
+        }
+        switch name {
+        case standard.peer.name: return .some(standard.peer.methods[member])
+        case standard.introspectable.name: return .some(standard.introspectable.methods[member])
+        case standard.properties.name: return object != nil ? .some(standard.properties.methods[member]) : nil
+        case standard.objectManager.name: return isObjectManager(path) ? .some(standard.objectManager.methods[member]) : nil
         default: return nil
         }
     }
@@ -411,10 +431,16 @@ public final class ObjectTree: @unchecked Sendable {
         }
         pendingChangeOrder = []
         pendingChanges = [:]
-        let replies = pendingReplies
-        pendingReplies = []
+        var replies: [PendingReply] = []
+        swap(&replies, &pendingReplies)
         pendingReplyBytes = 0
         for reply in replies { connection.send(reply.message) }
+        // The emptied storage is reused: a fresh list per round would be an allocation per
+        // synchronous call. (Unless a send hook queued a reply meanwhile: that one stays.)
+        if pendingReplies.isEmpty, replies.capacity <= Self.keptReplyCapacity {
+            replies.removeAll(keepingCapacity: true)
+            pendingReplies = replies
+        }
     }
 
     private func propertiesChanged(_ key: ChangeKey, _ changes: [String: DBusValue?]) -> Message? {

@@ -68,9 +68,11 @@ final class StandardInterfaces {
         /// path must decide (another kind of table, a restricted or unknown property).
         func fastValue(_ call: MethodCall, _ tree: ObjectTree) throws(DBusError) -> DBusValue? {
             let interfaceName = try call.string("interface_name")
-            guard !interfaceName.isEmpty, let object = tree.object(at: call.path),
-                  let interface = object.interface(named: interfaceName),
-                  case .computed(let table) = interface.properties else { return nil }
+            guard !interfaceName.isEmpty, let object = tree.object(at: call.path) else { return nil }
+            // Read in place: a copy of the interface's description would retain all its tables.
+            let own = object.interfaces()
+            guard let index = own.firstIndex(where: { $0.name == interfaceName }),
+                  case .computed(let table) = own[index].properties else { return nil }
             return table.value(try call.string("property_name"))
         }
         return InterfaceDescription("org.freedesktop.DBus.Properties", methods: [
