@@ -64,8 +64,10 @@ extension Service {
         ]))
     }
 
-    /// Writes what ``metadata(of:)`` returns, in the same (sorted) order, without building it:
-    /// `ListProperties` writes one per property. ManagerInterfaceTests check that both agree.
+    /// Writes a property's `ListProperties` metadata: ``PropertyDefinition/metadata`` with the
+    /// entry's own keys (`is_set`, `revision`, `hidden_*`, `etcd_revision`), sorted by key, without
+    /// building a dictionary (one per property). ListPropertiesMetadataTests check it against the
+    /// dictionary built from ``PropertyDefinition/metadata``, so a key added there must be added here.
     static func writeMetadata(of entry: borrowing PropertyModel.Entry, etcdRevision: Int64? = nil, to writer: inout MessageBodyWriter) {
         let definition = entry.definition
         writer.dictionary("{sv}") { items in
@@ -91,20 +93,5 @@ extension Service {
             items.entry("writable", boolean: definition.writable)
             if let writers = definition.writers { items.entry("writers", .array(of: .string, writers.map { .string($0) })) }
         }
-    }
-
-    /// The metadata dictionary of `ListProperties`.
-    static func metadata(of entry: PropertyModel.Entry, etcdRevision: Int64? = nil) -> DBusValue {
-        var items = entry.definition.metadata
-        if let etcdRevision { items["etcd_revision"] = .int64(etcdRevision) }
-        items["is_set"] = .boolean(entry.storedValue != nil)
-        items["revision"] = .uint64(entry.revision)
-        if let hidden = entry.hidden {
-            // Kept in the store, unseen: say so, and why, so nobody thinks it lost. An older
-            // version's value may be too deep to send back: shown, it would fail the whole reply.
-            if PropertyDefinition.canSendBack(hidden.value) { items["hidden_value"] = hidden.value }
-            items["hidden_reason"] = .string(hidden.reason)
-        }
-        return .vardict(items)
     }
 }

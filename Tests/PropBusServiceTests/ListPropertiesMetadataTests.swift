@@ -4,9 +4,25 @@
 import XCTest
 
 /// `ListProperties` writes each property's metadata straight into the reply
-/// (``Service/writeMetadata(of:etcdRevision:to:)``); it must say exactly what ``Service/metadata(of:etcdRevision:)`` says,
-/// entry for entry and in the same order, whichever options a property has.
+/// (``Service/writeMetadata(of:etcdRevision:to:)``); it must say exactly what the dictionary built from
+/// ``PropertyDefinition/metadata`` and the entry says (``expectedMetadata(of:etcdRevision:)``), entry
+/// for entry and in the same order, whichever options a property has.
 final class ListPropertiesMetadataTests: XCTestCase {
+    /// The metadata dictionary of `ListProperties`, built the plain way.
+    private static func expectedMetadata(of entry: PropertyModel.Entry, etcdRevision: Int64? = nil) -> DBusValue {
+        var items = entry.definition.metadata
+        if let etcdRevision { items["etcd_revision"] = .int64(etcdRevision) }
+        items["is_set"] = .boolean(entry.storedValue != nil)
+        items["revision"] = .uint64(entry.revision)
+        if let hidden = entry.hidden {
+            // Kept in the store, unseen: say so, and why, so nobody thinks it lost. An older
+            // version's value may be too deep to send back: shown, it would fail the whole reply.
+            if PropertyDefinition.canSendBack(hidden.value) { items["hidden_value"] = hidden.value }
+            items["hidden_reason"] = .string(hidden.reason)
+        }
+        return .vardict(items)
+    }
+
     private func makeMessage() throws -> Message {
         try Message.methodCall(destination: "org.propbus.Test", path: "/org/propbus/Test", interface: "org.propbus.Test", member: "Echo")
     }
@@ -14,7 +30,7 @@ final class ListPropertiesMetadataTests: XCTestCase {
     private func assertSame(_ entry: PropertyModel.Entry, etcdRevision: Int64? = nil,
                             file: StaticString = #filePath, line: UInt = #line) throws {
         let built = try makeMessage()
-        try built.append([Service.metadata(of: entry, etcdRevision: etcdRevision)])
+        try built.append([Self.expectedMetadata(of: entry, etcdRevision: etcdRevision)])
         let streamed = try makeMessage()
         var writer = MessageBodyWriter.appending(to: streamed, limit: .max, arrayLimit: .max)
         Service.writeMetadata(of: entry, etcdRevision: etcdRevision, to: &writer)
