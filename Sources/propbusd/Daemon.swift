@@ -78,6 +78,13 @@ final class Daemon: @unchecked Sendable {
             let report = try modelFiles.load(modelPaths(), into: model, commands: commands, store: store, strict: options.strictModels)
             _ = commands.refresh(after: report.changes)
             logSkippedModelFiles()
+            if options.fleet != nil {
+                // A store from before Bind refused them: such a binding would write a fleet key
+                // on this host only, whenever an execution starts or ends.
+                for (binding, reason) in model.unbindStateDrivingFleetKeys() {
+                    Diagnostics.write("propbusd: dropped stored binding \(binding.id) (\(binding.key) ↔ \(binding.to)): \(reason)\n")
+                }
+            }
             // Stored bindings start as they were made: the leading side wins (except over a fleet
             // key: that write would have to go to etcd, and the fleet's value stands).
             for (binding, error) in model.resynchronizeBindings(sparingFleetKeys: options.fleet != nil).failures {

@@ -760,11 +760,8 @@ public final class PropertyModel {
         let toEntry = try entry(toText)
         let key = keyEntry.definition.key, to = toEntry.definition.key
         guard key != to else { throw .invalidArgs("cannot bind \(key) to itself") }
-        // A command's state keys change when executions start and end, outside any client call;
-        // a fleet key they drove would change on this host only and fork from the fleet.
-        for (state, shared) in [(keyEntry, toEntry), (toEntry, keyEntry)]
-        where state.definition.stateOf != nil && shared.definition.scope == .fleet {
-            throw .invalidArgs("cannot bind \(key) to \(to): \(state.definition.key) is a command's state and changes outside any call, so it cannot drive the fleet-scoped key \(shared.definition.key); bind it to a local key")
+        if let reason = Self.stateDrivingFleetKey(keyEntry.definition, toEntry.definition) {
+            throw .invalidArgs("cannot bind \(key) to \(to): \(reason)")
         }
         var binding = Binding(id: 0, key: key, to: to, owner: owner)
         for (name, raw) in options.sorted(by: { $0.key < $1.key }) {
@@ -825,6 +822,31 @@ public final class PropertyModel {
         if bindingsAtCommit == nil { bindingsAtCommit = previous }
         if binding.persistent { store.saveBinding(binding) }
         return (binding, [.bound(binding)] + changes)
+    }
+
+    /// Why a binding between `one` and `other` may not exist, if one is a command's state key and
+    /// the other a fleet key. State keys change when executions start and end, outside any client
+    /// call; a fleet key they drove would change on this host only and fork from the fleet.
+    static func stateDrivingFleetKey(_ one: PropertyDefinition, _ other: PropertyDefinition) -> String? {
+        for (state, shared) in [(one, other), (other, one)] where state.stateOf != nil && shared.scope == .fleet {
+            return "\(state.key) is a command's state and changes outside any call, so it cannot drive the fleet-scoped key \(shared.key); bind it to a local key"
+        }
+        return nil
+    }
+
+    /// Ends the bindings `Bind` would refuse today because a command's state key drives a fleet
+    /// key through them (see ``bind(key:to:options:owner:maximumPerOwner:)``): a store written
+    /// before that rule may hold some. Call once the commands and model files are loaded (the
+    /// state keys exist); returns each binding ended, with why, for the log.
+    public func unbindStateDrivingFleetKeys() -> [(binding: Binding, reason: String)] {
+        var ended: [(binding: Binding, reason: String)] = []
+        for binding in bindings.all {
+            guard let one = entries[binding.key]?.definition, let other = entries[binding.to]?.definition,
+                  let reason = Self.stateDrivingFleetKey(one, other) else { continue }
+            _ = removeBinding(binding.id)
+            ended.append((binding, reason))
+        }
+        return ended
     }
 
     /// Applies the bind-time rule again to every binding (the leading side wins), e.g. at
