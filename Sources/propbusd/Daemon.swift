@@ -75,6 +75,14 @@ final class Daemon: @unchecked Sendable {
             let directory = ModelFile.configDirectory(environment: environment, systemBus: systemBus)
             let extra = options.models
             modelPaths = { ModelFile.files(in: directory) + extra }
+            if options.fleet != nil {
+                // Before the fleet connects, the mirror's revisions as loaded tell what etcd has.
+                let loadedRevisions = fleetRevisions
+                modelFiles.shared = FleetLayout.sharedDefinitions { [unowned self] key in
+                    if let fleet = service?.fleet { return fleet.holdsDefinition(of: key) }
+                    return (loadedRevisions[key]?.definition ?? 0) > 0
+                }
+            }
             let report = try modelFiles.load(modelPaths(), into: model, commands: commands, store: store, strict: options.strictModels)
             _ = commands.refresh(after: report.changes)
             logSkippedModelFiles()

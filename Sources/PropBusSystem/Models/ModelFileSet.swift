@@ -37,6 +37,9 @@ public final class ModelFileSet {
     /// The commands each file declared at its last load; one it drops is deleted.
     private var commandKeys: [String: Set<Key>] = [:]
 
+    /// Definitions the files may not change (the fleet's, with `--fleet`); see ``ModelFile/apply(to:commands:shared:)``.
+    public var shared: SharedDefinitions?
+
     public init() {}
 
     /// Reads every file of `paths` and applies them in order, then retires the keys no file
@@ -66,7 +69,7 @@ public final class ModelFileSet {
                 for id in bindingIDs[path] ?? [] where model.bindings[id] != nil {
                     changes += try model.unbind(id)
                 }
-                changes += try file.apply(to: model, commands: commands)
+                changes += try file.apply(to: model, commands: commands, shared: shared)
                 model.commitRound()
                 commands.commitRound()
                 bindingIDs[path] = changes.compactMap { if case .bound(let binding) = $0 { binding.id } else { nil } }
