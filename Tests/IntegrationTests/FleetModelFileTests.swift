@@ -84,4 +84,26 @@ final class FleetModelFileTests: FleetTestCase {
         let arrived = await hostB.waitFor("lab.panel.mode", .string("dusk"))
         XCTAssertTrue(arrived, "B no longer follows the fleet key\n\(diagnostics)")
     }
+
+    func testOnAHostThatHadNotSeenTheKeyTheFleetsDefinitionAndValueReplaceTheFilesOnConnecting() async throws {
+        // B is down when A defines the key: B's mirror does not know it when B reads its file.
+        await hostB.stop()
+        try await hostA.createFleet("lab.panel.tone", "s", default: .string("warm"))
+        let model = try writeModel("tone.json", on: hostB, """
+            {"groups": {"lab.panel": {"properties": {"tone": {"type": "s", "default": "cold", "scope": "fleet", "value": "hot"}}}}}
+            """)
+        try await hostB.start(extraArguments: ["--model", model.path])
+        try await Fleet.barrier(from: hostA, to: hostB)
+
+        let value = try await hostB.client.get("lab.panel.tone")
+        XCTAssertEqual(value, .string("warm"), "B kept its file's value of a fleet key the fleet had already defined: a fork\n\(diagnostics)")
+        let listed = try await hostB.client.list(prefix: "lab.panel.")
+        XCTAssertEqual(listed.first?.metadata["default"], .string("warm"), "\(listed)")
+        XCTAssertNil(try Fleet.etcdEntry(etcd, prefix: prefix, key: "lab.panel.tone"), "B's file wrote the fleet's value")
+        XCTAssertTrue(hostB.stderr.contains("lab.panel.tone") && hostB.stderr.contains(model.path),
+                      "B's log does not say the fleet's definition replaced its file's:\n\(hostB.stderr)")
+        // From now on the file is refused like any file that differs from the fleet.
+        let reload = try await hostB.propctl(["reload"])
+        XCTAssertEqual(reload.status, 1, "\(reload)")
+    }
 }
