@@ -329,6 +329,7 @@ public final class Fleet: @unchecked Sendable {
         var changes: [PropertyChange] = []
         var values: [(Key, DBusValue?)] = []
         var removed: [Key] = []
+        var valuesNotFromEtcd: Set<Key> = []
         // Definitions before values whatever the order: a txn that creates a key with a value
         // holds both, and the value needs the definition.
         let ordered = events.filter { if case .definition = layout.classify($0.kv.key) { true } else { false } }
@@ -345,6 +346,12 @@ public final class Fleet: @unchecked Sendable {
                     updated[key] = revisions
                     removed.append(key)
                     continue
+                }
+                if let existing = model.entry(for: key), revisions.definition == 0 {
+                    noteFirstDefinition(of: key, replacing: existing, with: event.kv.value, at: modRevision)
+                    // A value the mirror never had from etcd is this host's own (a model file's
+                    // "value"): the fleet's stands, its value or none (below, unless this update has one).
+                    if revisions.value == 0, existing.storedValue != nil { valuesNotFromEtcd.insert(key) }
                 }
                 revisions.definition = modRevision
                 updated[key] = revisions
@@ -373,6 +380,7 @@ public final class Fleet: @unchecked Sendable {
                 continue
             }
         }
+        for key in valuesNotFromEtcd where !values.contains(where: { $0.0 == key }) { values.append((key, nil)) }
         // A key this host defines as local is not the fleet's, whatever etcd holds under its name.
         values.removeAll { model.entry(for: $0.0)?.definition.scope != .fleet }
         removed.removeAll { model.entry(for: $0)?.definition.scope != .fleet }
