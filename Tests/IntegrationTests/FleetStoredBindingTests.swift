@@ -46,4 +46,28 @@ final class FleetStoredBindingTests: FleetTestCase {
         let again = try await hostB.propctl(["bindings"])
         XCTAssertFalse(again.stdout.contains("lab.job.busy"), "\(again.stdout)")
     }
+
+    func testABindingFromACommandsStateEndsWhenItsLocalKeyBecomesAFleetKey() async throws {
+        // Allowed while the key is B's own.
+        try await hostB.client.create("lab.task.flag", "b", default: .boolean(false))
+        try await hostB.client.createCommand("lab.worker.run", ["exec": .array(of: .string, [.string("true")])])
+        let bound = try await hostB.propctl(["bind", "lab.task.flag", "--to", "lab.worker.run.Executing", "--direction", "from", "--persist"])
+        XCTAssertTrue(bound.succeeded, "\(bound)")
+
+        // The fleet defines a key of that name: B takes the fleet's definition.
+        try await hostA.createFleet("lab.task.flag", "b", default: .boolean(false))
+        let shared = await eventually(timeout: 10) {
+            (try? await self.hostB.client.list(prefix: "lab.task.flag").first?.metadata["scope"]) == .string("fleet")
+        }
+        XCTAssertTrue(shared, diagnostics)
+
+        let changes = try await hostB.client.recordChanges(ofGroup: "lab.task")
+        _ = try await hostB.client.execute("lab.worker.run")
+        try await Fleet.barrier(from: hostA, to: hostB)
+        XCTAssertEqual(changes.signals.compactMap { $0.changed["flag"] }, [], "the command's Executing drove the fleet key on B alone\n\(diagnostics)")
+        XCTAssertNil(try Fleet.etcdEntry(etcd, prefix: prefix, key: "lab.task.flag"), "nothing was to reach etcd")
+        let bindings = try await hostB.propctl(["bindings"])
+        XCTAssertFalse(bindings.stdout.contains("lab.task.flag"), "the binding is still listed:\n\(bindings.stdout)")
+        XCTAssertTrue(hostB.stderr.contains("lab.task.flag ↔ lab.worker.run.Executing"), "B's log does not name the binding it ended:\n\(hostB.stderr)")
+    }
 }
