@@ -89,7 +89,7 @@ final class Daemon: @unchecked Sendable {
             if options.fleet != nil {
                 // A store from before Bind refused them: such a binding would write a fleet key
                 // on this host only, whenever an execution starts or ends.
-                for (binding, reason) in model.unbindStateDrivingFleetKeys() {
+                for (binding, reason) in model.unbindStateDrivingFleetKeys().ended {
                     Diagnostics.write("propbusd: dropped stored binding \(binding.id) (\(binding.key) ↔ \(binding.to)): \(reason)\n")
                 }
             }

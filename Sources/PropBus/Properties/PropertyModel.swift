@@ -836,17 +836,20 @@ public final class PropertyModel {
 
     /// Ends the bindings `Bind` would refuse today because a command's state key drives a fleet
     /// key through them (see ``bind(key:to:options:owner:maximumPerOwner:)``): a store written
-    /// before that rule may hold some. Call once the commands and model files are loaded (the
-    /// state keys exist); returns each binding ended, with why, for the log.
-    public func unbindStateDrivingFleetKeys() -> [(binding: Binding, reason: String)] {
+    /// before that rule may hold some, and a local key becomes a fleet key when the fleet defines
+    /// one of its name. Call once the commands and model files are loaded (the state keys exist),
+    /// and after fleet definitions arrive; returns each binding ended, with why, for the log, and
+    /// the changes to publish.
+    public func unbindStateDrivingFleetKeys() -> (ended: [(binding: Binding, reason: String)], changes: [PropertyChange]) {
         var ended: [(binding: Binding, reason: String)] = []
+        var changes: [PropertyChange] = []
         for binding in bindings.all {
             guard let one = entries[binding.key]?.definition, let other = entries[binding.to]?.definition,
                   let reason = Self.stateDrivingFleetKey(one, other) else { continue }
-            _ = removeBinding(binding.id)
+            changes.append(removeBinding(binding.id))
             ended.append((binding, reason))
         }
-        return ended
+        return (ended, changes)
     }
 
     /// Applies the bind-time rule again to every binding (the leading side wins), e.g. at

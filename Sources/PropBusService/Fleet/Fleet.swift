@@ -380,6 +380,7 @@ public final class Fleet: @unchecked Sendable {
                 continue
             }
         }
+        if updated.values.contains(where: { $0.definition > 0 }) { changes += endBindingsOfStateToFleetKeys() }
         for key in valuesNotFromEtcd where !values.contains(where: { $0.0 == key }) { values.append((key, nil)) }
         // A key this host defines as local is not the fleet's, whatever etcd holds under its name.
         values.removeAll { model.entry(for: $0.0)?.definition.scope != .fleet }

@@ -3,7 +3,10 @@ import Dispatch
 import PropBus
 import PropBusSystem
 
-/// What model files may do to fleet keys (issue 14). A definition the fleet holds is changed
+/// What this host's own declarations (model files, bindings) may do to fleet keys (issue 14):
+/// nothing that would change a fleet key on this host only.
+///
+/// Model files. A definition the fleet holds is changed
 /// for the whole fleet (CreateProperty, `propctl create --scope fleet`, one etcd txn) or not at
 /// all: a model file is read by one host, at each of its starts and reloads, so a declaration
 /// that differs would change that host only (a fork), and a fleet-wide write at each load would
@@ -46,6 +49,16 @@ extension FleetLayout {
 }
 
 extension Fleet {
+    /// A key of this host that the fleet just defined is a fleet key now: a command's state must
+    /// no longer drive it (it would change it here only), so such bindings end, logged.
+    func endBindingsOfStateToFleetKeys() -> [PropertyChange] {
+        let (ended, changes) = service.model.unbindStateDrivingFleetKeys()
+        for (binding, reason) in ended {
+            Service.log("fleet: ended binding \(binding.id) (\(binding.key) ↔ \(binding.to)): \(reason)")
+        }
+        return changes
+    }
+
     /// Says so when the fleet's definition of `key`, arriving for the first time, replaces one a
     /// model file declared differently (the host read the file before it knew the fleet's key).
     func noteFirstDefinition(of key: Key, replacing existing: PropertyModel.Entry, with bytes: [UInt8], at revision: Int64) {
