@@ -7,7 +7,7 @@
 #   --in-memory  hosts keep their mirror in memory (no fsync of their own): what the fleet
 #                path costs without the store's commit
 #   --calls N    calls per measurement (default 500)
-#   --rounds R   rounds of the seven measurements, interleaved (default 3); each row is the
+#   --rounds R   rounds of the eight measurements, interleaved (default 3); each row is the
 #                median over rounds of that round's p50 and p99
 #   env BIN      a directory holding a prebuilt propbusd, instead of a release build
 #
@@ -20,6 +20,8 @@
 #   Set on A → PropertiesChanged on B (bench/ref/fleet-latency.c, libdbus), propbusd and floor
 #       vs etcd's put → watch event (bench/ref/etcd-latency.c, libcurl as propbusd uses it)
 #       goal: <= 1.5x; and propbus / floor
+#   etcd alone in the fleet's shape: propbusd's txn → the event on the second of two watches
+#       (bench/ref/etcd-latency.c fleetwatch): hosts and buses that cost nothing, vs put → watch
 #   fleet Set round trip on A (the txn, the mirror's commit, the reply), propbusd and floor
 #       vs a raw etcd txn comparing mod_revision and putting the key (the least one Set needs),
 #       and vs the txn propbusd sends for one Set (2 compares, a put, 2 gets on failure)
@@ -150,7 +152,7 @@ measure() {
 }
 
 # Interleaved rounds; each measurement prints "p50 p99 max n" in microseconds.
-prop50=() prop99=() floor50=() floor99=() watch50=() watch99=() set50=() set99=() fset50=() fset99=()
+prop50=() prop99=() floor50=() floor99=() watch50=() watch99=() fwatch50=() fwatch99=() set50=() set99=() fset50=() fset99=()
 txn50=() txn99=() ftxn50=() ftxn99=()
 for round in $(seq "$rounds"); do
   measure "Set A → PropertiesChanged B, propbusd" bench/build/fleet-latency propagate "$ADDR_A" "$ADDR_B" "$ROOT/bench" x "$calls"
@@ -159,6 +161,8 @@ for round in $(seq "$rounds"); do
   floor50+=("$p50") floor99+=("$p99")
   measure "etcd put → watch" bench/build/etcd-latency watch "$ETCD" /ref/watch "$calls"
   watch50+=("$p50") watch99+=("$p99")
+  measure "etcd txn → 2nd of two watches" bench/build/etcd-latency fleetwatch "$ETCD" /ref/fleetwatch "$calls"
+  fwatch50+=("$p50") fwatch99+=("$p99")
   measure "Set round trip on A, propbusd" bench/build/fleet-latency roundtrip "$ADDR_A" "$ROOT/bench" x "$calls"
   set50+=("$p50") set99+=("$p99")
   measure "Set round trip on A, floor" bench/build/fleet-latency roundtrip "$ADDR_FA" "$ROOT/bench" x "$calls"
@@ -177,6 +181,7 @@ m() { bench_median "$@"; }
 pp50=$(m "${prop50[@]}") pp99=$(m "${prop99[@]}") wp50=$(m "${watch50[@]}") wp99=$(m "${watch99[@]}")
 sp50=$(m "${set50[@]}") sp99=$(m "${set99[@]}") tp50=$(m "${txn50[@]}") tp99=$(m "${txn99[@]}")
 fp50=$(m "${ftxn50[@]}") fp99=$(m "${ftxn99[@]}")
+gp50=$(m "${fwatch50[@]}") gp99=$(m "${fwatch99[@]}")
 lp50=$(m "${floor50[@]}") lp99=$(m "${floor99[@]}") lsp50=$(m "${fset50[@]}") lsp99=$(m "${fset99[@]}")
 r50=$(ratio "$pp50" "$wp50") r99=$(ratio "$pp99" "$wp99")
 l50=$(ratio "$lp50" "$wp50") l99=$(ratio "$lp99" "$wp99")
@@ -187,7 +192,7 @@ out="bench/out/fleet-$(date -u +%Y%m%d-%H%M%S).txt"
 {
   echo "bench/fleet.sh --calls $calls --rounds $rounds, hosts' store: $store, $(date -u +%Y-%m-%dT%H:%M:%SZ), git $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $(etcd --version | head -1)"
   echo
-  echo "| work | reference (etcd alone) | propbus | ratio | goal | met |"
+  echo "| work | reference | measured | ratio | goal | met |"
   echo "| --- | --- | --- | --- | --- | --- |"
   echo "| Set on A → PropertiesChanged on B, p50 | put → watch event $(ms "$wp50") ms | $(ms "$pp50") ms | $r50 | <= 1.5x | $(met "$r50" 1.5) |"
   echo "| Set on A → PropertiesChanged on B, p99 | put → watch event $(ms "$wp99") ms | $(ms "$pp99") ms | $r99 | - | - |"
@@ -196,6 +201,9 @@ out="bench/out/fleet-$(date -u +%Y%m%d-%H%M%S).txt"
   echo "| fleet Set round trip on A, p50 | propbusd's txn shape $(ms "$fp50") ms | $(ms "$sp50") ms | $(ratio "$sp50" "$fp50") | - | - |"
   echo "| Set on A → PropertiesChanged on B, minimal C hosts (floor), p50 | put → watch event $(ms "$wp50") ms | floor $(ms "$lp50") ms | $l50 | <= 1.5x | $(met "$l50" 1.5) |"
   echo "| Set on A → PropertiesChanged on B, minimal C hosts (floor), p99 | put → watch event $(ms "$wp99") ms | floor $(ms "$lp99") ms | $l99 | - | - |"
+  echo "| etcd alone in the fleet's shape (propbusd's txn → 2nd of two watches), p50 | put → watch event $(ms "$wp50") ms | etcd $(ms "$gp50") ms | $(ratio "$gp50" "$wp50") | - | - |"
+  echo "| etcd alone in the fleet's shape, p99 | put → watch event $(ms "$wp99") ms | etcd $(ms "$gp99") ms | $(ratio "$gp99" "$wp99") | - | - |"
+  echo "| Set on A → PropertiesChanged on B, floor / etcd in the fleet's shape, p50 | etcd $(ms "$gp50") ms | floor $(ms "$lp50") ms | $(ratio "$lp50" "$gp50") | - | - |"
   echo "| Set on A → PropertiesChanged on B, propbus / floor, p50 | floor $(ms "$lp50") ms | $(ms "$pp50") ms | $(ratio "$pp50" "$lp50") | - | - |"
   echo "| fleet Set round trip on A, minimal C host (floor), p50 | propbusd's txn shape $(ms "$fp50") ms | floor $(ms "$lsp50") ms | $(ratio "$lsp50" "$fp50") | - | - |"
   echo "| fleet Set round trip on A, propbus / floor, p50 | floor $(ms "$lsp50") ms | $(ms "$sp50") ms | $(ratio "$sp50" "$lsp50") | - | - |"
