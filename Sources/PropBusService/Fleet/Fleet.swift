@@ -70,6 +70,13 @@ public final class Fleet: @unchecked Sendable {
     private var restartedAtCursor: Int64?
     private var watchCheckTimer: DispatchSourceTimer?
     private var stopped = false
+    /// Watch updates that arrived while this host's write of the keys they touch was with etcd
+    /// (most often that write itself, echoed before its answer), and every update after them,
+    /// in order, with the watch generation they came from. Applied once the answer is: the
+    /// write's own change is then recognised by its revision and costs nothing, instead of
+    /// being applied, committed and announced as a remote change and then once more as the
+    /// write's result.
+    private var held: [(generation: Int, update: WatchUpdate)] = []
 
     // The presence queue's.
     private var lease: Int64 = 0
@@ -127,6 +134,7 @@ public final class Fleet: @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(queue))
         guard !stopped else { return }
         stopped = true
+        held = []
         watchGeneration += 1
         retireWatch()
         watchCheckTimer?.cancel()
@@ -179,7 +187,11 @@ public final class Fleet: @unchecked Sendable {
             // watch's thread (retireWatch cancels elsewhere).
             queue.sync { [self] in
                 guard generation == watchGeneration, !stopped else { return }
-                handle(update)
+                if holdsBack(update) {
+                    held.append((generation, update))
+                } else {
+                    handle(update)
+                }
             }
         }
     }
@@ -190,6 +202,27 @@ public final class Fleet: @unchecked Sendable {
         guard let old = watch else { return }
         watch = nil
         retireQueue.async { old.cancel() }
+    }
+
+    /// Whether `update` waits in ``held``: it touches a key of the write that is with etcd now,
+    /// or others wait already (order is kept).
+    private func holdsBack(_ update: WatchUpdate) -> Bool {
+        if !held.isEmpty { return true }
+        guard let id = inFlight, id != Self.pausedRetry, let write = pending[id], case .events(let events, _) = update else { return false }
+        return events.contains { event in
+            switch layout.classify(event.kv.key) {
+            case .definition(let key), .value(let key): write.plan.written.contains(key)
+            case .host, .other: false
+            }
+        }
+    }
+
+    /// Applies the updates held back during a write, in order, once its answer is applied.
+    private func releaseHeld() {
+        while !held.isEmpty, !stopped {
+            let (generation, update) = held.removeFirst()
+            if generation == watchGeneration { handle(update) }
+        }
     }
 
     private func handle(_ update: WatchUpdate) {
@@ -323,7 +356,7 @@ public final class Fleet: @unchecked Sendable {
     private func apply(_ events: [WatchEvent], through revision: Int64?) {
         let model = service.model, store = service.store
         // Only etcd's data in this commit (nothing local was waiting): it need not wait for the disk.
-        let mirrorOnly = (store as? SQLiteStore).map { !$0.hasPendingWrites } ?? false
+        let mirrorOnly = (store as? SQLiteStore).map { !$0.hasPendingLocalWrites } ?? false
         var updated: [Key: FleetRevisions] = [:]
         func known(_ key: Key) -> FleetRevisions { updated[key] ?? revisions[key] ?? FleetRevisions() }
         var changes: [PropertyChange] = []
@@ -402,6 +435,13 @@ public final class Fleet: @unchecked Sendable {
         }
         for (key, revisions) in updated { store.saveFleetRevisions(revisions, for: key) }
         if let revision { store.saveFleetCursor(max(revision, cursor)) }
+        if updated.isEmpty, changes.isEmpty {
+            // Nothing new: this host's own writes coming back. The cursor rides with the next
+            // commit (at the latest the daemon's last one, at exit) instead of costing one of its
+            // own; a crash before that replays these changes, recognised again by their revisions.
+            if let revision { advanceCursor(to: revision) }
+            return
+        }
         service.publish(changes)
         if mirrorOnly { (store as? SQLiteStore)?.nextCommitIsMirrorOnly = true }
         if let error = service.commit() {
@@ -497,7 +537,7 @@ public final class Fleet: @unchecked Sendable {
                _ body: @escaping () throws(PropBusError) -> [PropertyChange]) throws(DBusError) -> MethodResult {
         dispatchPrecondition(condition: .onQueue(queue))
         // Run now, so a bad call is refused at once and a local one is served as without the fleet.
-        guard case .fleet(let before, let after, _) = try bridged({ () throws(PropBusError) in try probe(body) }) else {
+        guard case .fleet(let before, let after, let read) = try bridged({ () throws(PropBusError) in try probe(body) }) else {
             return .reply(reply())
         }
         guard state == .connected else {
@@ -506,9 +546,15 @@ public final class Fleet: @unchecked Sendable {
             }
             throw unavailable(keys.sorted(), because: "FleetState is \(state.rawValue)").dbusError
         }
-        queued.append(PendingWrite(call: call, compareAndSet: compareAndSet, rerunAfterCommit: rerunAfterCommit, attempt: 1, reply: reply, body: body,
-                                   after: [:], plan: FleetLayout.Transaction()))
-        sendNextWrite()
+        let write = PendingWrite(call: call, compareAndSet: compareAndSet, rerunAfterCommit: rerunAfterCommit, attempt: 1, reply: reply, body: body,
+                                 after: [:], plan: FleetLayout.Transaction())
+        if inFlight == nil, queued.isEmpty {
+            // Its turn is now: the probe just run is the mirror as it is.
+            try bridged { () throws(PropBusError) in try send(write, before: before, after: after, read: read) }
+        } else {
+            queued.append(write)
+            sendNextWrite()
+        }
         return .deferred
     }
 
@@ -525,30 +571,36 @@ public final class Fleet: @unchecked Sendable {
                 write.call.reply(write.reply())
                 return
             }
-            let model = service.model
-            // After three lost races a plain write stops comparing its own values (see
-            // FleetLayout.transaction): otherwise a host writing flat out could starve this one.
-            let plan = try layout.transaction(before: before, after: after, read: read,
-                                              comparingWrittenValues: write.compareAndSet || write.attempt <= Self.attemptsComparingValues,
-                                              isFleet: { model.entry(for: $0)?.definition.scope == .fleet },
-                                              known: { [unowned self] in revisions[$0] ?? FleetRevisions() })
-            guard state == .connected else { throw unavailable(plan.written, because: "FleetState is \(state.rawValue)") }
-            var sent = write
-            sent.after = after
-            sent.plan = plan
-            let id = nextID
-            nextID += 1
-            pending[id] = sent
-            inFlight = id
-            let client = client
-            etcdQueue.async { [weak self] in
-                let result = Result { () throws(EtcdError) in try client.txn(compares: plan.compares, success: plan.success, failure: plan.failure) }
-                // sync: libdispatch runs it right here when the D-Bus queue is idle, saving a
-                // thread wake-up per write. Safe: the D-Bus queue never waits for this queue.
-                self?.queue.sync { [weak self] in self?.finish(id, result) }
-            }
+            try send(write, before: before, after: after, read: read)
         } catch {
             write.call.fail(error.dbusError)
+        }
+    }
+
+    /// Sends the txn of `write`, whose model work changed fleet keys from `before` to `after`
+    /// (reading `read`) on the mirror as it is now.
+    private func send(_ write: PendingWrite, before: [Key: PropertyModel.Entry?], after: [Key: PropertyModel.Entry?], read: Set<Key>) throws(PropBusError) {
+        let model = service.model
+        // After three lost races a plain write stops comparing its own values (see
+        // FleetLayout.transaction): otherwise a host writing flat out could starve this one.
+        let plan = try layout.transaction(before: before, after: after, read: read,
+                                          comparingWrittenValues: write.compareAndSet || write.attempt <= Self.attemptsComparingValues,
+                                          isFleet: { model.entry(for: $0)?.definition.scope == .fleet },
+                                          known: { [unowned self] in revisions[$0] ?? FleetRevisions() })
+        guard state == .connected else { throw unavailable(plan.written, because: "FleetState is \(state.rawValue)") }
+        var sent = write
+        sent.after = after
+        sent.plan = plan
+        let id = nextID
+        nextID += 1
+        pending[id] = sent
+        inFlight = id
+        let client = client
+        etcdQueue.async { [weak self] in
+            let result = Result { () throws(EtcdError) in try client.txn(compares: plan.compares, success: plan.success, failure: plan.failure) }
+            // sync: libdispatch runs it right here when the D-Bus queue is idle, saving a
+            // thread wake-up per write. Safe: the D-Bus queue never waits for this queue.
+            self?.queue.sync { [weak self] in self?.finish(id, result) }
         }
     }
 
@@ -560,7 +612,10 @@ public final class Fleet: @unchecked Sendable {
     private func finish(_ id: UInt64, _ result: Result<TxnResponse, EtcdError>) {
         guard let write = pending.removeValue(forKey: id) else { return }
         if inFlight == id { inFlight = nil }
-        defer { sendNextWrite() }
+        defer {
+            releaseHeld()
+            sendNextWrite()
+        }
         let response: TxnResponse
         switch result {
         case .failure(let error):
@@ -624,7 +679,7 @@ public final class Fleet: @unchecked Sendable {
         let model = service.model
         // A write of fleet keys only (nothing local waiting, no local key in the call): etcd has
         // it durably, and a host that lost it replays it from its cursor.
-        let mirrorOnly = (service.store as? SQLiteStore).map { !$0.hasPendingWrites } ?? false
+        let mirrorOnly = (service.store as? SQLiteStore).map { !$0.hasPendingLocalWrites } ?? false
             && write.after.allSatisfy { key, entry in
                 (entry ?? nil)?.definition.scope == .fleet || (entry == nil && write.plan.written.contains(key))
             }

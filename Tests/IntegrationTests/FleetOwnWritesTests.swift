@@ -1,0 +1,76 @@
+import CSQLite
+import DBus
+import Etcd
+import Foundation
+import PropBus
+import XCTest
+
+/// A host's own fleet writes come back through its watch. They are recognised by revision, and
+/// the watch cursor they advance is not committed on its own: it rides with the next commit.
+/// These tests hold the daemon to what that must not change. (Issue 14.)
+final class FleetOwnWritesTests: FleetTestCase {
+    /// Killed before any commit carried the cursor past its own writes, a host replays them
+    /// from the older cursor at start-up: they must be recognised, not applied or announced
+    /// again.
+    func testOwnWritesReplayedAfterACrashAreNotAnnouncedAgain() async throws {
+        try await hostA.createFleet("lab.echo.n", "i", default: .int32(0))
+        let defined = await hostB.waitFor("lab.echo.n", .int32(0))
+        XCTAssertTrue(defined, diagnostics)
+        for value in Int32(1)...5 { try await hostA.client.set("lab.echo.n", .int32(value)) }
+        let revisionBefore = try await hostA.managerProperty("FleetRevision")
+        let before = try XCTUnwrap(Fleet.integer(revisionBefore))
+
+        await hostA.kill()
+        let changes = try await hostA.recordFromAnySender(path: Key.objectPath(ofGroup: "lab.echo"),
+                                                          interface: PropBusAPI.properties, member: "PropertiesChanged")
+        try await hostA.start()
+        let value = try await hostA.client.get("lab.echo.n")
+        XCTAssertEqual(value, .int32(5), diagnostics)
+        // Barrier: a later write from B. Everything A announces before it is a replay.
+        try await hostB.client.set("lab.echo.n", .int32(6))
+        let seen = await changes.wait { $0.contains { $0.changed["n"] == .int32(6) } }
+        let announced = seen.compactMap { $0.changed["n"] }
+        XCTAssertEqual(announced, [.int32(6)], "A announced its own replayed writes again\n\(diagnostics)")
+        let revisionAfter = try await hostA.managerProperty("FleetRevision")
+        let after = try XCTUnwrap(Fleet.integer(revisionAfter))
+        XCTAssertGreaterThan(after, before, "FleetRevision went back after the restart")
+    }
+
+    /// A clean stop commits the cursor its own writes advanced: the store holds the revision
+    /// FleetRevision showed.
+    func testACleanStopKeepsTheCursorOfOwnWrites() async throws {
+        try await hostA.createFleet("lab.echo.m", "i", default: .int32(0))
+        for value in Int32(1)...3 { try await hostA.client.set("lab.echo.m", .int32(value)) }
+        // The last Set's echo has come back once FleetRevision reaches its etcd revision.
+        let etcdRevision = try await hostA.etcdRevision("lab.echo.m")
+        let written = try XCTUnwrap(etcdRevision)
+        var shown: Int64 = 0
+        let reached = await eventually(timeout: 10) {
+            shown = (try? await self.hostA.managerProperty("FleetRevision")).flatMap(Fleet.integer) ?? 0
+            return shown >= written
+        }
+        XCTAssertTrue(reached, "FleetRevision \(shown) never reached the write's revision \(written)\n\(diagnostics)")
+
+        await hostA.stop()
+        let stored = try storedCursor(in: hostA.stateDirectory)
+        XCTAssertGreaterThanOrEqual(stored, shown, "the store's cursor is behind what FleetRevision showed before the stop")
+    }
+
+    /// The `fleet_cursor` row of the store in `directory`, read with a connection of our own.
+    private func storedCursor(in directory: URL) throws -> Int64 {
+        let path = try XCTUnwrap(FileManager.default.contentsOfDirectory(atPath: directory.path).first { $0.hasSuffix(".sqlite") || $0.hasSuffix(".db") },
+                                 "no store in \(directory.path)")
+        var handle: OpaquePointer?
+        guard sqlite3_open_v2(directory.appendingPathComponent(path).path, &handle, SQLITE_OPEN_READONLY, nil) == SQLITE_OK else {
+            throw TestSetupError("cannot open the store: \(String(cString: sqlite3_errmsg(handle)))")
+        }
+        defer { sqlite3_close(handle) }
+        var statement: OpaquePointer?
+        guard sqlite3_prepare_v2(handle, "SELECT value FROM meta WHERE name = 'fleet_cursor'", -1, &statement, nil) == SQLITE_OK else {
+            throw TestSetupError("cannot read the store: \(String(cString: sqlite3_errmsg(handle)))")
+        }
+        defer { sqlite3_finalize(statement) }
+        guard sqlite3_step(statement) == SQLITE_ROW else { throw TestSetupError("the store has no fleet cursor") }
+        return sqlite3_column_int64(statement, 0)
+    }
+}
