@@ -77,6 +77,8 @@ public final class Fleet: @unchecked Sendable {
     /// being applied, committed and announced as a remote change and then once more as the
     /// write's result.
     private var held: [(generation: Int, update: WatchUpdate)] = []
+    /// Whether ``cursor`` is ahead of the store's (see ``apply(_:through:)``).
+    private var cursorUnsaved = false
 
     // The presence queue's.
     private var lease: Int64 = 0
@@ -137,6 +139,11 @@ public final class Fleet: @unchecked Sendable {
         held = []
         watchGeneration += 1
         retireWatch()
+        if cursorUnsaved, let store = service.store as? SQLiteStore {
+            store.saveFleetCursor(cursor)
+            if !store.hasPendingLocalWrites { store.nextCommitIsMirrorOnly = true }
+            if service.commit() == nil { cursorUnsaved = false }
+        }
         watchCheckTimer?.cancel()
         watchCheckTimer = nil
         presenceQueue.sync {
@@ -238,7 +245,10 @@ public final class Fleet: @unchecked Sendable {
         case .progress(let revision):
             guard revision > cursor else { return }
             service.store.saveFleetCursor(revision)
-            if service.commit() == nil { advanceCursor(to: revision) }
+            if service.commit() == nil {
+                advanceCursor(to: revision)
+                cursorUnsaved = false
+            }
         case .interrupted(let error):
             // Once per outage: the stream retries on its own, and each failed try reports again.
             if state != .unavailable { Service.log("fleet: watch interrupted: \(error.message)") }
@@ -433,15 +443,18 @@ public final class Fleet: @unchecked Sendable {
                 Service.log("fleet: \(key), deleted in the fleet, cannot be deleted here: \(error.message)")
             }
         }
-        for (key, revisions) in updated { store.saveFleetRevisions(revisions, for: key) }
-        if let revision { store.saveFleetCursor(max(revision, cursor)) }
         if updated.isEmpty, changes.isEmpty {
-            // Nothing new: this host's own writes coming back. The cursor rides with the next
-            // commit (at the latest the daemon's last one, at exit) instead of costing one of its
+            // Nothing new: this host's own writes coming back. The cursor is saved by the next
+            // commit that has something to keep (or at ``stop()``) instead of costing one of its
             // own; a crash before that replays these changes, recognised again by their revisions.
-            if let revision { advanceCursor(to: revision) }
+            if let revision, revision > cursor {
+                advanceCursor(to: revision)
+                cursorUnsaved = true
+            }
             return
         }
+        for (key, revisions) in updated { store.saveFleetRevisions(revisions, for: key) }
+        if let revision { store.saveFleetCursor(max(revision, cursor)) }
         service.publish(changes)
         if mirrorOnly { (store as? SQLiteStore)?.nextCommitIsMirrorOnly = true }
         if let error = service.commit() {
@@ -451,7 +464,10 @@ public final class Fleet: @unchecked Sendable {
             return
         }
         revisions.merge(updated) { $1 }
-        if let revision { advanceCursor(to: revision) }
+        if let revision {
+            advanceCursor(to: revision)
+            cursorUnsaved = false
+        }
         // The signals go out now, not after a round scheduled behind this update.
         service.tree.flushNow()
     }
