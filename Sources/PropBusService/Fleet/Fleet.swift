@@ -79,6 +79,11 @@ public final class Fleet: @unchecked Sendable {
     private var held: [(generation: Int, update: WatchUpdate)] = []
     /// Whether ``cursor`` is ahead of the store's (see ``apply(_:through:)``).
     private var cursorUnsaved = false
+    /// `FleetRevision` as last announced, when, and whether an announcement is scheduled
+    /// (see ``revisionSignalInterval``).
+    private var announcedCursor: Int64
+    private var lastRevisionSignal = DispatchTime(uptimeNanoseconds: 1)
+    private var revisionSignalDue = false
 
     // The presence queue's.
     private var lease: Int64 = 0
@@ -115,6 +120,7 @@ public final class Fleet: @unchecked Sendable {
         queue = service.tree.connection.queue
         self.revisions = revisions
         self.cursor = cursor
+        announcedCursor = cursor
     }
 
     /// Connects: replays from the cursor, or reads everything first when there is none; starts
@@ -175,9 +181,32 @@ public final class Fleet: @unchecked Sendable {
 
     private func advanceCursor(to revision: Int64) {
         guard revision > cursor else { return }
-        let old = cursor
         cursor = revision
-        service.tree.noteChange(path: Key.rootPath, interface: Service.managerInterface, property: "FleetRevision", oldValue: .uint64(UInt64(max(old, 0))))
+        guard !revisionSignalDue else { return }
+        let due = lastRevisionSignal + Self.revisionSignalInterval
+        if DispatchTime.now() >= due {
+            announceRevision()
+        } else {
+            revisionSignalDue = true
+            queue.asyncAfter(deadline: due) { [weak self] in
+                guard let self else { return }
+                revisionSignalDue = false
+                announceRevision()
+            }
+        }
+    }
+
+    /// The least time between two PropertiesChanged of `FleetRevision`. It moves with every
+    /// write anywhere in the fleet: one signal per revision would double each host's signal
+    /// traffic (and its bus's work) under a busy fleet. The last value is always announced.
+    static let revisionSignalInterval: DispatchTimeInterval = .milliseconds(100)
+
+    private func announceRevision() {
+        guard cursor != announcedCursor else { return }
+        lastRevisionSignal = .now()
+        service.tree.noteChange(path: Key.rootPath, interface: Service.managerInterface, property: "FleetRevision",
+                                oldValue: .uint64(UInt64(max(announcedCursor, 0))))
+        announcedCursor = cursor
         service.tree.connection.scheduleRound()
     }
 
