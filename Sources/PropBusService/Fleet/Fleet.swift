@@ -386,7 +386,12 @@ public final class Fleet: @unchecked Sendable {
         let forgotten = revisions.filter { $0.value.value <= 0 && $0.value.definition <= 0 }.map(\.key)
         guard !forgotten.isEmpty else { return }
         for key in forgotten { service.store.removeFleetRevisions(for: key) }
-        if service.commit() == nil { for key in forgotten { revisions[key] = nil } }
+        // With the cursor: a replay from an older one could bring a forgotten key back.
+        service.store.saveFleetCursor(cursor)
+        if service.commit() == nil {
+            for key in forgotten { revisions[key] = nil }
+            cursorUnsaved = false
+        }
     }
 
     /// Applies changes from etcd as one round: definitions first, then values (spread through
