@@ -77,8 +77,12 @@ public final class Fleet: @unchecked Sendable {
     /// being applied, committed and announced as a remote change and then once more as the
     /// write's result.
     private var held: [(generation: Int, update: WatchUpdate)] = []
-    /// Whether ``cursor`` is ahead of the store's (see ``apply(_:through:)``).
+    /// Whether ``cursor`` is ahead of the store's, and when a commit last saved it (see
+    /// ``apply(_:through:)``).
     private var cursorUnsaved = false
+    private var cursorSavedAt = DispatchTime(uptimeNanoseconds: 1)
+    /// How often a remote change's commit also saves the cursor.
+    static let cursorSaveInterval: DispatchTimeInterval = .seconds(1)
     /// `FleetRevision` as last announced, when, and whether an announcement is scheduled
     /// (see ``revisionSignalInterval``).
     private var announcedCursor: Int64
@@ -469,9 +473,9 @@ public final class Fleet: @unchecked Sendable {
             }
         }
         if updated.isEmpty, changes.isEmpty {
-            // Nothing new: this host's own writes coming back. The cursor is saved by the next
-            // commit that has something to keep (or at ``stop()``) instead of costing one of its
-            // own; a crash before that replays these changes, recognised again by their revisions.
+            // Nothing new: this host's own writes coming back. The cursor is saved by a later
+            // commit (or at ``stop()``) instead of costing one of its own; a crash before that
+            // replays these changes, recognised again by their revisions.
             if let revision, revision > cursor {
                 advanceCursor(to: revision)
                 cursorUnsaved = true
@@ -479,7 +483,11 @@ public final class Fleet: @unchecked Sendable {
             return
         }
         for (key, revisions) in updated { store.saveFleetRevisions(revisions, for: key) }
-        if let revision { store.saveFleetCursor(max(revision, cursor)) }
+        // The keys' etcd revisions, in this commit, are what recognises a change already
+        // applied; the cursor only says where a replay starts. Saved with every commit it was a
+        // third of a remote change's pages, so it is saved at most every cursorSaveInterval.
+        let savesCursor = revision != nil && DispatchTime.now() >= cursorSavedAt + Self.cursorSaveInterval
+        if savesCursor, let revision { store.saveFleetCursor(max(revision, cursor)) }
         service.publish(changes)
         if mirrorOnly { (store as? SQLiteStore)?.nextCommitIsMirrorOnly = true }
         if let error = service.commit() {
@@ -489,10 +497,13 @@ public final class Fleet: @unchecked Sendable {
             return
         }
         revisions.merge(updated) { $1 }
-        if let revision {
-            advanceCursor(to: revision)
+        if savesCursor {
+            cursorSavedAt = .now()
             cursorUnsaved = false
+        } else if let revision, revision > cursor {
+            cursorUnsaved = true
         }
+        if let revision { advanceCursor(to: revision) }
         // The signals go out now, not after a round scheduled behind this update.
         service.tree.flushNow()
     }
