@@ -77,8 +77,17 @@ public final class Fleet: @unchecked Sendable {
     /// being applied, committed and announced as a remote change and then once more as the
     /// write's result.
     private var held: [(generation: Int, update: WatchUpdate)] = []
-    /// Whether ``cursor`` is ahead of the store's (see ``apply(_:through:)``).
+    /// Whether ``cursor`` is ahead of the store's, and when a commit last saved it (see
+    /// ``apply(_:through:)``).
     private var cursorUnsaved = false
+    private var cursorSavedAt = DispatchTime(uptimeNanoseconds: 1)
+    /// How often a remote change's commit also saves the cursor.
+    static let cursorSaveInterval: DispatchTimeInterval = .seconds(1)
+    /// `FleetRevision` as last announced, when, and whether an announcement is scheduled
+    /// (see ``revisionSignalInterval``).
+    private var announcedCursor: Int64
+    private var lastRevisionSignal = DispatchTime(uptimeNanoseconds: 1)
+    private var revisionSignalDue = false
 
     // The presence queue's.
     private var lease: Int64 = 0
@@ -115,6 +124,7 @@ public final class Fleet: @unchecked Sendable {
         queue = service.tree.connection.queue
         self.revisions = revisions
         self.cursor = cursor
+        announcedCursor = cursor
     }
 
     /// Connects: replays from the cursor, or reads everything first when there is none; starts
@@ -175,9 +185,32 @@ public final class Fleet: @unchecked Sendable {
 
     private func advanceCursor(to revision: Int64) {
         guard revision > cursor else { return }
-        let old = cursor
         cursor = revision
-        service.tree.noteChange(path: Key.rootPath, interface: Service.managerInterface, property: "FleetRevision", oldValue: .uint64(UInt64(max(old, 0))))
+        guard !revisionSignalDue else { return }
+        let due = lastRevisionSignal + Self.revisionSignalInterval
+        if DispatchTime.now() >= due {
+            announceRevision()
+        } else {
+            revisionSignalDue = true
+            queue.asyncAfter(deadline: due) { [weak self] in
+                guard let self else { return }
+                revisionSignalDue = false
+                announceRevision()
+            }
+        }
+    }
+
+    /// The least time between two PropertiesChanged of `FleetRevision`. It moves with every
+    /// write anywhere in the fleet: one signal per revision would double each host's signal
+    /// traffic (and its bus's work) under a busy fleet. The last value is always announced.
+    static let revisionSignalInterval: DispatchTimeInterval = .milliseconds(100)
+
+    private func announceRevision() {
+        guard cursor != announcedCursor else { return }
+        lastRevisionSignal = .now()
+        service.tree.noteChange(path: Key.rootPath, interface: Service.managerInterface, property: "FleetRevision",
+                                oldValue: .uint64(UInt64(max(announcedCursor, 0))))
+        announcedCursor = cursor
         service.tree.connection.scheduleRound()
     }
 
@@ -357,7 +390,12 @@ public final class Fleet: @unchecked Sendable {
         let forgotten = revisions.filter { $0.value.value <= 0 && $0.value.definition <= 0 }.map(\.key)
         guard !forgotten.isEmpty else { return }
         for key in forgotten { service.store.removeFleetRevisions(for: key) }
-        if service.commit() == nil { for key in forgotten { revisions[key] = nil } }
+        // With the cursor: a replay from an older one could bring a forgotten key back.
+        service.store.saveFleetCursor(cursor)
+        if service.commit() == nil {
+            for key in forgotten { revisions[key] = nil }
+            cursorUnsaved = false
+        }
     }
 
     /// Applies changes from etcd as one round: definitions first, then values (spread through
@@ -444,9 +482,9 @@ public final class Fleet: @unchecked Sendable {
             }
         }
         if updated.isEmpty, changes.isEmpty {
-            // Nothing new: this host's own writes coming back. The cursor is saved by the next
-            // commit that has something to keep (or at ``stop()``) instead of costing one of its
-            // own; a crash before that replays these changes, recognised again by their revisions.
+            // Nothing new: this host's own writes coming back. The cursor is saved by a later
+            // commit (or at ``stop()``) instead of costing one of its own; a crash before that
+            // replays these changes, recognised again by their revisions.
             if let revision, revision > cursor {
                 advanceCursor(to: revision)
                 cursorUnsaved = true
@@ -454,7 +492,11 @@ public final class Fleet: @unchecked Sendable {
             return
         }
         for (key, revisions) in updated { store.saveFleetRevisions(revisions, for: key) }
-        if let revision { store.saveFleetCursor(max(revision, cursor)) }
+        // The keys' etcd revisions, in this commit, are what recognises a change already
+        // applied; the cursor only says where a replay starts. Saved with every commit it was a
+        // third of a remote change's pages, so it is saved at most every cursorSaveInterval.
+        let savesCursor = revision != nil && DispatchTime.now() >= cursorSavedAt + Self.cursorSaveInterval
+        if savesCursor, let revision { store.saveFleetCursor(max(revision, cursor)) }
         service.publish(changes)
         if mirrorOnly { (store as? SQLiteStore)?.nextCommitIsMirrorOnly = true }
         if let error = service.commit() {
@@ -464,10 +506,13 @@ public final class Fleet: @unchecked Sendable {
             return
         }
         revisions.merge(updated) { $1 }
-        if let revision {
-            advanceCursor(to: revision)
+        if savesCursor {
+            cursorSavedAt = .now()
             cursorUnsaved = false
+        } else if let revision, revision > cursor {
+            cursorUnsaved = true
         }
+        if let revision { advanceCursor(to: revision) }
         // The signals go out now, not after a round scheduled behind this update.
         service.tree.flushNow()
     }

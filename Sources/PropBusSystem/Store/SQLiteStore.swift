@@ -40,6 +40,8 @@ public final class SQLiteStore: PropertyStore {
     /// A revision ceiling to record (``reserveRevisions(through:)``); kept across a rollback
     /// until written, since the model already counts on it.
     private var pendingReservation: UInt64?
+    /// The revision ceiling this connection last committed.
+    private var committedCeiling: UInt64?
 
     private enum Pending<T> {
         case save(T)
@@ -407,6 +409,7 @@ public final class SQLiteStore: PropertyStore {
                     try statements.begin.run([])
                     try statements.saveRevision.run([.integer(Int64(bitPattern: reservation))])
                     try statements.commit.run([])
+                    committedCeiling = reservation
                     pendingReservation = nil
                 } catch {
                     if database.inTransaction { try? database.execute("ROLLBACK") }
@@ -416,6 +419,7 @@ public final class SQLiteStore: PropertyStore {
         }
         let mirrorOnly = nextCommitIsMirrorOnly
         nextCommitIsMirrorOnly = false
+        var ceiling: UInt64?
         do {
             try useSynchronous(normal: mirrorOnly)
             try statements.begin.run([])
@@ -441,8 +445,10 @@ public final class SQLiteStore: PropertyStore {
                 }
             }
             if pendingRevision != nil || pendingReservation != nil {
-                let ceiling = max(pendingRevision ?? 0, pendingReservation ?? 0)
-                try statements.saveRevision.run([.integer(Int64(bitPattern: ceiling))])
+                ceiling = max(pendingRevision ?? 0, pendingReservation ?? 0)
+                // The model records its ceiling with every durable write; rewriting the same
+                // value would only add a page to the commit.
+                if ceiling != committedCeiling { try statements.saveRevision.run([.integer(Int64(bitPattern: ceiling!))]) }
             }
             if let pendingNextBindingID { try statements.saveNextBindingID.run([.integer(Int64(bitPattern: pendingNextBindingID))]) }
             for (id, pending) in pendingBindings.sorted(by: { $0.key < $1.key }) {
@@ -474,6 +480,7 @@ public final class SQLiteStore: PropertyStore {
             if database.inTransaction { try? database.execute("ROLLBACK") }
             throw PropBusError(.storeFailed, "cannot commit to the store \(path): \(error)")
         }
+        if let ceiling { committedCeiling = ceiling }
         pendingApplicationID = false
         pendingReservation = nil
         clearPending()

@@ -5,10 +5,11 @@ import Foundation
 import PropBus
 import XCTest
 
-/// A host's own fleet writes come back through its watch. They are recognised by revision, and
-/// the watch cursor they advance is not committed on its own: it rides with the next commit.
-/// These tests hold the daemon to what that must not change. (Issue 14.)
-final class FleetOwnWritesTests: FleetTestCase {
+/// The watch cursor is not saved with every change: a host's own writes coming back commit
+/// nothing, and remote changes save it at most once a second. After a crash, a host replays from
+/// the older cursor; the changes it had applied are recognised by their revisions, not applied or
+/// announced again. (Issue 14.)
+final class FleetReplayTests: FleetTestCase {
     /// Killed before any commit carried the cursor past its own writes, a host replays them
     /// from the older cursor at start-up: they must be recognised, not applied or announced
     /// again.
@@ -34,6 +35,29 @@ final class FleetOwnWritesTests: FleetTestCase {
         let revisionAfter = try await hostA.managerProperty("FleetRevision")
         let after = try XCTUnwrap(Fleet.integer(revisionAfter))
         XCTAssertGreaterThan(after, before, "FleetRevision went back after the restart")
+    }
+
+    /// Killed right after applying remote changes, a host replays them at start-up without
+    /// announcing them again.
+    func testRemoteChangesReplayedAfterACrashAreNotAnnouncedAgain() async throws {
+        try await hostA.createFleet("lab.replay.n", "i", default: .int32(0))
+        let defined = await hostB.waitFor("lab.replay.n", .int32(0))
+        XCTAssertTrue(defined, diagnostics)
+        for value in Int32(1)...5 { try await hostA.client.set("lab.replay.n", .int32(value)) }
+        let applied = await hostB.waitFor("lab.replay.n", .int32(5))
+        XCTAssertTrue(applied, diagnostics)
+
+        await hostB.kill()
+        let changes = try await hostB.recordFromAnySender(path: Key.objectPath(ofGroup: "lab.replay"),
+                                                          interface: PropBusAPI.properties, member: "PropertiesChanged")
+        try await hostB.start()
+        let value = try await hostB.client.get("lab.replay.n")
+        XCTAssertEqual(value, .int32(5), diagnostics)
+        // Barrier: a later write. Everything B announces before it is a replay.
+        try await hostA.client.set("lab.replay.n", .int32(6))
+        let seen = await changes.wait { $0.contains { $0.changed["n"] == .int32(6) } }
+        let announced = seen.compactMap { $0.changed["n"] }
+        XCTAssertEqual(announced, [.int32(6)], "B announced remote changes it had applied before the crash\n\(diagnostics)")
     }
 
     /// A clean stop commits the cursor its own writes advanced: the store holds the revision
