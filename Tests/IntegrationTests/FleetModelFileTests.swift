@@ -106,4 +106,28 @@ final class FleetModelFileTests: FleetTestCase {
         let reload = try await hostB.propctl(["reload"])
         XCTAssertEqual(reload.status, 1, "\(reload)")
     }
+
+    func testABindingAModelFileDeclaresDoesNotWriteAFleetKeyAtLoad() async throws {
+        try await hostA.createFleet("lab.panel.label", "s", default: .string("fleet"))
+        let defined = await hostB.waitFor("lab.panel.label", .string("fleet"))
+        XCTAssertTrue(defined, diagnostics)
+
+        // The fleet key follows a local key of B's: the binding's first sync would write the
+        // fleet key at load, outside any call, on B only.
+        let model = try writeModel("label.json", on: hostB, """
+            {"groups": {"lab.local": {"properties": {"label": {"type": "s", "default": "mine"}}}},
+             "bindings": [{"key": "lab.panel.label", "to": "lab.local.label", "direction": "from"}]}
+            """)
+        await hostB.stop()
+        try await hostB.start(extraArguments: ["--model", model.path])
+        try await Fleet.barrier(from: hostA, to: hostB)
+        let onB = try await hostB.client.get("lab.panel.label")
+        XCTAssertEqual(onB, .string("fleet"), "the model file's binding wrote the fleet key on B alone\n\(diagnostics)")
+        XCTAssertNil(try Fleet.etcdEntry(etcd, prefix: prefix, key: "lab.panel.label"))
+
+        // A change of its leading side in a call goes to etcd, as any fleet write.
+        try await hostB.client.set("lab.local.label", .string("changed"))
+        let arrived = await hostA.waitFor("lab.panel.label", .string("changed"))
+        XCTAssertTrue(arrived, "the binding no longer carries changes to the fleet\n\(diagnostics)")
+    }
 }
