@@ -754,8 +754,10 @@ public final class PropertyModel {
     /// - Parameters:
     ///   - owner: the caller's unique bus name; a non-persistent binding ends with it.
     ///   - maximumPerOwner: the most bindings one connection may hold.
+    ///   - sparing: a target whose first sync is skipped (its value stands until the leading side
+    ///     changes): a model file's binding must not write a fleet key outside a call.
     public func bind(key keyText: String, to toText: String, options: [String: DBusValue], owner: String?,
-                     maximumPerOwner: Int = .max) throws(PropBusError) -> (binding: Binding, changes: [PropertyChange]) {
+                     maximumPerOwner: Int = .max, sparing: ((PropertyDefinition) -> Bool)? = nil) throws(PropBusError) -> (binding: Binding, changes: [PropertyChange]) {
         let keyEntry = try entry(keyText)
         let toEntry = try entry(toText)
         let key = keyEntry.definition.key, to = toEntry.definition.key
@@ -813,7 +815,7 @@ public final class PropertyModel {
             let mapped = try propagation.map(entries[source]!.value, through: transform, into: target, binding: binding)
             let targetEntry = try writableEntry(target.text)
             try targetEntry.definition.check(mapped, maximumSize: limits.maximumValueSize)
-            changes = try write([(target, mapped)], frozen: [source])
+            changes = sparing?(targetEntry.definition) == true ? [] : try write([(target, mapped)], frozen: [source])
         } catch {
             bindings = previous
             throw error

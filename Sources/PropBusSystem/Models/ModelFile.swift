@@ -267,7 +267,8 @@ public struct ModelFile: Sendable {
     /// bindings, which may read command state. Errors name the file and the key.
     ///
     /// A key whose definition is `shared` (the fleet's) must be declared as it is defined, or
-    /// the file is refused; its `value` is left out (the shared value stands).
+    /// the file is refused; its `value` is left out and a binding's first sync does not write it
+    /// (the shared value stands).
     public func apply(to model: PropertyModel, commands table: CommandTable, shared: SharedDefinitions? = nil) throws(PropBusError) -> [PropertyChange] {
         var changes: [PropertyChange] = []
         changes.reserveCapacity(properties.count)
@@ -297,7 +298,9 @@ public struct ModelFile: Sendable {
         for (index, binding) in bindings.enumerated() {
             do {
                 // Declared bindings belong to the file: made again at each start, never stored.
-                changes += try model.bind(key: binding.key, to: binding.to, options: binding.options, owner: nil).changes
+                // Not a shared key: its first sync would write it here only, outside any call.
+                changes += try model.bind(key: binding.key, to: binding.to, options: binding.options, owner: nil,
+                                          sparing: shared.map { shared in { shared.contains($0) } }).changes
             } catch {
                 throw fail("bindings[\(index)] (\(binding.key) ↔ \(binding.to))", error.message)
             }
