@@ -130,4 +130,26 @@ final class FleetModelFileTests: FleetTestCase {
         let arrived = await hostA.waitFor("lab.panel.label", .string("changed"))
         XCTAssertTrue(arrived, "the binding no longer carries changes to the fleet\n\(diagnostics)")
     }
+
+    func testAFleetKeyItsFileNoLongerDeclaresStaysOnThatHost() async throws {
+        let model = try writeModel("kiosk.json", on: hostA, """
+            {"groups": {"lab.sign": {"properties": {"text": {"type": "s", "default": "hello", "scope": "fleet"}}}}}
+            """)
+        await hostA.stop()
+        try await hostA.start(extraArguments: ["--model", model.path])
+        let offered = await hostB.waitFor("lab.sign.text", .string("hello"))
+        XCTAssertTrue(offered, "A's file did not offer its fleet key\n\(diagnostics)")
+
+        // The file drops it: A's key would leave A's bus while the fleet (and B) keep it.
+        _ = try writeModel("kiosk.json", on: hostA, """
+            {"groups": {"lab.other": {"properties": {"note": {"type": "s", "default": ""}}}}}
+            """)
+        let reload = try await hostA.propctl(["reload"])
+        XCTAssertTrue(reload.succeeded, "\(reload)")
+        try await hostB.client.set("lab.sign.text", .string("from B"))
+        let arrived = await hostA.waitFor("lab.sign.text", .string("from B"))
+        XCTAssertTrue(arrived, "the fleet key left A when A's file stopped declaring it\n\(diagnostics)")
+        let onB = try await hostB.client.get("lab.sign.text")
+        XCTAssertEqual(onB, .string("from B"))
+    }
 }
