@@ -5,9 +5,9 @@ import Foundation
 import PropBus
 import XCTest
 
-/// The watch cursor is not saved with every change: a host's own writes coming back commit
-/// nothing, and remote changes save it at most once a second. After a crash, a host replays from
-/// the older cursor; the changes it had applied are recognised by their revisions, not applied or
+/// A host's own writes coming back through its watch commit nothing, not even the cursor they
+/// advance (it rides with a later commit, or is saved at stop). After a crash, a host replays from
+/// its stored cursor; the changes it had applied are recognised by their revisions, not applied or
 /// announced again. (Issue 14.)
 final class FleetReplayTests: FleetTestCase {
     /// Killed before any commit carried the cursor past its own writes, a host replays them
