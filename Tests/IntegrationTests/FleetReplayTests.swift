@@ -5,33 +5,19 @@ import Foundation
 import PropBus
 import XCTest
 
-/// The watch cursor is not saved with every change: a host's own writes coming back commit
-/// nothing, and remote changes save it at most once a second. After a crash, a host replays from
-/// the older cursor; the changes it had applied are recognised by their revisions, not applied or
+/// A host's own writes coming back through its watch commit nothing, not even the cursor they
+/// advance (it rides with a later commit, or is saved at stop). After a crash, a host replays from
+/// its stored cursor; the changes it had applied are recognised by their revisions, not applied or
 /// announced again. (Issue 14.)
 final class FleetReplayTests: FleetTestCase {
     /// Killed before any commit carried the cursor past its own writes, a host replays them
     /// from the older cursor at start-up: they must be recognised, not applied or announced
     /// again.
     func testOwnWritesReplayedAfterACrashAreNotAnnouncedAgain() async throws {
-        try await hostA.createFleet("lab.echo.n", "i", default: .int32(0))
-        let defined = await hostB.waitFor("lab.echo.n", .int32(0))
-        XCTAssertTrue(defined, diagnostics)
-        for value in Int32(1)...5 { try await hostA.client.set("lab.echo.n", .int32(value)) }
+        try await writeFiveValues(to: "lab.echo.n", waitingOn: hostB)
         let revisionBefore = try await hostA.managerProperty("FleetRevision")
         let before = try XCTUnwrap(Fleet.integer(revisionBefore))
-
-        await hostA.kill()
-        let changes = try await hostA.recordFromAnySender(path: Key.objectPath(ofGroup: "lab.echo"),
-                                                          interface: PropBusAPI.properties, member: "PropertiesChanged")
-        try await hostA.start()
-        let value = try await hostA.client.get("lab.echo.n")
-        XCTAssertEqual(value, .int32(5), diagnostics)
-        // Barrier: a later write from B. Everything A announces before it is a replay.
-        try await hostB.client.set("lab.echo.n", .int32(6))
-        let seen = await changes.wait { $0.contains { $0.changed["n"] == .int32(6) } }
-        let announced = seen.compactMap { $0.changed["n"] }
-        XCTAssertEqual(announced, [.int32(6)], "A announced its own replayed writes again\n\(diagnostics)")
+        try await assertRestartAfterACrashAnnouncesNothingOld(hostA, key: "lab.echo.n", laterWriter: hostB)
         let revisionAfter = try await hostA.managerProperty("FleetRevision")
         let after = try XCTUnwrap(Fleet.integer(revisionAfter))
         XCTAssertGreaterThan(after, before, "FleetRevision went back after the restart")
@@ -40,24 +26,34 @@ final class FleetReplayTests: FleetTestCase {
     /// Killed right after applying remote changes, a host replays them at start-up without
     /// announcing them again.
     func testRemoteChangesReplayedAfterACrashAreNotAnnouncedAgain() async throws {
-        try await hostA.createFleet("lab.replay.n", "i", default: .int32(0))
-        let defined = await hostB.waitFor("lab.replay.n", .int32(0))
-        XCTAssertTrue(defined, diagnostics)
-        for value in Int32(1)...5 { try await hostA.client.set("lab.replay.n", .int32(value)) }
+        try await writeFiveValues(to: "lab.replay.n", waitingOn: hostB)
         let applied = await hostB.waitFor("lab.replay.n", .int32(5))
         XCTAssertTrue(applied, diagnostics)
+        try await assertRestartAfterACrashAnnouncesNothingOld(hostB, key: "lab.replay.n", laterWriter: hostA)
+    }
 
-        await hostB.kill()
-        let changes = try await hostB.recordFromAnySender(path: Key.objectPath(ofGroup: "lab.replay"),
-                                                          interface: PropBusAPI.properties, member: "PropertiesChanged")
-        try await hostB.start()
-        let value = try await hostB.client.get("lab.replay.n")
+    /// Creates fleet key `key` (`i`) on A, waits until `other` has it, and sets it to 1…5 on A.
+    private func writeFiveValues(to key: String, waitingOn other: FleetHost) async throws {
+        try await hostA.createFleet(key, "i", default: .int32(0))
+        let defined = await other.waitFor(key, .int32(0))
+        XCTAssertTrue(defined, diagnostics)
+        for value in Int32(1)...5 { try await hostA.client.set(key, .int32(value)) }
+    }
+
+    /// Kills `host` (holding 5 under `key`) and starts it again; it must hold 5 and announce
+    /// nothing before a later write of 6 by `laterWriter` (the barrier).
+    private func assertRestartAfterACrashAnnouncesNothingOld(_ host: FleetHost, key: String, laterWriter: FleetHost) async throws {
+        let parsed = try Key(key)
+        await host.kill()
+        let changes = try await host.recordFromAnySender(path: Key.objectPath(ofGroup: parsed.group),
+                                                         interface: PropBusAPI.properties, member: "PropertiesChanged")
+        try await host.start()
+        let value = try await host.client.get(key)
         XCTAssertEqual(value, .int32(5), diagnostics)
-        // Barrier: a later write. Everything B announces before it is a replay.
-        try await hostA.client.set("lab.replay.n", .int32(6))
-        let seen = await changes.wait { $0.contains { $0.changed["n"] == .int32(6) } }
-        let announced = seen.compactMap { $0.changed["n"] }
-        XCTAssertEqual(announced, [.int32(6)], "B announced remote changes it had applied before the crash\n\(diagnostics)")
+        try await laterWriter.client.set(key, .int32(6))
+        let seen = await changes.wait { $0.contains { $0.changed[parsed.name] == .int32(6) } }
+        let announced = seen.compactMap { $0.changed[parsed.name] }
+        XCTAssertEqual(announced, [.int32(6)], "\(host.name) announced changes it had applied before the crash\n\(diagnostics)")
     }
 
     /// A clean stop commits the cursor its own writes advanced: the store holds the revision

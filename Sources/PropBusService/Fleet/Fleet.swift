@@ -77,12 +77,8 @@ public final class Fleet: @unchecked Sendable {
     /// being applied, committed and announced as a remote change and then once more as the
     /// write's result.
     private var held: [(generation: Int, update: WatchUpdate)] = []
-    /// Whether ``cursor`` is ahead of the store's, and when a commit last saved it (see
-    /// ``apply(_:through:)``).
+    /// Whether ``cursor`` is ahead of the store's (see ``apply(_:through:)``).
     private var cursorUnsaved = false
-    private var cursorSavedAt = DispatchTime(uptimeNanoseconds: 1)
-    /// How often a remote change's commit also saves the cursor.
-    static let cursorSaveInterval: DispatchTimeInterval = .seconds(1)
     /// `FleetRevision` as last announced, when, and whether an announcement is scheduled
     /// (see ``revisionSignalInterval``).
     private var announcedCursor: Int64
@@ -492,11 +488,7 @@ public final class Fleet: @unchecked Sendable {
             return
         }
         for (key, revisions) in updated { store.saveFleetRevisions(revisions, for: key) }
-        // The keys' etcd revisions, in this commit, are what recognises a change already
-        // applied; the cursor only says where a replay starts. Saved with every commit it was a
-        // third of a remote change's pages, so it is saved at most every cursorSaveInterval.
-        let savesCursor = revision != nil && DispatchTime.now() >= cursorSavedAt + Self.cursorSaveInterval
-        if savesCursor, let revision { store.saveFleetCursor(max(revision, cursor)) }
+        if let revision { store.saveFleetCursor(max(revision, cursor)) }
         service.publish(changes)
         if mirrorOnly { (store as? SQLiteStore)?.nextCommitIsMirrorOnly = true }
         if let error = service.commit() {
@@ -506,13 +498,10 @@ public final class Fleet: @unchecked Sendable {
             return
         }
         revisions.merge(updated) { $1 }
-        if savesCursor {
-            cursorSavedAt = .now()
+        if let revision {
+            advanceCursor(to: revision)
             cursorUnsaved = false
-        } else if let revision, revision > cursor {
-            cursorUnsaved = true
         }
-        if let revision { advanceCursor(to: revision) }
         // The signals go out now, not after a round scheduled behind this update.
         service.tree.flushNow()
     }
