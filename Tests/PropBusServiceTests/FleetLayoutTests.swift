@@ -180,7 +180,7 @@ final class FleetLayoutTests: XCTestCase {
     func testCredentialsFileReadableByEveryoneIsRefused() throws {
         let path = NSTemporaryDirectory() + "fleet-credentials-\(getpid())"
         defer { unlink(path) }
-        FileManager.default.createFile(atPath: path, contents: Data("propbus:s3cr:et\n".utf8), attributes: [.posixPermissions: 0o644])
+        _ = FileManager.default.createFile(atPath: path, contents: Data("propbus:s3cr:et\n".utf8), attributes: [.posixPermissions: 0o644])
         var configuration = try FleetConfiguration.parse("etcd://h:2379/p")
         configuration.credentialsFile = path
         XCTAssertThrowsError(try configuration.etcdOptions()) { error in

@@ -109,7 +109,7 @@ public final class PropertyModel {
 
     /// Loads what `store` holds.
     public convenience init(store: PropertyStore, limits: Limits = Limits()) throws(PropBusError) {
-        try self.init(store: store, loaded: try store.load(), limits: limits)
+        self.init(store: store, loaded: try store.load(), limits: limits)
     }
 
     /// Takes the properties, values and bindings of `state`, which `store` loaded (the caller
