@@ -20,6 +20,10 @@ final class FleetOfflineRunTests: FleetTestCase {
         try await hostB.start(fleet: false)
         try await hostB.client.set("lab.offline.mode", .string("night"))
         try await hostB.client.set("lab.offline.level", .int32(9))
+        // A redefinition too (another default), as CreateProperty allows on a local key.
+        try await hostB.client.create("lab.offline.mode", "s", default: .string("manual"), options: ["scope": .variant(.string("fleet"))])
+        let offline = try await hostB.client.list(prefix: "lab.offline.mode").first { $0.key == "lab.offline.mode" }
+        XCTAssertEqual(offline?.metadata["default"], .string("manual"), "the redefinition without --fleet did not take")
         await hostB.stop()
 
         try await hostB.start()
@@ -27,6 +31,8 @@ final class FleetOfflineRunTests: FleetTestCase {
         XCTAssertTrue(mode, "B kept the value it wrote without --fleet\n\(diagnostics)")
         let level = await hostB.waitFor("lab.offline.level", .int32(1))
         XCTAssertTrue(level, "B kept the value it wrote without --fleet over the fleet's default\n\(diagnostics)")
+        let row = try await hostB.client.list(prefix: "lab.offline.mode").first { $0.key == "lab.offline.mode" }
+        XCTAssertEqual(row?.metadata["default"], .string("auto"), "B kept the definition it made without --fleet\n\(diagnostics)")
         // And the fleet did not take B's offline writes.
         let onA = try await hostA.client.get("lab.offline.mode")
         XCTAssertEqual(onA, .string("day"))
