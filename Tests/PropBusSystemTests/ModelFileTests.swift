@@ -39,6 +39,24 @@ final class ModelFileTests: XCTestCase {
         XCTAssertEqual(try model.value(of: "f.level"), .int32(9))
     }
 
+    /// A file that changes a local key's value (a new default, no stored value) must not carry
+    /// that change through a binding (made by Bind, stored) into a shared key: that write would
+    /// change the fleet key on this host only, outside any call, and never reach etcd.
+    func testARedeclaredLocalKeyDoesNotDriveASharedKeyThroughABinding() throws {
+        let model = try PropertyModel(store: MemoryStore())
+        _ = try model.create(key: "f.level", type: "i", defaultValue: .int32(50), options: ["scope": .string("fleet")])
+        _ = try model.create(key: "h.level", type: "i", defaultValue: .int32(50), options: ["source": .string("test.json")])
+        _ = try model.bind(key: "h.level", to: "f.level", options: [:], owner: nil)
+        model.commitRound()
+        let commands = CommandTable(model: model, store: MemoryStore())
+        let shared = SharedDefinitions(contains: { $0.scope == .fleet }, refusal: { _, _ in nil })
+
+        let file = try load(#"{"groups": {"h": {"properties": {"level": {"type": "i", "default": 7}}}}}"#)
+        _ = try file.apply(to: model, commands: commands, shared: shared)
+        XCTAssertEqual(try model.value(of: "h.level"), .int32(7))
+        XCTAssertEqual(try model.value(of: "f.level"), .int32(50), "the file's new default reached a shared key through a binding")
+    }
+
     func testFlickrSearchExampleLoadsAndRegistersItsProperties() throws {
         let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("examples/flickr-search.json").path
