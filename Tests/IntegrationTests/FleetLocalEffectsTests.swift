@@ -72,4 +72,26 @@ final class FleetLocalEffectsTests: FleetTestCase {
         XCTAssertEqual(copyOnA, .int32(5), "A ran its fleet binding on B's write")
         XCTAssertEqual(copyOnB, .int32(5))
     }
+
+    /// A redefinition that changes a fleet key's value (a new default, no stored value) arrives
+    /// on B as a definition: B's own fleet↔fleet binding must not run on it, or it writes the
+    /// other fleet key on B only (A and etcd keep theirs).
+    func testAFleetRedefinitionDoesNotRunBsFleetBindingOnBOnly() async throws {
+        try await hostA.createFleet("lab.pair.source", "i", default: .int32(0))
+        try await hostA.createFleet("lab.pair.copy", "i", default: .int32(0))
+        let defined = await hostB.waitFor("lab.pair.copy", .int32(0))
+        XCTAssertTrue(defined, diagnostics)
+        _ = try await hostB.client.call(PropBusAPI.manager, "Bind", [.string("lab.pair.copy"), .string("lab.pair.source"), .vardict([:])])
+
+        try await hostA.createFleet("lab.pair.source", "i", default: .int32(9))
+        let redefined = await hostB.waitFor("lab.pair.source", .int32(9))
+        XCTAssertTrue(redefined, diagnostics)
+        try await Fleet.barrier(from: hostA, to: hostB)
+
+        let copyOnA = try await hostA.client.get("lab.pair.copy")
+        let copyOnB = try await hostB.client.get("lab.pair.copy")
+        XCTAssertEqual(copyOnA, .int32(0))
+        XCTAssertEqual(copyOnB, copyOnA, "B ran its fleet binding on A's redefinition: lab.pair.copy changed on B only\n\(diagnostics)")
+        XCTAssertNil(try Fleet.etcdEntry(etcd, prefix: prefix, key: "lab.pair.copy"), "nobody wrote lab.pair.copy in the fleet")
+    }
 }
