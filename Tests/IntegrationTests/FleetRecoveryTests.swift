@@ -76,4 +76,20 @@ final class FleetRecoveryTests: FleetTestCase {
         XCTAssertTrue(connected.contains { $0.changed["FleetState"] == .string("connected") },
                       "no PropertiesChanged(FleetState = connected) after a start: \(connected)\n\(diagnostics)")
     }
+
+    /// A transient fleet key's value lives in each daemon's memory only, yet it is the fleet's:
+    /// a host that restarts must show etcd's value again, not the default (its watch resumes
+    /// after the revision that brought the value, which therefore never comes again).
+    func testARestartedHostShowsATransientFleetKeysValueAgain() async throws {
+        try await hostA.createFleet("lab.mode.banner", "s", default: .string(""), options: ["persistent": .boolean(false)])
+        try await hostA.client.set("lab.mode.banner", .string("maintenance"))
+        let arrived = await hostB.waitFor("lab.mode.banner", .string("maintenance"))
+        XCTAssertTrue(arrived, diagnostics)
+
+        await hostB.stop()
+        try await hostB.start()
+        let shown = await hostB.waitFor("lab.mode.banner", .string("maintenance"))
+        let value = try await hostB.client.get("lab.mode.banner")
+        XCTAssertTrue(shown, "after a restart B shows \(value) while the fleet holds \"maintenance\"\n\(diagnostics)")
+    }
 }
