@@ -83,7 +83,7 @@ public final class PropertyModel {
     /// The highest revision handed out; revisions grow across all keys.
     public private(set) var revision: UInt64 = 0
     /// Stored values whose property is not defined yet (e.g. one a model file declares after
-    /// startup); a later ``create(key:type:defaultValue:options:)`` with the same type adopts it.
+    /// startup); a later ``create(key:type:defaultValue:options:frozen:)`` with the same type adopts it.
     private var unclaimedValues: [Key: (value: DBusValue, revision: UInt64)] = [:]
     /// Each key's entry as it was at the last commit (`nil`: it did not exist), first touch wins.
     private var undoLog: [Key: Entry?] = [:]
@@ -415,9 +415,12 @@ public final class PropertyModel {
 
     /// Registers a property, or updates its metadata if it exists with the same type.
     ///
-    /// Like `registerDefaults`, registering again keeps the stored value.
+    /// Like `registerDefaults`, registering again keeps the stored value. A redefinition that
+    /// changes the value spreads through the bindings, except into `frozen` keys (and on from
+    /// them): fleet keys, when the redefinition is not a call's (a model file's, the fleet's
+    /// own), since such a write would change the fleet key on this host only.
     public func create(key keyText: String, type typeText: String, defaultValue: DBusValue,
-                       options: [String: DBusValue] = [:]) throws(PropBusError) -> [PropertyChange] {
+                       options: [String: DBusValue] = [:], frozen: Set<Key> = []) throws(PropBusError) -> [PropertyChange] {
         let key = try Key(keyText)
         if key.group == "bindings" || key.group.hasPrefix("bindings.") {
             throw PropBusError(.invalidKey, "invalid key '\(key)': the group 'bindings' is reserved for binding objects (\(Key.rootPath)/bindings/N)")
@@ -427,18 +430,18 @@ public final class PropertyModel {
         do { type = try DBusType(parsing: typeText) } catch {
             throw .invalidArgs("type of \(key) is not a single complete D-Bus type: \(error)")
         }
-        return try create(key: key, type: type, defaultValue: defaultValue, options: options, keyChecked: true)
+        return try create(key: key, type: type, defaultValue: defaultValue, options: options, frozen: frozen, keyChecked: true)
     }
 
-    /// ``create(key:type:defaultValue:options:)`` for a key and type already parsed (a model
+    /// ``create(key:type:defaultValue:options:frozen:)`` for a key and type already parsed (a model
     /// file's declarations: parsing them again was repeated work for every key).
     public func create(key: Key, type: DBusType, defaultValue: DBusValue,
-                       options: [String: DBusValue] = [:]) throws(PropBusError) -> [PropertyChange] {
-        try create(key: key, type: type, defaultValue: defaultValue, options: options, keyChecked: false)
+                       options: [String: DBusValue] = [:], frozen: Set<Key> = []) throws(PropBusError) -> [PropertyChange] {
+        try create(key: key, type: type, defaultValue: defaultValue, options: options, frozen: frozen, keyChecked: false)
     }
 
     private func create(key: Key, type: DBusType, defaultValue: DBusValue, options: [String: DBusValue],
-                        keyChecked: Bool) throws(PropBusError) -> [PropertyChange] {
+                        frozen: Set<Key>, keyChecked: Bool) throws(PropBusError) -> [PropertyChange] {
         if !keyChecked {
             if key.group == "bindings" || key.group.hasPrefix("bindings.") {
                 throw PropBusError(.invalidKey, "invalid key '\(key)': the group 'bindings' is reserved for binding objects (\(Key.rootPath)/bindings/N)")
@@ -490,7 +493,7 @@ public final class PropertyModel {
         // metadata forbids) spreads through the bindings like any other change.
         var propagated: [(Key, DBusValue)] = []
         if let oldValue, entry.value != oldValue, !bindings.isEmpty {
-            propagated = try propagation.expand([(key, entry.value)])
+            propagated = try propagation.expand([(key, entry.value)], frozen: frozen)
             for (target, value) in propagated {
                 try writableEntry(target.text).definition.check(value, maximumSize: limits.maximumValueSize)
             }
@@ -508,7 +511,7 @@ public final class PropertyModel {
         insert(entry)
         if existing == nil { return [.created(key)] }
         guard entry.value != oldValue else { return [.redefined(key)] }
-        return [.valueChanged(key, old: oldValue!)] + (try write(propagated.map { ($0.0, $0.1) }, frozen: [key]))
+        return [.valueChanged(key, old: oldValue!)] + (try write(propagated.map { ($0.0, $0.1) }, frozen: frozen.union([key])))
     }
 
     /// Makes `value` the entry's stored value if its definition admits it, else keeps it hidden

@@ -274,13 +274,23 @@ public struct ModelFile: Sendable {
         changes.reserveCapacity(properties.count)
         model.reserveUndoCapacity(properties.count)
         model.reserveCapacity(properties.count)
+        // A declaration that changes a key's value (a new default, a `value`) must not spread
+        // through a binding into a shared key: that write would change it on this host only.
+        var spared: Set<Key> = []
+        if let shared {
+            for binding in model.bindings.all {
+                for end in [binding.key, binding.to] where model.entry(for: end).map({ shared.contains($0.definition) }) == true {
+                    spared.insert(end)
+                }
+            }
+        }
         for property in properties {
             let current = shared.flatMap { shared in model.entry(for: property.key).map(\.definition).flatMap { shared.contains($0) ? $0 : nil } }
             do {
                 var options = property.options
                 if current != nil { options["value"] = nil }
                 changes += try model.create(key: property.key, type: property.type,
-                                            defaultValue: property.defaultValue, options: options)
+                                            defaultValue: property.defaultValue, options: options, frozen: spared)
             } catch {
                 guard error.code == .typeMismatch else { throw fail(property.key.text, error.message) }
                 throw fail(property.key.text, error.message + "; to migrate, declare the new type under a new name (and copy the value with propctl get/set), or delete the key with propctl delete \(property.key) (which drops its stored value) and reload")
