@@ -424,6 +424,18 @@ public final class Fleet: @unchecked Sendable {
         // holds both, and the value needs the definition.
         let ordered = events.filter { if case .definition = layout.classify($0.kv.key) { true } else { false } }
             + events.filter { if case .definition = layout.classify($0.kv.key) { false } else { true } }
+        // A definition that changes a key's value spreads through this host's bindings into local
+        // keys only, as values do (below): a fleet↔fleet binding ran on the writing host, if
+        // anywhere, and a write of another fleet key here would change it on this host only.
+        // Also the keys this update defines: they are fleet keys once applied.
+        var definedHere: Set<Key> = []
+        for event in events { if case .definition(let key) = layout.classify(event.kv.key) { definedHere.insert(key) } }
+        var boundFleetKeys: Set<Key> = []
+        for binding in model.bindings.all {
+            for end in [binding.key, binding.to] where definedHere.contains(end) || model.entry(for: end)?.definition.scope == .fleet {
+                boundFleetKeys.insert(end)
+            }
+        }
         for event in ordered {
             let modRevision = event.kv.modRevision
             switch layout.classify(event.kv.key) {
@@ -450,7 +462,7 @@ public final class Fleet: @unchecked Sendable {
                     if let existing = model.entry(for: key), existing.definition.type.signature != type {
                         changes += try model.delete(key: key.text)
                     }
-                    changes += try model.create(key: key.text, type: type, defaultValue: defaultValue, options: options)
+                    changes += try model.create(key: key.text, type: type, defaultValue: defaultValue, options: options, frozen: boundFleetKeys)
                 } catch {
                     Service.log("fleet: the definition of \(key) at etcd revision \(modRevision) cannot be applied: \(error.message)")
                 }
