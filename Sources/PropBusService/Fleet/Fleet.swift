@@ -128,7 +128,14 @@ public final class Fleet: @unchecked Sendable {
     public func start() {
         dispatchPrecondition(condition: .onQueue(queue))
         Service.log("fleet: \(configuration.endpoints.joined(separator: ", ")) prefix \(configuration.prefix) as host \(configuration.hostName); mirror at etcd revision \(cursor)")
-        if cursor > 0 { startWatch(from: cursor + 1) } else { resynchronize() }
+        // A transient fleet key's value was in the last run's memory only, and the watch resumes
+        // after the revision that brought it: read everything instead (a full read applies
+        // etcd's values also at the revisions the mirror holds).
+        let model = service.model
+        let transientValueLost = revisions.contains { key, known in
+            known.value > 0 && model.entry(for: key).map { !$0.definition.persistent } == true
+        }
+        if cursor > 0, !transientValueLost { startWatch(from: cursor + 1) } else { resynchronize() }
         startPresence()
         let timer = DispatchSource.makeTimerSource(queue: queue)
         timer.schedule(deadline: .now() + Self.watchCheckInterval, repeating: Self.watchCheckInterval)
