@@ -70,4 +70,27 @@ final class FleetStoredBindingTests: FleetTestCase {
         XCTAssertFalse(bindings.stdout.contains("lab.task.flag"), "the binding is still listed:\n\(bindings.stdout)")
         XCTAssertTrue(hostB.stderr.contains("lab.task.flag ↔ lab.worker.run.Executing"), "B's log does not name the binding it ended:\n\(hostB.stderr)")
     }
+
+    /// As above, but this host itself makes its local key a fleet key (CreateProperty with
+    /// scope fleet): its own write must end the binding too, or the command's Executing drives
+    /// the fleet key on this host alone.
+    func testABindingFromACommandsStateEndsWhenThisHostMakesItsLocalKeyAFleetKey() async throws {
+        try await hostB.client.create("lab.chore.flag", "b", default: .boolean(false))
+        try await hostB.client.createCommand("lab.chore.run", ["exec": .array(of: .string, [.string("true")])])
+        let bound = try await hostB.propctl(["bind", "lab.chore.flag", "--to", "lab.chore.run.Executing", "--direction", "from", "--persist"])
+        XCTAssertTrue(bound.succeeded, "\(bound)")
+
+        try await hostB.createFleet("lab.chore.flag", "b", default: .boolean(false))
+        let defined = await hostA.waitFor("lab.chore.flag", .boolean(false))
+        XCTAssertTrue(defined, diagnostics)
+
+        let changes = try await hostB.client.recordChanges(ofGroup: "lab.chore")
+        _ = try await hostB.client.execute("lab.chore.run")
+        try await Fleet.barrier(from: hostA, to: hostB)
+        XCTAssertEqual(changes.signals.compactMap { $0.changed["flag"] }, [], "the command's Executing drove the fleet key on B alone\n\(diagnostics)")
+        XCTAssertNil(try Fleet.etcdEntry(etcd, prefix: prefix, key: "lab.chore.flag"), "nothing was to reach etcd")
+        let bindings = try await hostB.propctl(["bindings"])
+        XCTAssertFalse(bindings.stdout.contains("lab.chore.flag"), "the binding is still listed:\n\(bindings.stdout)")
+        XCTAssertTrue(hostB.stderr.contains("lab.chore.flag ↔ lab.chore.run.Executing"), "B's log does not name the binding it ended:\n\(hostB.stderr)")
+    }
 }
