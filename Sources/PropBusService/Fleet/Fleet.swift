@@ -767,6 +767,10 @@ public final class Fleet: @unchecked Sendable {
             }
         var changes: [PropertyChange] = []
         for key in write.after.keys.sorted() { changes += model.overwrite(key, with: write.after[key] ?? nil) }
+        // A local key this write made a fleet key may be driven by a command's state: that
+        // binding ends, as when another host's definition makes it one (``apply(_:through:)``).
+        let unbound = write.plan.writesDefinition.isEmpty ? [] : endBindingsOfStateToFleetKeys()
+        changes += unbound
         var updated: [Key: FleetRevisions] = [:]
         for key in write.plan.written {
             var known = revisions[key] ?? FleetRevisions()
@@ -781,7 +785,7 @@ public final class Fleet: @unchecked Sendable {
         if write.rerunAfterCommit {
             do throws(PropBusError) { service.publish(try write.body()) } catch { failure = error }
         }
-        if mirrorOnly, !write.rerunAfterCommit { (service.store as? SQLiteStore)?.nextCommitIsMirrorOnly = true }
+        if mirrorOnly, unbound.isEmpty, !write.rerunAfterCommit { (service.store as? SQLiteStore)?.nextCommitIsMirrorOnly = true }
         if let error = service.commit() {
             // etcd has it; the watch brings it back once the store can commit again.
             write.call.fail(error)
