@@ -152,4 +152,34 @@ final class FleetModelFileTests: FleetTestCase {
         let onB = try await hostB.client.get("lab.sign.text")
         XCTAssertEqual(onB, .string("from B"))
     }
+
+    /// A reload whose file makes a local key a fleet key ends the bindings from a command's
+    /// state to it (as a start does): otherwise the command's executions drive the fleet key on
+    /// this host alone.
+    func testAReloadThatMakesAKeyAFleetKeyEndsTheBindingsFromACommandsStateToIt() async throws {
+        let model = try writeModel("chore.json", on: hostB, """
+            {"groups": {"lab.rchore": {"properties": {"flag": {"type": "b", "default": false}}}}}
+            """)
+        await hostB.stop()
+        try await hostB.start(extraArguments: ["--model", model.path])
+        try await hostB.client.createCommand("lab.rchore.run", ["exec": .array(of: .string, [.string("true")])])
+        let bound = try await hostB.propctl(["bind", "lab.rchore.flag", "--to", "lab.rchore.run.Executing", "--direction", "from", "--persist"])
+        XCTAssertTrue(bound.succeeded, "\(bound)")
+
+        _ = try writeModel("chore.json", on: hostB, """
+            {"groups": {"lab.rchore": {"properties": {"flag": {"type": "b", "default": false, "scope": "fleet"}}}}}
+            """)
+        let reload = try await hostB.propctl(["reload"])
+        XCTAssertTrue(reload.succeeded, "\(reload)\n\(hostB.stderr)")
+        let offered = await hostA.waitFor("lab.rchore.flag", .boolean(false))
+        XCTAssertTrue(offered, diagnostics)
+
+        let changes = try await hostB.client.recordChanges(ofGroup: "lab.rchore")
+        _ = try await hostB.client.execute("lab.rchore.run")
+        try await Fleet.barrier(from: hostA, to: hostB)
+        XCTAssertEqual(changes.signals.compactMap { $0.changed["flag"] }, [], "the command's Executing drove the fleet key on B alone\n\(diagnostics)")
+        XCTAssertNil(try Fleet.etcdEntry(etcd, prefix: prefix, key: "lab.rchore.flag"), "nothing was to reach etcd")
+        let bindings = try await hostB.propctl(["bindings"])
+        XCTAssertFalse(bindings.stdout.contains("lab.rchore.flag"), "the binding is still listed:\n\(bindings.stdout)")
+    }
 }
