@@ -50,6 +50,9 @@ extension Service {
                             reason: PropBusError(.cancelled, "command \(execution.command) was removed from its model file while execution \(execution.id) ran"))
         }
         publish(report.changes)
+        // A key a file made a fleet key may be driven by a command's state: that binding ends,
+        // as at start-up (the daemon) and when the fleet defines the key (Fleet.apply).
+        if let fleet { publish(fleet.endBindingsOfStateToFleetKeys()) }
         defer { tree.connection.scheduleRound() }
         if let error = commit() { throw error }
         // Fleet keys a file declares anew are offered to the fleet, as at start.
