@@ -76,6 +76,37 @@ final class FleetReplayTests: FleetTestCase {
         XCTAssertGreaterThanOrEqual(stored, shown, "the store's cursor is behind what FleetRevision showed before the stop")
     }
 
+    /// A remote change whose commit failed (another process held the store's write lock past
+    /// the busy timeout) must not be skipped by the cursor a later update commits: killed before
+    /// the full read that was to repair it, the host would resume after it and never apply it.
+    func testARemoteChangeWhoseCommitFailedIsNotSkippedByALaterCommittedCursor() async throws {
+        try await hostA.createFleet("lab.lost.first", "i", default: .int32(0))
+        try await hostA.createFleet("lab.lost.second", "i", default: .int32(0))
+        let defined = await hostB.waitFor("lab.lost.second", .int32(0))
+        XCTAssertTrue(defined, diagnostics)
+
+        // Someone's sqlite3 shell holds B's store's write lock: B's next commit fails.
+        var handle: OpaquePointer?
+        let path = hostB.stateDirectory.appendingPathComponent("propbus.db").path
+        XCTAssertEqual(sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE, nil), SQLITE_OK)
+        defer { sqlite3_close(handle) }
+        XCTAssertEqual(sqlite3_exec(handle, "BEGIN IMMEDIATE", nil, nil, nil), SQLITE_OK, String(cString: sqlite3_errmsg(handle)))
+        try await hostA.client.set("lab.lost.first", .int32(1))
+        let failed = await eventually(timeout: 10) { self.hostB.stderr.contains("could not be committed") }
+        XCTAssertTrue(failed, "B's commit did not fail\n\(diagnostics)")
+
+        // The lock goes; a later remote change commits on B (before the repair, if B lets it).
+        try await hostA.client.set("lab.lost.second", .int32(2))
+        XCTAssertEqual(sqlite3_exec(handle, "ROLLBACK", nil, nil, nil), SQLITE_OK)
+        let applied = await hostB.waitFor("lab.lost.second", .int32(2))
+        XCTAssertTrue(applied, diagnostics)
+        await hostB.kill()
+        try await hostB.start()
+        try await Fleet.barrier(from: hostA, to: hostB)
+        let first = try await hostB.client.get("lab.lost.first")
+        XCTAssertEqual(first, .int32(1), "B resumed after a change it never committed: the fleet holds 1\n\(diagnostics)")
+    }
+
     /// The `fleet_cursor` row of the store in `directory`, read with a connection of our own.
     private func storedCursor(in directory: URL) throws -> Int64 {
         let path = try XCTUnwrap(FileManager.default.contentsOfDirectory(atPath: directory.path).first { $0.hasSuffix(".sqlite") || $0.hasSuffix(".db") },
