@@ -362,8 +362,8 @@ public final class Fleet: @unchecked Sendable {
                 guard let self, !stopped else { return }
                 switch result {
                 case .success(let response):
-                    applySnapshot(response)
-                    startWatch(from: response.header.revision + 1)
+                    // Not committed: a full read again is scheduled, and no watch may go past it.
+                    if applySnapshot(response) { startWatch(from: response.header.revision + 1) }
                 case .failure(let error):
                     Service.log("fleet: cannot read \(configuration.prefix) from etcd: \(error.message); trying again in 1 s")
                     setState(.unavailable)
@@ -374,8 +374,8 @@ public final class Fleet: @unchecked Sendable {
     }
 
     /// The snapshot as events: every key it holds, and a deletion at its revision for every key
-    /// the mirror has that it lacks.
-    private func applySnapshot(_ response: RangeResponse) {
+    /// the mirror has that it lacks. Returns whether it was committed.
+    private func applySnapshot(_ response: RangeResponse) -> Bool {
         let revision = response.header.revision
         var events = response.kvs.map { WatchEvent(kind: .put, kv: $0) }
         let present = Set(response.kvs.map(\.key))
@@ -396,11 +396,11 @@ public final class Fleet: @unchecked Sendable {
                 events.append(WatchEvent(kind: .delete, kv: KeyValue(key: layout.valueKey(key), modRevision: revision)))
             }
         }
-        apply(events, through: revision, snapshot: true)
+        guard apply(events, through: revision, snapshot: true) else { return false }
         // Deletions are remembered so that an older change arriving late is recognised; after a
         // full read at R and a watch from R + 1 none can come, so they are forgotten here.
         let forgotten = revisions.filter { $0.value.value <= 0 && $0.value.definition <= 0 }.map(\.key)
-        guard !forgotten.isEmpty else { return }
+        guard !forgotten.isEmpty else { return true }
         for key in forgotten { service.store.removeFleetRevisions(for: key) }
         // With the cursor: a replay from an older one could bring a forgotten key back.
         service.store.saveFleetCursor(cursor)
@@ -408,6 +408,7 @@ public final class Fleet: @unchecked Sendable {
             for key in forgotten { revisions[key] = nil }
             cursorUnsaved = false
         }
+        return true
     }
 
     /// Applies changes from etcd as one round: definitions first, then values (spread through
@@ -417,7 +418,10 @@ public final class Fleet: @unchecked Sendable {
     /// A `snapshot` (a full read at one revision) is etcd's whole state: its changes are applied
     /// also at the revision the mirror already holds, so what this host changed while it ran
     /// without `--fleet` gives way to the fleet's (equal values change nothing).
-    private func apply(_ events: [WatchEvent], through revision: Int64?, snapshot: Bool = false) {
+    ///
+    /// Returns whether the changes were committed (or there was nothing to commit).
+    @discardableResult
+    private func apply(_ events: [WatchEvent], through revision: Int64?, snapshot: Bool = false) -> Bool {
         let model = service.model, store = service.store
         // Only etcd's data in this commit (nothing local was waiting): it need not wait for the disk.
         let mirrorOnly = (store as? SQLiteStore).map { !$0.hasPendingLocalWrites } ?? false
@@ -517,7 +521,7 @@ public final class Fleet: @unchecked Sendable {
                 advanceCursor(to: revision)
                 cursorUnsaved = true
             }
-            return
+            return true
         }
         for (key, revisions) in updated { store.saveFleetRevisions(revisions, for: key) }
         if let revision { store.saveFleetCursor(max(revision, cursor)) }
@@ -526,8 +530,12 @@ public final class Fleet: @unchecked Sendable {
         if let error = service.commit() {
             // Nothing of it was kept: read it all again from etcd.
             Service.log("fleet: the changes up to etcd revision \(revision ?? 0) could not be committed (\(error.message)); reading them again")
+            // The watch ends here: a later update's commit would carry the cursor past these
+            // changes, and a host stopped before the full read would never apply them.
+            watchGeneration += 1
+            retireWatch()
             queue.asyncAfter(deadline: .now() + 1) { [weak self] in self?.resynchronize() }
-            return
+            return false
         }
         revisions.merge(updated) { $1 }
         if let revision {
@@ -536,6 +544,7 @@ public final class Fleet: @unchecked Sendable {
         }
         // The signals go out now, not after a round scheduled behind this update.
         service.tree.flushNow()
+        return true
     }
 
     /// Fleet-scoped definitions etcd has never seen (created while the daemon ran without
