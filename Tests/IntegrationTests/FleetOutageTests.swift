@@ -150,4 +150,31 @@ final class FleetOutageTests: FleetTestCase {
         XCTAssertTrue(signals.contains { $0.changed["banner"] == .string("none") }, "reset key not signalled: \(signals)")
         XCTAssertTrue(signals.contains { $0.invalidated.contains("footer") }, "deleted key not signalled: \(signals)")
     }
+
+    /// A fleet key a model file declares at a reload while etcd is down is offered to the
+    /// fleet once etcd is back: until then it is this host's alone, and its writes, accepted by
+    /// etcd, would reach no other host (they have no definition for it).
+    func testAFleetKeyAReloadDeclaresWhileEtcdIsDownIsOfferedWhenEtcdIsBack() async throws {
+        let file = hostB.bus.directory.appendingPathComponent("late.json")
+        try #"{"groups": {"lab.lateside": {"properties": {"note": {"type": "s", "default": "b"}}}}}"#.write(to: file, atomically: true, encoding: .utf8)
+        await hostB.stop()
+        try await hostB.start(extraArguments: ["--model", file.path])
+
+        cluster!.kill(0)
+        let down = await hostB.waitForFleetState("unavailable")
+        XCTAssertTrue(down, diagnostics)
+        try #"{"groups": {"lab.late": {"properties": {"level": {"type": "i", "default": 1, "scope": "fleet"}}}}}"#.write(to: file, atomically: true, encoding: .utf8)
+        let reload = try await hostB.propctl(["reload"])
+        XCTAssertTrue(reload.succeeded, "\(reload)")
+
+        try cluster!.launch(0)
+        try cluster!.waitUntilServing()
+        let up = await hostB.waitForFleetState("connected", timeout: 20)
+        XCTAssertTrue(up, diagnostics)
+        let offered = await hostA.waitFor("lab.late.level", .int32(1))
+        XCTAssertTrue(offered, "the key B's file declared while etcd was down never reached the fleet\n\(diagnostics)")
+        try await hostB.client.set("lab.late.level", .int32(5))
+        let arrived = await hostA.waitFor("lab.late.level", .int32(5))
+        XCTAssertTrue(arrived, "B's write of its fleet key never reached A\n\(diagnostics)")
+    }
 }
