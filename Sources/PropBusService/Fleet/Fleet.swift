@@ -62,7 +62,6 @@ public final class Fleet: @unchecked Sendable {
     private var pending: [UInt64: PendingWrite] = [:]
     private var hostQueries: [UInt64: MethodCall] = [:]
     private var nextID: UInt64 = 1
-    private var pushedLocalDefinitions = false
     /// The cursor at which the last watch check found changes in etcd the watch had not
     /// delivered (see ``checkWatch()``).
     private var suspectedCursor: Int64?
@@ -272,10 +271,9 @@ public final class Fleet: @unchecked Sendable {
         switch update {
         case .created:
             setState(.connected)
-            if !pushedLocalDefinitions {
-                pushedLocalDefinitions = true
-                pushLocalDefinitions()
-            }
+            // At every connection, not only the first: a definition declared while etcd was
+            // away (a reload) or whose offer failed is offered now, or it stays this host's.
+            pushLocalDefinitions()
         case .events(let events, _):
             apply(events, through: events.map(\.kv.modRevision).max())
         case .progress(let revision):
@@ -822,7 +820,13 @@ public final class Fleet: @unchecked Sendable {
                 let reachable = (try? client.range(RangeRequest(key: key, prefix: true, countOnly: true))) != nil
                 self?.queue.async { [weak self] in
                     guard let self, !stopped, state == .unavailable, watch != nil else { return }
-                    if reachable { setState(.connected) } else { probeUntilReachable() }
+                    if reachable {
+                        setState(.connected)
+                        // As on the watch's connection: what a reload declared meanwhile.
+                        pushLocalDefinitions()
+                    } else {
+                        probeUntilReachable()
+                    }
                 }
             }
         }
