@@ -101,6 +101,20 @@ final class FleetLayoutTests: XCTestCase {
         XCTAssertEqual(plan.success, [RequestOp.put(layout.valueKey(volume), FleetLayout.encodeValue(.int32(7)))])
     }
 
+    /// A fleet key whose definition etcd does not hold (its offer failed or has not run yet):
+    /// a write carries the definition, or its value would reach no other host (they have no
+    /// definition to put it under).
+    func testAWriteOfAFleetKeyWhoseDefinitionEtcdLacksCarriesTheDefinition() throws {
+        let before = entry(volume, .int32, .int32(5), stored: .int32(1))
+        let after = entry(volume, .int32, .int32(5), stored: .int32(7))
+        let plan = try layout.transaction(before: [volume: before], after: [volume: after], read: [],
+                                          isFleet: { _ in true }, known: { _ in FleetRevisions() })
+        XCTAssertEqual(plan.compares.first, Compare.modRevision(of: layout.definitionKey(volume), is: 0))
+        XCTAssertEqual(plan.success, [RequestOp.put(layout.definitionKey(volume), FleetLayout.encodeDefinition(after.definition)),
+                                      .put(layout.valueKey(volume), FleetLayout.encodeValue(.int32(7)))])
+        XCTAssertEqual(plan.writesDefinition, [volume])
+    }
+
     func testResetDeletesTheValueAndADeletedKeyComparesAsAbsent() throws {
         let before = entry(volume, .int32, .int32(5), stored: .int32(1))
         let after = entry(volume, .int32, .int32(5))
