@@ -136,10 +136,13 @@ public struct FleetLayout: Sendable, Equatable {
                 plan.writesDefinition.insert(key)
                 continue
             }
-            // Equal definitions encode alike: a plain Set is spared encoding both.
-            if !wasFleet || old?.definition != new.definition,
+            // A definition etcd does not hold yet (never offered, or its offer failed) goes with
+            // the write: a value alone reaches no other host. Equal definitions encode alike: a
+            // plain Set is spared encoding both.
+            let unshared = !wasFleet || revisions.definition == 0
+            if unshared || old?.definition != new.definition,
                case let definitionBytes = Self.encodeDefinition(new.definition),
-               old.map({ Self.encodeDefinition($0.definition) }) != definitionBytes || !wasFleet {
+               unshared || old.map({ Self.encodeDefinition($0.definition) }) != definitionBytes {
                 plan.success.append(.put(definitionKey(key), definitionBytes))
                 plan.writesDefinition.insert(key)
                 requestBytes += (definitionBytes.count + prefix.count + key.text.utf8.count + 40) * 4 / 3
