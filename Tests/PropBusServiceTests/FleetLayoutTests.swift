@@ -113,6 +113,10 @@ final class FleetLayoutTests: XCTestCase {
         XCTAssertEqual(plan.success, [RequestOp.put(layout.definitionKey(volume), FleetLayout.encodeDefinition(after.definition)),
                                       .put(layout.valueKey(volume), FleetLayout.encodeValue(.int32(7)))])
         XCTAssertEqual(plan.writesDefinition, [volume])
+        // Deleted by the fleet (negative), declared here again: etcd lacks it as well.
+        let again = try layout.transaction(before: [volume: before], after: [volume: after], read: [],
+                                           isFleet: { _ in true }, known: { _ in FleetRevisions(value: -9, definition: -9) })
+        XCTAssertEqual(again.writesDefinition, [volume])
     }
 
     func testResetDeletesTheValueAndADeletedKeyComparesAsAbsent() throws {
