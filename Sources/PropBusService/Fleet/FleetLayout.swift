@@ -136,10 +136,11 @@ public struct FleetLayout: Sendable, Equatable {
                 plan.writesDefinition.insert(key)
                 continue
             }
-            // A definition etcd does not hold yet (never offered, or its offer failed) goes with
-            // the write: a value alone reaches no other host. Equal definitions encode alike: a
-            // plain Set is spared encoding both.
-            let unshared = !wasFleet || revisions.definition == 0
+            // A definition etcd does not hold (never offered, its offer failed, or the fleet
+            // deleted it and a model file here declares it again) goes with the write: a value
+            // alone reaches no other host. Equal definitions encode alike: a plain Set is spared
+            // encoding both.
+            let unshared = !wasFleet || revisions.definition <= 0
             if unshared || old?.definition != new.definition,
                case let definitionBytes = Self.encodeDefinition(new.definition),
                unshared || old.map({ Self.encodeDefinition($0.definition) }) != definitionBytes {
