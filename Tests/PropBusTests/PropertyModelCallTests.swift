@@ -112,6 +112,49 @@ final class FleetKeysOutsideCallsTests: XCTestCase {
         XCTAssertNoThrow(try model.bind(key: "l.local", to: "c.run.Executing", options: [:], owner: nil))
     }
 
+    /// Through a local key in between (state → local → fleet), each binding allowed on its own,
+    /// a state change must not reach the fleet key either: it happens outside any call, so that
+    /// write would change the fleet key on this host only.
+    func testAStateChangeDoesNotReachAFleetKeyThroughALocalKeyInBetween() throws {
+        let model = try model()
+        _ = try model.bind(key: "l.local", to: "c.run.Executing", options: [:], owner: nil)
+        _ = try model.bind(key: "f.shared", to: "l.local", options: [:], owner: nil)
+        model.commitRound()
+        _ = model.setState(try Key("c.run.Executing"), to: .boolean(true))
+        XCTAssertEqual(try model.value(of: "l.local"), .boolean(true), "a local key follows the state, as before")
+        XCTAssertEqual(try model.value(of: "f.shared"), .boolean(false), "the state drove a fleet key outside any call")
+    }
+
+    /// The start-up resynchronization spares a fleet key it would write directly; through a
+    /// local key in between it must spare it too (no call carries that write to etcd).
+    func testStartupResynchronizationDoesNotReachAFleetKeyThroughALocalKeyInBetween() throws {
+        var state = StoredState()
+        var shared = PropertyDefinition(key: try Key("f.shared"), type: .boolean, defaultValue: .boolean(false))
+        shared.scope = .fleet
+        state.definitions = [shared, PropertyDefinition(key: try Key("l.lead"), type: .boolean, defaultValue: .boolean(false)),
+                             PropertyDefinition(key: try Key("l.local"), type: .boolean, defaultValue: .boolean(false))]
+        state.definitionValues = [nil, (.boolean(true), 1), nil]
+        state.bindings = [Binding(id: 1, key: try Key("l.local"), to: try Key("l.lead"), direction: .from, persistent: true),
+                          Binding(id: 2, key: try Key("f.shared"), to: try Key("l.local"), direction: .from, persistent: true)]
+        state.nextBindingID = 3
+        let model = PropertyModel(store: MemoryStore(), loaded: state)
+        _ = model.resynchronizeBindings(sparingFleetKeys: true)
+        XCTAssertEqual(try model.value(of: "l.local"), .boolean(true))
+        XCTAssertEqual(try model.value(of: "f.shared"), .boolean(false), "the start-up sync wrote a fleet key through a local key")
+    }
+
+    /// A model file's binding whose first sync writes a local key must not carry that write on
+    /// into a shared key through another binding (the file's `sparing` covers the chain).
+    func testASparedFirstSyncDoesNotReachASparedKeyThroughALocalKeyInBetween() throws {
+        let model = try model()
+        _ = try model.create(key: "l.lead", type: "b", defaultValue: .boolean(true))
+        _ = try model.bind(key: "f.shared", to: "l.local", options: [:], owner: nil)
+        model.commitRound()
+        _ = try model.bind(key: "l.local", to: "l.lead", options: [:], owner: nil, sparing: { $0.scope == .fleet })
+        XCTAssertEqual(try model.value(of: "l.local"), .boolean(true))
+        XCTAssertEqual(try model.value(of: "f.shared"), .boolean(false), "the first sync wrote a spared key through a local key")
+    }
+
     func testBindingsFromAStateKeyToAFleetKeyLoadedFromAStoreAreEndedAndNamed() throws {
         var state = StoredState()
         var shared = PropertyDefinition(key: try Key("f.shared"), type: .boolean, defaultValue: .boolean(false))
