@@ -746,7 +746,20 @@ public final class PropertyModel {
     /// bound property refuses the value (its range, a failing transform), the state changes alone.
     public func setState(_ key: Key, to value: DBusValue) -> [PropertyChange] {
         guard let entry = entries[key], entry.definition.stateOf != nil, entry.value != value else { return [] }
-        return (try? write([(key, value)], frozen: [])) ?? record([(key, value)])
+        // Outside any call: nor through a local key in between may it reach a fleet key (that
+        // write would change it on this host only; Bind refuses the direct binding).
+        let frozen = bindings.isEmpty ? [] : bindingEnds { $0.scope == .fleet }
+        return (try? write([(key, value)], frozen: frozen)) ?? record([(key, value)])
+    }
+
+    /// The keys at either end of a binding whose definition `matches` (fleet keys, for writes
+    /// made outside any call, which must not spread into them).
+    private func bindingEnds(where matches: (PropertyDefinition) -> Bool) -> Set<Key> {
+        var ends: Set<Key> = []
+        for binding in bindings.all {
+            for end in [binding.key, binding.to] where entries[end].map({ matches($0.definition) }) == true { ends.insert(end) }
+        }
+        return ends
     }
 
     // MARK: Bindings
@@ -818,7 +831,9 @@ public final class PropertyModel {
             let mapped = try propagation.map(entries[source]!.value, through: transform, into: target, binding: binding)
             let targetEntry = try writableEntry(target.text)
             try targetEntry.definition.check(mapped, maximumSize: limits.maximumValueSize)
-            changes = sparing?(targetEntry.definition) == true ? [] : try write([(target, mapped)], frozen: [source])
+            // Nor through another binding, from the key it writes on into a spared one.
+            let spared = sparing.map { bindingEnds(where: $0) } ?? []
+            changes = sparing?(targetEntry.definition) == true ? [] : try write([(target, mapped)], frozen: spared.union([source]))
         } catch {
             bindings = previous
             throw error
@@ -867,6 +882,8 @@ public final class PropertyModel {
     public func resynchronizeBindings(sparingFleetKeys: Bool = false) -> (changes: [PropertyChange], failures: [(Binding, PropBusError)]) {
         var changes: [PropertyChange] = []
         var failures: [(Binding, PropBusError)] = []
+        // Nor through a local key in between.
+        let spared = sparingFleetKeys ? bindingEnds { $0.scope == .fleet } : []
         for binding in bindings.all {
             let (source, target, transform) = binding.flowsToKey ? (binding.to, binding.key, binding.toKey) : (binding.key, binding.to, binding.toTarget)
             guard let sourceValue = entries[source]?.value, let targetEntry = entries[target] else { continue }
@@ -875,7 +892,7 @@ public final class PropertyModel {
                 let mapped = try propagation.map(sourceValue, through: transform, into: target, binding: binding)
                 guard mapped != targetEntry.value else { continue }
                 try targetEntry.definition.check(mapped, maximumSize: limits.maximumValueSize)
-                changes += try write([(target, mapped)], frozen: [source])
+                changes += try write([(target, mapped)], frozen: spared.union([source]))
             } catch {
                 failures.append((binding, error))
             }
