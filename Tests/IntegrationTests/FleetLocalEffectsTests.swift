@@ -94,4 +94,27 @@ final class FleetLocalEffectsTests: FleetTestCase {
         XCTAssertEqual(copyOnB, copyOnA, "B ran its fleet binding on A's redefinition: lab.pair.copy changed on B only\n\(diagnostics)")
         XCTAssertNil(try Fleet.etcdEntry(etcd, prefix: prefix, key: "lab.pair.copy"), "nobody wrote lab.pair.copy in the fleet")
     }
+
+    /// A Bind whose first sync writes a fleet key from a local key sends that value to etcd
+    /// first, then makes the binding locally. A Set of the local key served meanwhile (pipelined
+    /// right behind the Bind) must not let that local step write the fleet key on B alone.
+    func testABindWhoseLocalSideChangesWhileItsTxnIsOutLeavesTheFleetKeyTheSameEverywhere() async throws {
+        try await hostA.createFleet("lab.bound.copy", "i", default: .int32(0))
+        let defined = await hostB.waitFor("lab.bound.copy", .int32(0))
+        XCTAssertTrue(defined, diagnostics)
+        try await hostB.client.create("host.bound.lead", "i", default: .int32(3))
+
+        let bind = try Message.methodCall(destination: PropBusAPI.busName, path: PropBusAPI.rootPath, interface: PropBusAPI.manager, member: "Bind")
+        try bind.append([.string("lab.bound.copy"), .string("host.bound.lead"), .vardict([:])])
+        let (path, name) = PropBusAPI.locate("host.bound.lead")
+        let set = try Message.methodCall(destination: PropBusAPI.busName, path: path, interface: PropBusAPI.properties, member: "Set")
+        try set.append([.string(PropBusAPI.values), .string(name), .variant(.int32(9))])
+        let errors = await hostB.pipelined([bind, set])
+        XCTAssertEqual(errors.map { $0?.message }, [nil, nil])
+
+        try await Fleet.barrier(from: hostB, to: hostA)
+        let copyOnB = try await hostB.client.get("lab.bound.copy")
+        let copyOnA = try await hostA.client.get("lab.bound.copy")
+        XCTAssertEqual(copyOnB, copyOnA, "B shows another value of the fleet key than A (which has etcd's)\n\(diagnostics)")
+    }
 }

@@ -137,6 +137,12 @@ final class FleetHost: @unchecked Sendable {
             try set.append([.string(PropBusAPI.values), .string(name), .variant(value)])
             messages.append(set)
         }
+        return await pipelined(messages)
+    }
+
+    /// Sends `messages` on the client's connection, all before the first reply (in order, from
+    /// the connection's queue), and returns the replies' errors (nil for success), in order.
+    func pipelined(_ messages: [Message]) async -> [DBusError?] {
         let connection = client.connection
         let outcomes = UncheckedBox(messages)
         return await withCheckedContinuation { continuation in
