@@ -789,8 +789,23 @@ public final class Fleet: @unchecked Sendable {
         }
         service.publish(changes)
         var failure: PropBusError?
+        var again: PendingWrite?
         if write.rerunAfterCommit {
-            do throws(PropBusError) { service.publish(try write.body()) } catch { failure = error }
+            // Run as a call again: its fleet writes are in, unless a local key it reads changed
+            // while the txn was out (a Set served meanwhile). Then what it would write now goes
+            // to etcd too, as another attempt, instead of onto this host alone.
+            do throws(PropBusError) {
+                if case .fleet = try probe(write.body) {
+                    if write.attempt < Self.maximumAttempts {
+                        again = write
+                        again?.attempt += 1
+                    } else {
+                        failure = PropBusError(.conflict, "the keys of \(write.plan.written.map(\.text).joined(separator: ", ")) kept changing under \(Self.maximumAttempts) attempts; try again")
+                    }
+                }
+            } catch {
+                failure = error
+            }
         }
         if mirrorOnly, unbound.isEmpty, !write.rerunAfterCommit { (service.store as? SQLiteStore)?.nextCommitIsMirrorOnly = true }
         if let error = service.commit() {
@@ -799,7 +814,14 @@ public final class Fleet: @unchecked Sendable {
             return
         }
         revisions.merge(updated) { $1 }
-        if let failure { write.call.fail(failure.dbusError) } else { write.call.reply(write.reply()) }
+        if let again {
+            // Next, before anything queued behind it (sent by the deferred sendNextWrite).
+            queued.insert(again, at: 0)
+        } else if let failure {
+            write.call.fail(failure.dbusError)
+        } else {
+            write.call.reply(write.reply())
+        }
         // The signals and the reply go out now, not after a round scheduled behind this answer.
         service.tree.flushNow()
     }
