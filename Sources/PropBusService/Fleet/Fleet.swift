@@ -440,7 +440,7 @@ public final class Fleet: @unchecked Sendable {
         var definedHere: Set<Key> = []
         for event in events { if case .definition(let key) = layout.classify(event.kv.key) { definedHere.insert(key) } }
         var boundFleetKeys: Set<Key> = []
-        for binding in model.bindings.all {
+        for binding in definedHere.isEmpty ? [] : model.bindings.all {
             for end in [binding.key, binding.to] where definedHere.contains(end) || model.entry(for: end)?.definition.scope == .fleet {
                 boundFleetKeys.insert(end)
             }
