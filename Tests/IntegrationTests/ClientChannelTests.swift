@@ -32,17 +32,18 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
     // MARK: Helpers
 
     /// Starts `propctl --address <bus> bind KEY ARGS…` in the background.
-    private func bind(_ key: String, _ arguments: [String]) throws -> ChildProcess {
+    private func bind(_ key: String, _ arguments: [String], environment: [String: String] = [:]) throws -> ChildProcess {
         let process = try ChildProcess(BuildProducts.propctl, ["--address", bus.address, "bind", key] + arguments,
-                                       environment: bus.environment)
+                                       environment: bus.environment.merging(environment) { $1 })
         binds.append(process)
         return process
     }
 
     /// Starts a file binding and waits until the file shows `expected`: the initial value is
     /// written after the watch is set, so from then on every change is seen.
-    private func bindFile(_ key: String, _ path: String, expecting expected: String, _ extra: [String] = []) async throws -> ChildProcess {
-        let process = try bind(key, ["--file", path] + extra)
+    private func bindFile(_ key: String, _ path: String, expecting expected: String, _ extra: [String] = [],
+                          environment: [String: String] = [:]) async throws -> ChildProcess {
+        let process = try bind(key, ["--file", path] + extra, environment: environment)
         let ready = await eventually(timeout: 10) { self.read(path) == expected || !process.isRunning }
         XCTAssertTrue(ready && process.isRunning, "file binding did not start: \(read(path) ?? "nil"); stderr: \(process.stderr)")
         return process
@@ -185,6 +186,29 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         let announced = try await changes(of: "ui.text", in: recorder)
         XCTAssertEqual(announced, [.string("written"), .string(""), .string("saved by an editor"), .string("from a shell"), .string("reborn")],
                        "one PropertiesChanged per change, no echo")
+    }
+
+    /// A program that opens the file for writing while propctl reads it. inotify merges an event
+    /// into an identical one still unread, so the writer's IN_OPEN and propctl's own became one:
+    /// counted opens fell to 0 at propctl's close, the writer's truncation looked finished and
+    /// was sent as "" after the settle delay, long before the writer wrote (issue 14's flake).
+    /// The test gate holds propctl's read until the writer has opened the file.
+    func testAWriterThatOpensWhilePropctlReadsIsReadWhenItClosesNotHalfWay() async throws {
+        try await client.create("ui.text", "s", default: .string("start"))
+        let file = path("text")
+        let gate = path("gate")
+        let bind = try await bindFile("ui.text", file, expecting: "start", environment: ["PROPCTL_TEST_FILE_READ_GATE": gate])
+        let recorder = try await recordAll()
+        XCTAssertTrue(FileManager.default.createFile(atPath: gate, contents: nil))
+        // The bus change makes propctl read the file to compare; that read waits at the gate.
+        try await client.set("ui.text", .string("from the bus"))
+        await awaitTrace(bind, "test gate: a read of")
+        let writer = try await tool("/bin/sh", ["-c", "exec 3>\"$1\"; rm \"$2\"; sleep 0.3; printf 'late\\n' >&3; exec 3>&-", "sh", file, gate])
+        XCTAssertTrue(writer.succeeded, "\(writer)")
+        await expect({ await waitForBus("ui.text", .string("late")) }, bind.stderr)
+        let announced = try await changes(of: "ui.text", in: recorder)
+        XCTAssertEqual(announced, [.string("from the bus"), .string("late")], "the truncated file was read before its writer closed it: \(bind.stderr)")
+        XCTAssertEqual(read(file), "late")
     }
 
     // MARK: Bus changes reach the file

@@ -191,6 +191,7 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
             if count <= 0 { break }
             bytes.append(contentsOf: chunk[0..<count])
         }
+        waitAtReadGate()
         if bytes.last == UInt8(ascii: "\n") { bytes.removeLast() }
         return String(decoding: bytes, as: UTF8.self)
     }
@@ -245,6 +246,17 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
         }
         notified = text
         return true
+    }
+
+    /// Test only (`PROPCTL_TEST_FILE_READ_GATE=PATH`): while PATH exists, a read of the file stops
+    /// once it has the content, says so on stderr and waits (10 s at most) for PATH to go, so a
+    /// test can have another program open the file at exactly that moment.
+    private static let readGate = Environment.value("PROPCTL_TEST_FILE_READ_GATE")
+
+    private func waitAtReadGate() {
+        guard let gate = Self.readGate, access(gate, F_OK) == 0 else { return }
+        Output.error("propctl bind: test gate: a read of \(path) waits until \(gate) is removed")
+        for _ in 0..<10_000 where access(gate, F_OK) == 0 { usleep(1_000) }
     }
 
     private func writeAll(_ descriptor: Int32, _ bytes: [UInt8]) -> Bool {
