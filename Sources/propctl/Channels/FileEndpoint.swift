@@ -22,6 +22,14 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
     private var inotify: Int32 = -1
     private var directoryWatch: Int32 = -1
     private var fileWatch: Int32 = -1
+    /// A descriptor on the inode the file watch watches, opened before the watch was added and
+    /// read with `pread`: propctl's own reads make no IN_OPEN or IN_CLOSE_NOWRITE. inotify
+    /// merges an event into an identical one still unread, so an open of ours at the moment a
+    /// writer opened used to swallow the writer's IN_OPEN, and ``openCount`` fell to 0 while
+    /// the writer still held the file (its truncation was then read as the value).
+    private var descriptor: Int32 = -1
+    /// Device and inode of ``descriptor``: when the name shows another inode, it is followed.
+    private var identity: (device: UInt64, inode: UInt64)?
     private var source: DispatchSourceRead?
     private var queue: DispatchQueue?
     private var changed: (() -> Void)?
@@ -73,7 +81,7 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
             close(inotify)
             throw CommandFailure(.usage, "cannot watch the directory \(directory) of --file: \(reason)")
         }
-        watchFile()
+        followName()
         notified = current()
         let source = DispatchSource.makeReadSource(fileDescriptor: inotify, queue: queue)
         source.setEventHandler { [weak self] in self?.readEvents() }
@@ -82,11 +90,40 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
     }
 
     /// The file watch sees writes through other names (a symlink, a hard link). It follows the
-    /// inode, so it is set again whenever the name gets a new inode.
-    private func watchFile() {
+    /// inode, so it is set again whenever the name gets a new inode: the new inode is opened
+    /// first and watched through that descriptor, so the open is no event and the watch is on
+    /// exactly the inode held even if the name moves on meanwhile. The old watch goes before
+    /// the old descriptor is closed, so that close is no event either.
+    private func followName() {
+        var status = stat()
+        let now = stat(path, &status) == 0 ? (device: UInt64(status.st_dev), inode: UInt64(status.st_ino)) : nil
+        if let now, let identity, now == identity { return }
+        releaseFile()
+        guard now != nil else { return }
+        let opened = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)
+        guard opened >= 0 else { return }
+        guard fstat(opened, &status) == 0 else {
+            close(opened)
+            return
+        }
+        descriptor = opened
+        identity = (UInt64(status.st_dev), UInt64(status.st_ino))
         let mask = IN_OPEN | IN_CLOSE_WRITE | IN_CLOSE_NOWRITE | IN_MODIFY | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF
-        let watch = inotify_add_watch(inotify, path, UInt32(mask))
+        var watch = inotify_add_watch(inotify, "/proc/self/fd/\(opened)", UInt32(mask))
+        // Without /proc the name is watched: the name may move on in between, which the next
+        // read notices (it compares the name's inode with the one held).
+        if watch < 0 { watch = inotify_add_watch(inotify, path, UInt32(mask)) }
         fileWatch = watch >= 0 ? watch : -1
+    }
+
+    /// Stops watching the inode followed so far and closes its descriptor; a new inode starts
+    /// with no open counted (its writer's IN_OPEN may have come before the watch).
+    private func releaseFile() {
+        if fileWatch >= 0 { inotify_rm_watch(inotify, fileWatch) }
+        fileWatch = -1
+        if descriptor >= 0 { close(descriptor) }
+        descriptor = -1
+        identity = nil
         openCount = 0
     }
 
@@ -116,13 +153,15 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
                 if watch == directoryWatch {
                     guard eventName == name else { continue }
                     seen = true
-                    if mask & UInt32(IN_CREATE | IN_MOVED_TO) != 0 { watchFile() }
+                    if mask & UInt32(IN_CREATE | IN_MOVED_TO) != 0 { followName() }
                     if mask & UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM) != 0 { pendingComplete = true }
                     if mask & UInt32(IN_MODIFY | IN_ATTRIB | IN_CREATE) != 0 { pendingModified = true }
                 } else if watch == fileWatch {
+                    // Our reads open nothing (they use the descriptor held); an in-place write
+                    // of ours opens and closes the file like any writer.
                     if mask & UInt32(IN_OPEN) != 0 { openCount += 1 }
                     if mask & UInt32(IN_CLOSE_WRITE | IN_CLOSE_NOWRITE) != 0 { openCount = max(0, openCount - 1) }
-                    // Opens and reads (ours too) change nothing.
+                    // Opens and reads change nothing.
                     guard mask & ~UInt32(IN_OPEN | IN_CLOSE_NOWRITE) != 0 else { continue }
                     seen = true
                     if mask & UInt32(IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF) != 0 {
@@ -131,6 +170,9 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
                     }
                     if mask & UInt32(IN_CLOSE_WRITE) != 0 { pendingComplete = true }
                     if mask & UInt32(IN_MODIFY | IN_ATTRIB) != 0 { pendingModified = true }
+                    // The inode lost its last name (a symlink's target deleted or replaced): our
+                    // descriptor keeps it alive, so this IN_ATTRIB stands for IN_DELETE_SELF.
+                    if mask & UInt32(IN_ATTRIB) != 0, isUnlinked { pendingComplete = true }
                 }
             }
         }
@@ -179,14 +221,23 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
         readEvents()
     }
 
+    /// Whether the inode held has no name left.
+    private var isUnlinked: Bool {
+        var status = stat()
+        return descriptor >= 0 && fstat(descriptor, &status) == 0 && status.st_nlink == 0
+    }
+
+    /// Reads what the name holds now: the inode held, after following the name if it moved on
+    /// before its event was handled (a `stat` is no inotify event; an open would be one).
     func current() -> String? {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard inotify >= 0 else { return nil }
+        followName()
         guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 16 * 1024)
         while true {
-            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            let offset = off_t(bytes.count)
+            let count = chunk.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, offset) }
             if count < 0, errno == EINTR { continue }
             if count <= 0 { break }
             bytes.append(contentsOf: chunk[0..<count])
@@ -271,6 +322,7 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
     func stop() {
         settle?.cancel()
         settle = nil
+        if inotify >= 0 { releaseFile() }
         if let source {
             let descriptor = inotify
             // The descriptor may be closed only once the source no longer watches it.
