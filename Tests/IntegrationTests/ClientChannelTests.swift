@@ -211,6 +211,29 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertEqual(read(file), "late")
     }
 
+    /// When its Set is answered, the binding looks at the file again (it may have moved on while
+    /// the Set was in flight). A writer that has truncated the file but not written yet must not
+    /// be read then: a half-written file is no value. (`bench/file-binding.sh` printed many
+    /// "does not fit … got ''" lines from this read.)
+    func testAWriterThatTruncatesWhileASetIsInFlightIsReadWhenItClosesNotHalfWay() async throws {
+        try await client.create("ui.text", "s", default: .string("start"))
+        let file = path("text")
+        let bind = try await bindFile("ui.text", file, expecting: "start", ["--verbose"])
+        let recorder = try await recordAll()
+        // The daemon answers the Set of "one" only once the writer below has truncated the file.
+        let daemonPID = daemon.process.pid
+        XCTAssertEqual(kill(daemonPID, SIGSTOP), 0)
+        defer { kill(daemonPID, SIGCONT) }
+        echo("one", to: file)
+        await awaitTrace(bind, #"sending "one""#)
+        let writer = try await tool("/bin/sh", ["-c", "exec 3>\"$1\"; kill -CONT \"$2\"; sleep 0.3; printf 'late\\n' >&3; exec 3>&-",
+                                                "sh", file, String(daemonPID)])
+        XCTAssertTrue(writer.succeeded, "\(writer)")
+        await expect({ await waitForBus("ui.text", .string("late")) }, bind.stderr)
+        let announced = try await changes(of: "ui.text", in: recorder)
+        XCTAssertEqual(announced, [.string("one"), .string("late")], "the truncated file was read before its writer closed it: \(bind.stderr)")
+    }
+
     // MARK: Bus changes reach the file
 
     func testBusSetReplacesTheFileAtomicallyWithOneSignalPerChange() async throws {
