@@ -307,6 +307,10 @@ final class ClientChannel: @unchecked Sendable {
                 // The local side may have moved on while the Set was in flight: a value then
                 // compared with the bus as it was before the Set looked like no change and was
                 // not sent. Compare its current value with the bus now, and send it if they differ.
+                // A change whose events are queued is delivered through them, and a file another
+                // program is writing is not read half-way: its close (or settle) brings it.
+                endpoint.deliverPending()
+                guard setsInFlight == 0, !endpoint.isBeingWritten else { return }
                 if let current = endpoint.current(), current != text { pushToBus() }
                 return
             }
