@@ -161,7 +161,7 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
     func testWritesTruncationAndAtomicReplaceByAnyProgramReachTheBus() async throws {
         try await client.create("ui.text", "s", default: .string("start"))
         let file = path("text")
-        let bind = try await bindFile("ui.text", file, expecting: "start")
+        let bind = try await bindFile("ui.text", file, expecting: "start", ["--verbose"])
         let recorder = try await recordAll()
 
         echo("written", to: file)
@@ -185,7 +185,7 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
 
         let announced = try await changes(of: "ui.text", in: recorder)
         XCTAssertEqual(announced, [.string("written"), .string(""), .string("saved by an editor"), .string("from a shell"), .string("reborn")],
-                       "one PropertiesChanged per change, no echo")
+                       "one PropertiesChanged per change, no echo; stderr: \(bind.stderr)")
     }
 
     /// A program that opens the file for writing while propctl reads it. inotify merges an event
@@ -197,7 +197,10 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         try await client.create("ui.text", "s", default: .string("start"))
         let file = path("text")
         let gate = path("gate")
-        let bind = try await bindFile("ui.text", file, expecting: "start", environment: ["PROPCTL_TEST_FILE_READ_GATE": gate])
+        let bind = try await bindFile("ui.text", file, expecting: "start", ["--verbose"], environment: ["PROPCTL_TEST_FILE_READ_GATE": gate])
+        // The barrier for the start: propctl has handled the rename of its first write, so no
+        // read of that delivery meets the gate.
+        await awaitTrace(bind, "which the bus holds; nothing sent")
         let recorder = try await recordAll()
         XCTAssertTrue(FileManager.default.createFile(atPath: gate, contents: nil))
         // The bus change makes propctl read the file to compare; that read waits at the gate.
@@ -267,6 +270,27 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         await expect({ await waitForBus("ui.text", .string("two")) }, bind.stderr)
         let announced = try await changes(of: "ui.text", in: recorder)
         XCTAssertEqual(announced, [.string("one"), .string("two")], "the file was read while its writer held it open: \(bind.stderr)")
+    }
+
+    /// A file deleted and created again: the deletion is read at once, and by then the new file
+    /// may be there, empty, its creator not having written yet. The creation collected right
+    /// after that read makes it a half-way one; the creator's close brings the value.
+    func testAFileCreatedAgainWhileItsDeletionIsReadIsReadWhenItsCreatorCloses() async throws {
+        try await client.create("ui.text", "s", default: .string("start"))
+        let file = path("text")
+        let gate = path("gate")
+        let bind = try await bindFile("ui.text", file, expecting: "start", ["--verbose"], environment: ["PROPCTL_TEST_FILE_READ_GATE": gate])
+        await awaitTrace(bind, "which the bus holds; nothing sent")
+        let recorder = try await recordAll()
+        XCTAssertTrue(FileManager.default.createFile(atPath: gate, contents: nil))
+        // The deletion makes propctl read the file; that read waits at the gate.
+        XCTAssertEqual(unlink(file), 0)
+        await awaitTrace(bind, "test gate: a read of")
+        let writer = try await tool("/bin/sh", ["-c", "exec 3>\"$1\"; rm \"$2\"; sleep 0.3; printf 'reborn\\n' >&3; exec 3>&-", "sh", file, gate])
+        XCTAssertTrue(writer.succeeded, "\(writer)")
+        await expect({ await waitForBus("ui.text", .string("reborn")) }, bind.stderr)
+        let announced = try await changes(of: "ui.text", in: recorder)
+        XCTAssertEqual(announced, [.string("reborn")], "the new file was read before its creator wrote it: \(bind.stderr)")
     }
 
     // MARK: Bus changes reach the file

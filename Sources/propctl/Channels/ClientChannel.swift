@@ -311,7 +311,11 @@ final class ClientChannel: @unchecked Sendable {
                 // program is writing is not read half-way: its close (or settle) brings it.
                 endpoint.deliverPending()
                 guard setsInFlight == 0, !endpoint.isBeingWritten else { return }
-                if let current = endpoint.current(), current != text { pushToBus() }
+                endpoint.whenQuiet { [self] in
+                    // A Set that left meanwhile looks again when it is answered.
+                    guard setsInFlight == 0 else { return }
+                    if let current = endpoint.current(), current != text { pushToBus() }
+                }
                 return
             }
             pushToLocal()

@@ -34,12 +34,29 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
     private var queue: DispatchQueue?
     private var changed: (() -> Void)?
     private var settle: DispatchWorkItem?
+    /// Whether ``settle`` waits the long delay, for a program holding the file open.
+    private var settleIsLong = false
+    /// A finished change (a writer's close, a rename onto the name, a deletion) collected and
+    /// not delivered yet.
     private var pendingComplete = false
+    /// A modification collected since the last finished change: a write under way, even after a
+    /// finished one in the same batch (`rm f; echo x > f`), so the finished one is not read
+    /// while the next writer is between its open and its write.
     private var pendingModified = false
     /// Opens of the file not yet closed, as the file watch saw them: while someone holds it
     /// open, a modification (a shell's `>` truncating before it writes) waits for the close
     /// rather than for ``settleDelay``, which a loaded machine can outlast between the two.
     private var openCount = 0
+    /// The name was created (IN_CREATE) and the directory has not seen a close of it yet: its
+    /// creator opened it before the file watch could, so ``openCount`` cannot tell.
+    private var creatorHoldsIt = false
+    /// A look at the file waiting for ``isHeldOpen`` to turn false (``whenQuiet(_:)``), and the
+    /// deadline after which it runs anyway.
+    private var quietWork: [() -> Void] = []
+    private var quietDeadline: DispatchWorkItem?
+    /// Opens of the file seen so far, and changes delivered so far (see ``deliverNow()``).
+    private var opensSeen = 0
+    private var deliveries = 0
     /// The content as of the last change the channel was told about, or the last write.
     ///
     /// Not used to decide whether a value propagates (that is always a comparison with current
@@ -47,6 +64,10 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
     /// becomes visible before its event does (and sysfs files send none). A bus value is not
     /// written over such a change; the change is delivered first.
     private var notified: String?
+
+    /// Whether another program is known to hold the file open: a modification then waits for
+    /// its close.
+    private var isHeldOpen: Bool { openCount > 0 || creatorHoldsIt }
 
     /// How long a modification without a close must stay quiet before the file is read: a
     /// writer between its truncation and its write must not be read half-way.
@@ -125,6 +146,7 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
         descriptor = -1
         identity = nil
         openCount = 0
+        creatorHoldsIt = false
     }
 
     /// Reads every queued inotify event about the file into ``pendingComplete`` and
@@ -146,7 +168,7 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
                 let eventName = length == 0 ? "" : String(decoding: buffer[nameStart..<(nameStart + length)].prefix { $0 != 0 }, as: UTF8.self)
                 offset = nameStart + length
                 if mask & UInt32(IN_Q_OVERFLOW) != 0 {
-                    pendingComplete = true
+                    finished()
                     seen = true
                     continue
                 }
@@ -154,56 +176,110 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
                     guard eventName == name else { continue }
                     seen = true
                     if mask & UInt32(IN_CREATE | IN_MOVED_TO) != 0 { followName() }
-                    if mask & UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM) != 0 { pendingComplete = true }
+                    if mask & UInt32(IN_CREATE) != 0 { creatorHoldsIt = true }
+                    if mask & UInt32(IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM) != 0 { creatorHoldsIt = false }
+                    if mask & UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM) != 0 { finished() }
                     if mask & UInt32(IN_MODIFY | IN_ATTRIB | IN_CREATE) != 0 { pendingModified = true }
                 } else if watch == fileWatch {
                     // Our reads open nothing (they use the descriptor held); an in-place write
                     // of ours opens and closes the file like any writer.
-                    if mask & UInt32(IN_OPEN) != 0 { openCount += 1 }
+                    if mask & UInt32(IN_OPEN) != 0 {
+                        openCount += 1
+                        opensSeen += 1
+                    }
                     if mask & UInt32(IN_CLOSE_WRITE | IN_CLOSE_NOWRITE) != 0 { openCount = max(0, openCount - 1) }
                     // Opens and reads change nothing.
                     guard mask & ~UInt32(IN_OPEN | IN_CLOSE_NOWRITE) != 0 else { continue }
                     seen = true
                     if mask & UInt32(IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF) != 0 {
                         if mask & UInt32(IN_IGNORED) != 0 { fileWatch = -1 }
-                        pendingComplete = true
+                        finished()
                     }
-                    if mask & UInt32(IN_CLOSE_WRITE) != 0 { pendingComplete = true }
-                    if mask & UInt32(IN_MODIFY | IN_ATTRIB) != 0 { pendingModified = true }
-                    // The inode lost its last name (a symlink's target deleted or replaced): our
-                    // descriptor keeps it alive, so this IN_ATTRIB stands for IN_DELETE_SELF.
-                    if mask & UInt32(IN_ATTRIB) != 0, isUnlinked { pendingComplete = true }
+                    if mask & UInt32(IN_CLOSE_WRITE) != 0 { finished() }
+                    if mask & UInt32(IN_MODIFY) != 0 { pendingModified = true }
+                    if mask & UInt32(IN_ATTRIB) != 0 {
+                        // The inode lost its last name (a symlink's target deleted or replaced):
+                        // our descriptor keeps it alive, so this stands for IN_DELETE_SELF.
+                        if isUnlinked { finished() } else { pendingModified = true }
+                    }
                 }
             }
         }
         return seen
     }
 
-    /// A finished write or a rename onto the name is a change now; a bare modification is one
-    /// once it settles.
+    private func finished() {
+        pendingComplete = true
+        pendingModified = false
+    }
+
+    /// A finished write or a rename onto the name is a change now; a modification (even after
+    /// a finished change) is one once its writer closes the file or it settles.
     private func deliverCollected() {
-        if pendingComplete {
+        if pendingModified {
+            pendingModified = false
             pendingComplete = false
-            pendingModified = false
-            settle?.cancel()
-            settle = nil
-            notified = current()
-            changed?()
-        } else if pendingModified {
-            pendingModified = false
-            scheduleSettle(after: openCount > 0 ? Self.openSettleDelay : Self.settleDelay)
+            scheduleSettle()
+        } else if pendingComplete {
+            deliverNow()
         }
     }
 
-    /// Delivers a change once the file has been quiet for `delay`.
-    private func scheduleSettle(after delay: DispatchTimeInterval = settleDelay) {
+    /// Reads the file and delivers it as a change, unless a write began meanwhile.
+    ///
+    /// A modification collected right after the read (`rm f; echo x > f` creating the file anew
+    /// while its deletion was read) may have been read half-way: its close or settle delivers
+    /// instead. An open collected then may be a writer that has truncated the file before its
+    /// IN_MODIFY was queued: the file is read again once nobody holds it open (a writer's
+    /// close delivers anyway). That wait is no settle: ``isBeingWritten`` stays false, as the
+    /// opener may be a mere reader and a bus value must not wait behind it.
+    private func deliverNow() {
+        var text: String?
+        for _ in 0..<8 {
+            let opens = opensSeen
+            pendingComplete = false
+            text = current()
+            collectEvents()
+            if pendingModified {
+                pendingModified = false
+                pendingComplete = false
+                scheduleSettle()
+                return
+            }
+            if opensSeen != opens {
+                guard isHeldOpen else { continue }
+                let delivered = deliveries
+                whenQuiet { [weak self] in
+                    guard let self, deliveries == delivered else { return }
+                    deliverNow()
+                }
+                return
+            }
+            // Another finished change (a second rename): read again.
+            if !pendingComplete { break }
+        }
+        pendingComplete = false
+        settle?.cancel()
+        settle = nil
+        notified = text
+        deliveries += 1
+        changed?()
+    }
+
+    /// Delivers a change once the file has been quiet for ``settleDelay``, or for
+    /// ``openSettleDelay`` while another program holds it open: that writer's close comes first,
+    /// even when the change was seen before its IN_MODIFY (by ``write(_:)``).
+    private func scheduleSettle() {
         guard let queue else { return }
+        settleIsLong = isHeldOpen
+        let delay = settleIsLong ? Self.openSettleDelay : Self.settleDelay
         settle?.cancel()
         let work = DispatchWorkItem { [weak self] in
             guard let self else { return }
             settle = nil
-            notified = current()
-            changed?()
+            // A creator that never closes (link(2), mknod) is taken as done by now.
+            creatorHoldsIt = false
+            deliverNow()
         }
         settle = work
         queue.asyncAfter(deadline: .now() + delay, execute: work)
@@ -212,6 +288,31 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
     private func readEvents() {
         collectEvents()
         deliverCollected()
+        // The last holder closed without writing (a reader): the modification settles as usual.
+        if settle != nil, settleIsLong, !isHeldOpen { scheduleSettle() }
+        // After the delivery: a writer's close is delivered as a change before the look waiting
+        // for it runs.
+        if !isHeldOpen, !quietWork.isEmpty { runQuietWork() }
+    }
+
+    func whenQuiet(_ body: @escaping () -> Void) {
+        guard isHeldOpen, let queue else {
+            body()
+            return
+        }
+        quietWork.append(body)
+        guard quietDeadline == nil else { return }
+        let deadline = DispatchWorkItem { [weak self] in self?.runQuietWork() }
+        quietDeadline = deadline
+        queue.asyncAfter(deadline: .now() + Self.openSettleDelay, execute: deadline)
+    }
+
+    private func runQuietWork() {
+        quietDeadline?.cancel()
+        quietDeadline = nil
+        let work = quietWork
+        quietWork = []
+        for body in work { body() }
     }
 
     var isBeingWritten: Bool { settle != nil }
@@ -231,6 +332,7 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
     /// before its event was handled (a `stat` is no inotify event; an open would be one).
     func current() -> String? {
         guard inotify >= 0 else { return nil }
+        waitAtReadGate()
         followName()
         guard descriptor >= 0 else { return nil }
         var bytes: [UInt8] = []
@@ -242,7 +344,6 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
             if count <= 0 { break }
             bytes.append(contentsOf: chunk[0..<count])
         }
-        waitAtReadGate()
         if bytes.last == UInt8(ascii: "\n") { bytes.removeLast() }
         return String(decoding: bytes, as: UTF8.self)
     }
@@ -299,9 +400,9 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
         return true
     }
 
-    /// Test only (`PROPCTL_TEST_FILE_READ_GATE=PATH`): while PATH exists, a read of the file stops
-    /// once it has the content, says so on stderr and waits (10 s at most) for PATH to go, so a
-    /// test can have another program open the file at exactly that moment.
+    /// Test only (`PROPCTL_TEST_FILE_READ_GATE=PATH`): while PATH exists, a read of the file
+    /// stops before it looks at the name, says so on stderr and waits (10 s at most) for PATH to
+    /// go, so a test can have another program open or create the file at exactly that moment.
     private static let readGate = Environment.value("PROPCTL_TEST_FILE_READ_GATE")
 
     private func waitAtReadGate() {
@@ -322,6 +423,9 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
     func stop() {
         settle?.cancel()
         settle = nil
+        quietDeadline?.cancel()
+        quietDeadline = nil
+        quietWork = []
         if inotify >= 0 { releaseFile() }
         if let source {
             let descriptor = inotify

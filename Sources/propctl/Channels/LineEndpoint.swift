@@ -176,6 +176,8 @@ final class LineEndpoint: LocalEndpoint, @unchecked Sendable {
 
     var isBeingWritten: Bool { false }
 
+    func whenQuiet(_ body: @escaping () -> Void) { body() }
+
     func stop() {
         stopped = true
         if let coprocess {

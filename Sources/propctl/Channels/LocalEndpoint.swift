@@ -29,6 +29,12 @@ protocol LocalEndpoint: AnyObject {
     /// handled once it settles, and the sides are compared again then.
     var isBeingWritten: Bool { get }
 
+    /// Runs `body` once no other program holds the local side open, or at once where that cannot
+    /// be told (a stream). A writer's truncation is visible a moment before its modification
+    /// event (only its open is announced by then), so a look at the local side that no event
+    /// asked for waits for the writer's close, or a deadline (a reader may keep it open).
+    func whenQuiet(_ body: @escaping () -> Void)
+
     /// Stops watching and releases what the endpoint holds (a coprocess is terminated).
     func stop()
 
