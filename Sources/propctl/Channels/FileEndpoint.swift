@@ -64,6 +64,8 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
     /// becomes visible before its event does (and sysfs files send none). A bus value is not
     /// written over such a change; the change is delivered first.
     private var notified: String?
+    /// Where ``collectEvents()`` reads events, kept: it runs after every read of the file too.
+    private var eventBuffer = [UInt8](repeating: 0, count: 64 * 1024)
 
     /// Whether another program is known to hold the file open: a modification then waits for
     /// its close.
@@ -154,18 +156,17 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
     @discardableResult
     private func collectEvents() -> Bool {
         var seen = false
-        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
-            let count = buffer.withUnsafeMutableBytes { read(inotify, $0.baseAddress, $0.count) }
+            let count = eventBuffer.withUnsafeMutableBytes { read(inotify, $0.baseAddress, $0.count) }
             if count <= 0 { break }
             var offset = 0
             while offset + MemoryLayout<inotify_event>.size <= count {
-                let (watch, mask, length) = buffer.withUnsafeBytes { raw -> (Int32, UInt32, Int) in
+                let (watch, mask, length) = eventBuffer.withUnsafeBytes { raw -> (Int32, UInt32, Int) in
                     let event = raw.loadUnaligned(fromByteOffset: offset, as: inotify_event.self)
                     return (event.wd, event.mask, Int(event.len))
                 }
                 let nameStart = offset + MemoryLayout<inotify_event>.size
-                let eventName = length == 0 ? "" : String(decoding: buffer[nameStart..<(nameStart + length)].prefix { $0 != 0 }, as: UTF8.self)
+                let eventName = length == 0 ? "" : String(decoding: eventBuffer[nameStart..<(nameStart + length)].prefix { $0 != 0 }, as: UTF8.self)
                 offset = nameStart + length
                 if mask & UInt32(IN_Q_OVERFLOW) != 0 {
                     finished()
