@@ -31,10 +31,11 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
 
     // MARK: Helpers
 
-    /// Starts `propctl --address <bus> bind KEY ARGS…` in the background.
+    /// Starts `propctl --address <bus> bind KEY ARGS…` in the background, with the idle report
+    /// on (see ``changes(of:in:idle:settle:)``).
     private func bind(_ key: String, _ arguments: [String], environment: [String: String] = [:]) throws -> ChildProcess {
         let process = try ChildProcess(BuildProducts.propctl, ["--address", bus.address, "bind", key] + arguments,
-                                       environment: bus.environment.merging(environment) { $1 })
+                                       environment: bus.environment.merging(environment) { $1 }.merging(["PROPCTL_TEST_IDLE_REPORT": "1"]) { $1 })
         binds.append(process)
         return process
     }
@@ -101,9 +102,20 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
     }
 
     /// Ticks the marker and returns the values `key` was announced with before it, in order.
-    private func changes(of key: String, in recorder: SignalRecorder, settle: TimeInterval = 0.1) async throws -> [DBusValue] {
-        // Give a wrong echo the time to happen before the marker closes the window.
-        try await Task.sleep(nanoseconds: UInt64(settle * 1e9))
+    ///
+    /// With `idle`, the window closes once that binding says it is idle (SIGUSR1, a test hook):
+    /// it has handled everything the operations caused, so a wrong echo is announced before the
+    /// marker. A stream binding (`--stdio`, `--exec`) cannot tell what its other end will still
+    /// say; without `idle` a wrong echo gets `settle` seconds to happen.
+    private func changes(of key: String, in recorder: SignalRecorder, idle bind: ChildProcess? = nil,
+                         settle: TimeInterval = 0.1) async throws -> [DBusValue] {
+        if let bind {
+            let before = traces(bind, "test: idle")
+            kill(bind.pid, SIGUSR1)
+            await awaitTrace(bind, "test: idle", after: before)
+        } else {
+            try await Task.sleep(nanoseconds: UInt64(settle * 1e9))
+        }
         markerValue += 1
         let marker = markerValue
         try await client.set(Self.markerKey, .int32(marker))
@@ -134,8 +146,8 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         let file = path("theme")
         echo("light", to: file)
         let recorder = try await recordAll()
-        _ = try await bindFile("ui.theme", file, expecting: "dark")
-        let announced = try await changes(of: "ui.theme", in: recorder)
+        let bind = try await bindFile("ui.theme", file, expecting: "dark")
+        let announced = try await changes(of: "ui.theme", in: recorder, idle: bind)
         XCTAssertEqual(announced, [], "binding wrote to the bus")
         let value = try await client.get("ui.theme")
         XCTAssertEqual(value, .string("dark"))
@@ -154,7 +166,7 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertTrue(writer.succeeded, "\(writer)")
         await expect({ await waitForBus("ui.text", .string("slow")) }, bind.stderr)
         // Signals come in order: an empty value read half-way would stand before "slow".
-        let announced = try await changes(of: "ui.text", in: recorder)
+        let announced = try await changes(of: "ui.text", in: recorder, idle: bind)
         XCTAssertEqual(announced, [.string("slow")], "the truncated file was read before its writer closed it")
     }
 
@@ -183,7 +195,7 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         echo("reborn", to: file)
         await expect({ await waitForBus("ui.text", .string("reborn")) }, bind.stderr)
 
-        let announced = try await changes(of: "ui.text", in: recorder)
+        let announced = try await changes(of: "ui.text", in: recorder, idle: bind)
         XCTAssertEqual(announced, [.string("written"), .string(""), .string("saved by an editor"), .string("from a shell"), .string("reborn")],
                        "one PropertiesChanged per change, no echo; stderr: \(bind.stderr)")
     }
@@ -209,7 +221,7 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         let writer = try await tool("/bin/sh", ["-c", "exec 3>\"$1\"; rm \"$2\"; sleep 0.3; printf 'late\\n' >&3; exec 3>&-", "sh", file, gate])
         XCTAssertTrue(writer.succeeded, "\(writer)")
         await expect({ await waitForBus("ui.text", .string("late")) }, bind.stderr)
-        let announced = try await changes(of: "ui.text", in: recorder)
+        let announced = try await changes(of: "ui.text", in: recorder, idle: bind)
         XCTAssertEqual(announced, [.string("from the bus"), .string("late")], "the truncated file was read before its writer closed it: \(bind.stderr)")
         XCTAssertEqual(read(file), "late")
     }
@@ -233,7 +245,7 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
                                                 "sh", file, String(daemonPID)])
         XCTAssertTrue(writer.succeeded, "\(writer)")
         await expect({ await waitForBus("ui.text", .string("late")) }, bind.stderr)
-        let announced = try await changes(of: "ui.text", in: recorder)
+        let announced = try await changes(of: "ui.text", in: recorder, idle: bind)
         XCTAssertEqual(announced, [.string("one"), .string("late")], "the truncated file was read before its writer closed it: \(bind.stderr)")
     }
 
@@ -268,7 +280,7 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         let writer = try await tool("/usr/bin/python3", ["-c", script, file, String(daemonPID)])
         XCTAssertTrue(writer.succeeded, "\(writer)")
         await expect({ await waitForBus("ui.text", .string("two")) }, bind.stderr)
-        let announced = try await changes(of: "ui.text", in: recorder)
+        let announced = try await changes(of: "ui.text", in: recorder, idle: bind)
         XCTAssertEqual(announced, [.string("one"), .string("two")], "the file was read while its writer held it open: \(bind.stderr)")
     }
 
@@ -289,7 +301,7 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         let writer = try await tool("/bin/sh", ["-c", "exec 3>\"$1\"; rm \"$2\"; sleep 0.3; printf 'reborn\\n' >&3; exec 3>&-", "sh", file, gate])
         XCTAssertTrue(writer.succeeded, "\(writer)")
         await expect({ await waitForBus("ui.text", .string("reborn")) }, bind.stderr)
-        let announced = try await changes(of: "ui.text", in: recorder)
+        let announced = try await changes(of: "ui.text", in: recorder, idle: bind)
         XCTAssertEqual(announced, [.string("reborn")], "the new file was read before its creator wrote it: \(bind.stderr)")
     }
 
@@ -306,7 +318,7 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
             await expect({ await waitForFile(file, String(level)) }, "file shows \(read(file) ?? "nil"); stderr: \(bind.stderr)")
             XCTAssertNotEqual(inode(file), before, "the file was rewritten in place, not replaced")
         }
-        let announced = try await changes(of: "ui.level", in: recorder)
+        let announced = try await changes(of: "ui.level", in: recorder, idle: bind)
         XCTAssertEqual(announced, [.int32(2), .int32(3), .int32(40)], "one PropertiesChanged per change, no echo")
         let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0 != "level" }
         XCTAssertEqual(leftovers, [], "temporary files left behind")
@@ -374,7 +386,7 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         await awaitTrace(bind, "which the bus holds; nothing sent", after: before)
         try await client.set("settings.someBoolKey", .boolean(false))
         await expect({ await waitForFile(file, "false") }, "the remote change was swallowed: \(read(file) ?? "nil"); \(bind.stderr)")
-        let announced = try await changes(of: "settings.someBoolKey", in: recorder)
+        let announced = try await changes(of: "settings.someBoolKey", in: recorder, idle: bind)
         XCTAssertEqual(announced, [.boolean(false)])
     }
 
@@ -392,7 +404,7 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         await expect({ await waitForBus("device.power", .string("0")) }, bind.stderr)
         try replace(file, with: "On")
         await expect({ await waitForBus("device.power", .string("1")) }, bind.stderr)
-        let announced = try await changes(of: "device.power", in: recorder)
+        let announced = try await changes(of: "device.power", in: recorder, idle: bind)
         XCTAssertEqual(announced, [.string("1"), .string("0"), .string("1")])
         XCTAssertEqual(read(file), "On")
     }
@@ -406,7 +418,7 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         await expect({ await waitForBus("loop.n", .int32(5)) }, bind.stderr)
         // The file is where 5 came from: it is not rewritten to 6, which would come back as 6, …
         await awaitTrace(bind, "the bus holds what was sent; nothing written back")
-        let announced = try await changes(of: "loop.n", in: recorder)
+        let announced = try await changes(of: "loop.n", in: recorder, idle: bind)
         XCTAssertEqual(announced, [.int32(5)], bind.stderr)
         XCTAssertEqual(read(file), "5")
         try await client.set("loop.n", .int32(9))

@@ -318,6 +318,8 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
 
     var isBeingWritten: Bool { settle != nil }
 
+    var isIdle: Bool { settle == nil && quietWork.isEmpty }
+
     func deliverPending() {
         guard inotify >= 0 else { return }
         readEvents()

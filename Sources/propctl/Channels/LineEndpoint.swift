@@ -178,6 +178,8 @@ final class LineEndpoint: LocalEndpoint, @unchecked Sendable {
 
     func whenQuiet(_ body: @escaping () -> Void) { body() }
 
+    var isIdle: Bool { true }
+
     func stop() {
         stopped = true
         if let coprocess {

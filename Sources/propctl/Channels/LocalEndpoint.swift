@@ -35,6 +35,10 @@ protocol LocalEndpoint: AnyObject {
     /// asked for waits for the writer's close, or a deadline (a reader may keep it open).
     func whenQuiet(_ body: @escaping () -> Void)
 
+    /// Whether no local change waits to be delivered (to settle, or to be looked at again). A
+    /// stream cannot tell what its other end will still say: it answers true.
+    var isIdle: Bool { get }
+
     /// Stops watching and releases what the endpoint holds (a coprocess is terminated).
     func stop()
 
