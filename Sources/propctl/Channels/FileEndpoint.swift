@@ -8,6 +8,11 @@ import SystemKit
 /// can change it is seen: writes (`echo x > f`), truncation, atomic replacement by rename (what
 /// editors do), deletion and re-creation, and writes through a symlink or a second hard link.
 ///
+/// A half-written file is never a value: a modification waits for its writer's close (the
+/// file watch counts other programs' opens; propctl's own reads open nothing, they `pread` a
+/// descriptor held per inode) or settles, and a read that a new write may have overlapped is
+/// not delivered.
+///
 /// Values from the bus are written atomically (a temporary file in the same directory, then
 /// `rename`), or in place with `inPlace` for sysfs-like files that cannot be replaced. Either
 /// way the text is followed by one newline.
