@@ -75,9 +75,24 @@ final class Daemon: @unchecked Sendable {
             let directory = ModelFile.configDirectory(environment: environment, systemBus: systemBus)
             let extra = options.models
             modelPaths = { ModelFile.files(in: directory) + extra }
+            if options.fleet != nil {
+                // Before the fleet connects, the mirror's revisions as loaded tell what etcd has.
+                let loadedRevisions = fleetRevisions
+                modelFiles.shared = FleetLayout.sharedDefinitions { [unowned self] key in
+                    if let fleet = service?.fleet { return fleet.holdsDefinition(of: key) }
+                    return (loadedRevisions[key]?.definition ?? 0) > 0
+                }
+            }
             let report = try modelFiles.load(modelPaths(), into: model, commands: commands, store: store, strict: options.strictModels)
             _ = commands.refresh(after: report.changes)
             logSkippedModelFiles()
+            if options.fleet != nil {
+                // A store from before Bind refused them: such a binding would write a fleet key
+                // on this host only, whenever an execution starts or ends.
+                for (binding, reason) in model.unbindStateDrivingFleetKeys().ended {
+                    Diagnostics.write("propbusd: dropped stored binding \(binding.id) (\(binding.key) ↔ \(binding.to)): \(reason)\n")
+                }
+            }
             // Stored bindings start as they were made: the leading side wins (except over a fleet
             // key: that write would have to go to etcd, and the fleet's value stands).
             for (binding, error) in model.resynchronizeBindings(sparingFleetKeys: options.fleet != nil).failures {

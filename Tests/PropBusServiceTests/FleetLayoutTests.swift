@@ -30,6 +30,33 @@ final class FleetLayoutTests: XCTestCase {
         XCTAssertEqual(layout.classify(bytes("/other/keys/settings.volume")), .other)
     }
 
+    func testAModelFileMayDeclareAFleetKeyTheFleetHoldsOnlyAsTheFleetDefinesIt() {
+        var fleet = PropertyDefinition(key: volume, type: .int32, defaultValue: .int32(50))
+        fleet.scope = .fleet
+        let shared = FleetLayout.sharedDefinitions { $0 == self.volume }
+        XCTAssertTrue(shared.contains(fleet))
+        var local = fleet
+        local.scope = .local
+        XCTAssertFalse(shared.contains(local), "a local key is not the fleet's")
+        var other = fleet
+        other.key = try! Key("settings.other")
+        XCTAssertFalse(shared.contains(other), "a fleet key etcd does not hold yet is the file's to offer")
+
+        // The same definition from a file: only host-local parts (source) differ.
+        var same = fleet
+        same.source = "/etc/propbus/models/audio.json"
+        XCTAssertNil(shared.refusal(fleet, same))
+        var changed = same
+        changed.defaultValue = .int32(70)
+        changed.maximum = .int32(90)
+        let refusal = shared.refusal(fleet, changed) ?? ""
+        XCTAssertTrue(refusal.contains("default: fleet 50, file 70") && refusal.contains("maximum: fleet none, file 90"), refusal)
+        XCTAssertTrue(refusal.contains("propctl create --scope fleet"), refusal)
+        XCTAssertFalse(refusal.contains("source"), refusal)
+        let madeLocal = shared.refusal(fleet, local) ?? ""
+        XCTAssertTrue(madeLocal.contains("scope: fleet \"fleet\", file \"local\""), madeLocal)
+    }
+
     func testDefinitionRoundTripsWithoutHostLocalPartsAndComesBackFleetScoped() throws {
         var definition = PropertyDefinition(key: volume, type: .int32, defaultValue: .int32(50))
         definition.minimum = .int32(0)
@@ -153,7 +180,7 @@ final class FleetLayoutTests: XCTestCase {
     func testCredentialsFileReadableByEveryoneIsRefused() throws {
         let path = NSTemporaryDirectory() + "fleet-credentials-\(getpid())"
         defer { unlink(path) }
-        FileManager.default.createFile(atPath: path, contents: Data("propbus:s3cr:et\n".utf8), attributes: [.posixPermissions: 0o644])
+        _ = FileManager.default.createFile(atPath: path, contents: Data("propbus:s3cr:et\n".utf8), attributes: [.posixPermissions: 0o644])
         var configuration = try FleetConfiguration.parse("etcd://h:2379/p")
         configuration.credentialsFile = path
         XCTAssertThrowsError(try configuration.etcdOptions()) { error in

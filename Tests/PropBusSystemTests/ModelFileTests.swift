@@ -15,6 +15,30 @@ final class ModelFileTests: XCTestCase {
         }
     }
 
+    func testASharedDefinitionIsDeclaredOnlyAsItIsAndItsValueIsLeftOut() throws {
+        let model = try PropertyModel(store: MemoryStore())
+        _ = try model.create(key: "f.level", type: "i", defaultValue: .int32(50), options: ["scope": .string("fleet")])
+        model.commitRound()
+        let commands = CommandTable(model: model, store: MemoryStore())
+        // Shared when fleet-scoped; refused when the declaration's default is not 50.
+        let shared = SharedDefinitions(contains: { $0.scope == .fleet },
+                                       refusal: { $1.defaultValue == $0.defaultValue ? nil : "differs from the shared definition" })
+        let same = try load(#"{"groups": {"f": {"properties": {"level": {"type": "i", "default": 50, "scope": "fleet", "value": 9}}}}}"#)
+        _ = try same.apply(to: model, commands: commands, shared: shared)
+        XCTAssertEqual(try model.value(of: "f.level"), .int32(50), "the file's value set a shared key")
+        XCTAssertEqual(try model.entry("f.level").definition.source, "test.json")
+
+        let other = try load(#"{"groups": {"f": {"properties": {"level": {"type": "i", "default": 70, "scope": "fleet"}}}}}"#)
+        XCTAssertThrowsError(try other.apply(to: model, commands: commands, shared: shared)) { error in
+            let message = (error as? PropBusError)?.message ?? "\(error)"
+            XCTAssertTrue(message.hasPrefix("test.json:") && message.contains("f.level: differs from the shared definition"), message)
+        }
+        // Without the rule (no --fleet), a file's declaration applies as ever.
+        model.rollbackRound()
+        _ = try same.apply(to: model, commands: commands)
+        XCTAssertEqual(try model.value(of: "f.level"), .int32(9))
+    }
+
     func testFlickrSearchExampleLoadsAndRegistersItsProperties() throws {
         let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("examples/flickr-search.json").path

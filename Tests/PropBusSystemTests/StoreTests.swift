@@ -28,7 +28,7 @@ final class StoreTests: XCTestCase {
             .byte(255), .boolean(true), .boolean(false), .int16(-32768), .uint16(65535),
             .int32(Int32.min), .uint32(UInt32.max), .int64(Int64.min), .int64(Int64.max), .uint64(UInt64.max),
             .double(0.1), .double(-0.0), .double(.infinity), .double(-.infinity), .double(.leastNonzeroMagnitude),
-            .double(.greatestFiniteMagnitude), .double(1.0 / 3.0), .double(9007199254740993),
+            .double(.greatestFiniteMagnitude), .double(1.0 / 3.0), .double(9007199254740992),
             .string(""), .string("héllo\u{0}wörld ✓"), .objectPath("/a/b"), .signature("a{sv}"),
             .variant(.variant(.int32(7))), .bytes([]), .bytes([0, 1, 255]),
             .array(of: .string, []), .array(of: .int64, [.int64(1), .int64(-1)]),

@@ -112,6 +112,30 @@ final class FleetKeysOutsideCallsTests: XCTestCase {
         XCTAssertNoThrow(try model.bind(key: "l.local", to: "c.run.Executing", options: [:], owner: nil))
     }
 
+    func testBindingsFromAStateKeyToAFleetKeyLoadedFromAStoreAreEndedAndNamed() throws {
+        var state = StoredState()
+        var shared = PropertyDefinition(key: try Key("f.shared"), type: .boolean, defaultValue: .boolean(false))
+        shared.scope = .fleet
+        state.definitions = [shared, PropertyDefinition(key: try Key("l.local"), type: .boolean, defaultValue: .boolean(false))]
+        state.definitionValues = [nil, nil]
+        // As a build from before Bind's rule stored them; the second one is allowed.
+        state.bindings = [Binding(id: 1, key: try Key("f.shared"), to: try Key("c.run.Executing"), direction: .from, persistent: true),
+                          Binding(id: 2, key: try Key("l.local"), to: try Key("c.run.Executing"), direction: .from, persistent: true)]
+        state.nextBindingID = 3
+        let model = PropertyModel(store: MemoryStore(), loaded: state)
+        _ = model.addState(try Key("c.run.Executing"), initialValue: .boolean(false), of: try Key("c.run"), description: "running")
+
+        let (ended, changes) = model.unbindStateDrivingFleetKeys()
+        XCTAssertEqual(ended.map(\.binding.id), [1])
+        XCTAssertTrue(ended.first?.reason.contains("cannot drive the fleet-scoped key f.shared") == true, "\(ended)")
+        XCTAssertEqual(changes.count, 1)
+        XCTAssertEqual(model.bindings.all.map(\.id), [2])
+        // Executions now move the local key only.
+        _ = model.setState(try Key("c.run.Executing"), to: .boolean(true))
+        XCTAssertEqual(try model.value(of: "f.shared"), .boolean(false))
+        XCTAssertEqual(try model.value(of: "l.local"), .boolean(true))
+    }
+
     func testStartupResynchronizationSparesFleetKeysWhenAsked() throws {
         let model = try model()
         _ = try model.create(key: "l.source", type: "b", defaultValue: .boolean(false))

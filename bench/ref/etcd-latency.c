@@ -9,6 +9,10 @@
  *        etcd-latency fleettxn URL KEY N  the txn propbusd sends for one Set: compares on the
  *                                       mod_revision of KEY/defs and KEY/keys, a put of
  *                                       KEY/keys, and gets of both in the failure branch
+ *        etcd-latency fleetwatch URL KEY N  that txn → the event arriving on the second of two
+ *                                       watches of KEY/keys (hosts A and B each watch): what
+ *                                       etcd alone needs for one fleet change, with hosts and
+ *                                       buses that cost nothing
  * URL is http://HOST:PORT. */
 #include <curl/curl.h>
 #include <pthread.h>
@@ -79,34 +83,32 @@ static void post(CURL *c, const char *path, const char *body, struct buffer *b) 
     }
 }
 
-/* The watch thread's view: the value it waits for and when it was seen. */
+/* The watch threads' view: the value they wait for, and per watch when it was seen. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
 static char expected[192];
-static long long seen_ns;
-static int created;
+struct watcher { long long seen_ns; int created; struct buffer line; };
+static struct watcher watchers[2];
 static char key64[400];
-static struct buffer line;
 
 static size_t on_watch(char *ptr, size_t size, size_t nmemb, void *userdata) {
-    (void)userdata;
+    struct watcher *w = userdata;
     size_t n = size * nmemb;
     long long now = now_ns();
     for (size_t i = 0; i < n; i++) {
-        if (ptr[i] != '\n') { append(ptr + i, 1, 1, &line); continue; }
+        if (ptr[i] != '\n') { append(ptr + i, 1, 1, &w->line); continue; }
         pthread_mutex_lock(&lock);
-        if (line.data && strstr(line.data, "\"created\":true")) created = 1;
-        if (line.data && expected[0] && strstr(line.data, expected)) { seen_ns = now; expected[0] = 0; }
+        if (w->line.data && strstr(w->line.data, "\"created\":true")) w->created = 1;
+        if (w->line.data && expected[0] && !w->seen_ns && strstr(w->line.data, expected)) w->seen_ns = now;
         pthread_cond_broadcast(&changed);
         pthread_mutex_unlock(&lock);
-        line.len = 0;
-        if (line.data) line.data[0] = 0;
+        w->line.len = 0;
+        if (w->line.data) w->line.data[0] = 0;
     }
     return n;
 }
 
 static void *watch_thread(void *arg) {
-    (void)arg;
     struct curl_slist *headers;
     CURL *c = handle(&headers);
     char url[256], body[512];
@@ -115,9 +117,42 @@ static void *watch_thread(void *arg) {
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_watch);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, arg);
     curl_easy_perform(c);
     fprintf(stderr, "etcd-latency: the watch ended\n");
     exit(1);
+}
+
+/* Starts count watches of key64 (each its own stream and thread) and waits until all are created. */
+static void start_watches(int count) {
+    for (int i = 0; i < count; i++) {
+        pthread_t thread;
+        pthread_create(&thread, NULL, watch_thread, &watchers[i]);
+    }
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < count; i++)
+        while (!watchers[i].created) pthread_cond_wait(&changed, &lock);
+    pthread_mutex_unlock(&lock);
+}
+
+/* The next value the watches wait for (base64, as the events carry it). */
+static void expect(const char *value64) {
+    pthread_mutex_lock(&lock);
+    snprintf(expected, sizeof expected, "\"value\":\"%s\"", value64);
+    for (int i = 0; i < 2; i++) watchers[i].seen_ns = 0;
+    pthread_mutex_unlock(&lock);
+}
+
+/* Waits until each of the first count watches saw the expected value; returns when the last
+ * watch (B's, for two; A's is the load of the writing host's own watch) saw it. */
+static long long wait_seen(int count) {
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < count; i++)
+        while (!watchers[i].seen_ns) pthread_cond_wait(&changed, &lock);
+    long long seen = watchers[count - 1].seen_ns;
+    expected[0] = 0;
+    pthread_mutex_unlock(&lock);
+    return seen;
 }
 
 /* The number following "name":" in json (etcd sends int64 as strings), or 0. */
@@ -129,8 +164,9 @@ static long long number(const char *json, const char *name) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 5 || (strcmp(argv[1], "watch") != 0 && strcmp(argv[1], "txn") != 0 && strcmp(argv[1], "fleettxn") != 0)) {
-        fprintf(stderr, "usage: %s watch|txn|fleettxn URL KEY N\n", argv[0]);
+    if (argc != 5 || (strcmp(argv[1], "watch") != 0 && strcmp(argv[1], "txn") != 0 && strcmp(argv[1], "fleettxn") != 0
+                      && strcmp(argv[1], "fleetwatch") != 0)) {
+        fprintf(stderr, "usage: %s watch|txn|fleettxn|fleetwatch URL KEY N\n", argv[0]);
         return 64;
     }
     url_base = argv[2];
@@ -146,32 +182,27 @@ int main(int argc, char **argv) {
     long long base = now_ns();
 
     if (strcmp(argv[1], "watch") == 0) {
-        pthread_t thread;
-        pthread_create(&thread, NULL, watch_thread, NULL);
-        pthread_mutex_lock(&lock);
-        while (!created) pthread_cond_wait(&changed, &lock);
-        pthread_mutex_unlock(&lock);
+        start_watches(1);
         for (int i = 0; i < n; i++) {
             snprintf(value, sizeof value, "v%lld-%d", base, i);
             base64(value, strlen(value), value64);
-            pthread_mutex_lock(&lock);
-            snprintf(expected, sizeof expected, "\"value\":\"%s\"", value64);
-            seen_ns = 0;
-            pthread_mutex_unlock(&lock);
+            expect(value64);
             snprintf(body, sizeof body, "{\"key\":\"%s\",\"value\":\"%s\"}", key64, value64);
             long long start = now_ns();
             post(c, "/v3/kv/put", body, &response);
-            pthread_mutex_lock(&lock);
-            while (!seen_ns) pthread_cond_wait(&changed, &lock);
-            lat[i] = seen_ns - start;
-            pthread_mutex_unlock(&lock);
+            lat[i] = wait_seen(1) - start;
         }
-    } else if (strcmp(argv[1], "fleettxn") == 0) {
+    } else if (strcmp(argv[1], "fleettxn") == 0 || strcmp(argv[1], "fleetwatch") == 0) {
         char defs[256], keys[256], defs64[400], keys64[400];
         snprintf(defs, sizeof defs, "%s/defs", key);
         snprintf(keys, sizeof keys, "%s/keys", key);
         base64(defs, strlen(defs), defs64);
         base64(keys, strlen(keys), keys64);
+        int watches = strcmp(argv[1], "fleetwatch") == 0 ? 2 : 0;
+        if (watches) {
+            memcpy(key64, keys64, sizeof keys64);
+            start_watches(watches);
+        }
         snprintf(body, sizeof body, "{\"key\":\"%s\",\"value\":\"ZGVm\"}", defs64);
         post(c, "/v3/kv/put", body, &response);
         long long def_revision = number(response.data, "revision");
@@ -187,9 +218,10 @@ int main(int argc, char **argv) {
                      "\"success\":[{\"request_put\":{\"key\":\"%s\",\"value\":\"%s\"}}],"
                      "\"failure\":[{\"request_range\":{\"key\":\"%s\"}},{\"request_range\":{\"key\":\"%s\"}}]}",
                      defs64, def_revision, keys64, revision, keys64, value64, defs64, keys64);
+            if (watches) expect(value64);
             long long start = now_ns();
             post(c, "/v3/kv/txn", body, &response);
-            lat[i] = now_ns() - start;
+            lat[i] = (watches ? wait_seen(watches) : now_ns()) - start;
             if (!strstr(response.data, "\"succeeded\":true")) {
                 fprintf(stderr, "etcd-latency: txn %d failed: %s\n", i, response.data);
                 return 1;

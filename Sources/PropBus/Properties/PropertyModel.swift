@@ -109,7 +109,7 @@ public final class PropertyModel {
 
     /// Loads what `store` holds.
     public convenience init(store: PropertyStore, limits: Limits = Limits()) throws(PropBusError) {
-        try self.init(store: store, loaded: try store.load(), limits: limits)
+        self.init(store: store, loaded: try store.load(), limits: limits)
     }
 
     /// Takes the properties, values and bindings of `state`, which `store` loaded (the caller
@@ -754,17 +754,16 @@ public final class PropertyModel {
     /// - Parameters:
     ///   - owner: the caller's unique bus name; a non-persistent binding ends with it.
     ///   - maximumPerOwner: the most bindings one connection may hold.
+    ///   - sparing: a target whose first sync is skipped (its value stands until the leading side
+    ///     changes): a model file's binding must not write a fleet key outside a call.
     public func bind(key keyText: String, to toText: String, options: [String: DBusValue], owner: String?,
-                     maximumPerOwner: Int = .max) throws(PropBusError) -> (binding: Binding, changes: [PropertyChange]) {
+                     maximumPerOwner: Int = .max, sparing: ((PropertyDefinition) -> Bool)? = nil) throws(PropBusError) -> (binding: Binding, changes: [PropertyChange]) {
         let keyEntry = try entry(keyText)
         let toEntry = try entry(toText)
         let key = keyEntry.definition.key, to = toEntry.definition.key
         guard key != to else { throw .invalidArgs("cannot bind \(key) to itself") }
-        // A command's state keys change when executions start and end, outside any client call;
-        // a fleet key they drove would change on this host only and fork from the fleet.
-        for (state, shared) in [(keyEntry, toEntry), (toEntry, keyEntry)]
-        where state.definition.stateOf != nil && shared.definition.scope == .fleet {
-            throw .invalidArgs("cannot bind \(key) to \(to): \(state.definition.key) is a command's state and changes outside any call, so it cannot drive the fleet-scoped key \(shared.definition.key); bind it to a local key")
+        if let reason = Self.stateDrivingFleetKey(keyEntry.definition, toEntry.definition) {
+            throw .invalidArgs("cannot bind \(key) to \(to): \(reason)")
         }
         var binding = Binding(id: 0, key: key, to: to, owner: owner)
         for (name, raw) in options.sorted(by: { $0.key < $1.key }) {
@@ -816,7 +815,7 @@ public final class PropertyModel {
             let mapped = try propagation.map(entries[source]!.value, through: transform, into: target, binding: binding)
             let targetEntry = try writableEntry(target.text)
             try targetEntry.definition.check(mapped, maximumSize: limits.maximumValueSize)
-            changes = try write([(target, mapped)], frozen: [source])
+            changes = sparing?(targetEntry.definition) == true ? [] : try write([(target, mapped)], frozen: [source])
         } catch {
             bindings = previous
             throw error
@@ -825,6 +824,34 @@ public final class PropertyModel {
         if bindingsAtCommit == nil { bindingsAtCommit = previous }
         if binding.persistent { store.saveBinding(binding) }
         return (binding, [.bound(binding)] + changes)
+    }
+
+    /// Why a binding between `one` and `other` may not exist, if one is a command's state key and
+    /// the other a fleet key. State keys change when executions start and end, outside any client
+    /// call; a fleet key they drove would change on this host only and fork from the fleet.
+    static func stateDrivingFleetKey(_ one: PropertyDefinition, _ other: PropertyDefinition) -> String? {
+        for (state, shared) in [(one, other), (other, one)] where state.stateOf != nil && shared.scope == .fleet {
+            return "\(state.key) is a command's state and changes outside any call, so it cannot drive the fleet-scoped key \(shared.key); bind it to a local key"
+        }
+        return nil
+    }
+
+    /// Ends the bindings `Bind` would refuse today because a command's state key drives a fleet
+    /// key through them (see ``bind(key:to:options:owner:maximumPerOwner:)``): a store written
+    /// before that rule may hold some, and a local key becomes a fleet key when the fleet defines
+    /// one of its name. Call once the commands and model files are loaded (the state keys exist),
+    /// and after fleet definitions arrive; returns each binding ended, with why, for the log, and
+    /// the changes to publish.
+    public func unbindStateDrivingFleetKeys() -> (ended: [(binding: Binding, reason: String)], changes: [PropertyChange]) {
+        var ended: [(binding: Binding, reason: String)] = []
+        var changes: [PropertyChange] = []
+        for binding in bindings.all {
+            guard let one = entries[binding.key]?.definition, let other = entries[binding.to]?.definition,
+                  let reason = Self.stateDrivingFleetKey(one, other) else { continue }
+            changes.append(removeBinding(binding.id))
+            ended.append((binding, reason))
+        }
+        return (ended, changes)
     }
 
     /// Applies the bind-time rule again to every binding (the leading side wins), e.g. at

@@ -70,6 +70,20 @@ public final class Fleet: @unchecked Sendable {
     private var restartedAtCursor: Int64?
     private var watchCheckTimer: DispatchSourceTimer?
     private var stopped = false
+    /// Watch updates that arrived while this host's write of the keys they touch was with etcd
+    /// (most often that write itself, echoed before its answer), and every update after them,
+    /// in order, with the watch generation they came from. Applied once the answer is: the
+    /// write's own change is then recognised by its revision and costs nothing, instead of
+    /// being applied, committed and announced as a remote change and then once more as the
+    /// write's result.
+    private var held: [(generation: Int, update: WatchUpdate)] = []
+    /// Whether ``cursor`` is ahead of the store's (see ``apply(_:through:)``).
+    private var cursorUnsaved = false
+    /// `FleetRevision` as last announced, when, and whether an announcement is scheduled
+    /// (see ``revisionSignalInterval``).
+    private var announcedCursor: Int64
+    private var lastRevisionSignal = DispatchTime(uptimeNanoseconds: 1)
+    private var revisionSignalDue = false
 
     // The presence queue's.
     private var lease: Int64 = 0
@@ -106,6 +120,7 @@ public final class Fleet: @unchecked Sendable {
         queue = service.tree.connection.queue
         self.revisions = revisions
         self.cursor = cursor
+        announcedCursor = cursor
     }
 
     /// Connects: replays from the cursor, or reads everything first when there is none; starts
@@ -127,8 +142,14 @@ public final class Fleet: @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(queue))
         guard !stopped else { return }
         stopped = true
+        held = []
         watchGeneration += 1
         retireWatch()
+        if cursorUnsaved, let store = service.store as? SQLiteStore {
+            store.saveFleetCursor(cursor)
+            if !store.hasPendingLocalWrites { store.nextCommitIsMirrorOnly = true }
+            if service.commit() == nil { cursorUnsaved = false }
+        }
         watchCheckTimer?.cancel()
         watchCheckTimer = nil
         presenceQueue.sync {
@@ -160,9 +181,32 @@ public final class Fleet: @unchecked Sendable {
 
     private func advanceCursor(to revision: Int64) {
         guard revision > cursor else { return }
-        let old = cursor
         cursor = revision
-        service.tree.noteChange(path: Key.rootPath, interface: Service.managerInterface, property: "FleetRevision", oldValue: .uint64(UInt64(max(old, 0))))
+        guard !revisionSignalDue else { return }
+        let due = lastRevisionSignal + Self.revisionSignalInterval
+        if DispatchTime.now() >= due {
+            announceRevision()
+        } else {
+            revisionSignalDue = true
+            queue.asyncAfter(deadline: due) { [weak self] in
+                guard let self else { return }
+                revisionSignalDue = false
+                announceRevision()
+            }
+        }
+    }
+
+    /// The least time between two PropertiesChanged of `FleetRevision`. It moves with every
+    /// write anywhere in the fleet: one signal per revision would double each host's signal
+    /// traffic (and its bus's work) under a busy fleet. The last value is always announced.
+    static let revisionSignalInterval: DispatchTimeInterval = .milliseconds(100)
+
+    private func announceRevision() {
+        guard cursor != announcedCursor else { return }
+        lastRevisionSignal = .now()
+        service.tree.noteChange(path: Key.rootPath, interface: Service.managerInterface, property: "FleetRevision",
+                                oldValue: .uint64(UInt64(max(announcedCursor, 0))))
+        announcedCursor = cursor
         service.tree.connection.scheduleRound()
     }
 
@@ -179,7 +223,11 @@ public final class Fleet: @unchecked Sendable {
             // watch's thread (retireWatch cancels elsewhere).
             queue.sync { [self] in
                 guard generation == watchGeneration, !stopped else { return }
-                handle(update)
+                if holdsBack(update) {
+                    held.append((generation, update))
+                } else {
+                    handle(update)
+                }
             }
         }
     }
@@ -190,6 +238,27 @@ public final class Fleet: @unchecked Sendable {
         guard let old = watch else { return }
         watch = nil
         retireQueue.async { old.cancel() }
+    }
+
+    /// Whether `update` waits in ``held``: it touches a key of the write that is with etcd now,
+    /// or others wait already (order is kept).
+    private func holdsBack(_ update: WatchUpdate) -> Bool {
+        if !held.isEmpty { return true }
+        guard let id = inFlight, id != Self.pausedRetry, let write = pending[id], case .events(let events, _) = update else { return false }
+        return events.contains { event in
+            switch layout.classify(event.kv.key) {
+            case .definition(let key), .value(let key): write.plan.written.contains(key)
+            case .host, .other: false
+            }
+        }
+    }
+
+    /// Applies the updates held back during a write, in order, once its answer is applied.
+    private func releaseHeld() {
+        while !held.isEmpty, !stopped {
+            let (generation, update) = held.removeFirst()
+            if generation == watchGeneration { handle(update) }
+        }
     }
 
     private func handle(_ update: WatchUpdate) {
@@ -205,7 +274,10 @@ public final class Fleet: @unchecked Sendable {
         case .progress(let revision):
             guard revision > cursor else { return }
             service.store.saveFleetCursor(revision)
-            if service.commit() == nil { advanceCursor(to: revision) }
+            if service.commit() == nil {
+                advanceCursor(to: revision)
+                cursorUnsaved = false
+            }
         case .interrupted(let error):
             // Once per outage: the stream retries on its own, and each failed try reports again.
             if state != .unavailable { Service.log("fleet: watch interrupted: \(error.message)") }
@@ -314,7 +386,12 @@ public final class Fleet: @unchecked Sendable {
         let forgotten = revisions.filter { $0.value.value <= 0 && $0.value.definition <= 0 }.map(\.key)
         guard !forgotten.isEmpty else { return }
         for key in forgotten { service.store.removeFleetRevisions(for: key) }
-        if service.commit() == nil { for key in forgotten { revisions[key] = nil } }
+        // With the cursor: a replay from an older one could bring a forgotten key back.
+        service.store.saveFleetCursor(cursor)
+        if service.commit() == nil {
+            for key in forgotten { revisions[key] = nil }
+            cursorUnsaved = false
+        }
     }
 
     /// Applies changes from etcd as one round: definitions first, then values (spread through
@@ -323,12 +400,13 @@ public final class Fleet: @unchecked Sendable {
     private func apply(_ events: [WatchEvent], through revision: Int64?) {
         let model = service.model, store = service.store
         // Only etcd's data in this commit (nothing local was waiting): it need not wait for the disk.
-        let mirrorOnly = (store as? SQLiteStore).map { !$0.hasPendingWrites } ?? false
+        let mirrorOnly = (store as? SQLiteStore).map { !$0.hasPendingLocalWrites } ?? false
         var updated: [Key: FleetRevisions] = [:]
         func known(_ key: Key) -> FleetRevisions { updated[key] ?? revisions[key] ?? FleetRevisions() }
         var changes: [PropertyChange] = []
         var values: [(Key, DBusValue?)] = []
         var removed: [Key] = []
+        var valuesNotFromEtcd: Set<Key> = []
         // Definitions before values whatever the order: a txn that creates a key with a value
         // holds both, and the value needs the definition.
         let ordered = events.filter { if case .definition = layout.classify($0.kv.key) { true } else { false } }
@@ -345,6 +423,12 @@ public final class Fleet: @unchecked Sendable {
                     updated[key] = revisions
                     removed.append(key)
                     continue
+                }
+                if let existing = model.entry(for: key), revisions.definition == 0 {
+                    noteFirstDefinition(of: key, replacing: existing, with: event.kv.value, at: modRevision)
+                    // A value the mirror never had from etcd is this host's own (a model file's
+                    // "value"): the fleet's stands, its value or none (below, unless this update has one).
+                    if revisions.value == 0, existing.storedValue != nil { valuesNotFromEtcd.insert(key) }
                 }
                 revisions.definition = modRevision
                 updated[key] = revisions
@@ -373,6 +457,8 @@ public final class Fleet: @unchecked Sendable {
                 continue
             }
         }
+        if updated.values.contains(where: { $0.definition > 0 }) { changes += endBindingsOfStateToFleetKeys() }
+        for key in valuesNotFromEtcd where !values.contains(where: { $0.0 == key }) { values.append((key, nil)) }
         // A key this host defines as local is not the fleet's, whatever etcd holds under its name.
         values.removeAll { model.entry(for: $0.0)?.definition.scope != .fleet }
         removed.removeAll { model.entry(for: $0)?.definition.scope != .fleet }
@@ -391,6 +477,16 @@ public final class Fleet: @unchecked Sendable {
                 Service.log("fleet: \(key), deleted in the fleet, cannot be deleted here: \(error.message)")
             }
         }
+        if updated.isEmpty, changes.isEmpty {
+            // Nothing new: this host's own writes coming back. The cursor is saved by a later
+            // commit (or at ``stop()``) instead of costing one of its own; a crash before that
+            // replays these changes, recognised again by their revisions.
+            if let revision, revision > cursor {
+                advanceCursor(to: revision)
+                cursorUnsaved = true
+            }
+            return
+        }
         for (key, revisions) in updated { store.saveFleetRevisions(revisions, for: key) }
         if let revision { store.saveFleetCursor(max(revision, cursor)) }
         service.publish(changes)
@@ -402,7 +498,10 @@ public final class Fleet: @unchecked Sendable {
             return
         }
         revisions.merge(updated) { $1 }
-        if let revision { advanceCursor(to: revision) }
+        if let revision {
+            advanceCursor(to: revision)
+            cursorUnsaved = false
+        }
         // The signals go out now, not after a round scheduled behind this update.
         service.tree.flushNow()
     }
@@ -488,7 +587,7 @@ public final class Fleet: @unchecked Sendable {
                _ body: @escaping () throws(PropBusError) -> [PropertyChange]) throws(DBusError) -> MethodResult {
         dispatchPrecondition(condition: .onQueue(queue))
         // Run now, so a bad call is refused at once and a local one is served as without the fleet.
-        guard case .fleet(let before, let after, _) = try bridged({ () throws(PropBusError) in try probe(body) }) else {
+        guard case .fleet(let before, let after, let read) = try bridged({ () throws(PropBusError) in try probe(body) }) else {
             return .reply(reply())
         }
         guard state == .connected else {
@@ -497,9 +596,15 @@ public final class Fleet: @unchecked Sendable {
             }
             throw unavailable(keys.sorted(), because: "FleetState is \(state.rawValue)").dbusError
         }
-        queued.append(PendingWrite(call: call, compareAndSet: compareAndSet, rerunAfterCommit: rerunAfterCommit, attempt: 1, reply: reply, body: body,
-                                   after: [:], plan: FleetLayout.Transaction()))
-        sendNextWrite()
+        let write = PendingWrite(call: call, compareAndSet: compareAndSet, rerunAfterCommit: rerunAfterCommit, attempt: 1, reply: reply, body: body,
+                                 after: [:], plan: FleetLayout.Transaction())
+        if inFlight == nil, queued.isEmpty {
+            // Its turn is now: the probe just run is the mirror as it is.
+            try bridged { () throws(PropBusError) in try send(write, before: before, after: after, read: read) }
+        } else {
+            queued.append(write)
+            sendNextWrite()
+        }
         return .deferred
     }
 
@@ -516,30 +621,36 @@ public final class Fleet: @unchecked Sendable {
                 write.call.reply(write.reply())
                 return
             }
-            let model = service.model
-            // After three lost races a plain write stops comparing its own values (see
-            // FleetLayout.transaction): otherwise a host writing flat out could starve this one.
-            let plan = try layout.transaction(before: before, after: after, read: read,
-                                              comparingWrittenValues: write.compareAndSet || write.attempt <= Self.attemptsComparingValues,
-                                              isFleet: { model.entry(for: $0)?.definition.scope == .fleet },
-                                              known: { [unowned self] in revisions[$0] ?? FleetRevisions() })
-            guard state == .connected else { throw unavailable(plan.written, because: "FleetState is \(state.rawValue)") }
-            var sent = write
-            sent.after = after
-            sent.plan = plan
-            let id = nextID
-            nextID += 1
-            pending[id] = sent
-            inFlight = id
-            let client = client
-            etcdQueue.async { [weak self] in
-                let result = Result { () throws(EtcdError) in try client.txn(compares: plan.compares, success: plan.success, failure: plan.failure) }
-                // sync: libdispatch runs it right here when the D-Bus queue is idle, saving a
-                // thread wake-up per write. Safe: the D-Bus queue never waits for this queue.
-                self?.queue.sync { [weak self] in self?.finish(id, result) }
-            }
+            try send(write, before: before, after: after, read: read)
         } catch {
             write.call.fail(error.dbusError)
+        }
+    }
+
+    /// Sends the txn of `write`, whose model work changed fleet keys from `before` to `after`
+    /// (reading `read`) on the mirror as it is now.
+    private func send(_ write: PendingWrite, before: [Key: PropertyModel.Entry?], after: [Key: PropertyModel.Entry?], read: Set<Key>) throws(PropBusError) {
+        let model = service.model
+        // After three lost races a plain write stops comparing its own values (see
+        // FleetLayout.transaction): otherwise a host writing flat out could starve this one.
+        let plan = try layout.transaction(before: before, after: after, read: read,
+                                          comparingWrittenValues: write.compareAndSet || write.attempt <= Self.attemptsComparingValues,
+                                          isFleet: { model.entry(for: $0)?.definition.scope == .fleet },
+                                          known: { [unowned self] in revisions[$0] ?? FleetRevisions() })
+        guard state == .connected else { throw unavailable(plan.written, because: "FleetState is \(state.rawValue)") }
+        var sent = write
+        sent.after = after
+        sent.plan = plan
+        let id = nextID
+        nextID += 1
+        pending[id] = sent
+        inFlight = id
+        let client = client
+        etcdQueue.async { [weak self] in
+            let result = Result { () throws(EtcdError) in try client.txn(compares: plan.compares, success: plan.success, failure: plan.failure) }
+            // sync: libdispatch runs it right here when the D-Bus queue is idle, saving a
+            // thread wake-up per write. Safe: the D-Bus queue never waits for this queue.
+            self?.queue.sync { [weak self] in self?.finish(id, result) }
         }
     }
 
@@ -551,7 +662,10 @@ public final class Fleet: @unchecked Sendable {
     private func finish(_ id: UInt64, _ result: Result<TxnResponse, EtcdError>) {
         guard let write = pending.removeValue(forKey: id) else { return }
         if inFlight == id { inFlight = nil }
-        defer { sendNextWrite() }
+        defer {
+            releaseHeld()
+            sendNextWrite()
+        }
         let response: TxnResponse
         switch result {
         case .failure(let error):
@@ -615,7 +729,7 @@ public final class Fleet: @unchecked Sendable {
         let model = service.model
         // A write of fleet keys only (nothing local waiting, no local key in the call): etcd has
         // it durably, and a host that lost it replays it from its cursor.
-        let mirrorOnly = (service.store as? SQLiteStore).map { !$0.hasPendingWrites } ?? false
+        let mirrorOnly = (service.store as? SQLiteStore).map { !$0.hasPendingLocalWrites } ?? false
             && write.after.allSatisfy { key, entry in
                 (entry ?? nil)?.definition.scope == .fleet || (entry == nil && write.plan.written.contains(key))
             }

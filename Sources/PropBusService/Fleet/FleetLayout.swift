@@ -136,8 +136,10 @@ public struct FleetLayout: Sendable, Equatable {
                 plan.writesDefinition.insert(key)
                 continue
             }
-            let definitionBytes = Self.encodeDefinition(new.definition)
-            if old.map({ Self.encodeDefinition($0.definition) }) != definitionBytes || !wasFleet {
+            // Equal definitions encode alike: a plain Set is spared encoding both.
+            if !wasFleet || old?.definition != new.definition,
+               case let definitionBytes = Self.encodeDefinition(new.definition),
+               old.map({ Self.encodeDefinition($0.definition) }) != definitionBytes || !wasFleet {
                 plan.success.append(.put(definitionKey(key), definitionBytes))
                 plan.writesDefinition.insert(key)
                 requestBytes += (definitionBytes.count + prefix.count + key.text.utf8.count + 40) * 4 / 3

@@ -265,18 +265,30 @@ public struct ModelFile: Sendable {
 
     /// Registers the properties, then the commands, then makes the
     /// bindings, which may read command state. Errors name the file and the key.
-    public func apply(to model: PropertyModel, commands table: CommandTable) throws(PropBusError) -> [PropertyChange] {
+    ///
+    /// A key whose definition is `shared` (the fleet's) must be declared as it is defined, or
+    /// the file is refused; its `value` is left out and a binding's first sync does not write it
+    /// (the shared value stands).
+    public func apply(to model: PropertyModel, commands table: CommandTable, shared: SharedDefinitions? = nil) throws(PropBusError) -> [PropertyChange] {
         var changes: [PropertyChange] = []
         changes.reserveCapacity(properties.count)
         model.reserveUndoCapacity(properties.count)
         model.reserveCapacity(properties.count)
         for property in properties {
+            let current = shared.flatMap { shared in model.entry(for: property.key).map(\.definition).flatMap { shared.contains($0) ? $0 : nil } }
             do {
+                var options = property.options
+                if current != nil { options["value"] = nil }
                 changes += try model.create(key: property.key, type: property.type,
-                                            defaultValue: property.defaultValue, options: property.options)
+                                            defaultValue: property.defaultValue, options: options)
             } catch {
                 guard error.code == .typeMismatch else { throw fail(property.key.text, error.message) }
                 throw fail(property.key.text, error.message + "; to migrate, declare the new type under a new name (and copy the value with propctl get/set), or delete the key with propctl delete \(property.key) (which drops its stored value) and reload")
+            }
+            // Checked on the definition the model made of the declaration: that is what would fork.
+            if let current, let shared, let declared = model.entry(for: property.key)?.definition,
+               let refusal = shared.refusal(current, declared) {
+                throw fail(property.key.text, refusal)
             }
         }
         // In an order that works, so a predicate may read a command declared further down.
@@ -286,7 +298,9 @@ public struct ModelFile: Sendable {
         for (index, binding) in bindings.enumerated() {
             do {
                 // Declared bindings belong to the file: made again at each start, never stored.
-                changes += try model.bind(key: binding.key, to: binding.to, options: binding.options, owner: nil).changes
+                // Not a shared key: its first sync would write it here only, outside any call.
+                changes += try model.bind(key: binding.key, to: binding.to, options: binding.options, owner: nil,
+                                          sparing: shared.map { shared in { shared.contains($0) } }).changes
             } catch {
                 throw fail("bindings[\(index)] (\(binding.key) ↔ \(binding.to))", error.message)
             }

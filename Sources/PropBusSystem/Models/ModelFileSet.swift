@@ -6,7 +6,7 @@ import PropBus
 /// - New keys appear; changed definitions apply (a stored value they do not admit is hidden,
 ///   never deleted).
 /// - A key whose file no longer declares it (or whose file is gone) leaves the bus; its stored
-///   value stays, unclaimed, until it is declared again or pruned.
+///   value stays, unclaimed, until it is declared again or pruned. A ``shared`` (fleet) key stays.
 /// - A file that cannot be read or applied is skipped as a whole, and the keys it declared
 ///   before stay as they were; the other files load. With `strict` the first bad file throws.
 ///
@@ -37,6 +37,9 @@ public final class ModelFileSet {
     /// The commands each file declared at its last load; one it drops is deleted.
     private var commandKeys: [String: Set<Key>] = [:]
 
+    /// Definitions the files may not change (the fleet's, with `--fleet`); see ``ModelFile/apply(to:commands:shared:)``.
+    public var shared: SharedDefinitions?
+
     public init() {}
 
     /// Reads every file of `paths` and applies them in order, then retires the keys no file
@@ -66,7 +69,7 @@ public final class ModelFileSet {
                 for id in bindingIDs[path] ?? [] where model.bindings[id] != nil {
                     changes += try model.unbind(id)
                 }
-                changes += try file.apply(to: model, commands: commands)
+                changes += try file.apply(to: model, commands: commands, shared: shared)
                 model.commitRound()
                 commands.commitRound()
                 bindingIDs[path] = changes.compactMap { if case .bound(let binding) = $0 { binding.id } else { nil } }
@@ -104,9 +107,10 @@ public final class ModelFileSet {
         }
         // Only the keys to retire are collected and sorted: a copy of every entry, sorted, was
         // a tenth of a start-up with 100k stored properties and no model file at all.
-        let retiring = model.keys { definition in
+        // A shared key is not the file's to take away: it stays, the fleet's, on every host.
+        let retiring = model.keys { [shared] definition in
             guard let source = definition.source else { return false }
-            return !kept.contains(source) && !declared.contains(definition.key)
+            return !kept.contains(source) && !declared.contains(definition.key) && shared?.contains(definition) != true
         }
         for key in retiring {
             report.changes += model.retire(key)

@@ -40,6 +40,8 @@ public final class SQLiteStore: PropertyStore {
     /// A revision ceiling to record (``reserveRevisions(through:)``); kept across a rollback
     /// until written, since the model already counts on it.
     private var pendingReservation: UInt64?
+    /// The revision ceiling this connection last committed.
+    private var committedCeiling: UInt64?
 
     private enum Pending<T> {
         case save(T)
@@ -57,6 +59,11 @@ public final class SQLiteStore: PropertyStore {
         var removeBinding: SQLiteStatement
         var saveCommand: SQLiteStatement
         var removeCommand: SQLiteStatement
+        var saveFleetRevisions: SQLiteStatement
+        var removeFleetRevisions: SQLiteStatement
+        var saveFleetCursor: SQLiteStatement
+        var begin: SQLiteStatement
+        var commit: SQLiteStatement
     }
 
     /// Opens (creating if needed) the database at `path`, checks its integrity and migrates its
@@ -114,7 +121,14 @@ public final class SQLiteStore: PropertyStore {
                 saveBinding: try database.prepare("INSERT OR REPLACE INTO bindings (id, key, target, options) VALUES (?1, ?2, ?3, ?4)"),
                 removeBinding: try database.prepare("DELETE FROM bindings WHERE id = ?1"),
                 saveCommand: try database.prepare("INSERT OR REPLACE INTO commands (key, options) VALUES (?1, ?2)"),
-                removeCommand: try database.prepare("DELETE FROM commands WHERE key = ?1"))
+                removeCommand: try database.prepare("DELETE FROM commands WHERE key = ?1"),
+                saveFleetRevisions: try database.prepare("INSERT OR REPLACE INTO fleet_keys (key, value_revision, definition_revision) VALUES (?1, ?2, ?3)"),
+                removeFleetRevisions: try database.prepare("DELETE FROM fleet_keys WHERE key = ?1"),
+                saveFleetCursor: try database.prepare("INSERT OR REPLACE INTO meta (name, value) VALUES ('fleet_cursor', ?1)"),
+                // Prepared once: a fleet host commits once per remote change, and parsing these
+                // each time was a visible part of that.
+                begin: try database.prepare("BEGIN IMMEDIATE"),
+                commit: try database.prepare("COMMIT"))
         } catch let error as PropBusError {
             throw error
         } catch let error as SQLiteError {
@@ -365,12 +379,20 @@ public final class SQLiteStore: PropertyStore {
     /// atomic and safe against a crash of the process). After a power loss the cursor is back
     /// with the values, and the watch replays them. Reset by the commit.
     public var nextCommitIsMirrorOnly = false
+    /// Whether the connection is at `synchronous=NORMAL` (set for mirror-only commits).
+    private var synchronousIsNormal = false
 
     /// Whether writes are waiting for ``commit()``.
     public var hasPendingWrites: Bool {
+        hasPendingLocalWrites || !pendingFleetRevisions.isEmpty || pendingFleetCursor != nil
+    }
+
+    /// Whether writes other than the fleet mirror's bookkeeping (etcd revisions, the watch
+    /// cursor) are waiting: those need the disk; the bookkeeping alone can ride with a
+    /// mirror-only commit.
+    public var hasPendingLocalWrites: Bool {
         !pendingDefinitions.isEmpty || !pendingValues.isEmpty || pendingRevision != nil || !pendingBindings.isEmpty
             || pendingNextBindingID != nil || !pendingCommands.isEmpty || pendingApplicationID
-            || !pendingFleetRevisions.isEmpty || pendingFleetCursor != nil
     }
 
     public func commit() throws(PropBusError) {
@@ -383,9 +405,11 @@ public final class SQLiteStore: PropertyStore {
             // read-only disk it waits for a later commit, and the round succeeds all the same.
             if let reservation = pendingReservation {
                 do {
-                    try database.execute("BEGIN IMMEDIATE")
+                    try useSynchronous(normal: false)
+                    try statements.begin.run([])
                     try statements.saveRevision.run([.integer(Int64(bitPattern: reservation))])
-                    try database.execute("COMMIT")
+                    try statements.commit.run([])
+                    committedCeiling = reservation
                     pendingReservation = nil
                 } catch {
                     if database.inTransaction { try? database.execute("ROLLBACK") }
@@ -395,11 +419,10 @@ public final class SQLiteStore: PropertyStore {
         }
         let mirrorOnly = nextCommitIsMirrorOnly
         nextCommitIsMirrorOnly = false
-        if mirrorOnly { try? database.execute("PRAGMA synchronous=NORMAL") }
-        // A later full commit's fsync covers this one's pages too: WAL frames are written in order.
-        defer { if mirrorOnly { try? database.execute("PRAGMA synchronous=FULL") } }
+        var ceiling: UInt64?
         do {
-            try database.execute("BEGIN IMMEDIATE")
+            try useSynchronous(normal: mirrorOnly)
+            try statements.begin.run([])
             if pendingApplicationID { try database.execute("PRAGMA application_id = \(Self.applicationID)") }
             // Sorted, so a round's writes touch B-tree pages in order.
             for (key, pending) in pendingDefinitions.sorted(by: { $0.key < $1.key }) {
@@ -422,8 +445,10 @@ public final class SQLiteStore: PropertyStore {
                 }
             }
             if pendingRevision != nil || pendingReservation != nil {
-                let ceiling = max(pendingRevision ?? 0, pendingReservation ?? 0)
-                try statements.saveRevision.run([.integer(Int64(bitPattern: ceiling))])
+                ceiling = max(pendingRevision ?? 0, pendingReservation ?? 0)
+                // The model records its ceiling with every durable write; rewriting the same
+                // value would only add a page to the commit.
+                if ceiling != committedCeiling { try statements.saveRevision.run([.integer(Int64(bitPattern: ceiling!))]) }
             }
             if let pendingNextBindingID { try statements.saveNextBindingID.run([.integer(Int64(bitPattern: pendingNextBindingID))]) }
             for (id, pending) in pendingBindings.sorted(by: { $0.key < $1.key }) {
@@ -444,23 +469,35 @@ public final class SQLiteStore: PropertyStore {
             for (key, pending) in pendingFleetRevisions.sorted(by: { $0.key < $1.key }) {
                 switch pending {
                 case .save(let revisions):
-                    try database.prepare("INSERT OR REPLACE INTO fleet_keys (key, value_revision, definition_revision) VALUES (?1, ?2, ?3)")
-                        .run([.text(key.text), .integer(revisions.value), .integer(revisions.definition)])
+                    try statements.saveFleetRevisions.run([.text(key.text), .integer(revisions.value), .integer(revisions.definition)])
                 case .delete:
-                    try database.prepare("DELETE FROM fleet_keys WHERE key = ?1").run([.text(key.text)])
+                    try statements.removeFleetRevisions.run([.text(key.text)])
                 }
             }
-            if let pendingFleetCursor {
-                try database.prepare("INSERT OR REPLACE INTO meta (name, value) VALUES ('fleet_cursor', ?1)").run([.integer(pendingFleetCursor)])
-            }
-            try database.execute("COMMIT")
+            if let pendingFleetCursor { try statements.saveFleetCursor.run([.integer(pendingFleetCursor)]) }
+            try statements.commit.run([])
         } catch {
             if database.inTransaction { try? database.execute("ROLLBACK") }
             throw PropBusError(.storeFailed, "cannot commit to the store \(path): \(error)")
         }
+        if let ceiling { committedCeiling = ceiling }
         pendingApplicationID = false
         pendingReservation = nil
         clearPending()
+    }
+
+    /// Sets `synchronous` for the next commit: NORMAL for a mirror-only one, FULL otherwise.
+    /// Switched only when the kind of commit changes (a fleet host's remote changes come in
+    /// runs). A later full commit's fsync covers a mirror-only one's pages too: WAL frames are
+    /// written in order.
+    private func useSynchronous(normal: Bool) throws(SQLiteError) {
+        guard normal != synchronousIsNormal else { return }
+        do {
+            try database.execute(normal ? "PRAGMA synchronous=NORMAL" : "PRAGMA synchronous=FULL")
+            synchronousIsNormal = normal
+        } catch where normal {
+            // Staying at FULL is only slower.
+        }
     }
 
     public func rollback() { clearPending() }

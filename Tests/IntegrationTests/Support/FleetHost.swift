@@ -33,8 +33,8 @@ final class FleetHost: @unchecked Sendable {
     }
 
     /// A new host on a new bus; its daemon is not started yet.
-    static func make(name: String, endpoints: [String], prefix: String) async throws -> FleetHost {
-        let bus = try await PrivateBus.start()
+    static func make(name: String, endpoints: [String], prefix: String, busKind: PrivateBus.Kind = .session) async throws -> FleetHost {
+        let bus = try await PrivateBus.start(busKind)
         let client = try await Client.connect(to: bus)
         return FleetHost(name: name, bus: bus, client: client, fleetURL: fleetURL(endpoints: endpoints, prefix: prefix))
     }

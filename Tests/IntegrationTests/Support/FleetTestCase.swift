@@ -19,6 +19,9 @@ class FleetTestCase: XCTestCase {
     var etcdTLS: Bool { false }
     /// Whether setUp starts A's and B's daemons (else the test calls ``startHosts()``).
     var startsDaemons: Bool { true }
+    /// The hosts' buses: `.system` (with the project's policy, reachable by `nobody`) for
+    /// access-control tests.
+    var busKind: PrivateBus.Kind { .session }
 
     /// The test's own etcd, when ``ownsEtcd``.
     var cluster: EtcdCluster?
@@ -56,8 +59,8 @@ class FleetTestCase: XCTestCase {
         }
         prefix = Fleet.uniquePrefix(name)
         etcd = try EtcdClient(endpoints: endpoints, options: options)
-        hostA = try await FleetHost.make(name: "fleet-host-a", endpoints: endpoints, prefix: prefix)
-        hostB = try await FleetHost.make(name: "fleet-host-b", endpoints: endpoints, prefix: prefix)
+        hostA = try await FleetHost.make(name: "fleet-host-a", endpoints: endpoints, prefix: prefix, busKind: busKind)
+        hostB = try await FleetHost.make(name: "fleet-host-b", endpoints: endpoints, prefix: prefix, busKind: busKind)
         hostA.standingArguments = hostArguments
         hostB.standingArguments = hostArguments
         if startsDaemons { try await startHosts() }
