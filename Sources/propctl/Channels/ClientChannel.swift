@@ -265,9 +265,10 @@ final class ClientChannel: @unchecked Sendable {
 
     // MARK: Propagation
 
-    /// Local → bus: Set the mapped local value unless the bus already has it.
-    private func pushToBus() {
-        guard direction.towardsBus, phase == .live, let type, let text = endpoint.current() else { return }
+    /// Local → bus: Set the mapped local value unless the bus already has it; `known` is the
+    /// local value when the caller has just read it.
+    private func pushToBus(_ known: String? = nil) {
+        guard direction.towardsBus, phase == .live, let type, let text = known ?? endpoint.current() else { return }
         let value: DBusValue
         do throws(ChannelError) {
             value = try transforms.busValue(for: text, key: key, type: type, current: bus)
@@ -322,10 +323,10 @@ final class ClientChannel: @unchecked Sendable {
                 // program is writing is not read half-way: its close (or settle) brings it.
                 endpoint.deliverPending()
                 guard setsInFlight == 0, !endpoint.isBeingWritten else { return }
-                endpoint.whenQuiet { [self] in
+                endpoint.whenQuiet { [self] current in
                     // A Set that left meanwhile looks again when it is answered.
-                    guard setsInFlight == 0 else { return }
-                    if let current = endpoint.current(), current != text { pushToBus() }
+                    guard setsInFlight == 0, let current, current != text else { return }
+                    pushToBus(current)
                 }
                 return
             }

@@ -55,8 +55,8 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
     /// The name was created (IN_CREATE) and the directory has not seen a close of it yet: its
     /// creator opened it before the file watch could, so ``openCount`` cannot tell.
     private var creatorHoldsIt = false
-    /// A look at the file waiting for ``isHeldOpen`` to turn false (``whenQuiet(_:)``), and the
-    /// deadline after which it runs anyway.
+    /// Looks at the file waiting for ``isHeldOpen`` to turn false (``afterQuiet(_:)``), and the
+    /// deadline after which they run anyway.
     private var quietWork: [() -> Void] = []
     private var quietDeadline: DispatchWorkItem?
     /// Opens of the file seen so far, and changes delivered so far (see ``deliverNow()``).
@@ -255,7 +255,7 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
             if opensSeen != opens {
                 guard isHeldOpen else { continue }
                 let delivered = deliveries
-                whenQuiet { [weak self] in
+                afterQuiet { [weak self] in
                     guard let self, deliveries == delivered else { return }
                     deliverNow()
                 }
@@ -301,12 +301,37 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
         if !isHeldOpen, !quietWork.isEmpty { runQuietWork() }
     }
 
-    func whenQuiet(_ body: @escaping () -> Void) {
-        guard isHeldOpen, let queue else {
-            body()
+    func whenQuiet(_ body: @escaping (String?) -> Void) {
+        look(body, waited: false, attempts: 0)
+    }
+
+    /// Reads the file for ``whenQuiet(_:)``: after the holders' close (or the deadline), and
+    /// again if another program opened or changed the file meanwhile (a writer's open comes
+    /// before its truncation, its IN_MODIFY maybe after). Those events are delivered first;
+    /// after a few such rounds the look is dropped (each write's close delivers it anyway).
+    private func look(_ body: @escaping (String?) -> Void, waited: Bool, attempts: Int) {
+        if isHeldOpen, !waited, queue != nil {
+            afterQuiet { [weak self] in self?.look(body, waited: true, attempts: attempts) }
             return
         }
-        quietWork.append(body)
+        let opens = opensSeen
+        let text = current()
+        guard collectEvents() || opensSeen != opens else {
+            body(text)
+            return
+        }
+        deliverCollected()
+        guard attempts < 3 else { return }
+        look(body, waited: false, attempts: attempts + 1)
+    }
+
+    /// Runs `work` once no other program holds the file open, or after ``openSettleDelay``.
+    private func afterQuiet(_ work: @escaping () -> Void) {
+        guard isHeldOpen, let queue else {
+            work()
+            return
+        }
+        quietWork.append(work)
         guard quietDeadline == nil else { return }
         let deadline = DispatchWorkItem { [weak self] in self?.runQuietWork() }
         quietDeadline = deadline

@@ -176,7 +176,7 @@ final class LineEndpoint: LocalEndpoint, @unchecked Sendable {
 
     var isBeingWritten: Bool { false }
 
-    func whenQuiet(_ body: @escaping () -> Void) { body() }
+    func whenQuiet(_ body: @escaping (String?) -> Void) { body(last) }
 
     var isIdle: Bool { true }
 
