@@ -222,6 +222,14 @@ final class Daemon: @unchecked Sendable {
                     } catch {
                         Self.fail(error.message, code: 1)
                     }
+                } else if fleetCursor > 0, let service {
+                    do throws(DBusError) {
+                        try service.forgetFleetCursor()
+                        fleetCursor = 0
+                        Log.info("started without --fleet on a store that mirrors a fleet: the next start with --fleet reads the fleet's keys again, and the fleet's values replace what is written here meanwhile")
+                    } catch {
+                        Log.info("started without --fleet on a store that mirrors a fleet, but cannot mark it to be read again: \(error.message)")
+                    }
                 }
                 Log.info("ready: serving \(service?.propertyCount ?? 0) properties as \(Service.busName)")
                 notifier.notify("READY=1\nSTATUS=Serving \(service?.propertyCount ?? 0) properties as \(Service.busName)")

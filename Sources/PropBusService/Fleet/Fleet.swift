@@ -380,7 +380,16 @@ public final class Fleet: @unchecked Sendable {
                 events.append(WatchEvent(kind: .delete, kv: KeyValue(key: layout.valueKey(key), modRevision: revision)))
             }
         }
-        apply(events, through: revision)
+        // A value the fleet does not hold, of a key it defines, was written here while the
+        // daemon ran without --fleet: the fleet's state (no value) wins. (A key the fleet does not
+        // define at all is offered to it instead: pushLocalDefinitions.)
+        for entry in service.model.list() where entry.definition.scope == .fleet && entry.storedValue != nil {
+            let key = entry.definition.key
+            if (revisions[key]?.value ?? 0) <= 0, present.contains(layout.definitionKey(key)), !present.contains(layout.valueKey(key)) {
+                events.append(WatchEvent(kind: .delete, kv: KeyValue(key: layout.valueKey(key), modRevision: revision)))
+            }
+        }
+        apply(events, through: revision, snapshot: true)
         // Deletions are remembered so that an older change arriving late is recognised; after a
         // full read at R and a watch from R + 1 none can come, so they are forgotten here.
         let forgotten = revisions.filter { $0.value.value <= 0 && $0.value.definition <= 0 }.map(\.key)
@@ -397,7 +406,11 @@ public final class Fleet: @unchecked Sendable {
     /// Applies changes from etcd as one round: definitions first, then values (spread through
     /// bindings into local keys only), then removed definitions; one commit with the revisions
     /// and, with `through`, the cursor; then signals.
-    private func apply(_ events: [WatchEvent], through revision: Int64?) {
+    ///
+    /// A `snapshot` (a full read at one revision) is etcd's whole state: its changes are applied
+    /// also at the revision the mirror already holds, so what this host changed while it ran
+    /// without `--fleet` gives way to the fleet's (equal values change nothing).
+    private func apply(_ events: [WatchEvent], through revision: Int64?, snapshot: Bool = false) {
         let model = service.model, store = service.store
         // Only etcd's data in this commit (nothing local was waiting): it need not wait for the disk.
         let mirrorOnly = (store as? SQLiteStore).map { !$0.hasPendingLocalWrites } ?? false
@@ -416,7 +429,7 @@ public final class Fleet: @unchecked Sendable {
             switch layout.classify(event.kv.key) {
             case .definition(let key):
                 var revisions = known(key)
-                guard modRevision > abs(revisions.definition) else { continue }
+                guard modRevision > abs(revisions.definition) || (snapshot && modRevision == abs(revisions.definition)) else { continue }
                 if event.kind == .delete {
                     // The value has its own deletion (the same txn deletes both).
                     revisions.definition = -modRevision
@@ -443,7 +456,7 @@ public final class Fleet: @unchecked Sendable {
                 }
             case .value(let key):
                 var revisions = known(key)
-                guard modRevision > abs(revisions.value) else { continue }
+                guard modRevision > abs(revisions.value) || (snapshot && modRevision == abs(revisions.value)) else { continue }
                 revisions.value = event.kind == .put ? modRevision : -modRevision
                 updated[key] = revisions
                 if event.kind == .delete {
@@ -837,5 +850,16 @@ public final class Fleet: @unchecked Sendable {
             }
         }
         return .deferred
+    }
+}
+
+extension Service {
+    /// For a daemon started without `--fleet` on a store that mirrors a fleet: fleet keys are
+    /// plain local keys now and may be written here, so the next start with `--fleet` must read
+    /// the fleet again (a full read, whose values win) instead of resuming from the cursor.
+    public func forgetFleetCursor() throws(DBusError) {
+        dispatchPrecondition(condition: .onQueue(tree.connection.queue))
+        store.saveFleetCursor(0)
+        if let error = commit() { throw error }
     }
 }

@@ -48,11 +48,14 @@ final class FleetHost: @unchecked Sendable {
     /// Starts `propbusd --fleet …` (with `endpoints` instead of the host's own when given) and
     /// waits until it owns its name and, if `connected`, until its `FleetState` is `connected`
     /// (before that it refuses fleet writes). A daemon that exits first fails with its stderr.
+    /// With `fleet` false, the daemon starts on the same store without `--fleet` (as an operator
+    /// might for a while).
     func start(endpoints: [String]? = nil, prefix: String? = nil, extraArguments: [String] = [],
-               connected: Bool = true) async throws {
+               connected: Bool = true, fleet: Bool = true) async throws {
         if let endpoints, let prefix { fleetURL = Self.fleetURL(endpoints: endpoints, prefix: prefix) }
-        let process = try ChildProcess(BuildProducts.propbusd, ["--address", bus.address, "--state-dir", stateDirectory.path,
-                                                                "--fleet", fleetURL, "--fleet-host", name] + standingArguments + extraArguments,
+        let fleetArguments = fleet ? ["--fleet", fleetURL, "--fleet-host", name] : []
+        let process = try ChildProcess(BuildProducts.propbusd, ["--address", bus.address, "--state-dir", stateDirectory.path]
+                                       + fleetArguments + standingArguments + extraArguments,
                                        environment: bus.environment)
         self.process = process
         var owned = false
@@ -64,7 +67,7 @@ final class FleetHost: @unchecked Sendable {
             await process.stop()
             throw TestSetupError("\(name): propbusd --fleet \(fleetURL) did not own its name (\(process.termination?.description ?? "still running")); stderr:\n\(process.stderr)")
         }
-        if connected, !(await waitForFleetState("connected")) {
+        if fleet, connected, !(await waitForFleetState("connected")) {
             let state = (try? await fleetState()) ?? "unreadable"
             throw TestSetupError("\(name): FleetState is \(state), not connected, 15 s after the start; stderr:\n\(process.stderr)")
         }
