@@ -305,6 +305,27 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertEqual(announced, [.string("reborn")], "the new file was read before its creator wrote it: \(bind.stderr)")
     }
 
+    /// A local event that changes nothing (a chmod, or the late delivery of propctl's own write)
+    /// may be delivered after a bus change arrived: the file still shows the value both sides
+    /// last agreed on, so the bus value is newer and goes to the file. Sending the file's value
+    /// instead undid the bus change. A reader holding the file open makes the chmod settle for
+    /// up to 1 s, so the bus change surely comes first.
+    func testAnUnchangedFileDeliveredAfterABusChangeDoesNotUndoIt() async throws {
+        try await client.create("ui.text", "s", default: .string("start"))
+        let file = path("text")
+        let bind = try await bindFile("ui.text", file, expecting: "start", ["--verbose"])
+        await awaitTrace(bind, "which the bus holds; nothing sent")
+        let recorder = try await recordAll()
+        let reader = open(file, O_RDONLY)
+        XCTAssertGreaterThanOrEqual(reader, 0)
+        defer { close(reader) }
+        XCTAssertEqual(chmod(file, 0o600), 0)
+        try await client.set("ui.text", .string("from the bus"))
+        await expect({ await waitForFile(file, "from the bus") }, "file shows \(read(file) ?? "nil"); \(bind.stderr)")
+        let announced = try await changes(of: "ui.text", in: recorder, idle: bind)
+        XCTAssertEqual(announced, [.string("from the bus")], "the unchanged file undid the bus change: \(bind.stderr)")
+    }
+
     // MARK: Bus changes reach the file
 
     func testBusSetReplacesTheFileAtomicallyWithOneSignalPerChange() async throws {
