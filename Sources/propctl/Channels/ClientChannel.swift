@@ -285,6 +285,15 @@ final class ClientChannel: @unchecked Sendable {
             trace("\(endpoint.label) and the bus still show the last agreed pair; nothing sent")
             return
         }
+        if let agreed, agreed.local == text, direction.towardsLocal {
+            // The local side still shows what both sides last agreed on, so it has not changed
+            // since; the bus has. An event that changed nothing (a chmod, the late delivery of
+            // our own write) can come after a bus change that waited behind it: the bus value
+            // is the newer one and goes to the local side, rather than being undone.
+            trace("\(endpoint.label) still shows the last agreed value and the bus moved on; the bus value is written")
+            pushToLocal()
+            return
+        }
         setsInFlight += 1
         trace("sending \(ValueText.json(value)) from \(endpoint.label)")
         call(key.objectPath, PropbusClient.propertiesInterface, "Set",
