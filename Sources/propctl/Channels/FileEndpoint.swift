@@ -136,13 +136,14 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
         }
         descriptor = opened
         identity = (UInt64(status.st_dev), UInt64(status.st_ino))
-        let mask = IN_OPEN | IN_CLOSE_WRITE | IN_CLOSE_NOWRITE | IN_MODIFY | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF
-        var watch = inotify_add_watch(inotify, "/proc/self/fd/\(opened)", UInt32(mask))
+        var watch = inotify_add_watch(inotify, "/proc/self/fd/\(opened)", Self.fileMask)
         // Without /proc the name is watched: the name may move on in between, which the next
         // read notices (it compares the name's inode with the one held).
-        if watch < 0 { watch = inotify_add_watch(inotify, path, UInt32(mask)) }
+        if watch < 0 { watch = inotify_add_watch(inotify, path, Self.fileMask) }
         fileWatch = watch >= 0 ? watch : -1
     }
+
+    private static let fileMask = UInt32(IN_OPEN | IN_CLOSE_WRITE | IN_CLOSE_NOWRITE | IN_MODIFY | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF)
 
     /// Stops watching the inode followed so far and closes its descriptor; a new inode starts
     /// with no open counted (its writer's IN_OPEN may have come before the watch).
@@ -414,20 +415,43 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
         }
         fchmod(descriptor, mode)
         let written = writeAll(descriptor, bytes) && fsync(descriptor) == 0
+        // The new inode is held and watched before the rename gives it the name, so a program
+        // that opens it right after (a shell's `>`) is seen opening it: once the name is ours,
+        // a watch added on its event would come too late for that open. Opened before it is
+        // watched, and the writing descriptor closed before too: neither is an event.
+        let replacement = open("/proc/self/fd/\(descriptor)", O_RDONLY | O_CLOEXEC | O_NOCTTY)
         close(descriptor)
         // Another program may have started writing since the channel compared: a writer's
         // truncation can be seen before its inotify event is. Replacing the file now would
         // throw its write away with the old inode, so the write yields to the local change.
         if collectEvents() || settle != nil {
+            if replacement >= 0 { close(replacement) }
             unlink(temporary)
             queue?.async { [weak self] in self?.deliverCollected() }
             return false
         }
+        let replacementWatch = replacement >= 0 ? inotify_add_watch(inotify, "/proc/self/fd/\(replacement)", Self.fileMask) : -1
         // A rename is all-or-nothing: a reader sees the old content or the new, never a part.
         guard written, rename(temporary, path) == 0 else {
             let error = failure("cannot replace \(path)")
+            if replacementWatch >= 0 { inotify_rm_watch(inotify, replacementWatch) }
+            if replacement >= 0 { close(replacement) }
             unlink(temporary)
             throw error
+        }
+        if replacementWatch >= 0 {
+            var status = stat()
+            if fstat(replacement, &status) == 0 {
+                releaseFile()
+                self.descriptor = replacement
+                identity = (UInt64(status.st_dev), UInt64(status.st_ino))
+                fileWatch = replacementWatch
+            } else {
+                inotify_rm_watch(inotify, replacementWatch)
+                close(replacement)
+            }
+        } else if replacement >= 0 {
+            close(replacement)
         }
         notified = text
         return true
