@@ -31,18 +31,20 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
 
     // MARK: Helpers
 
-    /// Starts `propctl --address <bus> bind KEY ARGS…` in the background.
-    private func bind(_ key: String, _ arguments: [String]) throws -> ChildProcess {
+    /// Starts `propctl --address <bus> bind KEY ARGS…` in the background, with the idle report
+    /// on (see ``changes(of:in:idle:settle:)``).
+    private func bind(_ key: String, _ arguments: [String], environment: [String: String] = [:]) throws -> ChildProcess {
         let process = try ChildProcess(BuildProducts.propctl, ["--address", bus.address, "bind", key] + arguments,
-                                       environment: bus.environment)
+                                       environment: bus.environment.merging(environment) { $1 }.merging(["PROPCTL_TEST_IDLE_REPORT": "1"]) { $1 })
         binds.append(process)
         return process
     }
 
     /// Starts a file binding and waits until the file shows `expected`: the initial value is
     /// written after the watch is set, so from then on every change is seen.
-    private func bindFile(_ key: String, _ path: String, expecting expected: String, _ extra: [String] = []) async throws -> ChildProcess {
-        let process = try bind(key, ["--file", path] + extra)
+    private func bindFile(_ key: String, _ path: String, expecting expected: String, _ extra: [String] = [],
+                          environment: [String: String] = [:]) async throws -> ChildProcess {
+        let process = try bind(key, ["--file", path] + extra, environment: environment)
         let ready = await eventually(timeout: 10) { self.read(path) == expected || !process.isRunning }
         XCTAssertTrue(ready && process.isRunning, "file binding did not start: \(read(path) ?? "nil"); stderr: \(process.stderr)")
         return process
@@ -100,9 +102,20 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
     }
 
     /// Ticks the marker and returns the values `key` was announced with before it, in order.
-    private func changes(of key: String, in recorder: SignalRecorder, settle: TimeInterval = 0.1) async throws -> [DBusValue] {
-        // Give a wrong echo the time to happen before the marker closes the window.
-        try await Task.sleep(nanoseconds: UInt64(settle * 1e9))
+    ///
+    /// With `idle`, the window closes once that binding says it is idle (SIGUSR1, a test hook):
+    /// it has handled everything the operations caused, so a wrong echo is announced before the
+    /// marker. A stream binding (`--stdio`, `--exec`) cannot tell what its other end will still
+    /// say; without `idle` a wrong echo gets `settle` seconds to happen.
+    private func changes(of key: String, in recorder: SignalRecorder, idle bind: ChildProcess? = nil,
+                         settle: TimeInterval = 0.1) async throws -> [DBusValue] {
+        if let bind {
+            let before = traces(bind, "test: idle")
+            kill(bind.pid, SIGUSR1)
+            await awaitTrace(bind, "test: idle", after: before)
+        } else {
+            try await Task.sleep(nanoseconds: UInt64(settle * 1e9))
+        }
         markerValue += 1
         let marker = markerValue
         try await client.set(Self.markerKey, .int32(marker))
@@ -133,8 +146,8 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         let file = path("theme")
         echo("light", to: file)
         let recorder = try await recordAll()
-        _ = try await bindFile("ui.theme", file, expecting: "dark")
-        let announced = try await changes(of: "ui.theme", in: recorder)
+        let bind = try await bindFile("ui.theme", file, expecting: "dark")
+        let announced = try await changes(of: "ui.theme", in: recorder, idle: bind)
         XCTAssertEqual(announced, [], "binding wrote to the bus")
         let value = try await client.get("ui.theme")
         XCTAssertEqual(value, .string("dark"))
@@ -153,14 +166,14 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertTrue(writer.succeeded, "\(writer)")
         await expect({ await waitForBus("ui.text", .string("slow")) }, bind.stderr)
         // Signals come in order: an empty value read half-way would stand before "slow".
-        let announced = try await changes(of: "ui.text", in: recorder)
+        let announced = try await changes(of: "ui.text", in: recorder, idle: bind)
         XCTAssertEqual(announced, [.string("slow")], "the truncated file was read before its writer closed it")
     }
 
     func testWritesTruncationAndAtomicReplaceByAnyProgramReachTheBus() async throws {
         try await client.create("ui.text", "s", default: .string("start"))
         let file = path("text")
-        let bind = try await bindFile("ui.text", file, expecting: "start")
+        let bind = try await bindFile("ui.text", file, expecting: "start", ["--verbose"])
         let recorder = try await recordAll()
 
         echo("written", to: file)
@@ -182,9 +195,135 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         echo("reborn", to: file)
         await expect({ await waitForBus("ui.text", .string("reborn")) }, bind.stderr)
 
-        let announced = try await changes(of: "ui.text", in: recorder)
+        let announced = try await changes(of: "ui.text", in: recorder, idle: bind)
         XCTAssertEqual(announced, [.string("written"), .string(""), .string("saved by an editor"), .string("from a shell"), .string("reborn")],
-                       "one PropertiesChanged per change, no echo")
+                       "one PropertiesChanged per change, no echo; stderr: \(bind.stderr)")
+    }
+
+    /// A program that opens the file for writing while propctl reads it. inotify merges an event
+    /// into an identical one still unread, so the writer's IN_OPEN and propctl's own became one:
+    /// counted opens fell to 0 at propctl's close, the writer's truncation looked finished and
+    /// was sent as "" after the settle delay, long before the writer wrote (issue 14's flake).
+    /// The test gate holds propctl's read until the writer has opened the file.
+    func testAWriterThatOpensWhilePropctlReadsIsReadWhenItClosesNotHalfWay() async throws {
+        try await client.create("ui.text", "s", default: .string("start"))
+        let file = path("text")
+        let gate = path("gate")
+        let bind = try await bindFile("ui.text", file, expecting: "start", ["--verbose"], environment: ["PROPCTL_TEST_FILE_READ_GATE": gate])
+        // The barrier for the start: propctl has handled the rename of its first write, so no
+        // read of that delivery meets the gate.
+        await awaitTrace(bind, "which the bus holds; nothing sent")
+        let recorder = try await recordAll()
+        XCTAssertTrue(FileManager.default.createFile(atPath: gate, contents: nil))
+        // The bus change makes propctl read the file to compare; that read waits at the gate.
+        try await client.set("ui.text", .string("from the bus"))
+        await awaitTrace(bind, "test gate: a read of")
+        let writer = try await tool("/bin/sh", ["-c", "exec 3>\"$1\"; rm \"$2\"; sleep 0.3; printf 'late\\n' >&3; exec 3>&-", "sh", file, gate])
+        XCTAssertTrue(writer.succeeded, "\(writer)")
+        await expect({ await waitForBus("ui.text", .string("late")) }, bind.stderr)
+        let announced = try await changes(of: "ui.text", in: recorder, idle: bind)
+        XCTAssertEqual(announced, [.string("from the bus"), .string("late")], "the truncated file was read before its writer closed it: \(bind.stderr)")
+        XCTAssertEqual(read(file), "late")
+    }
+
+    /// When its Set is answered, the binding looks at the file again (it may have moved on while
+    /// the Set was in flight). A writer that has truncated the file but not written yet must not
+    /// be read then: a half-written file is no value. (`bench/file-binding.sh` printed many
+    /// "does not fit … got ''" lines from this read.)
+    func testAWriterThatTruncatesWhileASetIsInFlightIsReadWhenItClosesNotHalfWay() async throws {
+        try await client.create("ui.text", "s", default: .string("start"))
+        let file = path("text")
+        let bind = try await bindFile("ui.text", file, expecting: "start", ["--verbose"])
+        let recorder = try await recordAll()
+        // The daemon answers the Set of "one" only once the writer below has truncated the file.
+        let daemonPID = daemon.process.pid
+        XCTAssertEqual(kill(daemonPID, SIGSTOP), 0)
+        defer { kill(daemonPID, SIGCONT) }
+        echo("one", to: file)
+        await awaitTrace(bind, #"sending "one""#)
+        let writer = try await tool("/bin/sh", ["-c", "exec 3>\"$1\"; kill -CONT \"$2\"; sleep 0.3; printf 'late\\n' >&3; exec 3>&-",
+                                                "sh", file, String(daemonPID)])
+        XCTAssertTrue(writer.succeeded, "\(writer)")
+        await expect({ await waitForBus("ui.text", .string("late")) }, bind.stderr)
+        let announced = try await changes(of: "ui.text", in: recorder, idle: bind)
+        XCTAssertEqual(announced, [.string("one"), .string("late")], "the truncated file was read before its writer closed it: \(bind.stderr)")
+    }
+
+    /// The same look after a Set's reply, when the writer's change is not announced yet: a
+    /// writer's truncation is visible a moment before its IN_MODIFY is queued (under load
+    /// `bench/file-binding.sh` read "" there in most rounds). Only its IN_OPEN, queued first,
+    /// says a write may be under way, so the look waits until no program holds the file open.
+    /// Writes through a shared mapping send no IN_MODIFY at all, which makes that moment last.
+    func testAFileHeldOpenByAWriterIsNotReadAfterASetUntilItCloses() async throws {
+        try await client.create("ui.text", "s", default: .string("start"))
+        let file = path("text")
+        let bind = try await bindFile("ui.text", file, expecting: "start", ["--verbose"])
+        let recorder = try await recordAll()
+        let daemonPID = daemon.process.pid
+        XCTAssertEqual(kill(daemonPID, SIGSTOP), 0)
+        defer { kill(daemonPID, SIGCONT) }
+        echo("one", to: file)
+        await awaitTrace(bind, #"sending "one""#)
+        // Opens the file for writing, changes "one" to "twe" through a mapping (no event), lets
+        // the daemon answer, and only then finishes "two" and closes.
+        let script = """
+            import mmap, os, signal, sys, time
+            fd = os.open(sys.argv[1], os.O_RDWR)
+            view = mmap.mmap(fd, 4)
+            view[0:2] = b"tw"
+            os.kill(int(sys.argv[2]), signal.SIGCONT)
+            time.sleep(0.3)
+            view[2:3] = b"o"
+            view.close()
+            os.close(fd)
+            """
+        let writer = try await tool("/usr/bin/python3", ["-c", script, file, String(daemonPID)])
+        XCTAssertTrue(writer.succeeded, "\(writer)")
+        await expect({ await waitForBus("ui.text", .string("two")) }, bind.stderr)
+        let announced = try await changes(of: "ui.text", in: recorder, idle: bind)
+        XCTAssertEqual(announced, [.string("one"), .string("two")], "the file was read while its writer held it open: \(bind.stderr)")
+    }
+
+    /// A file deleted and created again: the deletion is read at once, and by then the new file
+    /// may be there, empty, its creator not having written yet. The creation collected right
+    /// after that read makes it a half-way one; the creator's close brings the value.
+    func testAFileCreatedAgainWhileItsDeletionIsReadIsReadWhenItsCreatorCloses() async throws {
+        try await client.create("ui.text", "s", default: .string("start"))
+        let file = path("text")
+        let gate = path("gate")
+        let bind = try await bindFile("ui.text", file, expecting: "start", ["--verbose"], environment: ["PROPCTL_TEST_FILE_READ_GATE": gate])
+        await awaitTrace(bind, "which the bus holds; nothing sent")
+        let recorder = try await recordAll()
+        XCTAssertTrue(FileManager.default.createFile(atPath: gate, contents: nil))
+        // The deletion makes propctl read the file; that read waits at the gate.
+        XCTAssertEqual(unlink(file), 0)
+        await awaitTrace(bind, "test gate: a read of")
+        let writer = try await tool("/bin/sh", ["-c", "exec 3>\"$1\"; rm \"$2\"; sleep 0.3; printf 'reborn\\n' >&3; exec 3>&-", "sh", file, gate])
+        XCTAssertTrue(writer.succeeded, "\(writer)")
+        await expect({ await waitForBus("ui.text", .string("reborn")) }, bind.stderr)
+        let announced = try await changes(of: "ui.text", in: recorder, idle: bind)
+        XCTAssertEqual(announced, [.string("reborn")], "the new file was read before its creator wrote it: \(bind.stderr)")
+    }
+
+    /// A local event that changes nothing (a chmod, or the late delivery of propctl's own write)
+    /// may be delivered after a bus change arrived: the file still shows the value both sides
+    /// last agreed on, so the bus value is newer and goes to the file. Sending the file's value
+    /// instead undid the bus change. A reader holding the file open makes the chmod settle for
+    /// up to 1 s, so the bus change surely comes first.
+    func testAnUnchangedFileDeliveredAfterABusChangeDoesNotUndoIt() async throws {
+        try await client.create("ui.text", "s", default: .string("start"))
+        let file = path("text")
+        let bind = try await bindFile("ui.text", file, expecting: "start", ["--verbose"])
+        await awaitTrace(bind, "which the bus holds; nothing sent")
+        let recorder = try await recordAll()
+        let reader = open(file, O_RDONLY)
+        XCTAssertGreaterThanOrEqual(reader, 0)
+        defer { close(reader) }
+        XCTAssertEqual(chmod(file, 0o600), 0)
+        try await client.set("ui.text", .string("from the bus"))
+        await expect({ await waitForFile(file, "from the bus") }, "file shows \(read(file) ?? "nil"); \(bind.stderr)")
+        let announced = try await changes(of: "ui.text", in: recorder, idle: bind)
+        XCTAssertEqual(announced, [.string("from the bus")], "the unchanged file undid the bus change: \(bind.stderr)")
     }
 
     // MARK: Bus changes reach the file
@@ -200,7 +339,7 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
             await expect({ await waitForFile(file, String(level)) }, "file shows \(read(file) ?? "nil"); stderr: \(bind.stderr)")
             XCTAssertNotEqual(inode(file), before, "the file was rewritten in place, not replaced")
         }
-        let announced = try await changes(of: "ui.level", in: recorder)
+        let announced = try await changes(of: "ui.level", in: recorder, idle: bind)
         XCTAssertEqual(announced, [.int32(2), .int32(3), .int32(40)], "one PropertiesChanged per change, no echo")
         let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0 != "level" }
         XCTAssertEqual(leftovers, [], "temporary files left behind")
@@ -268,7 +407,7 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         await awaitTrace(bind, "which the bus holds; nothing sent", after: before)
         try await client.set("settings.someBoolKey", .boolean(false))
         await expect({ await waitForFile(file, "false") }, "the remote change was swallowed: \(read(file) ?? "nil"); \(bind.stderr)")
-        let announced = try await changes(of: "settings.someBoolKey", in: recorder)
+        let announced = try await changes(of: "settings.someBoolKey", in: recorder, idle: bind)
         XCTAssertEqual(announced, [.boolean(false)])
     }
 
@@ -286,7 +425,7 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         await expect({ await waitForBus("device.power", .string("0")) }, bind.stderr)
         try replace(file, with: "On")
         await expect({ await waitForBus("device.power", .string("1")) }, bind.stderr)
-        let announced = try await changes(of: "device.power", in: recorder)
+        let announced = try await changes(of: "device.power", in: recorder, idle: bind)
         XCTAssertEqual(announced, [.string("1"), .string("0"), .string("1")])
         XCTAssertEqual(read(file), "On")
     }
@@ -300,7 +439,7 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         await expect({ await waitForBus("loop.n", .int32(5)) }, bind.stderr)
         // The file is where 5 came from: it is not rewritten to 6, which would come back as 6, …
         await awaitTrace(bind, "the bus holds what was sent; nothing written back")
-        let announced = try await changes(of: "loop.n", in: recorder)
+        let announced = try await changes(of: "loop.n", in: recorder, idle: bind)
         XCTAssertEqual(announced, [.int32(5)], bind.stderr)
         XCTAssertEqual(read(file), "5")
         try await client.set("loop.n", .int32(9))

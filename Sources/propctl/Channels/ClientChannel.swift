@@ -59,6 +59,9 @@ final class ClientChannel: @unchecked Sendable {
     private var ending: CommandFailure??
     private var finished: CheckedContinuation<CommandFailure?, Never>?
     private var signalSources: [DispatchSourceSignal] = []
+    /// Looks scheduled for later (a read of the bus, a write of the local side): the channel is
+    /// not idle while one is (see ``awaitIdle()``).
+    private var retriesScheduled = 0
 
     init(connection: Connection, key: Key, endpoint: LocalEndpoint, transforms: ChannelTransforms,
          direction: ChannelDirection, events: FileDescriptor?, verbose: Bool = false) {
@@ -90,6 +93,12 @@ final class ClientChannel: @unchecked Sendable {
                     // libdispatch on Linux takes the signal itself; the source lives as long as the channel.
                     let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
                     source.setEventHandler { [self] in finish(nil) }
+                    source.resume()
+                    signalSources.append(source)
+                }
+                if Self.reportsIdle {
+                    let source = DispatchSource.makeSignalSource(signal: SIGUSR1, queue: queue)
+                    source.setEventHandler { [self] in reportWhenIdle() }
                     source.resume()
                     signalSources.append(source)
                 }
@@ -170,7 +179,9 @@ final class ClientChannel: @unchecked Sendable {
         }
         guard phase == .reading else { return }
         report("cannot read \(key) from propbusd: \(failure.message); retrying")
+        retriesScheduled += 1
         queue.asyncAfter(deadline: .now() + .milliseconds(500)) { [self] in
+            retriesScheduled -= 1
             if phase == .reading { readBus() }
         }
     }
@@ -254,9 +265,10 @@ final class ClientChannel: @unchecked Sendable {
 
     // MARK: Propagation
 
-    /// Local → bus: Set the mapped local value unless the bus already has it.
-    private func pushToBus() {
-        guard direction.towardsBus, phase == .live, let type, let text = endpoint.current() else { return }
+    /// Local → bus: Set the mapped local value unless the bus already has it; `known` is the
+    /// local value when the caller has just read it.
+    private func pushToBus(_ known: String? = nil) {
+        guard direction.towardsBus, phase == .live, let type, let text = known ?? endpoint.current() else { return }
         let value: DBusValue
         do throws(ChannelError) {
             value = try transforms.busValue(for: text, key: key, type: type, current: bus)
@@ -271,6 +283,15 @@ final class ClientChannel: @unchecked Sendable {
         }
         if let agreed, agreed.local == text, agreed.bus == bus {
             trace("\(endpoint.label) and the bus still show the last agreed pair; nothing sent")
+            return
+        }
+        if let agreed, agreed.local == text, direction.towardsLocal {
+            // The local side still shows what both sides last agreed on, so it has not changed
+            // since; the bus has. An event that changed nothing (a chmod, the late delivery of
+            // our own write) can come after a bus change that waited behind it: the bus value
+            // is the newer one and goes to the local side, rather than being undone.
+            trace("\(endpoint.label) still shows the last agreed value and the bus moved on; the bus value is written")
+            pushToLocal()
             return
         }
         setsInFlight += 1
@@ -307,7 +328,15 @@ final class ClientChannel: @unchecked Sendable {
                 // The local side may have moved on while the Set was in flight: a value then
                 // compared with the bus as it was before the Set looked like no change and was
                 // not sent. Compare its current value with the bus now, and send it if they differ.
-                if let current = endpoint.current(), current != text { pushToBus() }
+                // A change whose events are queued is delivered through them, and a file another
+                // program is writing is not read half-way: its close (or settle) brings it.
+                endpoint.deliverPending()
+                guard setsInFlight == 0, !endpoint.isBeingWritten else { return }
+                endpoint.whenQuiet { [self] current in
+                    // A Set that left meanwhile looks again when it is answered.
+                    guard setsInFlight == 0, let current, current != text else { return }
+                    pushToBus(current)
+                }
                 return
             }
             pushToLocal()
@@ -344,11 +373,38 @@ final class ClientChannel: @unchecked Sendable {
             } else if !direction.towardsBus {
                 // The write yielded to a local change; with --direction from nothing else will
                 // bring the bus value back, so look again once that change has settled.
-                queue.asyncAfter(deadline: .now() + .milliseconds(100)) { [self] in pushToLocal() }
+                retriesScheduled += 1
+                queue.asyncAfter(deadline: .now() + .milliseconds(100)) { [self] in
+                    retriesScheduled -= 1
+                    pushToLocal()
+                }
             }
         } catch {
             report(error.message)
         }
+    }
+
+    // MARK: Test barrier
+
+    /// Test only (`PROPCTL_TEST_IDLE_REPORT` set): SIGUSR1 makes propctl say `test: idle` on
+    /// stderr once it has handled everything that happened before the signal, so a test can
+    /// close its window ("no echo came") with a marker write instead of a sleep.
+    private static let reportsIdle = Environment.value("PROPCTL_TEST_IDLE_REPORT") != nil
+
+    /// A Ping to propbusd first: its reply comes after every signal propbusd sent before it.
+    private func reportWhenIdle() {
+        call(key.objectPath, "org.freedesktop.DBus.Peer", "Ping", []) { [self] _ in awaitIdle() }
+    }
+
+    /// Idle: local events delivered, none waiting to settle or to be looked at again, no retry
+    /// scheduled and no Set in flight (an echo's PropertiesChanged goes out before its reply).
+    private func awaitIdle() {
+        endpoint.deliverPending()
+        if phase == .live, setsInFlight == 0, retriesScheduled == 0, endpoint.isIdle {
+            report("test: idle")
+            return
+        }
+        queue.asyncAfter(deadline: .now() + .milliseconds(5)) { [self] in awaitIdle() }
     }
 
     // MARK: Plumbing

@@ -8,6 +8,11 @@ import SystemKit
 /// can change it is seen: writes (`echo x > f`), truncation, atomic replacement by rename (what
 /// editors do), deletion and re-creation, and writes through a symlink or a second hard link.
 ///
+/// A half-written file is never a value: a modification waits for its writer's close (the
+/// file watch counts other programs' opens; propctl's own reads open nothing, they `pread` a
+/// descriptor held per inode) or settles, and a read that a new write may have overlapped is
+/// not delivered.
+///
 /// Values from the bus are written atomically (a temporary file in the same directory, then
 /// `rename`), or in place with `inPlace` for sysfs-like files that cannot be replaced. Either
 /// way the text is followed by one newline.
@@ -22,16 +27,41 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
     private var inotify: Int32 = -1
     private var directoryWatch: Int32 = -1
     private var fileWatch: Int32 = -1
+    /// A descriptor on the inode the file watch watches, opened before the watch was added and
+    /// read with `pread`: propctl's own reads make no IN_OPEN or IN_CLOSE_NOWRITE. inotify
+    /// merges an event into an identical one still unread, so an open of ours at the moment a
+    /// writer opened used to swallow the writer's IN_OPEN, and ``openCount`` fell to 0 while
+    /// the writer still held the file (its truncation was then read as the value).
+    private var descriptor: Int32 = -1
+    /// Device and inode of ``descriptor``: when the name shows another inode, it is followed.
+    private var identity: (device: UInt64, inode: UInt64)?
     private var source: DispatchSourceRead?
     private var queue: DispatchQueue?
     private var changed: (() -> Void)?
     private var settle: DispatchWorkItem?
+    /// Whether ``settle`` waits the long delay, for a program holding the file open.
+    private var settleIsLong = false
+    /// A finished change (a writer's close, a rename onto the name, a deletion) collected and
+    /// not delivered yet.
     private var pendingComplete = false
+    /// A modification collected since the last finished change: a write under way, even after a
+    /// finished one in the same batch (`rm f; echo x > f`), so the finished one is not read
+    /// while the next writer is between its open and its write.
     private var pendingModified = false
     /// Opens of the file not yet closed, as the file watch saw them: while someone holds it
     /// open, a modification (a shell's `>` truncating before it writes) waits for the close
     /// rather than for ``settleDelay``, which a loaded machine can outlast between the two.
     private var openCount = 0
+    /// The name was created (IN_CREATE) and the directory has not seen a close of it yet: its
+    /// creator opened it before the file watch could, so ``openCount`` cannot tell.
+    private var creatorHoldsIt = false
+    /// Looks at the file waiting for ``isHeldOpen`` to turn false (``afterQuiet(_:)``), and the
+    /// deadline after which they run anyway.
+    private var quietWork: [() -> Void] = []
+    private var quietDeadline: DispatchWorkItem?
+    /// Opens of the file seen so far, and changes delivered so far (see ``deliverNow()``).
+    private var opensSeen = 0
+    private var deliveries = 0
     /// The content as of the last change the channel was told about, or the last write.
     ///
     /// Not used to decide whether a value propagates (that is always a comparison with current
@@ -39,6 +69,12 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
     /// becomes visible before its event does (and sysfs files send none). A bus value is not
     /// written over such a change; the change is delivered first.
     private var notified: String?
+    /// Where ``collectEvents()`` reads events, kept: it runs after every read of the file too.
+    private var eventBuffer = [UInt8](repeating: 0, count: 64 * 1024)
+
+    /// Whether another program is known to hold the file open: a modification then waits for
+    /// its close.
+    private var isHeldOpen: Bool { openCount > 0 || creatorHoldsIt }
 
     /// How long a modification without a close must stay quiet before the file is read: a
     /// writer between its truncation and its write must not be read half-way.
@@ -73,7 +109,7 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
             close(inotify)
             throw CommandFailure(.usage, "cannot watch the directory \(directory) of --file: \(reason)")
         }
-        watchFile()
+        followName()
         notified = current()
         let source = DispatchSource.makeReadSource(fileDescriptor: inotify, queue: queue)
         source.setEventHandler { [weak self] in self?.readEvents() }
@@ -82,12 +118,48 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
     }
 
     /// The file watch sees writes through other names (a symlink, a hard link). It follows the
-    /// inode, so it is set again whenever the name gets a new inode.
-    private func watchFile() {
-        let mask = IN_OPEN | IN_CLOSE_WRITE | IN_CLOSE_NOWRITE | IN_MODIFY | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF
-        let watch = inotify_add_watch(inotify, path, UInt32(mask))
+    /// inode, so it is set again whenever the name gets a new inode: the new inode is opened
+    /// first and watched through that descriptor, so the open is no event and the watch is on
+    /// exactly the inode held even if the name moves on meanwhile. The old watch goes before
+    /// the old descriptor is closed, so that close is no event either.
+    private func followName() {
+        var status = stat()
+        let now = stat(path, &status) == 0 ? (device: UInt64(status.st_dev), inode: UInt64(status.st_ino)) : nil
+        if let now, let identity, now == identity { return }
+        releaseFile()
+        guard now != nil else { return }
+        let opened = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)
+        guard opened >= 0 else { return }
+        guard fstat(opened, &status) == 0 else {
+            close(opened)
+            return
+        }
+        descriptor = opened
+        identity = (UInt64(status.st_dev), UInt64(status.st_ino))
+        var watch = inotify_add_watch(inotify, "/proc/self/fd/\(opened)", Self.fileMask)
+        // Without /proc the name is watched: the name may move on in between, which the next
+        // read notices (it compares the name's inode with the one held).
+        if watch < 0 { watch = inotify_add_watch(inotify, path, Self.fileMask) }
         fileWatch = watch >= 0 ? watch : -1
+    }
+
+    private static let fileMask = UInt32(IN_OPEN | IN_CLOSE_WRITE | IN_CLOSE_NOWRITE | IN_MODIFY | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF)
+
+    /// Stops watching the inode followed so far and closes its descriptor; a new inode starts
+    /// with no open counted (its writer's IN_OPEN may have come before the watch).
+    private func releaseFile() {
+        if fileWatch >= 0 { inotify_rm_watch(inotify, fileWatch) }
+        fileWatch = -1
+        if descriptor >= 0 {
+            // Closing the last hold on a replaced inode frees it (about 20 µs): after the
+            // delivery under way, not before it.
+            let old = descriptor
+            if let queue { queue.async { close(old) } } else { close(old) }
+        }
+        descriptor = -1
+        identity = nil
         openCount = 0
+        creatorHoldsIt = false
     }
 
     /// Reads every queued inotify event about the file into ``pendingComplete`` and
@@ -95,73 +167,131 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
     @discardableResult
     private func collectEvents() -> Bool {
         var seen = false
-        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
-            let count = buffer.withUnsafeMutableBytes { read(inotify, $0.baseAddress, $0.count) }
+            let count = eventBuffer.withUnsafeMutableBytes { read(inotify, $0.baseAddress, $0.count) }
             if count <= 0 { break }
             var offset = 0
             while offset + MemoryLayout<inotify_event>.size <= count {
-                let (watch, mask, length) = buffer.withUnsafeBytes { raw -> (Int32, UInt32, Int) in
+                let (watch, mask, length) = eventBuffer.withUnsafeBytes { raw -> (Int32, UInt32, Int) in
                     let event = raw.loadUnaligned(fromByteOffset: offset, as: inotify_event.self)
                     return (event.wd, event.mask, Int(event.len))
                 }
                 let nameStart = offset + MemoryLayout<inotify_event>.size
-                let eventName = length == 0 ? "" : String(decoding: buffer[nameStart..<(nameStart + length)].prefix { $0 != 0 }, as: UTF8.self)
+                let eventName = length == 0 ? "" : String(decoding: eventBuffer[nameStart..<(nameStart + length)].prefix { $0 != 0 }, as: UTF8.self)
                 offset = nameStart + length
                 if mask & UInt32(IN_Q_OVERFLOW) != 0 {
-                    pendingComplete = true
+                    finished()
                     seen = true
                     continue
                 }
                 if watch == directoryWatch {
                     guard eventName == name else { continue }
                     seen = true
-                    if mask & UInt32(IN_CREATE | IN_MOVED_TO) != 0 { watchFile() }
-                    if mask & UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM) != 0 { pendingComplete = true }
+                    if mask & UInt32(IN_CREATE | IN_MOVED_TO) != 0 { followName() }
+                    if mask & UInt32(IN_CREATE) != 0 { creatorHoldsIt = true }
+                    if mask & UInt32(IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM) != 0 { creatorHoldsIt = false }
+                    if mask & UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM) != 0 { finished() }
                     if mask & UInt32(IN_MODIFY | IN_ATTRIB | IN_CREATE) != 0 { pendingModified = true }
                 } else if watch == fileWatch {
-                    if mask & UInt32(IN_OPEN) != 0 { openCount += 1 }
+                    // Our reads open nothing (they use the descriptor held); an in-place write
+                    // of ours opens and closes the file like any writer.
+                    if mask & UInt32(IN_OPEN) != 0 {
+                        openCount += 1
+                        opensSeen += 1
+                    }
                     if mask & UInt32(IN_CLOSE_WRITE | IN_CLOSE_NOWRITE) != 0 { openCount = max(0, openCount - 1) }
-                    // Opens and reads (ours too) change nothing.
+                    // Opens and reads change nothing.
                     guard mask & ~UInt32(IN_OPEN | IN_CLOSE_NOWRITE) != 0 else { continue }
                     seen = true
                     if mask & UInt32(IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF) != 0 {
                         if mask & UInt32(IN_IGNORED) != 0 { fileWatch = -1 }
-                        pendingComplete = true
+                        finished()
                     }
-                    if mask & UInt32(IN_CLOSE_WRITE) != 0 { pendingComplete = true }
-                    if mask & UInt32(IN_MODIFY | IN_ATTRIB) != 0 { pendingModified = true }
+                    if mask & UInt32(IN_CLOSE_WRITE) != 0 { finished() }
+                    if mask & UInt32(IN_MODIFY) != 0 { pendingModified = true }
+                    if mask & UInt32(IN_ATTRIB) != 0 {
+                        // The inode lost its last name (a symlink's target deleted or replaced):
+                        // our descriptor keeps it alive, so this stands for IN_DELETE_SELF.
+                        if isUnlinked { finished() } else { pendingModified = true }
+                    }
                 }
             }
         }
         return seen
     }
 
-    /// A finished write or a rename onto the name is a change now; a bare modification is one
-    /// once it settles.
+    private func finished() {
+        pendingComplete = true
+        pendingModified = false
+    }
+
+    /// A finished write or a rename onto the name is a change now; a modification (even after
+    /// a finished change) is one once its writer closes the file or it settles.
     private func deliverCollected() {
-        if pendingComplete {
+        if pendingModified {
+            pendingModified = false
             pendingComplete = false
-            pendingModified = false
-            settle?.cancel()
-            settle = nil
-            notified = current()
-            changed?()
-        } else if pendingModified {
-            pendingModified = false
-            scheduleSettle(after: openCount > 0 ? Self.openSettleDelay : Self.settleDelay)
+            scheduleSettle()
+        } else if pendingComplete {
+            deliverNow()
         }
     }
 
-    /// Delivers a change once the file has been quiet for `delay`.
-    private func scheduleSettle(after delay: DispatchTimeInterval = settleDelay) {
+    /// Reads the file and delivers it as a change, unless a write began meanwhile.
+    ///
+    /// A modification collected right after the read (`rm f; echo x > f` creating the file anew
+    /// while its deletion was read) may have been read half-way: its close or settle delivers
+    /// instead. An open collected then may be a writer that has truncated the file before its
+    /// IN_MODIFY was queued: the file is read again once nobody holds it open (a writer's
+    /// close delivers anyway). That wait is no settle: ``isBeingWritten`` stays false, as the
+    /// opener may be a mere reader and a bus value must not wait behind it.
+    private func deliverNow() {
+        var text: String?
+        for _ in 0..<8 {
+            let opens = opensSeen
+            pendingComplete = false
+            text = current()
+            collectEvents()
+            if pendingModified {
+                pendingModified = false
+                pendingComplete = false
+                scheduleSettle()
+                return
+            }
+            if opensSeen != opens {
+                guard isHeldOpen else { continue }
+                let delivered = deliveries
+                afterQuiet { [weak self] in
+                    guard let self, deliveries == delivered else { return }
+                    deliverNow()
+                }
+                return
+            }
+            // Another finished change (a second rename): read again.
+            if !pendingComplete { break }
+        }
+        pendingComplete = false
+        settle?.cancel()
+        settle = nil
+        notified = text
+        deliveries += 1
+        changed?()
+    }
+
+    /// Delivers a change once the file has been quiet for ``settleDelay``, or for
+    /// ``openSettleDelay`` while another program holds it open: that writer's close comes first,
+    /// even when the change was seen before its IN_MODIFY (by ``write(_:)``).
+    private func scheduleSettle() {
         guard let queue else { return }
+        settleIsLong = isHeldOpen
+        let delay = settleIsLong ? Self.openSettleDelay : Self.settleDelay
         settle?.cancel()
         let work = DispatchWorkItem { [weak self] in
             guard let self else { return }
             settle = nil
-            notified = current()
-            changed?()
+            // A creator that never closes (link(2), mknod) is taken as done by now.
+            creatorHoldsIt = false
+            deliverNow()
         }
         settle = work
         queue.asyncAfter(deadline: .now() + delay, execute: work)
@@ -170,23 +300,85 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
     private func readEvents() {
         collectEvents()
         deliverCollected()
+        // The last holder closed without writing (a reader): the modification settles as usual.
+        if settle != nil, settleIsLong, !isHeldOpen { scheduleSettle() }
+        // After the delivery: a writer's close is delivered as a change before the look waiting
+        // for it runs.
+        if !isHeldOpen, !quietWork.isEmpty { runQuietWork() }
+    }
+
+    func whenQuiet(_ body: @escaping (String?) -> Void) {
+        look(body, waited: false, attempts: 0)
+    }
+
+    /// Reads the file for ``whenQuiet(_:)``: after the holders' close (or the deadline), and
+    /// again if another program opened or changed the file meanwhile (a writer's open comes
+    /// before its truncation, its IN_MODIFY maybe after). Those events are delivered first;
+    /// after a few such rounds the look is dropped (each write's close delivers it anyway).
+    private func look(_ body: @escaping (String?) -> Void, waited: Bool, attempts: Int) {
+        if isHeldOpen, !waited, queue != nil {
+            afterQuiet { [weak self] in self?.look(body, waited: true, attempts: attempts) }
+            return
+        }
+        let opens = opensSeen
+        let text = current()
+        guard collectEvents() || opensSeen != opens else {
+            body(text)
+            return
+        }
+        deliverCollected()
+        guard attempts < 3 else { return }
+        look(body, waited: false, attempts: attempts + 1)
+    }
+
+    /// Runs `work` once no other program holds the file open, or after ``openSettleDelay``.
+    private func afterQuiet(_ work: @escaping () -> Void) {
+        guard isHeldOpen, let queue else {
+            work()
+            return
+        }
+        quietWork.append(work)
+        guard quietDeadline == nil else { return }
+        let deadline = DispatchWorkItem { [weak self] in self?.runQuietWork() }
+        quietDeadline = deadline
+        queue.asyncAfter(deadline: .now() + Self.openSettleDelay, execute: deadline)
+    }
+
+    private func runQuietWork() {
+        quietDeadline?.cancel()
+        quietDeadline = nil
+        let work = quietWork
+        quietWork = []
+        for body in work { body() }
     }
 
     var isBeingWritten: Bool { settle != nil }
+
+    var isIdle: Bool { settle == nil && quietWork.isEmpty }
 
     func deliverPending() {
         guard inotify >= 0 else { return }
         readEvents()
     }
 
+    /// Whether the inode held has no name left.
+    private var isUnlinked: Bool {
+        var status = stat()
+        return descriptor >= 0 && fstat(descriptor, &status) == 0 && status.st_nlink == 0
+    }
+
+    /// Reads what the name holds now: the inode held, after following the name if it moved on
+    /// before its event was handled (a `stat` is no inotify event; an open would be one).
     func current() -> String? {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard inotify >= 0 else { return nil }
+        waitAtReadGate()
+        followName()
         guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 16 * 1024)
         while true {
-            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            let offset = off_t(bytes.count)
+            let count = chunk.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, offset) }
             if count < 0, errno == EINTR { continue }
             if count <= 0 { break }
             bytes.append(contentsOf: chunk[0..<count])
@@ -228,23 +420,57 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
         }
         fchmod(descriptor, mode)
         let written = writeAll(descriptor, bytes) && fsync(descriptor) == 0
+        // The new inode is held and watched before the rename gives it the name, so a program
+        // that opens it right after (a shell's `>`) is seen opening it: once the name is ours,
+        // a watch added on its event would come too late for that open. Opened before it is
+        // watched, and the writing descriptor closed before too: neither is an event.
+        let replacement = open("/proc/self/fd/\(descriptor)", O_RDONLY | O_CLOEXEC | O_NOCTTY)
         close(descriptor)
         // Another program may have started writing since the channel compared: a writer's
         // truncation can be seen before its inotify event is. Replacing the file now would
         // throw its write away with the old inode, so the write yields to the local change.
         if collectEvents() || settle != nil {
+            if replacement >= 0 { close(replacement) }
             unlink(temporary)
             queue?.async { [weak self] in self?.deliverCollected() }
             return false
         }
+        let replacementWatch = replacement >= 0 ? inotify_add_watch(inotify, "/proc/self/fd/\(replacement)", Self.fileMask) : -1
         // A rename is all-or-nothing: a reader sees the old content or the new, never a part.
         guard written, rename(temporary, path) == 0 else {
             let error = failure("cannot replace \(path)")
+            if replacementWatch >= 0 { inotify_rm_watch(inotify, replacementWatch) }
+            if replacement >= 0 { close(replacement) }
             unlink(temporary)
             throw error
         }
+        if replacementWatch >= 0 {
+            var status = stat()
+            if fstat(replacement, &status) == 0 {
+                releaseFile()
+                self.descriptor = replacement
+                identity = (UInt64(status.st_dev), UInt64(status.st_ino))
+                fileWatch = replacementWatch
+            } else {
+                inotify_rm_watch(inotify, replacementWatch)
+                close(replacement)
+            }
+        } else if replacement >= 0 {
+            close(replacement)
+        }
         notified = text
         return true
+    }
+
+    /// Test only (`PROPCTL_TEST_FILE_READ_GATE=PATH`): while PATH exists, a read of the file
+    /// stops before it looks at the name, says so on stderr and waits (10 s at most) for PATH to
+    /// go, so a test can have another program open or create the file at exactly that moment.
+    private static let readGate = Environment.value("PROPCTL_TEST_FILE_READ_GATE")
+
+    private func waitAtReadGate() {
+        guard let gate = Self.readGate, access(gate, F_OK) == 0 else { return }
+        Output.error("propctl bind: test gate: a read of \(path) waits until \(gate) is removed")
+        for _ in 0..<10_000 where access(gate, F_OK) == 0 { usleep(1_000) }
     }
 
     private func writeAll(_ descriptor: Int32, _ bytes: [UInt8]) -> Bool {
@@ -259,6 +485,10 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
     func stop() {
         settle?.cancel()
         settle = nil
+        quietDeadline?.cancel()
+        quietDeadline = nil
+        quietWork = []
+        if inotify >= 0 { releaseFile() }
         if let source {
             let descriptor = inotify
             // The descriptor may be closed only once the source no longer watches it.

@@ -176,6 +176,10 @@ final class LineEndpoint: LocalEndpoint, @unchecked Sendable {
 
     var isBeingWritten: Bool { false }
 
+    func whenQuiet(_ body: @escaping (String?) -> Void) { body(last) }
+
+    var isIdle: Bool { true }
+
     func stop() {
         stopped = true
         if let coprocess {

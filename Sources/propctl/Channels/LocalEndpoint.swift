@@ -29,6 +29,17 @@ protocol LocalEndpoint: AnyObject {
     /// handled once it settles, and the sides are compared again then.
     var isBeingWritten: Bool { get }
 
+    /// Runs `body` with the local value once no other program holds the local side open, or at
+    /// once where that cannot be told (a stream). A writer's truncation is visible a moment
+    /// before its modification event (only its open is announced by then), so a look at the
+    /// local side that no event asked for waits for the writer's close, or a deadline (a reader
+    /// may keep it open), and is not taken if a write began while it read.
+    func whenQuiet(_ body: @escaping (String?) -> Void)
+
+    /// Whether no local change waits to be delivered (to settle, or to be looked at again). A
+    /// stream cannot tell what its other end will still say: it answers true.
+    var isIdle: Bool { get }
+
     /// Stops watching and releases what the endpoint holds (a coprocess is terminated).
     func stop()
 
