@@ -26,6 +26,7 @@ final class Daemon: @unchecked Sendable {
     /// The fleet mirror's etcd revisions and cursor, as the store loaded them.
     private var fleetRevisions: [Key: FleetRevisions] = [:]
     private var fleetCursor: Int64 = 0
+    private var fleetSource: String?
     private let modelFiles = ModelFileSet()
     /// The model files to read: the config directory's, then `--model` ones (read again at each reload).
     private var modelPaths: () -> [String] = { [] }
@@ -63,6 +64,7 @@ final class Daemon: @unchecked Sendable {
             let loaded = try store.load()
             fleetRevisions = loaded.fleetRevisions
             fleetCursor = loaded.fleetCursor
+            fleetSource = loaded.fleetSource
             let model = PropertyModel(store: store, loaded: loaded, limits: options.limits)
             for reason in model.refusedAtLoad { Diagnostics.write("propbusd: \(reason)\n") }
             let commands = CommandTable(model: model, store: store, maximumRunning: options.maximumExecutions)
@@ -216,7 +218,8 @@ final class Daemon: @unchecked Sendable {
                     // After the name is owned: hosts boot offline, serving their mirror, and
                     // the fleet connects in the background.
                     do throws(FleetConfigurationError) {
-                        let fleet = try Fleet(configuration: configuration, service: service, revisions: fleetRevisions, cursor: fleetCursor)
+                        let fleet = try Fleet(configuration: configuration, service: service, revisions: fleetRevisions, cursor: fleetCursor,
+                                              source: fleetSource)
                         service.fleet = fleet
                         fleet.start()
                     } catch {

@@ -46,6 +46,9 @@ public protocol PropertyStore: AnyObject {
     func removeFleetRevisions(for key: Key)
     /// Records the last etcd revision the mirror applied (the watch resumes after it).
     func saveFleetCursor(_ revision: Int64)
+    /// Records which fleet (etcd cluster and prefix) the mirror, its cursor and its revisions
+    /// belong to.
+    func saveFleetSource(_ source: String)
     /// Makes everything recorded since the last commit durable.
     func commit() throws(PropBusError)
     /// Drops everything recorded since the last commit.
@@ -56,6 +59,7 @@ extension PropertyStore {
     public func saveFleetRevisions(_ revisions: FleetRevisions, for key: Key) {}
     public func removeFleetRevisions(for key: Key) {}
     public func saveFleetCursor(_ revision: Int64) {}
+    public func saveFleetSource(_ source: String) {}
     public func reserveRevisions(through ceiling: UInt64) { saveRevision(ceiling) }
     public func retireDefinition(_ key: Key) {}
     public func savepoint() -> StoreSavepoint { StoreSavepoint {} }
@@ -90,6 +94,8 @@ public struct StoredState: Sendable {
     public var fleetRevisions: [Key: FleetRevisions] = [:]
     /// The last etcd revision the mirror applied; 0: none (a full read first).
     public var fleetCursor: Int64 = 0
+    /// The fleet the mirror belongs to (``PropertyStore/saveFleetSource(_:)``), if recorded.
+    public var fleetSource: String?
 
     public init() {}
 

@@ -78,6 +78,8 @@ public final class Fleet: @unchecked Sendable {
     private var held: [(generation: Int, update: WatchUpdate)] = []
     /// Whether ``cursor`` is ahead of the store's (see ``apply(_:through:)``).
     private var cursorUnsaved = false
+    /// The fleet the mirror belongs to (``sourceName(_:)``), as the store recorded it.
+    private var source: String?
     /// `FleetRevision` as last announced, when, and whether an announcement is scheduled
     /// (see ``revisionSignalInterval``).
     private var announcedCursor: Int64
@@ -105,7 +107,8 @@ public final class Fleet: @unchecked Sendable {
 
     /// A fleet for `service`, from the revisions and cursor its store loaded. Call ``start()``
     /// once the daemon owns its name.
-    public init(configuration: FleetConfiguration, service: Service, revisions: [Key: FleetRevisions], cursor: Int64) throws(FleetConfigurationError) {
+    public init(configuration: FleetConfiguration, service: Service, revisions: [Key: FleetRevisions], cursor: Int64,
+                source: String? = nil) throws(FleetConfigurationError) {
         self.configuration = configuration
         layout = FleetLayout(prefix: configuration.prefix)
         do { client = try EtcdClient(endpoints: configuration.endpoints, options: try configuration.etcdOptions()) } catch let error as EtcdError {
@@ -119,6 +122,7 @@ public final class Fleet: @unchecked Sendable {
         queue = service.tree.connection.queue
         self.revisions = revisions
         self.cursor = cursor
+        self.source = source
         announcedCursor = cursor
     }
 
@@ -134,7 +138,7 @@ public final class Fleet: @unchecked Sendable {
         let transientValueLost = revisions.contains { key, known in
             known.value > 0 && model.entry(for: key).map { !$0.definition.persistent } == true
         }
-        if cursor > 0, !transientValueLost { startWatch(from: cursor + 1) } else { resynchronize() }
+        if cursor > 0, !transientValueLost { resume() } else { resynchronize() }
         startPresence()
         let timer = DispatchSource.makeTimerSource(queue: queue)
         timer.schedule(deadline: .now() + Self.watchCheckInterval, repeating: Self.watchCheckInterval)
@@ -350,6 +354,45 @@ public final class Fleet: @unchecked Sendable {
         }
     }
 
+    /// The fleet a mirror belongs to: the prefix and the etcd cluster's id. Cursors and
+    /// revisions count in one cluster, and a mirror holds one prefix's keys.
+    private func sourceName(_ header: ResponseHeader) -> String {
+        "\(configuration.prefix)@\(String(header.clusterID, radix: 16))"
+    }
+
+    /// Resumes from the cursor, once etcd says it is the fleet the mirror belongs to (one
+    /// count-only read); another fleet is read in full instead (``applySnapshot(_:replacing:)``).
+    private func resume() {
+        let client = client, prefix = layout.prefix
+        etcdQueue.async { [weak self] in
+            let result = Result { () throws(EtcdError) in try client.range(RangeRequest(key: prefix, prefix: true, countOnly: true)) }
+            self?.queue.async { [weak self] in
+                guard let self, !stopped else { return }
+                switch result {
+                case .success(let response):
+                    let current = sourceName(response.header)
+                    if let source, source != current {
+                        Service.log("fleet: the mirror belongs to \(source), not \(current): reading \(current) in full instead of resuming")
+                        resynchronize()
+                        return
+                    }
+                    if source == nil { recordSource(current) }
+                    startWatch(from: cursor + 1)
+                case .failure(let error):
+                    Service.log("fleet: cannot reach etcd to resume from revision \(cursor): \(error.message); trying again in 1 s")
+                    setState(.unavailable)
+                    queue.asyncAfter(deadline: .now() + 1) { [weak self] in self?.resume() }
+                }
+            }
+        }
+    }
+
+    private func recordSource(_ current: String) {
+        guard source != current else { return }
+        service.store.saveFleetSource(current)
+        if service.commit() == nil { source = current }
+    }
+
     /// Reads the whole prefix at one revision, applies the difference with the mirror as one
     /// round, then watches from the next revision.
     private func resynchronize() {
@@ -360,8 +403,12 @@ public final class Fleet: @unchecked Sendable {
                 guard let self, !stopped else { return }
                 switch result {
                 case .success(let response):
+                    let current = sourceName(response.header)
+                    let replacing = source.map { $0 != current } ?? false
                     // Not committed: a full read again is scheduled, and no watch may go past it.
-                    if applySnapshot(response) { startWatch(from: response.header.revision + 1) }
+                    guard applySnapshot(response, replacing: replacing) else { return }
+                    recordSource(current)
+                    startWatch(from: response.header.revision + 1)
                 case .failure(let error):
                     Service.log("fleet: cannot read \(configuration.prefix) from etcd: \(error.message); trying again in 1 s")
                     setState(.unavailable)
@@ -373,17 +420,27 @@ public final class Fleet: @unchecked Sendable {
 
     /// The snapshot as events: every key it holds, and a deletion at its revision for every key
     /// the mirror has that it lacks. Returns whether it was committed.
-    private func applySnapshot(_ response: RangeResponse) -> Bool {
+    ///
+    /// `replacing`: the mirror belongs to another fleet (another prefix or cluster), whose
+    /// revisions mean nothing here. Every key it had from that fleet and this one lacks goes, and
+    /// this fleet's keys are applied whatever the old revisions say; keys never in any fleet
+    /// (declared here) stay, and are offered to this one.
+    private func applySnapshot(_ response: RangeResponse, replacing: Bool = false) -> Bool {
         let revision = response.header.revision
         var events = response.kvs.map { WatchEvent(kind: .put, kv: $0) }
         let present = Set(response.kvs.map(\.key))
+        let kept = revisions
         for (key, known) in revisions.sorted(by: { $0.key < $1.key }) {
-            if known.definition > 0, !present.contains(layout.definitionKey(key)) {
+            if (replacing ? known.definition != 0 : known.definition > 0), !present.contains(layout.definitionKey(key)) {
                 events.append(WatchEvent(kind: .delete, kv: KeyValue(key: layout.definitionKey(key), modRevision: revision)))
             }
-            if known.value > 0, !present.contains(layout.valueKey(key)) {
+            if (replacing ? known.value != 0 : known.value > 0), !present.contains(layout.valueKey(key)) {
                 events.append(WatchEvent(kind: .delete, kv: KeyValue(key: layout.valueKey(key), modRevision: revision)))
             }
+        }
+        if replacing {
+            for key in revisions.keys { service.store.removeFleetRevisions(for: key) }
+            revisions = [:]
         }
         // A value the fleet does not hold, of a key it defines, was written here while the
         // daemon ran without --fleet: the fleet's state (no value) wins. (A key the fleet does not
@@ -394,7 +451,10 @@ public final class Fleet: @unchecked Sendable {
                 events.append(WatchEvent(kind: .delete, kv: KeyValue(key: layout.valueKey(key), modRevision: revision)))
             }
         }
-        guard apply(events, through: revision, snapshot: true) else { return false }
+        guard apply(events, through: revision, snapshot: true) else {
+            if replacing { revisions = kept }
+            return false
+        }
         // Deletions are remembered so that an older change arriving late is recognised; after a
         // full read at R and a watch from R + 1 none can come, so they are forgotten here.
         let forgotten = revisions.filter { $0.value.value <= 0 && $0.value.definition <= 0 }.map(\.key)

@@ -34,6 +34,7 @@ public final class SQLiteStore: PropertyStore {
     private var pendingCommands: [Key: Pending<[String: DBusValue]>] = [:]
     private var pendingFleetRevisions: [Key: Pending<FleetRevisions>] = [:]
     private var pendingFleetCursor: Int64?
+    private var pendingFleetSource: String?
     /// A store written before `application_id` existed gets it with its next commit: opening
     /// writes nothing (see the daemon's start-up rule).
     private var pendingApplicationID = false
@@ -310,6 +311,8 @@ public final class SQLiteStore: PropertyStore {
             }
             let cursor = try database.prepare("SELECT value FROM meta WHERE name = 'fleet_cursor'")
             while try cursor.step() { state.fleetCursor = cursor.integer(0) }
+            let source = try database.prepare("SELECT value FROM meta WHERE name = 'fleet_source'")
+            while try source.step() { state.fleetSource = source.text(0) }
             let commands = try database.prepare("SELECT key, options FROM commands ORDER BY key")
             while try commands.step() {
                 let keyText = commands.text(0) ?? ""
@@ -373,6 +376,8 @@ public final class SQLiteStore: PropertyStore {
 
     public func saveFleetCursor(_ revision: Int64) { pendingFleetCursor = revision }
 
+    public func saveFleetSource(_ source: String) { pendingFleetSource = source }
+
     /// Set for one commit that holds only what etcd keeps durably anyway (the fleet mirror:
     /// values and definitions from etcd, their revisions and the watch cursor, all in the same
     /// transaction): it is written without waiting for the disk (`synchronous=NORMAL`, still
@@ -384,7 +389,7 @@ public final class SQLiteStore: PropertyStore {
 
     /// Whether writes are waiting for ``commit()``.
     public var hasPendingWrites: Bool {
-        hasPendingLocalWrites || !pendingFleetRevisions.isEmpty || pendingFleetCursor != nil
+        hasPendingLocalWrites || !pendingFleetRevisions.isEmpty || pendingFleetCursor != nil || pendingFleetSource != nil
     }
 
     /// Whether writes other than the fleet mirror's bookkeeping (etcd revisions, the watch
@@ -475,6 +480,10 @@ public final class SQLiteStore: PropertyStore {
                 }
             }
             if let pendingFleetCursor { try statements.saveFleetCursor.run([.integer(pendingFleetCursor)]) }
+            if let pendingFleetSource {
+                // Rare (a fleet's first contact, or a move): not worth a prepared statement.
+                try database.prepare("INSERT OR REPLACE INTO meta (name, value) VALUES ('fleet_source', ?1)").run([.text(pendingFleetSource)])
+            }
             try statements.commit.run([])
         } catch {
             if database.inTransaction { try? database.execute("ROLLBACK") }
@@ -512,6 +521,7 @@ public final class SQLiteStore: PropertyStore {
         pendingCommands.removeAll(keepingCapacity: true)
         pendingFleetRevisions.removeAll(keepingCapacity: true)
         pendingFleetCursor = nil
+        pendingFleetSource = nil
     }
 
     // MARK: Definitions
