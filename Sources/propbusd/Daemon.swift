@@ -207,6 +207,12 @@ final class Daemon: @unchecked Sendable {
             queue.async { [self] in
                 // A SIGTERM during start-up already said STOPPING=1; READY=1 would contradict it.
                 guard !stopping else { return }
+                // Fleet keys are plain local keys without --fleet, and may be written here: the
+                // next start with --fleet must read the fleet in full (not resume from the
+                // cursor), so that the fleet's values win. Cleared in the same commit as the model
+                // files' declarations, which may already change fleet keys.
+                let forgetsFleetCursor = options.fleet == nil && fleetCursor > 0
+                if forgetsFleetCursor { store?.saveFleetCursor(0) }
                 // Ours now: what the model files and stored bindings changed becomes durable.
                 do throws(DBusError) { try service?.releaseCommits() } catch {
                     Self.fail("cannot commit the model files' declarations: \(error.message)", code: 1)
@@ -225,14 +231,9 @@ final class Daemon: @unchecked Sendable {
                     } catch {
                         Self.fail(error.message, code: 1)
                     }
-                } else if fleetCursor > 0, let service {
-                    do throws(DBusError) {
-                        try service.forgetFleetCursor()
-                        fleetCursor = 0
-                        Log.info("started without --fleet on a store that mirrors a fleet: the next start with --fleet reads the fleet's keys again, and the fleet's values replace what is written here meanwhile")
-                    } catch {
-                        Log.info("started without --fleet on a store that mirrors a fleet, but cannot mark it to be read again: \(error.message)")
-                    }
+                } else if forgetsFleetCursor {
+                    fleetCursor = 0
+                    Log.info("started without --fleet on a store that mirrors a fleet: the next start with --fleet reads the fleet's keys again, and the fleet's values replace what is written here meanwhile")
                 }
                 Log.info("ready: serving \(service?.propertyCount ?? 0) properties as \(Service.busName)")
                 notifier.notify("READY=1\nSTATUS=Serving \(service?.propertyCount ?? 0) properties as \(Service.busName)")

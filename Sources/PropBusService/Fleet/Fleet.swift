@@ -970,14 +970,3 @@ public final class Fleet: @unchecked Sendable {
         return .deferred
     }
 }
-
-extension Service {
-    /// For a daemon started without `--fleet` on a store that mirrors a fleet: fleet keys are
-    /// plain local keys now and may be written here, so the next start with `--fleet` must read
-    /// the fleet again (a full read, whose values win) instead of resuming from the cursor.
-    public func forgetFleetCursor() throws(DBusError) {
-        dispatchPrecondition(condition: .onQueue(tree.connection.queue))
-        store.saveFleetCursor(0)
-        if let error = commit() { throw error }
-    }
-}
