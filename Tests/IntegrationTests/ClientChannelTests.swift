@@ -135,6 +135,18 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertTrue(holds, message(), file: file, line: line)
     }
 
+    /// What a shell's `>` does on a loaded machine: opens (truncates) `file`, runs `prelude`
+    /// (with `arguments` as `$2`…), and writes `value` 0.3 s later. Waits until the bus holds
+    /// `value` and returns what `key`'s signals announced meanwhile.
+    private func slowWriter(of file: String, writing value: String, after prelude: String = "", _ arguments: [String] = [],
+                            key: String, recorder: SignalRecorder, bind: ChildProcess) async throws -> [DBusValue] {
+        let script = "exec 3>\"$1\"; \(prelude) sleep 0.3; printf '\(value)\\n' >&3; exec 3>&-"
+        let writer = try await tool("/bin/sh", ["-c", script, "sh", file] + arguments)
+        XCTAssertTrue(writer.succeeded, "\(writer)")
+        await expect({ await waitForBus(key, .string(value)) }, bind.stderr)
+        return try await changes(of: key, in: recorder, idle: bind)
+    }
+
     private func recordAll() async throws -> SignalRecorder {
         try await client.record(pathNamespace: PropBusAPI.rootPath, interface: PropBusAPI.properties, member: "PropertiesChanged")
     }
@@ -162,11 +174,8 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         let bind = try await bindFile("ui.text", file, expecting: "start")
         let recorder = try await recordAll()
         // What a shell's `>` does on a loaded machine: truncate on open, write much later.
-        let writer = try await tool("/bin/sh", ["-c", "exec 3>\"$1\"; sleep 0.3; printf 'slow\\n' >&3; exec 3>&-", "sh", file])
-        XCTAssertTrue(writer.succeeded, "\(writer)")
-        await expect({ await waitForBus("ui.text", .string("slow")) }, bind.stderr)
         // Signals come in order: an empty value read half-way would stand before "slow".
-        let announced = try await changes(of: "ui.text", in: recorder, idle: bind)
+        let announced = try await slowWriter(of: file, writing: "slow", key: "ui.text", recorder: recorder, bind: bind)
         XCTAssertEqual(announced, [.string("slow")], "the truncated file was read before its writer closed it")
     }
 
@@ -218,10 +227,7 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         // The bus change makes propctl read the file to compare; that read waits at the gate.
         try await client.set("ui.text", .string("from the bus"))
         await awaitTrace(bind, "test gate: a read of")
-        let writer = try await tool("/bin/sh", ["-c", "exec 3>\"$1\"; rm \"$2\"; sleep 0.3; printf 'late\\n' >&3; exec 3>&-", "sh", file, gate])
-        XCTAssertTrue(writer.succeeded, "\(writer)")
-        await expect({ await waitForBus("ui.text", .string("late")) }, bind.stderr)
-        let announced = try await changes(of: "ui.text", in: recorder, idle: bind)
+        let announced = try await slowWriter(of: file, writing: "late", after: "rm \"$2\";", [gate], key: "ui.text", recorder: recorder, bind: bind)
         XCTAssertEqual(announced, [.string("from the bus"), .string("late")], "the truncated file was read before its writer closed it: \(bind.stderr)")
         XCTAssertEqual(read(file), "late")
     }
@@ -241,11 +247,8 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         defer { kill(daemonPID, SIGCONT) }
         echo("one", to: file)
         await awaitTrace(bind, #"sending "one""#)
-        let writer = try await tool("/bin/sh", ["-c", "exec 3>\"$1\"; kill -CONT \"$2\"; sleep 0.3; printf 'late\\n' >&3; exec 3>&-",
-                                                "sh", file, String(daemonPID)])
-        XCTAssertTrue(writer.succeeded, "\(writer)")
-        await expect({ await waitForBus("ui.text", .string("late")) }, bind.stderr)
-        let announced = try await changes(of: "ui.text", in: recorder, idle: bind)
+        let announced = try await slowWriter(of: file, writing: "late", after: "kill -CONT \"$2\";", [String(daemonPID)],
+                                             key: "ui.text", recorder: recorder, bind: bind)
         XCTAssertEqual(announced, [.string("one"), .string("late")], "the truncated file was read before its writer closed it: \(bind.stderr)")
     }
 
@@ -298,10 +301,7 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         // The deletion makes propctl read the file; that read waits at the gate.
         XCTAssertEqual(unlink(file), 0)
         await awaitTrace(bind, "test gate: a read of")
-        let writer = try await tool("/bin/sh", ["-c", "exec 3>\"$1\"; rm \"$2\"; sleep 0.3; printf 'reborn\\n' >&3; exec 3>&-", "sh", file, gate])
-        XCTAssertTrue(writer.succeeded, "\(writer)")
-        await expect({ await waitForBus("ui.text", .string("reborn")) }, bind.stderr)
-        let announced = try await changes(of: "ui.text", in: recorder, idle: bind)
+        let announced = try await slowWriter(of: file, writing: "reborn", after: "rm \"$2\";", [gate], key: "ui.text", recorder: recorder, bind: bind)
         XCTAssertEqual(announced, [.string("reborn")], "the new file was read before its creator wrote it: \(bind.stderr)")
     }
 
