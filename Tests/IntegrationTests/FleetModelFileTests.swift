@@ -162,9 +162,7 @@ final class FleetModelFileTests: FleetTestCase {
             """)
         await hostB.stop()
         try await hostB.start(extraArguments: ["--model", model.path])
-        try await hostB.client.createCommand("lab.rchore.run", ["exec": .array(of: .string, [.string("true")])])
-        let bound = try await hostB.propctl(["bind", "lab.rchore.flag", "--to", "lab.rchore.run.Executing", "--direction", "from", "--persist"])
-        XCTAssertTrue(bound.succeeded, "\(bound)")
+        try await bindExecuting(of: "lab.rchore.run", to: "lab.rchore.flag")
 
         _ = try writeModel("chore.json", on: hostB, """
             {"groups": {"lab.rchore": {"properties": {"flag": {"type": "b", "default": false, "scope": "fleet"}}}}}
@@ -174,12 +172,6 @@ final class FleetModelFileTests: FleetTestCase {
         let offered = await hostA.waitFor("lab.rchore.flag", .boolean(false))
         XCTAssertTrue(offered, diagnostics)
 
-        let changes = try await hostB.client.recordChanges(ofGroup: "lab.rchore")
-        _ = try await hostB.client.execute("lab.rchore.run")
-        try await Fleet.barrier(from: hostA, to: hostB)
-        XCTAssertEqual(changes.signals.compactMap { $0.changed["flag"] }, [], "the command's Executing drove the fleet key on B alone\n\(diagnostics)")
-        XCTAssertNil(try Fleet.etcdEntry(etcd, prefix: prefix, key: "lab.rchore.flag"), "nothing was to reach etcd")
-        let bindings = try await hostB.propctl(["bindings"])
-        XCTAssertFalse(bindings.stdout.contains("lab.rchore.flag"), "the binding is still listed:\n\(bindings.stdout)")
+        try await assertExecutingNoLongerDrives("lab.rchore.flag", command: "lab.rchore.run")
     }
 }

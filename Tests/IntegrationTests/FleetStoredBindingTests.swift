@@ -50,9 +50,7 @@ final class FleetStoredBindingTests: FleetTestCase {
     func testABindingFromACommandsStateEndsWhenItsLocalKeyBecomesAFleetKey() async throws {
         // Allowed while the key is B's own.
         try await hostB.client.create("lab.task.flag", "b", default: .boolean(false))
-        try await hostB.client.createCommand("lab.worker.run", ["exec": .array(of: .string, [.string("true")])])
-        let bound = try await hostB.propctl(["bind", "lab.task.flag", "--to", "lab.worker.run.Executing", "--direction", "from", "--persist"])
-        XCTAssertTrue(bound.succeeded, "\(bound)")
+        try await bindExecuting(of: "lab.worker.run", to: "lab.task.flag")
 
         // The fleet defines a key of that name: B takes the fleet's definition.
         try await hostA.createFleet("lab.task.flag", "b", default: .boolean(false))
@@ -61,13 +59,7 @@ final class FleetStoredBindingTests: FleetTestCase {
         }
         XCTAssertTrue(shared, diagnostics)
 
-        let changes = try await hostB.client.recordChanges(ofGroup: "lab.task")
-        _ = try await hostB.client.execute("lab.worker.run")
-        try await Fleet.barrier(from: hostA, to: hostB)
-        XCTAssertEqual(changes.signals.compactMap { $0.changed["flag"] }, [], "the command's Executing drove the fleet key on B alone\n\(diagnostics)")
-        XCTAssertNil(try Fleet.etcdEntry(etcd, prefix: prefix, key: "lab.task.flag"), "nothing was to reach etcd")
-        let bindings = try await hostB.propctl(["bindings"])
-        XCTAssertFalse(bindings.stdout.contains("lab.task.flag"), "the binding is still listed:\n\(bindings.stdout)")
+        try await assertExecutingNoLongerDrives("lab.task.flag", command: "lab.worker.run")
         XCTAssertTrue(hostB.stderr.contains("lab.task.flag ↔ lab.worker.run.Executing"), "B's log does not name the binding it ended:\n\(hostB.stderr)")
     }
 
@@ -76,21 +68,13 @@ final class FleetStoredBindingTests: FleetTestCase {
     /// the fleet key on this host alone.
     func testABindingFromACommandsStateEndsWhenThisHostMakesItsLocalKeyAFleetKey() async throws {
         try await hostB.client.create("lab.chore.flag", "b", default: .boolean(false))
-        try await hostB.client.createCommand("lab.chore.run", ["exec": .array(of: .string, [.string("true")])])
-        let bound = try await hostB.propctl(["bind", "lab.chore.flag", "--to", "lab.chore.run.Executing", "--direction", "from", "--persist"])
-        XCTAssertTrue(bound.succeeded, "\(bound)")
+        try await bindExecuting(of: "lab.chore.run", to: "lab.chore.flag")
 
         try await hostB.createFleet("lab.chore.flag", "b", default: .boolean(false))
         let defined = await hostA.waitFor("lab.chore.flag", .boolean(false))
         XCTAssertTrue(defined, diagnostics)
 
-        let changes = try await hostB.client.recordChanges(ofGroup: "lab.chore")
-        _ = try await hostB.client.execute("lab.chore.run")
-        try await Fleet.barrier(from: hostA, to: hostB)
-        XCTAssertEqual(changes.signals.compactMap { $0.changed["flag"] }, [], "the command's Executing drove the fleet key on B alone\n\(diagnostics)")
-        XCTAssertNil(try Fleet.etcdEntry(etcd, prefix: prefix, key: "lab.chore.flag"), "nothing was to reach etcd")
-        let bindings = try await hostB.propctl(["bindings"])
-        XCTAssertFalse(bindings.stdout.contains("lab.chore.flag"), "the binding is still listed:\n\(bindings.stdout)")
+        try await assertExecutingNoLongerDrives("lab.chore.flag", command: "lab.chore.run")
         XCTAssertTrue(hostB.stderr.contains("lab.chore.flag ↔ lab.chore.run.Executing"), "B's log does not name the binding it ended:\n\(hostB.stderr)")
     }
 }
