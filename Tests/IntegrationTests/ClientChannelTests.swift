@@ -147,6 +147,21 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         return try await changes(of: key, in: recorder, idle: bind)
     }
 
+    /// `ui.text` bound to a file (verbose), a recorder of all signals, and the binding's Set of
+    /// "one" (written to the file) in flight: the daemon is stopped until the caller sends it
+    /// SIGCONT (`daemonPID`, which the caller also sends in a `defer`).
+    private func bindWithASetInFlight() async throws -> (file: String, bind: ChildProcess, recorder: SignalRecorder, daemonPID: pid_t) {
+        try await client.create("ui.text", "s", default: .string("start"))
+        let file = path("text")
+        let bind = try await bindFile("ui.text", file, expecting: "start", ["--verbose"])
+        let recorder = try await recordAll()
+        let daemonPID = daemon.process.pid
+        XCTAssertEqual(kill(daemonPID, SIGSTOP), 0)
+        echo("one", to: file)
+        await awaitTrace(bind, #"sending "one""#)
+        return (file, bind, recorder, daemonPID)
+    }
+
     private func recordAll() async throws -> SignalRecorder {
         try await client.record(pathNamespace: PropBusAPI.rootPath, interface: PropBusAPI.properties, member: "PropertiesChanged")
     }
@@ -237,16 +252,9 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
     /// be read then: a half-written file is no value. (`bench/file-binding.sh` printed many
     /// "does not fit … got ''" lines from this read.)
     func testAWriterThatTruncatesWhileASetIsInFlightIsReadWhenItClosesNotHalfWay() async throws {
-        try await client.create("ui.text", "s", default: .string("start"))
-        let file = path("text")
-        let bind = try await bindFile("ui.text", file, expecting: "start", ["--verbose"])
-        let recorder = try await recordAll()
         // The daemon answers the Set of "one" only once the writer below has truncated the file.
-        let daemonPID = daemon.process.pid
-        XCTAssertEqual(kill(daemonPID, SIGSTOP), 0)
+        let (file, bind, recorder, daemonPID) = try await bindWithASetInFlight()
         defer { kill(daemonPID, SIGCONT) }
-        echo("one", to: file)
-        await awaitTrace(bind, #"sending "one""#)
         let announced = try await slowWriter(of: file, writing: "late", after: "kill -CONT \"$2\";", [String(daemonPID)],
                                              key: "ui.text", recorder: recorder, bind: bind)
         XCTAssertEqual(announced, [.string("one"), .string("late")], "the truncated file was read before its writer closed it: \(bind.stderr)")
@@ -258,15 +266,8 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
     /// says a write may be under way, so the look waits until no program holds the file open.
     /// Writes through a shared mapping send no IN_MODIFY at all, which makes that moment last.
     func testAFileHeldOpenByAWriterIsNotReadAfterASetUntilItCloses() async throws {
-        try await client.create("ui.text", "s", default: .string("start"))
-        let file = path("text")
-        let bind = try await bindFile("ui.text", file, expecting: "start", ["--verbose"])
-        let recorder = try await recordAll()
-        let daemonPID = daemon.process.pid
-        XCTAssertEqual(kill(daemonPID, SIGSTOP), 0)
+        let (file, bind, recorder, daemonPID) = try await bindWithASetInFlight()
         defer { kill(daemonPID, SIGCONT) }
-        echo("one", to: file)
-        await awaitTrace(bind, #"sending "one""#)
         // Opens the file for writing, changes "one" to "twe" through a mapping (no event), lets
         // the daemon answer, and only then finishes "two" and closes.
         let script = """
