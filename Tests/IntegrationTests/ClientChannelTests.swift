@@ -162,6 +162,21 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         return (file, bind, recorder, daemonPID)
     }
 
+    /// `ui.text` bound to a file (verbose) with propctl's test read gate (`gate`) closed: its next
+    /// read of the file waits until the gate file is removed. Also a recorder of all signals.
+    private func bindWithAReadGate() async throws -> (file: String, gate: String, bind: ChildProcess, recorder: SignalRecorder) {
+        try await client.create("ui.text", "s", default: .string("start"))
+        let file = path("text")
+        let gate = path("gate")
+        let bind = try await bindFile("ui.text", file, expecting: "start", ["--verbose"], environment: ["PROPCTL_TEST_FILE_READ_GATE": gate])
+        // The barrier for the start: propctl has handled the rename of its first write, so no
+        // read of that delivery meets the gate.
+        await awaitTrace(bind, "which the bus holds; nothing sent")
+        let recorder = try await recordAll()
+        XCTAssertTrue(FileManager.default.createFile(atPath: gate, contents: nil))
+        return (file, gate, bind, recorder)
+    }
+
     private func recordAll() async throws -> SignalRecorder {
         try await client.record(pathNamespace: PropBusAPI.rootPath, interface: PropBusAPI.properties, member: "PropertiesChanged")
     }
@@ -230,15 +245,7 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
     /// was sent as "" after the settle delay, long before the writer wrote (issue 14's flake).
     /// The test gate holds propctl's read until the writer has opened the file.
     func testAWriterThatOpensWhilePropctlReadsIsReadWhenItClosesNotHalfWay() async throws {
-        try await client.create("ui.text", "s", default: .string("start"))
-        let file = path("text")
-        let gate = path("gate")
-        let bind = try await bindFile("ui.text", file, expecting: "start", ["--verbose"], environment: ["PROPCTL_TEST_FILE_READ_GATE": gate])
-        // The barrier for the start: propctl has handled the rename of its first write, so no
-        // read of that delivery meets the gate.
-        await awaitTrace(bind, "which the bus holds; nothing sent")
-        let recorder = try await recordAll()
-        XCTAssertTrue(FileManager.default.createFile(atPath: gate, contents: nil))
+        let (file, gate, bind, recorder) = try await bindWithAReadGate()
         // The bus change makes propctl read the file to compare; that read waits at the gate.
         try await client.set("ui.text", .string("from the bus"))
         await awaitTrace(bind, "test gate: a read of")
@@ -292,13 +299,7 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
     /// may be there, empty, its creator not having written yet. The creation collected right
     /// after that read makes it a half-way one; the creator's close brings the value.
     func testAFileCreatedAgainWhileItsDeletionIsReadIsReadWhenItsCreatorCloses() async throws {
-        try await client.create("ui.text", "s", default: .string("start"))
-        let file = path("text")
-        let gate = path("gate")
-        let bind = try await bindFile("ui.text", file, expecting: "start", ["--verbose"], environment: ["PROPCTL_TEST_FILE_READ_GATE": gate])
-        await awaitTrace(bind, "which the bus holds; nothing sent")
-        let recorder = try await recordAll()
-        XCTAssertTrue(FileManager.default.createFile(atPath: gate, contents: nil))
+        let (file, gate, bind, recorder) = try await bindWithAReadGate()
         // The deletion makes propctl read the file; that read waits at the gate.
         XCTAssertEqual(unlink(file), 0)
         await awaitTrace(bind, "test gate: a read of")
