@@ -363,25 +363,36 @@ public final class Fleet: @unchecked Sendable {
     /// Resumes from the cursor, once etcd says it is the fleet the mirror belongs to (one
     /// count-only read); another fleet is read in full instead (``applySnapshot(_:replacing:)``).
     private func resume() {
-        let client = client, prefix = layout.prefix
+        read(RangeRequest(key: layout.prefix, prefix: true, countOnly: true),
+             failing: "cannot reach etcd to resume from revision \(cursor)",
+             retry: { [weak self] in self?.resume() }) { [self] response in
+            let current = sourceName(response.header)
+            if let source, source != current {
+                Service.log("fleet: the mirror belongs to \(source), not \(current): reading \(current) in full instead of resuming")
+                resynchronize()
+                return
+            }
+            if source == nil { recordSource(current) }
+            startWatch(from: cursor + 1)
+        }
+    }
+
+    /// Runs `request` off the D-Bus queue and hands its answer to `body` on it; when etcd cannot
+    /// answer, logs `failing`, says `unavailable` and runs `retry` a second later.
+    private func read(_ request: RangeRequest, failing: String, retry: @escaping @Sendable () -> Void,
+                      _ body: @escaping @Sendable (RangeResponse) -> Void) {
+        let client = client
         etcdQueue.async { [weak self] in
-            let result = Result { () throws(EtcdError) in try client.range(RangeRequest(key: prefix, prefix: true, countOnly: true)) }
+            let result = Result { () throws(EtcdError) in try client.range(request) }
             self?.queue.async { [weak self] in
                 guard let self, !stopped else { return }
                 switch result {
                 case .success(let response):
-                    let current = sourceName(response.header)
-                    if let source, source != current {
-                        Service.log("fleet: the mirror belongs to \(source), not \(current): reading \(current) in full instead of resuming")
-                        resynchronize()
-                        return
-                    }
-                    if source == nil { recordSource(current) }
-                    startWatch(from: cursor + 1)
+                    body(response)
                 case .failure(let error):
-                    Service.log("fleet: cannot reach etcd to resume from revision \(cursor): \(error.message); trying again in 1 s")
+                    Service.log("fleet: \(failing): \(error.message); trying again in 1 s")
                     setState(.unavailable)
-                    queue.asyncAfter(deadline: .now() + 1) { [weak self] in self?.resume() }
+                    queue.asyncAfter(deadline: .now() + 1) { retry() }
                 }
             }
         }
@@ -396,25 +407,14 @@ public final class Fleet: @unchecked Sendable {
     /// Reads the whole prefix at one revision, applies the difference with the mirror as one
     /// round, then watches from the next revision.
     private func resynchronize() {
-        let client = client, prefix = layout.prefix
-        etcdQueue.async { [weak self] in
-            let result = Result { () throws(EtcdError) in try client.range(key: prefix, prefix: true) }
-            self?.queue.async { [weak self] in
-                guard let self, !stopped else { return }
-                switch result {
-                case .success(let response):
-                    let current = sourceName(response.header)
-                    let replacing = source.map { $0 != current } ?? false
-                    // Not committed: a full read again is scheduled, and no watch may go past it.
-                    guard applySnapshot(response, replacing: replacing) else { return }
-                    recordSource(current)
-                    startWatch(from: response.header.revision + 1)
-                case .failure(let error):
-                    Service.log("fleet: cannot read \(configuration.prefix) from etcd: \(error.message); trying again in 1 s")
-                    setState(.unavailable)
-                    queue.asyncAfter(deadline: .now() + 1) { [weak self] in self?.resynchronize() }
-                }
-            }
+        read(RangeRequest(key: layout.prefix, prefix: true), failing: "cannot read \(configuration.prefix) from etcd",
+             retry: { [weak self] in self?.resynchronize() }) { [self] response in
+            let current = sourceName(response.header)
+            let replacing = source.map { $0 != current } ?? false
+            // Not committed: a full read again is scheduled, and no watch may go past it.
+            guard applySnapshot(response, replacing: replacing) else { return }
+            recordSource(current)
+            startWatch(from: response.header.revision + 1)
         }
     }
 
@@ -485,6 +485,11 @@ public final class Fleet: @unchecked Sendable {
         let mirrorOnly = (store as? SQLiteStore).map { !$0.hasPendingLocalWrites } ?? false
         var updated: [Key: FleetRevisions] = [:]
         func known(_ key: Key) -> FleetRevisions { updated[key] ?? revisions[key] ?? FleetRevisions() }
+        // Newer than what the mirror holds (deletions are negative); a snapshot also applies
+        // what it holds at the same revision.
+        func isNew(_ modRevision: Int64, over held: Int64) -> Bool {
+            modRevision > abs(held) || (snapshot && modRevision == abs(held))
+        }
         var changes: [PropertyChange] = []
         var values: [(Key, DBusValue?)] = []
         var removed: [Key] = []
@@ -510,7 +515,7 @@ public final class Fleet: @unchecked Sendable {
             switch layout.classify(event.kv.key) {
             case .definition(let key):
                 var revisions = known(key)
-                guard modRevision > abs(revisions.definition) || (snapshot && modRevision == abs(revisions.definition)) else { continue }
+                guard isNew(modRevision, over: revisions.definition) else { continue }
                 if event.kind == .delete {
                     // The value has its own deletion (the same txn deletes both).
                     revisions.definition = -modRevision
@@ -537,7 +542,7 @@ public final class Fleet: @unchecked Sendable {
                 }
             case .value(let key):
                 var revisions = known(key)
-                guard modRevision > abs(revisions.value) || (snapshot && modRevision == abs(revisions.value)) else { continue }
+                guard isNew(modRevision, over: revisions.value) else { continue }
                 revisions.value = event.kind == .put ? modRevision : -modRevision
                 updated[key] = revisions
                 if event.kind == .delete {
