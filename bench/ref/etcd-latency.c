@@ -163,6 +163,16 @@ static long long number(const char *json, const char *name) {
     return at ? atoll(at + strlen(pattern)) : 0;
 }
 
+/* POSTs the txn body; dies unless it succeeded; returns the revision it made. */
+static long long txn(CURL *c, const char *body, struct buffer *response, int i) {
+    post(c, "/v3/kv/txn", body, response);
+    if (!strstr(response->data, "\"succeeded\":true")) {
+        fprintf(stderr, "etcd-latency: txn %d failed: %s\n", i, response->data);
+        exit(1);
+    }
+    return number(response->data, "revision");
+}
+
 int main(int argc, char **argv) {
     if (argc != 5 || (strcmp(argv[1], "watch") != 0 && strcmp(argv[1], "txn") != 0 && strcmp(argv[1], "fleettxn") != 0
                       && strcmp(argv[1], "fleetwatch") != 0)) {
@@ -220,13 +230,8 @@ int main(int argc, char **argv) {
                      defs64, def_revision, keys64, revision, keys64, value64, defs64, keys64);
             if (watches) expect(value64);
             long long start = now_ns();
-            post(c, "/v3/kv/txn", body, &response);
+            revision = txn(c, body, &response, i);
             lat[i] = (watches ? wait_seen(watches) : now_ns()) - start;
-            if (!strstr(response.data, "\"succeeded\":true")) {
-                fprintf(stderr, "etcd-latency: txn %d failed: %s\n", i, response.data);
-                return 1;
-            }
-            revision = number(response.data, "revision");
         }
     } else {
         snprintf(body, sizeof body, "{\"key\":\"%s\"}", key64);
@@ -240,13 +245,8 @@ int main(int argc, char **argv) {
                      "\"success\":[{\"request_put\":{\"key\":\"%s\",\"value\":\"%s\"}}]}",
                      key64, revision, key64, value64);
             long long start = now_ns();
-            post(c, "/v3/kv/txn", body, &response);
+            revision = txn(c, body, &response, i);
             lat[i] = now_ns() - start;
-            if (!strstr(response.data, "\"succeeded\":true")) {
-                fprintf(stderr, "etcd-latency: txn %d failed: %s\n", i, response.data);
-                return 1;
-            }
-            revision = number(response.data, "revision");
         }
     }
     report_latencies(lat, n);
