@@ -43,7 +43,7 @@ extension Service {
                 // (again) once that value is in (rerunAfterCommit).
                 return try write(call, rerunAfterCommit: true, reply: { [.objectPath(Self.path(ofBinding: made.id))] }) { [unowned self] () throws(PropBusError) in
                     let result = try model.bind(key: key, to: to, options: bindOptions, owner: sender,
-                                                maximumPerOwner: options.maximumBindingsPerClient)
+                                                principal: call.credentials?.userID, maximumPerOwner: options.maximumBindingsPerClient)
                     made.id = result.binding.id
                     return result.changes
                 }

@@ -23,4 +23,22 @@ final class BindingStoreTests: XCTestCase {
         let next = try model.bind(key: "i.b", to: "i.a", options: [:], owner: ":1.2").binding
         XCTAssertEqual(next.id, 3, "id 2 belonged to a binding of the previous run")
     }
+
+    func testAPersistentBindingKeepsItsPrincipalAcrossARestart() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("propbus-principal-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        do {
+            let store = try SQLiteStore(path: directory + "/propbus.db")
+            let model = try PropertyModel(store: store)
+            for key in ["i.a", "i.b", "i.c"] { _ = try model.create(key: key, type: "i", defaultValue: .int32(0)) }
+            _ = try model.bind(key: "i.a", to: "i.b", options: ["persistent": .boolean(true)], owner: ":1.1", principal: 65534)
+            _ = try model.bind(key: "i.c", to: "i.b", options: ["persistent": .boolean(true)], owner: nil)
+            try store.commit()
+        }
+        let model = try PropertyModel(store: try SQLiteStore(path: directory + "/propbus.db"))
+        XCTAssertEqual(model.bindings.all.map(\.principal), [65534, nil], "a model file's binding acts for the daemon")
+        XCTAssertEqual(model.bindings.count(principal: 65534), 1)
+        XCTAssertEqual(model.bindings.all.first?.options["principal"], .uint32(65534))
+    }
 }

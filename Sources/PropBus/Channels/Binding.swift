@@ -30,9 +30,13 @@ public struct Binding: Sendable, Hashable {
     public var persistent: Bool
     /// The unique bus name of the connection that made it; a non-persistent binding ends with it.
     public var owner: String?
+    /// The uid whose rights the binding acts with and whose quota it is charged to: the caller
+    /// of `Bind`, kept in the store with a persistent binding. `nil` for the daemon's own
+    /// bindings (model files), which act with the daemon's rights.
+    public var principal: UInt32?
 
     public init(id: UInt64, key: Key, to: Key, direction: Direction = .both, toKey: Expression? = nil,
-                toTarget: Expression? = nil, persistent: Bool = false, owner: String? = nil) {
+                toTarget: Expression? = nil, persistent: Bool = false, owner: String? = nil, principal: UInt32? = nil) {
         self.id = id
         self.key = key
         self.to = to
@@ -41,6 +45,7 @@ public struct Binding: Sendable, Hashable {
         self.toTarget = toTarget
         self.persistent = persistent
         self.owner = owner
+        self.principal = principal
     }
 
     /// Whether changes of `to` reach `key`.
@@ -58,6 +63,7 @@ public struct Binding: Sendable, Hashable {
         if let toTarget { result["to_target"] = .string(toTarget.text) }
         // A persistent binding belongs to no connection: it outlives the one that made it.
         if let owner, !persistent { result["owner"] = .string(owner) }
+        if let principal { result["principal"] = .uint32(principal) }
         return result
     }
 

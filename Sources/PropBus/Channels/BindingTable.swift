@@ -53,4 +53,9 @@ public struct BindingTable: Sendable {
     func count(ownedBy owner: String) -> Int {
         byID.values.reduce(0) { $0 + ($1.owner == owner ? 1 : 0) }
     }
+
+    /// How many bindings, persistent ones included, act for `principal`.
+    public func count(principal: UInt32) -> Int {
+        byID.values.reduce(0) { $0 + ($1.principal == principal ? 1 : 0) }
+    }
 }

@@ -769,11 +769,13 @@ public final class PropertyModel {
     ///
     /// - Parameters:
     ///   - owner: the caller's unique bus name; a non-persistent binding ends with it.
+    ///   - principal: the caller's uid, whose rights and quota the binding acts with (`nil`:
+    ///     the daemon's own, for model files).
     ///   - maximumPerOwner: the most bindings one connection may hold.
     ///   - sparing: a target whose first sync is skipped (its value stands until the leading side
     ///     changes): a model file's binding must not write a fleet key outside a call.
     public func bind(key keyText: String, to toText: String, options: [String: DBusValue], owner: String?,
-                     maximumPerOwner: Int = .max, sparing: ((PropertyDefinition) -> Bool)? = nil) throws(PropBusError) -> (binding: Binding, changes: [PropertyChange]) {
+                     principal: UInt32? = nil, maximumPerOwner: Int = .max, sparing: ((PropertyDefinition) -> Bool)? = nil) throws(PropBusError) -> (binding: Binding, changes: [PropertyChange]) {
         let keyEntry = try entry(keyText)
         let toEntry = try entry(toText)
         let key = keyEntry.definition.key, to = toEntry.definition.key
@@ -781,7 +783,7 @@ public final class PropertyModel {
         if let reason = Self.stateDrivingFleetKey(keyEntry.definition, toEntry.definition) {
             throw .invalidArgs("cannot bind \(key) to \(to): \(reason)")
         }
-        var binding = Binding(id: 0, key: key, to: to, owner: owner)
+        var binding = Binding(id: 0, key: key, to: to, owner: owner, principal: principal)
         for (name, raw) in options.sorted(by: { $0.key < $1.key }) {
             let value = raw.unwrappingVariant
             switch name {
@@ -855,7 +857,7 @@ public final class PropertyModel {
     }
 
     /// Ends the bindings `Bind` would refuse today because a command's state key drives a fleet
-    /// key through them (see ``bind(key:to:options:owner:maximumPerOwner:)``): a store written
+    /// key through them (see ``bind(key:to:options:owner:principal:maximumPerOwner:sparing:)``): a store written
     /// before that rule may hold some, and a local key becomes a fleet key when the fleet defines
     /// one of its name. Call once the commands and model files are loaded (the state keys exist),
     /// and after fleet definitions arrive; returns each binding ended, with why, for the log, and

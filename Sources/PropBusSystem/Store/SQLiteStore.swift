@@ -580,9 +580,11 @@ public final class SQLiteStore: PropertyStore {
         guard let direction = entries["direction"]?.stringValue.flatMap(Binding.Direction.init(rawValue:)) else {
             throw ValueCodecError("no valid direction")
         }
+        var principal: UInt32?
+        if case .uint32(let uid) = entries["principal"] { principal = uid }
         return Binding(id: id, key: try Key(key), to: try Key(to), direction: direction,
                        toKey: try entries["to_key"]?.stringValue.map { try Expression(parsing: $0) },
                        toTarget: try entries["to_target"]?.stringValue.map { try Expression(parsing: $0) },
-                       persistent: true, owner: nil)
+                       persistent: true, owner: nil, principal: principal)
     }
 }
