@@ -14,6 +14,10 @@ public enum PropBusAPI {
     public static let managerInterface = "org.propbus.PropBus1.Manager"
     /// The interface of each group object, whose D-Bus properties are the keys.
     public static let valuesInterface = "org.propbus.PropBus1.Values"
+    /// The methods of ``valuesInterface``. A key's name is a D-Bus property of that interface,
+    /// so no key may take one of these names: clients that look members up by name (pydbus,
+    /// qdbus) could then reach only one of the two.
+    public static let valuesMethods: Set<String> = ["Reset", "GetWithRevision", "CompareAndSet"]
     /// The interface of each binding object.
     public static let bindingInterface = "org.propbus.PropBus1.Binding"
     /// The interface of each command object.

@@ -422,10 +422,7 @@ public final class PropertyModel {
     public func create(key keyText: String, type typeText: String, defaultValue: DBusValue,
                        options: [String: DBusValue] = [:], frozen: Set<Key> = []) throws(PropBusError) -> [PropertyChange] {
         let key = try Key(keyText)
-        if key.group == "bindings" || key.group.hasPrefix("bindings.") {
-            throw PropBusError(.invalidKey, "invalid key '\(key)': the group 'bindings' is reserved for binding objects (\(Key.rootPath)/bindings/N)")
-        }
-        try creationCheck?(key)
+        try checkCreatable(key)
         let type: DBusType
         do { type = try DBusType(parsing: typeText) } catch {
             throw .invalidArgs("type of \(key) is not a single complete D-Bus type: \(error)")
@@ -440,14 +437,21 @@ public final class PropertyModel {
         try create(key: key, type: type, defaultValue: defaultValue, options: options, frozen: frozen, keyChecked: false)
     }
 
+    /// Names no new key may take: the group of binding objects, the Values interface's methods
+    /// (the key would be a property of that interface), and what ``creationCheck`` refuses.
+    private func checkCreatable(_ key: Key) throws(PropBusError) {
+        if key.group == "bindings" || key.group.hasPrefix("bindings.") {
+            throw PropBusError(.invalidKey, "invalid key '\(key)': the group 'bindings' is reserved for binding objects (\(Key.rootPath)/bindings/N)")
+        }
+        if PropBusAPI.valuesMethods.contains(key.name) {
+            throw PropBusError(.invalidKey, "invalid key '\(key)': '\(key.name)' is a method of \(PropBusAPI.valuesInterface), the interface that carries the key; choose another name")
+        }
+        try creationCheck?(key)
+    }
+
     private func create(key: Key, type: DBusType, defaultValue: DBusValue, options: [String: DBusValue],
                         frozen: Set<Key>, keyChecked: Bool) throws(PropBusError) -> [PropertyChange] {
-        if !keyChecked {
-            if key.group == "bindings" || key.group.hasPrefix("bindings.") {
-                throw PropBusError(.invalidKey, "invalid key '\(key)': the group 'bindings' is reserved for binding objects (\(Key.rootPath)/bindings/N)")
-            }
-            try creationCheck?(key)
-        }
+        if !keyChecked { try checkCreatable(key) }
         try PropertyDefinition.checkStorable(type, key: key)
         var definition = PropertyDefinition(key: key, type: type, defaultValue: Self.payload(defaultValue, for: type))
         let initial = try definition.apply(options: options)
