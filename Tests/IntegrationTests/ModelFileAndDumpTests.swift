@@ -121,3 +121,23 @@ final class ModelFileAndDumpTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertTrue(refused.stderr.contains("l.a"), refused.stderr)
     }
 }
+
+/// A dump of a group that holds a command loads back once the command's state changed (issue 21):
+/// the state keys are the command's, never the file's to set.
+final class DumpOfACommandGroupTests: DaemonTestCase, @unchecked Sendable {
+    func testADumpOfAGroupHoldingACommandLoadsBackAfterItsStateChanged() async throws {
+        try await client.create("job.level", "i", default: .int32(1))
+        try await client.call(PropBusAPI.manager, "CreateCommand",
+                              [.string("job.run"), .vardict(["exec": .array(of: .string, [.string("/bin/echo"), .string("done")])])])
+        let dump = try await runCommand(BuildProducts.propctl, ["--address", bus.address, "dump", "job", "--definitions"],
+                                        environment: bus.environment, timeout: 10)
+        XCTAssertEqual(dump.status, 0, dump.stderr)
+        _ = try await client.call(at: "/org/propbus/PropBus1/job/run", "org.propbus.PropBus1.Command", "Execute", [.variant(.string(""))])
+        try await client.set("job.level", .int32(5))
+        let load = try await runCommand(BuildProducts.propctl, ["--address", bus.address, "load", "-"],
+                                        environment: bus.environment, stdin: dump.stdout, timeout: 10)
+        XCTAssertEqual(load.status, 0, "\(load)")
+        let level = try await client.get("job.level")
+        XCTAssertEqual(level, .int32(1))
+    }
+}
