@@ -6,7 +6,8 @@ import SystemKit
 /// `propctl load FILE [--create]`: checks a `dump` document (JSON or lines) against the
 /// daemon's types, then applies it in one `Manager.Apply`, so it changes everything or nothing.
 /// With `--create`, keys the daemon lacks are created first from their `definition`; if the
-/// Apply is then refused, the keys this load created are deleted again.
+/// Apply is then refused, the keys this load created are deleted again. A command's state keys
+/// in the document are left as the daemon has them.
 enum LoadCommand: Subcommand {
     /// The `ListProperties` metadata that `dump --definitions` writes and `CreateProperty` takes.
     static let definitionOptions = ["default", "description", "minimum", "maximum", "choices", "persistent",
@@ -127,6 +128,9 @@ enum LoadCommand: Subcommand {
                 let hint = member.value["definition"] == nil ? "" : " (load --create creates it from its definition)"
                 throw CommandFailure(.dbusError, "\(PropBusError.Code.unknownKey.dbusName): \(path): no property named \(key)\(hint)")
             }
+            // A command's state keys are the command's to set (read-only to everyone): a dump
+            // holds them as they were, and loading it leaves them as they are.
+            if existing.metadata["state_of"] != nil { continue }
             guard member.value.objectMembers != nil, let value = member.value["value"] else {
                 throw CommandFailure(.usage, "\(path): \(key): expected an object with \"type\" and \"value\"")
             }
