@@ -187,6 +187,24 @@ final class PropctlVerbTests: DaemonTestCase {
         XCTAssertEqual(everything.status, 64, "\(everything)")
     }
 
+    func testAMistypedGroupIsAnErrorThatSuggestsTheNearestOne() async throws {
+        try await client.create("settings.volume", "i", default: .int32(5))
+        try await client.create("settings.audio.balance", "i", default: .int32(0))
+        for verb in [["list"], ["dump"], ["reset", "--recursive"]] {
+            let result = try await propctl(verb + ["setings"])
+            XCTAssertEqual(result.status, 1, "\(verb): \(result)")
+            XCTAssertTrue(result.stderr.contains("UnknownKey"), "\(verb): \(result)")
+            XCTAssertTrue(result.stderr.contains("no key or group setings"), "\(verb): \(result)")
+            XCTAssertTrue(result.stderr.contains("did you mean settings?"), "\(verb): \(result)")
+            XCTAssertEqual(result.stdout, "", "\(verb): \(result)")
+        }
+        let subgroup = try await propctl(["list", "settings.audoi"])
+        XCTAssertTrue(subgroup.stderr.contains("did you mean settings.audio?"), "\(subgroup)")
+        let known = try await propctl(["list", "settings.audio"])
+        XCTAssertEqual(known.status, 0, "\(known)")
+        XCTAssertTrue(known.stdout.contains("settings.audio.balance"), "\(known)")
+    }
+
     func testListMarksValuesThatDifferFromTheirDefault() async throws {
         try await client.create("settings.a", "i", default: .int32(1))
         try await client.create("settings.b", "i", default: .int32(1))
