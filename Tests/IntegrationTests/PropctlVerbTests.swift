@@ -194,12 +194,17 @@ final class PropctlVerbTests: DaemonTestCase {
             let result = try await propctl(verb + ["setings"])
             XCTAssertEqual(result.status, 1, "\(verb): \(result)")
             XCTAssertTrue(result.stderr.contains("UnknownKey"), "\(verb): \(result)")
-            XCTAssertTrue(result.stderr.contains("no key or group setings"), "\(verb): \(result)")
-            XCTAssertTrue(result.stderr.contains("did you mean settings?"), "\(verb): \(result)")
+            XCTAssertTrue(result.stderr.contains("no key or group named setings"), "\(verb): \(result)")
+            XCTAssertTrue(result.stderr.contains("did you mean 'settings'?"), "\(verb): \(result)")
             XCTAssertEqual(result.stdout, "", "\(verb): \(result)")
         }
         let subgroup = try await propctl(["list", "settings.audoi"])
-        XCTAssertTrue(subgroup.stderr.contains("did you mean settings.audio?"), "\(subgroup)")
+        XCTAssertTrue(subgroup.stderr.contains("did you mean 'settings.audio'?"), "\(subgroup)")
+        // watch may wait for a group to appear, but says so.
+        let watch = try spawn(["watch", "setings"])
+        defer { watch.signal(SIGKILL) }
+        let warned = await eventually(timeout: 10) { watch.stderr.contains("no key or group named setings yet; waiting for it to appear; did you mean 'settings'?") }
+        XCTAssertTrue(warned, "watch said: \(watch.stderr)")
         let known = try await propctl(["list", "settings.audio"])
         XCTAssertEqual(known.status, 0, "\(known)")
         XCTAssertTrue(known.stdout.contains("settings.audio.balance"), "\(known)")

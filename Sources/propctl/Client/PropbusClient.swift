@@ -91,6 +91,35 @@ struct PropbusClient {
         return Self.unknown("property", key, among: keys)
     }
 
+    /// The one wording for a prefix that names no key and no group (gsettings' "No such
+    /// schema"), with the nearest key or group.
+    func unknownPrefix(_ prefix: String) async -> CommandFailure {
+        let hint = await nearestKeyOrGroup(to: prefix).map { "; did you mean '\($0)'?" } ?? ""
+        return CommandFailure(.dbusError, "\(PropBusError.Code.unknownKey.dbusName): no key or group named \(KeyPrefix(prefix).text)\(hint)")
+    }
+
+    /// The existing key or group (at any depth) nearest to `prefix`, if one is a likely typo of it.
+    func nearestKeyOrGroup(to prefix: String) async -> String? {
+        var names = Set<String>()
+        for key in ((try? await list(prefix: "")) ?? []).map(\.key) {
+            names.insert(key)
+            var group = Substring(key)
+            while let dot = group.lastIndex(of: ".") {
+                group = group[..<dot]
+                guard names.insert(String(group)).inserted else { break }
+            }
+        }
+        return closest(to: KeyPrefix(prefix).text, among: names.sorted())
+    }
+
+    /// ``list(prefix:)`` for a prefix the user typed: one that selects nothing is an error
+    /// (``unknownPrefix(_:)``), since a typo would otherwise print nothing and succeed.
+    func selection(_ prefix: String) async throws(CommandFailure) -> [ListedProperty] {
+        let items = try await list(prefix: prefix)
+        if items.isEmpty, !KeyPrefix(prefix).text.isEmpty { throw await unknownPrefix(prefix) }
+        return items
+    }
+
     /// The one wording for an unknown command, with the nearest existing command.
     func unknownCommand(_ key: String) async -> CommandFailure {
         let keys = ((try? await commands()) ?? []).map(\.key)

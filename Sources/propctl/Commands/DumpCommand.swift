@@ -11,7 +11,7 @@ enum DumpCommand: Subcommand {
             throw CommandFailure(.usage, "unknown --format '\(format)'; expected json or lines")
         }
         let client = try await PropbusClient.connect(parsed)
-        let items = try await client.list(prefix: parsed.positional("PREFIX") ?? "")
+        let items = try await client.selection(parsed.positional("PREFIX") ?? "")
         let definitions = parsed.flag("definitions")
         let entries = items.map { item in (item.key, entry(item, definitions: definitions)) }
         if format == "lines" {

@@ -7,7 +7,7 @@ import PropBus
 enum ListCommand: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let client = try await PropbusClient.connect(parsed)
-        let items = try await client.list(prefix: parsed.positional("PREFIX") ?? "")
+        let items = try await client.selection(parsed.positional("PREFIX") ?? "")
         if parsed.flag("json") {
             Output.line(Output.json(.array(items.map(json))))
             return

@@ -24,8 +24,7 @@ enum ResetCommand: Subcommand {
             throw CommandFailure(.usage, "--recursive needs a group such as settings; every key at once is not reset by accident")
         }
         let client = try await PropbusClient.connect(parsed)
-        let items = try await client.list(prefix: prefix)
-        guard !items.isEmpty else { throw await client.unknownKey(prefix) }
+        let items = try await client.selection(prefix)
         // Keys reading their default have nothing to forget; read-only ones (command state)
         // are not the user's to reset, and one refusal would make the whole Apply fail.
         let keys = items.filter { ($0.metadata["is_set"]?.boolValue ?? false) && ($0.metadata["writable"]?.boolValue ?? true) }.map(\.key)

@@ -45,12 +45,19 @@ enum WatchCommand: Subcommand {
         } catch {
             throw CommandFailure(error)
         }
-        await printCurrent(client, printer)
+        let current = await printCurrent(client, printer)
+        // A typo would otherwise wait in silence; a group that does not exist yet may be meant.
+        for pattern in printer.patterns where !pattern.text.isEmpty && !current.contains(where: pattern.matches) {
+            let hint = await client.nearestKeyOrGroup(to: pattern.text).map { "; did you mean '\($0)'?" } ?? ""
+            Output.error("propctl watch: no key or group named \(pattern.text) yet; waiting for it to appear\(hint)")
+        }
         while true { try? await Task.sleep(for: .seconds(3600)) }
     }
 
     /// Prints the current value of every watched key, then lets the changes through.
-    private static func printCurrent(_ client: PropbusClient, _ printer: WatchPrinter) async {
+    /// Returns the keys printed.
+    @discardableResult
+    private static func printCurrent(_ client: PropbusClient, _ printer: WatchPrinter) async -> [String] {
         // Nothing to print while the daemon is away; its return prints them all.
         let items = ((try? await client.list(prefix: "")) ?? []).filter { printer.watches($0.key) }
         let current = items.map { ($0.key, $0.value) }
@@ -60,6 +67,7 @@ enum WatchCommand: Subcommand {
                 continuation.resume()
             }
         }
+        return items.map(\.key)
     }
 
     static let changes = MatchRule(sender: PropbusClient.busName, pathNamespace: Key.rootPath,
