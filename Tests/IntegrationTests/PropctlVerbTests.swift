@@ -210,6 +210,18 @@ final class PropctlVerbTests: DaemonTestCase {
         XCTAssertTrue(known.stdout.contains("settings.audio.balance"), "\(known)")
     }
 
+    func testCreateTakesWritersAndSecret() async throws {
+        let created = try await propctl(["create", "vault.pin", "s", "--writers", "root,@audio", "--writers", "alice", "--secret"])
+        XCTAssertEqual(created.status, 0, "\(created)")
+        let listed = try await client.list(prefix: "vault.pin").first
+        XCTAssertEqual(listed?.metadata["writers"], .array(of: .string, [.string("root"), .string("@audio"), .string("alice")]))
+        XCTAssertEqual(listed?.metadata["secret"], .boolean(true))
+        let closed = try await propctl(["create", "vault.key", "s", "--writers", ""])
+        XCTAssertEqual(closed.status, 0, "\(closed)")
+        let only = try await client.list(prefix: "vault.key").first
+        XCTAssertEqual(only?.metadata["writers"], .array(of: .string, []), "an empty list leaves root and the daemon only")
+    }
+
     func testListMarksValuesThatDifferFromTheirDefault() async throws {
         try await client.create("settings.a", "i", default: .int32(1))
         try await client.create("settings.b", "i", default: .int32(1))
