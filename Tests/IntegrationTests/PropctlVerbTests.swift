@@ -210,6 +210,30 @@ final class PropctlVerbTests: DaemonTestCase {
         XCTAssertTrue(known.stdout.contains("settings.audio.balance"), "\(known)")
     }
 
+    func testDescribePrintsOneFieldForScripts() async throws {
+        try await client.create("settings.volume", "i", default: .int32(50),
+                                options: ["minimum": .int32(0), "maximum": .int32(100), "writable": .boolean(false)])
+        for (field, expected) in [("range", "0 100"), ("writable", "false"), ("default", "50"), ("type", "i"), ("value", "50"), ("is_set", "false")] {
+            let result = try await propctl(["describe", "settings.volume", "--field", field])
+            XCTAssertEqual(result.status, 0, "\(field): \(result)")
+            XCTAssertEqual(result.stdout, expected + "\n", "\(field): \(result)")
+        }
+        let unknown = try await propctl(["describe", "settings.volume", "--field", "colour"])
+        XCTAssertEqual(unknown.status, 64, "\(unknown)")
+        XCTAssertTrue(unknown.stderr.contains("range"), "the message lists the fields: \(unknown)")
+    }
+
+    func testDescribeOfAKeyWithAHiddenValueSaysWhatIsHiddenAndWhy() async throws {
+        try await client.create("settings.level", "i", default: .int32(1))
+        try await client.set("settings.level", .int32(80))
+        try await client.create("settings.level", "i", default: .int32(1), options: ["maximum": .int32(10)])
+        let result = try await propctl(["describe", "settings.level"])
+        XCTAssertEqual(result.status, 0, "\(result)")
+        XCTAssertTrue(result.stdout.contains("hidden_value"), "\(result)")
+        XCTAssertTrue(result.stdout.contains("80"), "the hidden value is shown: \(result)")
+        XCTAssertTrue(result.stdout.contains("hidden_reason"), "\(result)")
+    }
+
     func testCreateTakesWritersAndSecret() async throws {
         let created = try await propctl(["create", "vault.pin", "s", "--writers", "root,@audio", "--writers", "alice", "--secret"])
         XCTAssertEqual(created.status, 0, "\(created)")

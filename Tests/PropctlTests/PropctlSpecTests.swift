@@ -33,6 +33,18 @@ final class PropctlSpecTests: XCTestCase {
         }
     }
 
+    /// Words gsettings, dconf and busctl users type get the propctl command line instead.
+    func testFamiliarVerbsFromOtherToolsAreAnsweredWithPropctlsOwn() {
+        let parser = CommandLineParser(root: root)
+        let expected = ["monitor": "watch", "ls": "list", "rm": "delete", "show": "describe",
+                        "range": "describe --field range", "writable": "describe --field writable", "read": "get", "write": "set"]
+        for (word, answer) in expected {
+            XCTAssertThrowsError(try parser.parse([word, "settings.volume"])) { error in
+                XCTAssertTrue("\(error)".contains("did you mean '\(answer)'?"), "\(word): \(error)")
+            }
+        }
+    }
+
     func testNoSubcommandOptionShadowsAGlobalOne() {
         let globals = Set(root.options.map(\.long))
         for command in root.subcommands {
