@@ -129,7 +129,7 @@ extension CommandLineParser {
                 scopes.insert(subcommand, at: 0)
             } else if command.positionals.isEmpty {
                 let names = command.subcommands.map(\.name)
-                throw .unknownSubcommand(word, suggestion: closest(to: word, among: names), at: path)
+                throw .unknownSubcommand(word, suggestion: command.familiarWords[word] ?? closest(to: word, among: names), at: path)
             } else {
                 words.append(word)
             }

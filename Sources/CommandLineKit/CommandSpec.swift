@@ -34,6 +34,9 @@ public struct CommandSpec: Hashable, Sendable {
     public var exclusiveOptions: [[String]]
     /// Examples shown at the end of the help.
     public var examples: [Example]
+    /// Words users bring from other tools (`ls`, `monitor`) and what to type here instead: an
+    /// unknown subcommand that is one of them is answered with it rather than a near spelling.
+    public var familiarWords: [String: String]
 
     /// Creates a command declaration.
     public init(
@@ -44,7 +47,8 @@ public struct CommandSpec: Hashable, Sendable {
         positionals: [PositionalSpec] = [],
         subcommands: [CommandSpec] = [],
         exclusiveOptions: [[String]] = [],
-        examples: [Example] = []
+        examples: [Example] = [],
+        familiarWords: [String: String] = [:]
     ) {
         self.name = name
         self.abstract = abstract
@@ -54,6 +58,7 @@ public struct CommandSpec: Hashable, Sendable {
         self.subcommands = subcommands
         self.exclusiveOptions = exclusiveOptions
         self.examples = examples
+        self.familiarWords = familiarWords
     }
 
     /// The direct subcommand called `name`, if any.

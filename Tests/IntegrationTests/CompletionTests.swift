@@ -92,7 +92,7 @@ final class CompletionTests: DaemonTestCase {
             XCTAssertTrue(text.contains("\n\(section)\n"), "no \(section): \(text)")
         }
         for heading in ["get KEY...", "reset [OPTIONS] KEY|PREFIX", "create-command [OPTIONS] KEY [PROGRAM] [ARG...]",
-                        "cancel KEY [ID]", "describe KEY", "completion SHELL"] {
+                        "cancel KEY [ID]", "describe [OPTIONS] KEY", "completion SHELL"] {
             XCTAssertTrue(text.contains("   \(heading)\n"), "no \(heading) in:\n\(text)")
         }
         XCTAssertTrue(text.contains("--enabled-when EXPR"), text)

@@ -35,7 +35,11 @@ enum PropctlSpec {
             .init("Read a key on the system bus, as JSON", "propctl --system --json get settings.tags"),
             .init("Keep a file and a key in step, both ways", "propctl bind ui.theme --file ~/.config/theme"),
             .init("Run a command and print its result", "propctl exec viewmodel.executeSearch cats"),
-        ]
+        ],
+        // gsettings, dconf and busctl verbs.
+        familiarWords: ["monitor": "watch", "ls": "list", "rm": "delete", "show": "describe", "info": "describe",
+                        "range": "describe --field range", "writable": "describe --field writable",
+                        "read": "get", "write": "set", "get-property": "get", "set-property": "set", "introspect": "describe"]
     )
 
     /// `propctl get KEY...`
@@ -148,6 +152,8 @@ enum PropctlSpec {
             .value("choice", valueName: "VALUE", help: "Accept only this value.", repeatable: true),
             .value("value", valueName: "VALUE", help: "An initial value, set only if none is stored."),
             .value("scope", valueName: "SCOPE", help: "local (the default) or fleet: shared by every host through etcd (propbusd --fleet)."),
+            .value("writers", valueName: "LIST", help: "Who may write it with access control on: user names, @groups and uids, comma-separated (repeatable; '' for root and the daemon only).", repeatable: true),
+            .flag("secret", help: "Readable only by its writers, with access control on; never sent in signals."),
         ],
         positionals: [
             .init("KEY", help: "The key to create, e.g. settings.volume."),
@@ -157,6 +163,7 @@ enum PropctlSpec {
             .init("A volume from 0 to 100", "propctl create settings.volume i --default 50 --minimum 0 --maximum 100"),
             .init("A search field that is not persisted", "propctl create viewmodel.searchText s --transient"),
             .init("A theme with fixed choices", "propctl create ui.theme s --default light --choice light --choice dark"),
+            .init("A token only root and group vault may read or write", "propctl --system create vault.token s --writers root,@vault --secret"),
         ]
     )
 

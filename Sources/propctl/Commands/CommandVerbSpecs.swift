@@ -74,11 +74,15 @@ extension PropctlSpec {
             code), the value and whether it is set or reads the default, the default, the range \
             or choices, whether clients may write it and who, whether it is secret or \
             persistent, where it was declared and its description. Values with control \
-            characters are printed escaped; --json prints them exactly.
+            characters are printed escaped; --json prints them exactly. A stored value the             definition does not admit is shown as hidden_value, with hidden_reason.
+
+            --field NAME prints that one field alone, for scripts: booleans as true or false,             a range as its lower and upper bound separated by a space (empty when unbounded             there), other values as get prints them; an absent field prints an empty line.
             """,
+        options: [.value("field", valueName: "NAME", help: "Print only this field: \(DescribeCommand.fields.joined(separator: ", ")).")],
         positionals: [.init("KEY", help: "The key to describe.")],
         examples: [
             .init("Describe a key", "propctl describe settings.volume"),
+            .init("Whether clients may write it, as true or false", "propctl describe settings.volume --field writable"),
             .init("The same as JSON", "propctl --json describe settings.volume"),
         ]
     )

@@ -30,6 +30,12 @@ enum CreateCommand: Subcommand {
             }
             options["scope"] = .string(scope)
         }
+        let writerLists = parsed.options("writers")
+        if !writerLists.isEmpty {
+            let writers = writerLists.flatMap { $0.split(separator: ",", omittingEmptySubsequences: true) }
+            options["writers"] = .array(of: .string, writers.map { .string(String($0)) })
+        }
+        if parsed.flag("secret") { options["secret"] = .boolean(true) }
         let choiceTexts = parsed.options("choice")
         if !choiceTexts.isEmpty {
             var choices: [DBusValue] = []
