@@ -166,6 +166,25 @@ final class SystemdTests: XCTestCase {
 
     // MARK: D-Bus activation
 
+    /// On a bus that would start the daemon, `status` says so instead of telling the user to
+    /// start it by hand (issue 21), and starts nothing itself.
+    func testStatusOnABusThatWouldActivateTheDaemonSaysSo() async throws {
+        let activationBus = try await ActivationBus.start()
+        let connection = try await Connection.connect(to: .address(activationBus.address))
+        let status = try await runCommand(BuildProducts.propctl, ["--address", activationBus.address, "status"],
+                                          environment: activationBus.environment, timeout: 20)
+        let json = try await runCommand(BuildProducts.propctl, ["--address", activationBus.address, "--json", "status"],
+                                        environment: activationBus.environment, timeout: 20)
+        let after = try await connection.callBus("NameHasOwner", [.string(PropBusAPI.busName)])
+        connection.close()
+        await activationBus.stop()
+        XCTAssertEqual(status.status, 0, "\(status)")
+        XCTAssertTrue(status.stdout.contains("activatable"), "\(status)")
+        XCTAssertFalse(status.stdout.contains("systemctl") || status.stderr.contains("systemctl"), "\(status)")
+        XCTAssertTrue(json.stdout.contains("\"activatable\": true") || json.stdout.contains("\"activatable\":true"), "\(json)")
+        XCTAssertEqual(after.first?.boolValue, false, "status starts nothing")
+    }
+
     func testFirstCallOnTheSessionBusActivatesTheDaemon() async throws {
         let activationBus = try await ActivationBus.start()
         let connection = try await Connection.connect(to: .address(activationBus.address))
