@@ -11,12 +11,18 @@ enum StatusCommand: Subcommand {
         do {
             owner = try await client.connection.callBus("GetNameOwner", [.string(PropbusClient.busName)]).first?.stringValue ?? ""
         } catch {
-            // One message: the JSON document for scripts, or the stderr line for people.
+            // A bus that starts the daemon on the first call (D-Bus activation) has it, in
+            // effect: say so, and start nothing, as `systemctl status` starts nothing.
+            let activatable = (try? await client.connection.callBus("ListActivatableNames", []))?.first
+                .map { if case .array(_, let names) = $0 { names.contains(.string(PropbusClient.busName)) } else { false } } ?? false
+            // One message: the JSON document for scripts, or the line for people.
             if parsed.flag("json") {
-                Output.line(Output.json(.object([("running", .bool(false))])))
-                exit(CommandFailure.ExitCode.unavailable.rawValue)
+                Output.line(Output.json(.object([("running", .bool(false)), ("activatable", .bool(activatable))])))
+                exit(activatable ? 0 : CommandFailure.ExitCode.unavailable.rawValue)
             }
-            throw CommandFailure(.unavailable, CommandFailure.notRunning)
+            guard activatable else { throw CommandFailure(.unavailable, CommandFailure.notRunning) }
+            Output.line("status  activatable: not running; this bus starts propbusd on the first call to \(PropbusClient.busName) (any propctl command but status)")
+            return
         }
         let version = try await client.call(Key.rootPath, PropbusClient.propertiesInterface, "Get",
                                             [.string(PropbusClient.managerInterface), .string("Version")])
