@@ -56,6 +56,62 @@ for name, action in steps:
 print("done")
 """#
 
+    /// Proxies made before their object exists (issue 21): a plain GDBusProxy listens to
+    /// PropertiesChanged on its own path only, not to the root's InterfacesAdded/Removed. A
+    /// barrier on another object (signals of one sender arrive in order) shows each step landed.
+    private static let earlyProxyScript = #"""
+import sys
+from gi.repository import Gio, GLib
+address = sys.argv[1]
+conn = Gio.DBusConnection.new_for_address_sync(address,
+    Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION, None, None)
+NAME, ROOT = "org.propbus.PropBus1", "/org/propbus/PropBus1"
+def call(path, iface, method, sig, args):
+    return conn.call_sync(NAME, path, iface, method, GLib.Variant(sig, args) if sig else None, None, 0, 5000, None)
+def manager(method, sig, args):
+    call(ROOT, "org.propbus.PropBus1.Manager", method, sig, args)
+manager("CreateProperty", "(ssva{sv})", ("mark.n", "i", GLib.Variant("i", 0), {}))
+def proxy(path, iface):
+    return Gio.DBusProxy.new_sync(conn, Gio.DBusProxyFlags.NONE, None, NAME, ROOT + path, iface, None)
+marker, fresh, job = proxy("/mark", "org.propbus.PropBus1.Values"), proxy("/fresh", "org.propbus.PropBus1.Values"), proxy("/jobs/run", "org.propbus.PropBus1.Command")
+ctx, count = GLib.MainContext.default(), [0]
+def barrier():
+    count[0] += 1
+    call(ROOT + "/mark", "org.freedesktop.DBus.Properties", "Set", "(ssv)", ("org.propbus.PropBus1.Values", "n", GLib.Variant("i", count[0])))
+    deadline = GLib.get_monotonic_time() + 5000000
+    while GLib.get_monotonic_time() < deadline:
+        v = marker.get_cached_property("n")
+        if v is not None and v.unpack() == count[0]:
+            return
+        ctx.iteration(False)
+    print("barrier timed out")
+def cached(p):
+    return {n: p.get_cached_property(n).unpack() for n in p.get_cached_property_names()}
+def check(step, p, expected):
+    barrier()
+    if cached(p) != expected:
+        print("step %s: cache %s, expected %s" % (step, sorted(cached(p).items()), sorted(expected.items())))
+manager("CreateProperty", "(ssva{sv})", ("fresh.a", "i", GLib.Variant("i", 1), {}))
+check("first key of a new group", fresh, {"a": 1})
+manager("DeleteProperty", "(s)", ("fresh.a",))
+check("last key deleted", fresh, {})
+manager("CreateProperty", "(ssva{sv})", ("fresh.b", "i", GLib.Variant("i", 2), {}))
+check("the group back with another key", fresh, {"b": 2})
+manager("CreateCommand", "(sa{sv})", ("jobs.run", {"exec": GLib.Variant("as", ["/bin/true"])}))
+barrier()
+if cached(job).get("Enabled") is not True or "Executing" not in cached(job):
+    print("step command created: cache %s" % sorted(cached(job).items()))
+manager("DeleteCommand", "(s)", ("jobs.run",))
+check("command deleted", job, {})
+print("done")
+"""#
+
+    func testGDBusProxiesMadeBeforeTheirObjectFollowItsLife() async throws {
+        let result = try await tool("/usr/bin/python3", ["-c", Self.earlyProxyScript, bus.address], timeout: 60)
+        XCTAssertTrue(result.succeeded, "\(result)")
+        XCTAssertEqual(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "done", "diverging steps:\n\(result.stdout)\n\(result.stderr)")
+    }
+
     func testGDBusProxyCacheMatchesTheBusAfterDeletes() async throws {
         let result = try await tool("/usr/bin/python3", ["-c", Self.proxyScript, bus.address], timeout: 60)
         XCTAssertTrue(result.succeeded, "\(result)")
