@@ -220,12 +220,10 @@ public final class Service: @unchecked Sendable {
                     tree.noteChange(path: path, interface: Self.commandInterface, property: key.name, oldValue: old)
                 }
             case .deleted(_, let old):
-                if model.names(inGroup: key.group).isEmpty {
-                    tree.unexport(path)
-                } else {
-                    // The group remains: its cached proxies must drop the name (invalidated).
-                    tree.noteChange(path: path, interface: Self.valuesInterface, property: key.name, oldValue: old)
-                }
+                // Cached proxies must drop the name (invalidated), also when the group goes
+                // with its last key: the tree invalidates what was noted before the object goes.
+                tree.noteChange(path: path, interface: Self.valuesInterface, property: key.name, oldValue: old)
+                if model.names(inGroup: key.group).isEmpty { tree.unexport(path) }
             case .bound(let binding):
                 exportBinding(binding)
             case .unbound(let binding):

@@ -151,7 +151,7 @@ print("done")
         XCTAssertEqual(enabled.first, .variant(.boolean(true)))
     }
 
-    func testAllowsConcurrentExecutionChangeIsSignalledAndCreationSendsNoRedundantSignals() async throws {
+    func testAllowsConcurrentExecutionChangeIsSignalledAndCreationSendsOnlyItsAnnouncement() async throws {
         let recorder = try await client.record(pathNamespace: PropBusAPI.rootPath + "/vm", member: "PropertiesChanged")
         let exec = DBusValue.variant(.array(of: .string, [.string("true")]))
         try await client.call(PropBusAPI.manager, "CreateCommand", [.string("vm.run"), .vardict(["exec": exec])])
@@ -161,7 +161,12 @@ print("done")
         try await client.set("vm.marker", .int32(1))
         let signals = await recorder.wait { $0.contains { $0.changed["marker"] == .int32(1) } }
         let commandSignals = signals.filter { $0.path.hasSuffix("/vm/run") }
-        XCTAssertEqual(commandSignals.count, 1, "one for the flip, none at creation: \(commandSignals)")
-        XCTAssertEqual(commandSignals.first?.changed["AllowsConcurrentExecution"], .boolean(true), "\(commandSignals)")
+        // The object's appearance, announced on its own path for proxies made before it (one per
+        // interface, with every value), then the flip; nothing else at creation.
+        XCTAssertEqual(commandSignals.count, 3, "the announcement of each interface, then the flip: \(commandSignals)")
+        XCTAssertEqual(commandSignals.prefix(2).compactMap { $0.arguments.first?.stringValue }.sorted(),
+                       [PropBusAPI.values, "org.propbus.PropBus1.Command"].sorted(), "\(commandSignals)")
+        XCTAssertEqual(commandSignals.first { $0.arguments.first?.stringValue == "org.propbus.PropBus1.Command" }?.changed["AllowsConcurrentExecution"], .boolean(false), "\(commandSignals)")
+        XCTAssertEqual(commandSignals.last?.changed, ["AllowsConcurrentExecution": .boolean(true)], "\(commandSignals)")
     }
 }

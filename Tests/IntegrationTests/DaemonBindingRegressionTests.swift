@@ -74,8 +74,9 @@ final class DaemonBindingRegressionTests: DaemonBindingTestCase, @unchecked Send
                             + "then the other side set to value #\(final)"
                         try await client.create(key, channel.type, default: channel.keyValues[0])
                         try await client.create(to, channel.type, default: channel.toValues[0])
-                        expected.values[key] = channel.keyValues[0]
-                        expected.values[to] = channel.toValues[0]
+                        // Each key is its group's first: the group's appearance announces it.
+                        expected.assign(key, channel.keyValues[0])
+                        expected.assign(to, channel.toValues[0])
 
                         // The defaults value is set, then the switch is bound and follows it.
                         try await client.set(to, channel.toValues[initial])
@@ -174,8 +175,9 @@ final class DaemonBindingRegressionTests: DaemonBindingTestCase, @unchecked Send
                 try await assertValues([side: .boolean(false)], "\(how) of the same value on \(writtenSide) swallowed the next change")
                 try await client.set(other, .boolean(true))
                 try await assertValues([side: .boolean(true)], "\(how) on \(writtenSide): second change")
-                expectedHistory[key] = [.boolean(false), .boolean(true)]
-                expectedHistory[to] = [.boolean(false), .boolean(true)]
+                // The group's appearance (its first key) is announced with the value, then two changes.
+                expectedHistory[key] = [.boolean(true), .boolean(false), .boolean(true)]
+                expectedHistory[to] = [.boolean(true), .boolean(false), .boolean(true)]
             }
         }
         let signals = try await settle(changes)

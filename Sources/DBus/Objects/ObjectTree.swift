@@ -142,7 +142,24 @@ public final class ObjectTree: @unchecked Sendable {
                 }
                 let full = added(dictionaries)
                 if messageSize(full, path: path, member: "InterfacesAdded") <= maximumMessageSize {
-                    return signal(manager, "org.freedesktop.DBus.ObjectManager", "InterfacesAdded", full).map { [$0] } ?? []
+                    var messages = signal(manager, "org.freedesktop.DBus.ObjectManager", "InterfacesAdded", full).map { [$0] } ?? []
+                    // A plain proxy on `path` (GDBusProxy, Qt) made before the object existed
+                    // hears only PropertiesChanged on its own path: announce the values there too
+                    // (restricted ones by name), each part of the InterfacesAdded that fit.
+                    for (interface, dictionary) in dictionaries {
+                        guard case .dictionary(let keyType, let valueType, let entries) = dictionary else { continue }
+                        // Only what PropertiesChanged may carry: no `const` or unsignalled property.
+                        let signalled = signalledProperties(interface)
+                        let shown = entries.filter { $0.key.stringValue.map { signalled[$0] == .emits } ?? false }
+                        let hidden = signalled.filter { $0.value == .invalidates }.map(\.key).sorted()
+                        guard !shown.isEmpty || !hidden.isEmpty,
+                              let announcement = signal(path, "org.freedesktop.DBus.Properties", "PropertiesChanged",
+                                                        [.string(interface.name), .dictionary(key: keyType, value: valueType, shown),
+                                                         .array(of: .string, hidden.map { .string($0) })])
+                        else { continue }
+                        messages.append(announcement)
+                    }
+                    return messages
                 }
                 // Too big for one message (a store written under a larger limit): announce the
                 // object with empty property sets, then invalidate every property so clients
@@ -167,13 +184,30 @@ public final class ObjectTree: @unchecked Sendable {
     public func unexport(_ path: String) {
         dispatchPrecondition(condition: .onQueue(connection.queue))
         guard let object = objects.removeValue(forKey: path) else { return }
-        let names = object.interfaces().map(\.name)
+        let interfaces = object.interfaces()
+        let names = interfaces.map(\.name)
+        // A plain proxy on `path` keeps its cached values until they are invalidated on `path`
+        // itself: every property the object has, and those noted this round (a group's last key,
+        // deleted just before its object goes, is no longer among its names).
+        var gone: [(interface: String, properties: [String])] = []
+        for interface in interfaces {
+            var properties = propertyNames(interface)
+            let noted = pendingChanges[ChangeKey(path: path, interface: interface.name)].map { Array($0.keys) } ?? []
+            properties += noted.filter { !properties.contains($0) }.sorted()
+            if !properties.isEmpty { gone.append((interface.name, properties)) }
+        }
         pendingChangeOrder.removeAll { $0.path == path }
         pendingChanges = pendingChanges.filter { $0.key.path != path }
         if let manager = manager(above: path) {
             pendingEvents.append { [unowned self] in
-                signal(manager, "org.freedesktop.DBus.ObjectManager", "InterfacesRemoved",
-                       [.objectPath(path), .array(of: .string, names.map { .string($0) })]).map { [$0] } ?? []
+                let empty = DBusValue.dictionary(key: .string, value: .variant, [])
+                var messages = gone.compactMap { interface, properties in
+                    signal(path, "org.freedesktop.DBus.Properties", "PropertiesChanged",
+                           [.string(interface), empty, .array(of: .string, properties.map { .string($0) })])
+                }
+                messages += signal(manager, "org.freedesktop.DBus.ObjectManager", "InterfacesRemoved",
+                                   [.objectPath(path), .array(of: .string, names.map { .string($0) })]).map { [$0] } ?? []
+                return messages
             }
         }
     }
@@ -533,6 +567,30 @@ public final class ObjectTree: @unchecked Sendable {
 
     /// The `a{sv}` a `GetAll` of `interface` returns: readable properties whose getter succeeds
     /// and that `call`'s sender may read; for a broadcast (`call` is `nil`), only unrestricted ones.
+    /// How each readable property of `interface` is signalled. A computed table says only which
+    /// are restricted: those are invalidated by name, the others emitted with their values.
+    func signalledProperties(_ interface: InterfaceDescription) -> [String: ChangeSignal] {
+        switch interface.properties {
+        case .fixed(let list):
+            return Dictionary(list.filter { $0.access != .write }.map { ($0.name, $0.changeSignal) }, uniquingKeysWith: { first, _ in first })
+        case .dynamic(let names, let lookup):
+            return Dictionary(names().compactMap(lookup).map { ($0.name, $0.changeSignal) }, uniquingKeysWith: { first, _ in first })
+        case .computed(let table):
+            var result: [String: ChangeSignal] = [:]
+            table.forEach { name, _, restricted in result[name] = restricted ? .invalidates : .emits }
+            return result
+        }
+    }
+
+    /// The names of `interface`'s readable properties, without describing each one.
+    func propertyNames(_ interface: InterfaceDescription) -> [String] {
+        switch interface.properties {
+        case .fixed(let list): list.filter { $0.access != .write }.map(\.name)
+        case .dynamic(let names, _): names()
+        case .computed(let table): table.names()
+        }
+    }
+
     func propertyDictionary(_ interface: InterfaceDescription, for call: MethodCall?) -> DBusValue {
         .dictionary(key: .string, value: .variant, interface.properties.all.compactMap { property in
             guard property.access != .write else { return nil }
