@@ -45,7 +45,7 @@ extension Service {
         let queue = tree.connection.queue
         do {
             let process = try CommandProcess.execute(argv, command: execution.command, execution: execution.id, input: execution.input,
-                                                     outputLimit: model.limits.maximumValueSize) { [self] outcome in
+                                                     outputLimit: model.limits.maximumValueSize, loop: executionIO) { [self] outcome in
                 queue.async { [self] in processEnded(execution, outcome) }
             }
             running[execution.id]?.process = process
