@@ -132,6 +132,7 @@ extension Service {
     /// `Execute` gets its reply. Later reports about the same execution are ignored.
     func finishExecution(_ id: UInt64, of key: Key, _ result: Result<DBusValue, DBusError>) {
         guard let work = running.removeValue(forKey: id) else { return }
+        let result = Self.sendable(result, of: id, key)
         work.timer?.cancel()
         // Its process group is gone already; what left the group (setsid) goes now, before the
         // reply, so a caller never sees an ended execution with work still running.
@@ -147,6 +148,23 @@ extension Service {
             work.waiter?.fail(error)
         }
         tree.connection.scheduleRound()
+    }
+
+    /// `result` as it can go on the wire. An outcome that cannot be marshalled would leave the
+    /// waiting `Execute` with a generic error and everyone else without `Finished` or `Failed`
+    /// (`propctl exec` waits for them): it becomes a failure that can.
+    private static func sendable(_ result: Result<DBusValue, DBusError>, of id: UInt64, _ key: Key) -> Result<DBusValue, DBusError> {
+        switch result {
+        case .success(let value):
+            do {
+                try value.validate()
+                return result
+            } catch {
+                return .failure(PropBusError(.invalidOutput, "the result of execution \(id) of command \(key) cannot be sent: \(error.reason)").dbusError)
+            }
+        case .failure(let error):
+            return .failure(DBusError(name: error.name, message: TextBytes.replacingNUL(in: error.message)))
+        }
     }
 
     /// Kills what ended executions left behind and reaps the daemon's zombie orphans; comes

@@ -118,6 +118,22 @@ final class CommandProcessTests: XCTestCase {
         XCTAssertEqual(try run(["true"]).result(of: command).get(), "")
     }
 
+    func testOutputThatIsNotTextIsInvalidOutputNamingTheOffset() throws {
+        assertFailure(try run(["printf", "ab\\0c"]).result(of: command), .invalidOutput,
+                      containing: ["command vm.search wrote a NUL byte at offset 2 of its stdout", "UTF-8 text"])
+        assertFailure(try run(["printf", "\\303\\251\\377"]).result(of: command), .invalidOutput, containing: ["invalid UTF-8 at offset 2"])
+        // A truncated sequence at the end, an overlong encoding, a UTF-16 surrogate.
+        for (bytes, offset) in [([0x61, 0xE2, 0x82], 1), ([0xC0, 0xAF], 0), ([0x78, 0xED, 0xA0, 0x80], 1)] as [([UInt8], Int)] {
+            XCTAssertEqual(TextBytes.firstProblem(in: bytes), .invalidUTF8(offset: offset), "\(bytes)")
+        }
+        XCTAssertNil(TextBytes.firstProblem(in: Array("café € 𝄞".utf8)))
+    }
+
+    func testNulOnStderrStaysOutOfTheMessage() throws {
+        let outcome = try run(["sh", "-c", "printf 'bad\\0news' >&2; exit 2"])
+        assertFailure(outcome.result(of: command), .executionFailed, containing: ["status 2", "bad\u{FFFD}news"])
+    }
+
     func testArgumentsAreNotInterpretedByAShell() throws {
         let outcome = try run(["printf", "%s|", "$HOME", "a b", "`id`", ";", "*"])
         XCTAssertEqual(text(outcome), "$HOME|a b|`id`|;|*|")

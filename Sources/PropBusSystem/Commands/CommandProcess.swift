@@ -32,12 +32,20 @@ public final class CommandProcess: Sendable {
         /// The output limit the run had.
         public var outputLimit: Int
 
-        /// The execution's result as SPEC §6 defines it: stdout as a string (without one
-        /// trailing newline, like `$(…)` minus the rest) on exit status 0; otherwise
-        /// `ExecutionFailed` with the status and the end of stderr, or `LimitsExceeded`.
+        /// The execution's result: stdout as a string (without one trailing newline, like
+        /// `$(…)` minus the rest) on exit status 0; otherwise `ExecutionFailed` with the status
+        /// and the end of stderr, or `LimitsExceeded`.
+        ///
+        /// A result is text: stdout that is not UTF-8, or holds a NUL byte (which no D-Bus string
+        /// can carry), is `InvalidOutput` naming the first offending offset, never a string with
+        /// replacement characters.
         public func result(of command: Key) -> Result<String, PropBusError> {
             switch ending {
             case .exited(0):
+                if let problem = TextBytes.firstProblem(in: output) {
+                    return .failure(PropBusError(.invalidOutput, "command \(command) wrote \(problem) of its stdout; "
+                                                 + "the output of a command must be UTF-8 text without NUL bytes"))
+                }
                 var text = String(decoding: output, as: UTF8.self)
                 if text.hasSuffix("\n") { text.removeLast() }
                 return .success(text)
@@ -50,10 +58,12 @@ public final class CommandProcess: Sendable {
             }
         }
 
-        /// The last few lines of stderr, for an error message.
+        /// The last few lines of stderr, for an error message. Invalid UTF-8 (decoded already)
+        /// and NUL bytes show as U+FFFD: a D-Bus string cannot carry a NUL, and the message
+        /// is only a diagnostic.
         private var stderrSummary: String {
             let lines = errorTail.split(separator: "\n", omittingEmptySubsequences: true).suffix(5).joined(separator: "\n")
-            return lines.isEmpty ? " (nothing on stderr)" : "; stderr: " + lines
+            return lines.isEmpty ? " (nothing on stderr)" : "; stderr: " + TextBytes.replacingNUL(in: lines)
         }
     }
 
