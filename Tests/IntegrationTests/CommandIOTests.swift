@@ -59,4 +59,19 @@ final class CommandIOTests: DaemonTestCase {
         let failed = await events.wait { !$0.named("Failed").isEmpty }
         XCTAssertEqual(failed.named("Failed").first?.arguments[1], .string(PropBusAPI.error("Cancelled")))
     }
+
+    func testExecutionsDoNotOutliveADaemonThatLostItsBus() async throws {
+        let pids = try makeTemporaryDirectory(prefix: "cmd").appendingPathComponent("pids")
+        try await client.createCommand("jobs.sleep", ["exec": argv("echo $$ > '\(pids.path)'; exec sleep 30")])
+        _ = try await client.start("jobs.sleep")
+        let written = await eventually { ((try? String(contentsOf: pids, encoding: .utf8)) ?? "").hasSuffix("\n") }
+        XCTAssertTrue(written, "the program started")
+        let pid = try XCTUnwrap(Int32(String(contentsOf: pids, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
+        await bus.crash()
+        let exited = await daemon.process.waitForExit(timeout: 10)
+        XCTAssertEqual(exited?.status, 1, "propbusd exits when its bus is gone: \(daemon.stderr)")
+        let gone = await eventually { !CommandFailureTests.isRunning(pid) }
+        XCTAssertTrue(gone, "the execution's program \(pid) was left running")
+        if !gone { kill(pid, SIGKILL) }
+    }
 }
