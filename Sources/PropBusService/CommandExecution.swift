@@ -189,6 +189,17 @@ extension Service {
         waitForExecutions(until: .now() + options.killGrace + 1, then: completion)
     }
 
+    /// Kills every running exec execution's process group now (SIGTERM, then SIGKILL at once),
+    /// waits at most `timeout` seconds for them to be reaped, then kills what they left behind:
+    /// for a daemon that must exit at once (it lost its bus), which can neither announce the
+    /// ends nor wait for a graceful one, but must not leave work running unseen.
+    public func killAllExecutions(timeout: Double) {
+        dispatchPrecondition(condition: .onQueue(tree.connection.queue))
+        for work in running.values { work.process?.terminate(grace: 0) }
+        executionIO.waitUntilIdle(timeout: timeout)
+        _ = LeftoverProcesses.sweep(running: [], leaders: [])
+    }
+
     private func waitForExecutions(until deadline: DispatchTime, then completion: @escaping () -> Void) {
         if running.isEmpty || DispatchTime.now() >= deadline { return completion() }
         let box = UncheckedCompletion(completion)

@@ -94,6 +94,13 @@ public final class CommandIOLoop: @unchecked Sendable {
         wake()
     }
 
+    /// Waits, at most `timeout` seconds, until the loop holds no process (each was reaped and
+    /// reported): for a daemon about to exit, whose queue can no longer wait for the reports.
+    public func waitUntilIdle(timeout: Double) {
+        let deadline = Self.monotonicNow() + UInt64(max(0, timeout) * 1_000_000_000)
+        while requests.withLock({ $0.held > 0 }), Self.monotonicNow() < deadline { usleep(10_000) }
+    }
+
     private func wake() {
         var one: UInt64 = 1
         // EAGAIN means the counter is already non-zero: the loop wakes anyway.
