@@ -45,7 +45,7 @@ extension Service {
         let queue = tree.connection.queue
         do {
             let process = try CommandProcess.execute(argv, command: execution.command, execution: execution.id, input: execution.input,
-                                                     outputLimit: model.limits.maximumValueSize) { [self] outcome in
+                                                     outputLimit: model.limits.maximumValueSize, loop: executionIO) { [self] outcome in
                 queue.async { [self] in processEnded(execution, outcome) }
             }
             running[execution.id]?.process = process
@@ -132,6 +132,7 @@ extension Service {
     /// `Execute` gets its reply. Later reports about the same execution are ignored.
     func finishExecution(_ id: UInt64, of key: Key, _ result: Result<DBusValue, DBusError>) {
         guard let work = running.removeValue(forKey: id) else { return }
+        let result = Self.sendable(result, of: id, key)
         work.timer?.cancel()
         // Its process group is gone already; what left the group (setsid) goes now, before the
         // reply, so a caller never sees an ended execution with work still running.
@@ -147,6 +148,23 @@ extension Service {
             work.waiter?.fail(error)
         }
         tree.connection.scheduleRound()
+    }
+
+    /// `result` as it can go on the wire. An outcome that cannot be marshalled would leave the
+    /// waiting `Execute` with a generic error and everyone else without `Finished` or `Failed`
+    /// (`propctl exec` waits for them): it becomes a failure that can.
+    private static func sendable(_ result: Result<DBusValue, DBusError>, of id: UInt64, _ key: Key) -> Result<DBusValue, DBusError> {
+        switch result {
+        case .success(let value):
+            do {
+                try value.validate()
+                return result
+            } catch {
+                return .failure(PropBusError(.invalidOutput, "the result of execution \(id) of command \(key) cannot be sent: \(error.reason)").dbusError)
+            }
+        case .failure(let error):
+            return .failure(DBusError(name: error.name, message: TextBytes.replacingNUL(in: error.message)))
+        }
     }
 
     /// Kills what ended executions left behind and reaps the daemon's zombie orphans; comes
@@ -169,6 +187,17 @@ extension Service {
                             reason: PropBusError(.cancelled, "execution \(id) of command \(work.execution.command) was cancelled: propbusd is stopping"))
         }
         waitForExecutions(until: .now() + options.killGrace + 1, then: completion)
+    }
+
+    /// Kills every running exec execution's process group now (SIGTERM, then SIGKILL at once),
+    /// waits at most `timeout` seconds for them to be reaped, then kills what they left behind:
+    /// for a daemon that must exit at once (it lost its bus), which can neither announce the
+    /// ends nor wait for a graceful one, but must not leave work running unseen.
+    public func killAllExecutions(timeout: Double) {
+        dispatchPrecondition(condition: .onQueue(tree.connection.queue))
+        for work in running.values { work.process?.terminate(grace: 0) }
+        executionIO.waitUntilIdle(timeout: timeout)
+        _ = LeftoverProcesses.sweep(running: [], leaders: [])
     }
 
     private func waitForExecutions(until deadline: DispatchTime, then completion: @escaping () -> Void) {

@@ -52,6 +52,9 @@ public final class Service: @unchecked Sendable {
     let options: Options
     /// The work of every running execution, by execution id.
     var running: [UInt64: ExecutionWork] = [:]
+    /// The one thread that does the I/O of every running exec execution, sized to the
+    /// executions the command table admits.
+    let executionIO: CommandIOLoop
     /// While set, rounds do not commit: the daemon holds the store's writes until it owns its
     /// name, so a daemon that loses the name leaves its store as it found it.
     public var holdsCommits = false
@@ -78,6 +81,7 @@ public final class Service: @unchecked Sendable {
         self.store = store
         self.commands = commands ?? CommandTable(model: model, store: store)
         round = Round(model: model, commands: self.commands, store: store)
+        executionIO = CommandIOLoop(capacity: self.commands.maximumRunning)
         self.options = options
         tree = ObjectTree(connection: connection)
         // Checks need the caller's credentials; the lookup it costs is skipped when all is allowed.

@@ -190,7 +190,8 @@ final class Daemon: @unchecked Sendable {
                         service?.skippedModelFiles = modelFiles.skipped
                         service?.reloadHandler = { [unowned self] () throws(DBusError) in try reload(because: "Manager.Reload") }
                         self.connection = connection
-                        connection.whenDisconnected {
+                        connection.whenDisconnected { [service] in
+                            service?.killAllExecutions(timeout: 1)
                             Self.fail("lost the connection to the bus", code: 1)
                         }
                         continuation.resume()

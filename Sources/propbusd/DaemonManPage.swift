@@ -30,7 +30,7 @@ enum DaemonManPage {
             ".TP", "\\fIpropbusd.lock\\fR beside the store", "The state directory's lock: one propbusd per store.",
             ".TP", "\\fI$XDG_CONFIG_HOME/propbus/models/*.json\\fR, \\fI/etc/propbus/models/*.json\\fR", "Model files read at start and again on SIGHUP (systemctl reload, propctl reload).",
             ".SH \"EXIT STATUS\"",
-            "0 after SIGTERM or SIGINT; 1 on a start\\-up failure or when the bus goes away; 64 for a wrong command line.",
+            "0 after SIGTERM or SIGINT; 1 on a start\\-up failure or when the bus goes away (running executions are killed first); 64 for a wrong command line.",
             ".SH \"SEE ALSO\"", "\\fBpropctl\\fR(1), \\fBbusctl\\fR(1), \\fBsystemd.service\\fR(5), \\fBdbus\\-daemon\\fR(1)",
         ]
         return lines.joined(separator: "\n") + "\n"

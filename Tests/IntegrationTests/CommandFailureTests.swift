@@ -8,11 +8,11 @@ import XCTest
 final class CommandFailureTests: DaemonTestCase {
     override var daemonArguments: [String] { ["--max-executions", "3", "--max-value-size", "4096"] }
 
-    private func argv(_ script: String) -> DBusValue { .array(of: .string, [.string("sh"), .string("-c"), .string(script)]) }
+    func argv(_ script: String) -> DBusValue { .array(of: .string, [.string("sh"), .string("-c"), .string(script)]) }
 
     /// Runs `body`, expecting `name`; then checks that exactly one Failed signal with that name
     /// came, that the command is idle again, and that it still runs.
-    private func assertFailsOnce(_ key: String, _ name: String, containing fragments: [String],
+    func assertFailsOnce(_ key: String, _ name: String, containing fragments: [String],
                                  file: StaticString = #filePath, line: UInt = #line,
                                  _ body: @escaping () async throws -> Void) async throws {
         let events = try await client.recordExecutions(of: key)

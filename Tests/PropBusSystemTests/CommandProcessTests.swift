@@ -24,6 +24,7 @@ final class CommandProcessTests: XCTestCase {
     }
 
     private let command = try! Key("vm.search")
+    private let loop = CommandIOLoop(capacity: 64)
 
     /// Receives the outcome on the pump's thread.
     private final class Completion: Sendable {
@@ -46,7 +47,7 @@ final class CommandProcessTests: XCTestCase {
                        outputLimit: Int = 1 << 20, errorTailLimit: Int = 4096) throws -> (CommandProcess, Completion) {
         let completion = Completion()
         let process = try CommandProcess.start(argv, input: Array(input.utf8), environment: environment,
-                                               outputLimit: outputLimit, errorTailLimit: errorTailLimit) { completion.report($0) }
+                                               outputLimit: outputLimit, errorTailLimit: errorTailLimit, loop: loop) { completion.report($0) }
         return (process, completion)
     }
 
@@ -115,6 +116,22 @@ final class CommandProcessTests: XCTestCase {
         XCTAssertEqual(try run(["printf", "a\\n\\n"]).result(of: command).get(), "a\n")
         XCTAssertEqual(try run(["printf", "no newline"]).result(of: command).get(), "no newline")
         XCTAssertEqual(try run(["true"]).result(of: command).get(), "")
+    }
+
+    func testOutputThatIsNotTextIsInvalidOutputNamingTheOffset() throws {
+        assertFailure(try run(["printf", "ab\\0c"]).result(of: command), .invalidOutput,
+                      containing: ["command vm.search wrote a NUL byte at offset 2 of its stdout", "UTF-8 text"])
+        assertFailure(try run(["printf", "\\303\\251\\377"]).result(of: command), .invalidOutput, containing: ["invalid UTF-8 at offset 2"])
+        // A truncated sequence at the end, an overlong encoding, a UTF-16 surrogate.
+        for (bytes, offset) in [([0x61, 0xE2, 0x82], 1), ([0xC0, 0xAF], 0), ([0x78, 0xED, 0xA0, 0x80], 1)] as [([UInt8], Int)] {
+            XCTAssertEqual(TextBytes.firstProblem(in: bytes), .invalidUTF8(offset: offset), "\(bytes)")
+        }
+        XCTAssertNil(TextBytes.firstProblem(in: Array("café € 𝄞".utf8)))
+    }
+
+    func testNulOnStderrStaysOutOfTheMessage() throws {
+        let outcome = try run(["sh", "-c", "printf 'bad\\0news' >&2; exit 2"])
+        assertFailure(outcome.result(of: command), .executionFailed, containing: ["status 2", "bad\u{FFFD}news"])
     }
 
     func testArgumentsAreNotInterpretedByAShell() throws {
@@ -225,6 +242,26 @@ final class CommandProcessTests: XCTestCase {
         _ = try? start(["/nonexistent/program"])
         let after = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count
         XCTAssertLessThanOrEqual(after, before, "descriptors before \(before), after \(after)")
+    }
+
+    func testTheLoopHoldsAtMostItsCapacityAndFreesASlotAtTheEnd() throws {
+        let small = CommandIOLoop(capacity: 2)
+        var processes: [CommandProcess] = []
+        let completions = (0..<2).map { _ in Completion() }
+        for completion in completions {
+            processes.append(try CommandProcess.start(["sleep", "30"], input: [], outputLimit: 100, loop: small) { completion.report($0) })
+        }
+        XCTAssertThrowsError(try CommandProcess.start(["true"], input: [], outputLimit: 100, loop: small) { _ in }) { error in
+            XCTAssertEqual((error as? PropBusError)?.code, .limitsExceeded)
+            XCTAssertTrue((error as? PropBusError)?.message.contains("2 executions") == true, "\(error)")
+        }
+        processes[0].terminate(grace: 5)
+        XCTAssertEqual(try XCTUnwrap(completions[0].wait(seconds: 5)).ending, .signaled(SIGTERM))
+        let third = Completion()
+        _ = try CommandProcess.start(["true"], input: [], outputLimit: 100, loop: small) { third.report($0) }
+        XCTAssertEqual(try XCTUnwrap(third.wait(seconds: 5)).ending, .exited(0), "the ended run's slot was free again")
+        processes[1].terminate(grace: 0)
+        XCTAssertNotNil(completions[1].wait(seconds: 5))
     }
 
     // MARK: Output limit

@@ -13,7 +13,7 @@ final class LeftoverProcessesTests: XCTestCase {
         let done = DispatchSemaphore(value: 0)
         let ending = Mutex<CommandProcess.Ending?>(nil)
         let process = try CommandProcess.start(["sleep", "30"], input: [], environment: ["PROPBUS_EXECUTION_ID": "4242"],
-                                               outputLimit: 100) { outcome in
+                                               outputLimit: 100, loop: CommandIOLoop(capacity: 1)) { outcome in
             ending.withLock { $0 = outcome.ending }
             done.signal()
         }

@@ -33,6 +33,8 @@ public struct PropBusError: Error, Hashable, Sendable, CustomStringConvertible {
         case timedOut = "TimedOut"
         case cancelled = "Cancelled"
         case handlerVanished = "HandlerVanished"
+        /// An exec command's stdout is not text (UTF-8 without NUL bytes).
+        case invalidOutput = "InvalidOutput"
         case limitsExceeded = "LimitsExceeded"
         case exists = "Exists"
         case storeFailed = "StoreFailed"

@@ -1,20 +1,17 @@
 import DBusValues
-import Dispatch
 import Glibc
 import PropBus
-import Synchronization
 import SystemKit
 
 /// One run of a command's argv: spawned without a shell in its own process group, the input on
-/// stdin, stdout captured up to a limit and the tail of stderr kept.
+/// stdin, stdout captured up to a limit and the tail of stderr kept, all by a ``CommandIOLoop``.
 ///
 /// The process group lets a cancel or timeout stop the whole tree the command started, and
 /// when the program itself exits, whatever it left behind in its group is killed too, so no
 /// stray child can hold the pipes open (or run on unseen).
 ///
-/// `@unchecked Sendable`: `pid` is immutable and `ended` is atomic; the I/O state belongs to
-/// the one thread that runs ``pump``.
-public final class CommandProcess: @unchecked Sendable {
+/// `Sendable`: a handle of immutable values; the I/O state belongs to the loop's thread.
+public final class CommandProcess: Sendable {
     /// How a run ended.
     public enum Ending: Sendable, Equatable {
         /// The program exited with this status.
@@ -35,12 +32,20 @@ public final class CommandProcess: @unchecked Sendable {
         /// The output limit the run had.
         public var outputLimit: Int
 
-        /// The execution's result as SPEC §6 defines it: stdout as a string (without one
-        /// trailing newline, like `$(…)` minus the rest) on exit status 0; otherwise
-        /// `ExecutionFailed` with the status and the end of stderr, or `LimitsExceeded`.
+        /// The execution's result: stdout as a string (without one trailing newline, like
+        /// `$(…)` minus the rest) on exit status 0; otherwise `ExecutionFailed` with the status
+        /// and the end of stderr, or `LimitsExceeded`.
+        ///
+        /// A result is text: stdout that is not UTF-8, or holds a NUL byte (which no D-Bus string
+        /// can carry), is `InvalidOutput` naming the first offending offset, never a string with
+        /// replacement characters.
         public func result(of command: Key) -> Result<String, PropBusError> {
             switch ending {
             case .exited(0):
+                if let problem = TextBytes.firstProblem(in: output) {
+                    return .failure(PropBusError(.invalidOutput, "command \(command) wrote \(problem) of its stdout; "
+                                                 + "the output of a command must be UTF-8 text without NUL bytes"))
+                }
                 var text = String(decoding: output, as: UTF8.self)
                 if text.hasSuffix("\n") { text.removeLast() }
                 return .success(text)
@@ -53,32 +58,48 @@ public final class CommandProcess: @unchecked Sendable {
             }
         }
 
-        /// The last few lines of stderr, for an error message.
+        /// The last few lines of stderr, for an error message. Invalid UTF-8 (decoded already)
+        /// and NUL bytes show as U+FFFD: a D-Bus string cannot carry a NUL, and the message
+        /// is only a diagnostic.
         private var stderrSummary: String {
             let lines = errorTail.split(separator: "\n", omittingEmptySubsequences: true).suffix(5).joined(separator: "\n")
-            return lines.isEmpty ? " (nothing on stderr)" : "; stderr: " + lines
+            return lines.isEmpty ? " (nothing on stderr)" : "; stderr: " + TextBytes.replacingNUL(in: lines)
         }
     }
 
     /// The process id, which is also the process group id.
     public let pid: pid_t
-    private let ended = Atomic<Bool>(false)
-    private let outputLimit: Int
-    private let errorTailLimit: Int
+    private let loop: CommandIOLoop
+    /// The process's identity in `loop`: unlike a pid, never reused.
+    private let token: UInt64
 
-    private init(pid: pid_t, outputLimit: Int, errorTailLimit: Int) {
+    private init(pid: pid_t, loop: CommandIOLoop, token: UInt64) {
         self.pid = pid
-        self.outputLimit = outputLimit
-        self.errorTailLimit = errorTailLimit
+        self.loop = loop
+        self.token = token
     }
 
-    /// Spawns `argv` (`posix_spawnp`: the program is looked up in `PATH`) and reports the outcome
-    /// through `completion`, on a background thread.
+    /// Spawns `argv` (`posix_spawnp`: the program is looked up in `PATH`), hands its I/O to
+    /// `loop` and reports the outcome through `completion`, on the loop's thread.
     ///
-    /// - Throws: `ExecutionFailed` with the `errno` text when the program cannot be started.
+    /// - Throws: `ExecutionFailed` with the `errno` text when the program cannot be started;
+    ///   `LimitsExceeded` when `loop` already holds its capacity.
     public static func start(_ argv: [String], input: [UInt8], environment: [String: String] = [:],
-                             outputLimit: Int, errorTailLimit: Int = 4096,
+                             outputLimit: Int, errorTailLimit: Int = 4096, loop: CommandIOLoop,
                              completion: @escaping @Sendable (Outcome) -> Void) throws(PropBusError) -> CommandProcess {
+        let token = try loop.reserve(for: argv)
+        do {
+            return try spawn(argv, input: input, environment: environment, outputLimit: outputLimit, errorTailLimit: errorTailLimit,
+                             loop: loop, token: token, completion: completion)
+        } catch {
+            loop.release()
+            throw error
+        }
+    }
+
+    private static func spawn(_ argv: [String], input: [UInt8], environment: [String: String], outputLimit: Int, errorTailLimit: Int,
+                              loop: CommandIOLoop, token: UInt64,
+                              completion: @escaping @Sendable (Outcome) -> Void) throws(PropBusError) -> CommandProcess {
         var stdinPipe: [Int32] = [-1, -1], stdoutPipe: [Int32] = [-1, -1], stderrPipe: [Int32] = [-1, -1]
         func failure(_ what: String, _ code: Int32) -> PropBusError {
             PropBusError(.executionFailed, "\(what): \(String(cString: strerror(code)))")
@@ -130,13 +151,9 @@ public final class CommandProcess: @unchecked Sendable {
             closeAll([stdinPipe[1], stdoutPipe[0], stderrPipe[0]])
             throw failure("cannot start \(argv[0])", result)
         }
-        let process = CommandProcess(pid: pid, outputLimit: outputLimit, errorTailLimit: errorTailLimit)
-        let streams = (input: stdinPipe[1], output: stdoutPipe[0], error: stderrPipe[0])
-        // A blocking loop of its own; executions are bounded by --max-executions.
-        DispatchQueue.global(qos: .utility).async {
-            completion(process.pump(input: input, streams: streams))
-        }
-        return process
+        loop.add(ProcessRun(token: token, pid: pid, input: input, streams: (stdinPipe[1], stdoutPipe[0], stderrPipe[0]),
+                            outputLimit: outputLimit, errorTailLimit: errorTailLimit, completion: completion))
+        return CommandProcess(pid: pid, loop: loop, token: token)
     }
 
     /// The largest input also passed in `PROPBUS_INPUT`: the kernel limits one environment string.
@@ -146,105 +163,17 @@ public final class CommandProcess: @unchecked Sendable {
     /// (scalars plain, containers as JSON) on stdin and, when it fits in one environment string,
     /// in `PROPBUS_INPUT`, with `PROPBUS_COMMAND` and `PROPBUS_EXECUTION_ID` set.
     public static func execute(_ argv: [String], command: Key, execution id: UInt64, input: DBusValue, outputLimit: Int,
-                               completion: @escaping @Sendable (Outcome) -> Void) throws(PropBusError) -> CommandProcess {
+                               loop: CommandIOLoop, completion: @escaping @Sendable (Outcome) -> Void) throws(PropBusError) -> CommandProcess {
         let text = ValueText.format(input)
         var environment = ["PROPBUS_COMMAND": command.text, "PROPBUS_EXECUTION_ID": String(id)]
         if text.utf8.count <= maximumEnvironmentInput { environment["PROPBUS_INPUT"] = text }
-        return try start(argv, input: Array(text.utf8), environment: environment, outputLimit: outputLimit, completion: completion)
+        return try start(argv, input: Array(text.utf8), environment: environment, outputLimit: outputLimit, loop: loop, completion: completion)
     }
 
-    /// Stops the whole process group: SIGTERM now, SIGKILL after `grace` seconds if it is still there.
+    /// Stops the whole process group: SIGTERM now, SIGKILL after `grace` seconds if it is still
+    /// there. Nothing once the run has ended.
     public func terminate(grace: Double) {
-        guard !ended.load(ordering: .acquiring) else { return }
-        kill(-pid, SIGTERM)
-        DispatchQueue.global().asyncAfter(deadline: .now() + grace) { [self] in
-            guard !ended.load(ordering: .acquiring) else { return }
-            kill(-pid, SIGKILL)
-        }
-    }
-
-    /// Feeds stdin, drains stdout and stderr until the program exits, then reaps it.
-    private func pump(input: [UInt8], streams: (input: Int32, output: Int32, error: Int32)) -> Outcome {
-        var inputFD = input.isEmpty ? -1 : streams.input
-        if inputFD < 0 { close(streams.input) }
-        var outputFD = streams.output, errorFD = streams.error
-        for fd in [inputFD, outputFD, errorFD] where fd >= 0 { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
-        var written = 0
-        var output: [UInt8] = []
-        var errorTail: [UInt8] = []
-        var tooLarge = false
-        var buffer = [UInt8](repeating: 0, count: 65536)
-
-        /// Reads what `fd` has now, 16 buffers at most so that the limits are checked between
-        /// reads however fast the program writes; false at end of file.
-        func drain(_ fd: Int32, into sink: (ArraySlice<UInt8>) -> Void) -> Bool {
-            for _ in 0..<16 {
-                let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-                if count > 0 { sink(buffer[0..<count]); continue }
-                if count == 0 { return false }
-                return errno == EINTR || errno == EAGAIN
-            }
-            return true
-        }
-        func keepTail(_ bytes: ArraySlice<UInt8>) {
-            errorTail += bytes
-            if errorTail.count > errorTailLimit { errorTail.removeFirst(errorTail.count - errorTailLimit) }
-        }
-        func closeOutput() { close(outputFD); outputFD = -1 }
-
-        var leaderExited = false
-        while outputFD >= 0 || errorFD >= 0 || inputFD >= 0 {
-            var fds: [pollfd] = []
-            if outputFD >= 0 { fds.append(pollfd(fd: outputFD, events: Int16(POLLIN), revents: 0)) }
-            if errorFD >= 0 { fds.append(pollfd(fd: errorFD, events: Int16(POLLIN), revents: 0)) }
-            if inputFD >= 0 { fds.append(pollfd(fd: inputFD, events: Int16(POLLOUT), revents: 0)) }
-            _ = poll(&fds, nfds_t(fds.count), 100)
-            if outputFD >= 0, !drain(outputFD, into: { output += $0 }) { closeOutput() }
-            if output.count > outputLimit, !tooLarge {
-                tooLarge = true
-                kill(-pid, SIGKILL)
-                closeOutput()
-            }
-            if errorFD >= 0, !drain(errorFD, into: keepTail) { close(errorFD); errorFD = -1 }
-            if inputFD >= 0 {
-                let count = input.withUnsafeBytes { write(inputFD, $0.baseAddress! + written, $0.count - written) }
-                if count > 0 { written += count }
-                // EPIPE: the program does not read its input, which is its right.
-                if written == input.count || (count < 0 && errno != EAGAIN && errno != EINTR) { close(inputFD); inputFD = -1 }
-            }
-            // The program exited but something in its group still holds a pipe: take what is
-            // there and end the group, rather than wait for a stray child.
-            var info = siginfo_t()
-            if waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0, info._sifields._sigchld.si_pid == pid {
-                if outputFD >= 0 { _ = drain(outputFD, into: { output += $0 }) }
-                if errorFD >= 0 { _ = drain(errorFD, into: keepTail) }
-                if output.count > outputLimit { tooLarge = true }
-                leaderExited = true
-                break
-            }
-        }
-        // Both pipes closed first (the usual order at exit, or a program that redirected its
-        // output): the program itself still decides when it ends.
-        if !leaderExited {
-            var info = siginfo_t()
-            while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) < 0, errno == EINTR {}
-        }
-        // The group must be gone before the leader is reaped: after that its id may be reused.
-        kill(-pid, SIGKILL)
-        ended.store(true, ordering: .releasing)
-        for fd in [inputFD, outputFD, errorFD] where fd >= 0 { close(fd) }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0, errno == EINTR {}
-        let ending: Ending
-        if tooLarge {
-            ending = .outputTooLarge
-            output = Array(output.prefix(outputLimit))
-        } else if status & 0x7f == 0 {
-            ending = .exited((status >> 8) & 0xff)
-        } else {
-            ending = .signaled(status & 0x7f)
-        }
-        return Outcome(ending: ending, output: output, errorTail: String(decoding: errorTail, as: UTF8.self), outputLimit: outputLimit)
+        loop.terminate(token, grace: grace)
     }
 
     private static func closeAll(_ descriptors: [Int32]) {

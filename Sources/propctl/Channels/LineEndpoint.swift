@@ -103,7 +103,7 @@ final class LineEndpoint: LocalEndpoint, @unchecked Sendable {
                 if count < 0, errno == EINTR { continue }
                 if count <= 0 { break }
                 pending.append(contentsOf: chunk[0..<count])
-                var lines: [String] = []
+                var lines: [ReadLine] = []
                 while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
                     lines.append(Self.line(pending[..<newline]))
                     pending.removeSubrange(...newline)
@@ -122,10 +122,19 @@ final class LineEndpoint: LocalEndpoint, @unchecked Sendable {
         }
     }
 
-    private static func line(_ bytes: ArraySlice<UInt8>) -> String {
+    /// One line from the other side: its text, or why it is not text.
+    private enum ReadLine {
+        case text(String)
+        case notText(TextBytes.Problem)
+    }
+
+    /// A line is text (UTF-8 without NUL) or refused: replacement characters would set a value
+    /// the other side never wrote.
+    private static func line(_ bytes: ArraySlice<UInt8>) -> ReadLine {
         var bytes = bytes
         if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
-        return String(decoding: bytes, as: UTF8.self)
+        if let problem = TextBytes.firstProblem(in: bytes) { return .notText(problem) }
+        return .text(String(decoding: bytes, as: UTF8.self))
     }
 
     /// Waits for the coprocess after its stdout closed; a failure unless it exited with 0.
@@ -138,8 +147,12 @@ final class LineEndpoint: LocalEndpoint, @unchecked Sendable {
         return code == 0 ? nil : CommandFailure(.dbusError, "the \(label) exited with status \(code)")
     }
 
-    private func received(_ lines: [String]) {
-        for line in lines where !stopped {
+    private func received(_ lines: [ReadLine]) {
+        for read in lines where !stopped {
+            guard case .text(let line) = read else {
+                if case .notText(let problem) = read { Output.error("propctl bind: \(label): ignored a line that is not UTF-8 text (\(problem))") }
+                continue
+            }
             guard let text = decode(line) else {
                 Output.error("propctl bind: \(label): ignored a line that is not one JSON string (--framing json): \(line.prefix(80))")
                 continue

@@ -17,6 +17,9 @@ final class HandlerServer: @unchecked Sendable {
     private var tree: ObjectTree?
     /// Running executions: their process and the `Run` call waiting for the result.
     private var running: [UInt64: (process: CommandProcess, call: MethodCall)] = [:]
+    /// The I/O of every running process, on one thread; a `Run` beyond its capacity fails with
+    /// `LimitsExceeded`.
+    private let io = CommandIOLoop(capacity: 256)
 
     init(connection: Connection, key: Key, argv: [String]) {
         self.connection = connection
@@ -74,7 +77,7 @@ final class HandlerServer: @unchecked Sendable {
                 let id = try call.uint64("id"), input = try call.variant("input")
                 do {
                     let process = try CommandProcess.execute(argv, command: key, execution: id, input: input,
-                                                             outputLimit: 1 << 20) { [self] outcome in
+                                                             outputLimit: 1 << 20, loop: io) { [self] outcome in
                         connection.queue.async { [self] in finish(id, outcome) }
                     }
                     running[id] = (process, call)
