@@ -106,7 +106,7 @@ final class ModelFileTests: XCTestCase {
     func testErrorsNameTheFileTheKeyAndTheProblem() {
         assertFails(#"{"groups": {"a": {"properties": {"b": {"type": "zz"}}}}}"#, containing: ["a.b", "zz"])
         assertFails(#"{"groups": "#, containing: ["invalid JSON"])
-        assertFails(#"{"groups": {"a": {"properties": {"b": {"type": "y", "default": 300}}}}}"#, containing: ["a.b", "default", "300"])
+        assertFails(#"{"groups": {"a": {"properties": {"b": {"type": "y", "default": 300}}}}}"#, containing: ["a.b", "default", "value refused", "(0…255)"])
         assertFails(#"{"groups": {"a": {"properties": {"b": {"type": "s", "colour": 1}}}}}"#, containing: ["a.b", "colour"])
         assertFails(#"{"groups": {"a-b": {"properties": {"c": {"type": "s"}}}}}"#, containing: ["a-b.c", "'-'"])
         assertFails(#"{"groups": {"a": {"properties": {"b": {}}}}}"#, containing: ["a.b", "type"])
@@ -153,4 +153,55 @@ final class ModelFileTests: XCTestCase {
         _ = try file.apply(to: model, commands: CommandTable(model: model, store: MemoryStore()))
         XCTAssertEqual(try model.value(of: "s.x"), .int32(42))
     }
+
+    // MARK: Issue 26
+
+    /// Reads and applies `text` to a new model: the error either step throws.
+    private func applyError(_ text: String) -> String? {
+        do {
+            let file = try load(text)
+            let model = try PropertyModel(store: MemoryStore())
+            _ = try file.apply(to: model, commands: CommandTable(model: model, store: MemoryStore()))
+            return nil
+        } catch {
+            return (error as? PropBusError)?.message ?? "\(error)"
+        }
+    }
+
+    func testAProblemNeverQuotesTheValueItRefusesButSaysWhatWasExpected() {
+        let cases: [(String, [String])] = [
+            (#"{"groups": {"v": {"properties": {"code": {"type": "i", "default": "hunter2-token", "secret": true}}}}}"#, ["v.code", "\"default\"", "an integer"]),
+            (#"{"groups": {"v": {"properties": {"code": {"type": "as", "default": ["a", 987654, "hunter2-token"]}}}}}"#, ["v.code", "a JSON string", "[1]"]),
+            (#"{"groups": {"v": {"properties": {"code": {"type": "b", "value": "hunter2-token"}}}}}"#, ["v.code", "\"value\"", "a boolean"]),
+            (#"{"groups": {"v": {"properties": {"pin": {"type": "s", "secret": true, "choices": ["a"], "value": "hunter2-token"}}}}}"#, ["v.pin", "'a'"]),
+            (#"{"groups": {"v": {"properties": {"n": {"type": "y", "default": 4242}}}}}"#, ["v.n", "(0…255)"]),
+        ]
+        for (text, pieces) in cases {
+            guard let message = applyError(text) else { XCTFail("accepted: \(text)"); continue }
+            XCTAssertFalse(message.contains("hunter2") || message.contains("4242") || message.contains("987654"), message)
+            for piece in pieces + ["test.json:", "value refused"] { XCTAssertTrue(message.contains(piece), "\(message) lacks \(piece)") }
+        }
+    }
+
+    func testANULInAnyTextFieldIsRefusedNamingTheField() {
+        let declarations = [
+            "description": #"{"groups": {"p": {"properties": {"k": {"type": "i", "description": "x\u0000y"}}}}}"#,
+            "writers": #"{"groups": {"p": {"properties": {"k": {"type": "i", "writers": ["nobody\u0000zzz"]}}}}}"#,
+            "command description": #"{"groups": {"c": {"commands": {"run": {"exec": ["/bin/echo"], "description": "x\u0000y"}}}}}"#,
+            "exec": #"{"groups": {"c": {"commands": {"run": {"exec": ["/bin/echo", "x\u0000y"]}}}}}"#,
+            "exec program": #"{"groups": {"c": {"commands": {"run": {"exec": ["/bin/echo\u0000x"]}}}}}"#,
+            "enabled_when": #"{"groups": {"c": {"commands": {"run": {"exec": ["/bin/true"], "enabled_when": "'x\u0000y' == 'x'"}}}}}"#,
+            "command writers": #"{"groups": {"c": {"commands": {"run": {"exec": ["/bin/true"], "writers": ["nobody\u0000zzz"]}}}}}"#,
+            "to_target": #"{"groups": {"a": {"properties": {"b": {"type": "s"}, "c": {"type": "s"}}}}, "bindings": [{"key": "a.b", "to": "a.c", "to_target": "value + '\u0000'"}]}"#,
+            "file description": #"{"description": "x\u0000y", "groups": {}}"#,
+        ]
+        for (field, text) in declarations {
+            guard let message = applyError(text) else { XCTFail("\(field): a NUL was accepted"); continue }
+            XCTAssertTrue(message.hasPrefix("test.json:") && message.contains("NUL"), "\(field): \(message)")
+        }
+        // A string value refuses it already; bytes ('ay' from a JSON string) may hold it.
+        XCTAssertNotNil(applyError(#"{"groups": {"p": {"properties": {"k": {"type": "s", "default": "x\u0000y"}}}}}"#))
+        XCTAssertNil(applyError(#"{"groups": {"p": {"properties": {"k": {"type": "ay", "default": "x\u0000y"}}}}}"#))
+    }
 }
+
