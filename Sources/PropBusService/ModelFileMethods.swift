@@ -43,7 +43,6 @@ extension Service {
     /// of their own. Call on the queue, between rounds.
     public func applyReload(_ report: ModelFileSet.Report, skipped: [ModelFileSet.Skipped]) throws(DBusError) {
         dispatchPrecondition(condition: .onQueue(tree.connection.queue))
-        skippedModelFiles = skipped
         // A command its file dropped was deleted: its executions fail as with DeleteCommand.
         for execution in report.ended {
             cancelExecution(execution.id, of: execution.command,
@@ -55,6 +54,13 @@ extension Service {
         if let fleet { publish(fleet.endBindingsOfStateToFleetKeys()) }
         defer { tree.connection.scheduleRound() }
         if let error = commit() { throw error }
+        // Only once committed: a reload that did not take leaves the last list standing.
+        if skipped != skippedModelFiles {
+            // GDBus proxies cache the list until told it changed.
+            tree.noteChange(path: Key.rootPath, interface: Self.managerInterface, property: "SkippedModelFiles",
+                            oldValue: Self.skippedList(skippedModelFiles))
+            skippedModelFiles = skipped
+        }
         // Fleet keys a file declares anew are offered to the fleet, as at start.
         if let fleet, fleet.state == .connected { fleet.pushLocalDefinitions() }
     }

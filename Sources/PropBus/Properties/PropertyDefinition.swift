@@ -191,7 +191,8 @@ public struct PropertyDefinition: Hashable, Sendable {
             throw .invalidArgs("property \(key) has type '\(type.signature)', got '\(value.signature)'")
         }
         do { try value.validate() } catch {
-            throw PropBusError(.invalidValue, "invalid value for \(key): \(error.reason)")
+            // The reason may quote the value (an object path).
+            throw PropBusError(.invalidValue, secret ? "value refused for \(key): it breaks the D-Bus wire rules" : "invalid value for \(key): \(error.reason)")
         }
         // Accepted here, it would make every reply that carries it unsendable, for everyone.
         let depth = value.nestingDepth
@@ -207,12 +208,18 @@ public struct PropertyDefinition: Hashable, Sendable {
             let above = maximum.map { Self.compare(value, $0) == .orderedDescending } ?? false
             if below || above || Self.isNaN(value) {
                 let range = (minimum.map(ValueDescription.short) ?? "") + "…" + (maximum.map(ValueDescription.short) ?? "")
-                throw PropBusError(.outOfRange, "value \(ValueDescription.short(value)) for \(key) is out of range \(range)")
+                throw PropBusError(.outOfRange, refusal(of: value) + " is out of range \(range)")
             }
         }
         if let choices, !choices.contains(value) {
-            throw PropBusError(.invalidValue, "value \(ValueDescription.short(value)) for \(key) is not one of: \(choices.map(ValueDescription.short).joined(separator: ", "))")
+            throw PropBusError(.invalidValue, refusal(of: value) + " is not one of: \(choices.map(ValueDescription.short).joined(separator: ", "))")
         }
+    }
+
+    /// "value 42 for KEY", or for a secret key "value refused for KEY": the message may reach
+    /// someone who may not read the key (a log, a model file's problems, a hidden value's reason).
+    private func refusal(of value: DBusValue) -> String {
+        secret ? "value refused for \(key): it" : "value \(ValueDescription.short(value)) for \(key)"
     }
 
     private static func isNaN(_ value: DBusValue) -> Bool {

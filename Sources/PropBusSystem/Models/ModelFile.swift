@@ -147,7 +147,9 @@ public struct ModelFile: Sendable {
         }
         func value(_ field: String, _ json: JSONValue, as type: DBusType) throws(PropBusError) -> DBusValue {
             do { return try ValueText.value(from: json, as: type) } catch {
-                throw fail(keyText, "\"\(field)\" is not a valid '\(type.signature)' value: \(error.message)")
+                // Never the value itself: anyone may read the problem, and the file may declare
+                // `secret` only further down.
+                throw fail(keyText, "\"\(field)\" is not a valid '\(type.signature)' value (value refused): \(error.withoutValue)")
             }
         }
         var defaultValue = type.zeroValue
