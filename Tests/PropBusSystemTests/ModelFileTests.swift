@@ -199,9 +199,11 @@ final class ModelFileTests: XCTestCase {
             guard let message = applyError(text) else { XCTFail("\(field): a NUL was accepted"); continue }
             XCTAssertTrue(message.hasPrefix("test.json:") && message.contains("NUL"), "\(field): \(message)")
         }
-        // A string value refuses it already; bytes ('ay' from a JSON string) may hold it.
-        XCTAssertNotNil(applyError(#"{"groups": {"p": {"properties": {"k": {"type": "s", "default": "x\u0000y"}}}}}"#))
-        XCTAssertNil(applyError(#"{"groups": {"p": {"properties": {"k": {"type": "ay", "default": "x\u0000y"}}}}}"#))
+        // Bytes may hold a NUL, written as numbers; an escaped backslash is not an escape.
+        XCTAssertNil(applyError(#"{"groups": {"p": {"properties": {"k": {"type": "ay", "default": [120, 0, 121]}}}}}"#))
+        XCTAssertNil(applyError(#"{"groups": {"p": {"properties": {"k": {"type": "s", "default": "x\\u0000y"}}}}}"#))
+        let located = applyError("{\"groups\": {\"p\": {\"properties\": {\"k\": {\"type\": \"s\", \"default\": \"x\\\\u0000\",\n \"description\": \"x\\u0000y\"}}}}}")
+        XCTAssertTrue(located?.hasPrefix("test.json:2:19: groups.p.properties.k.description: ") ?? false, located ?? "accepted")
     }
 }
 
