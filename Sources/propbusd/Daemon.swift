@@ -77,6 +77,7 @@ final class Daemon: @unchecked Sendable {
             let directory = ModelFile.configDirectory(environment: environment, systemBus: systemBus)
             let extra = options.models
             modelPaths = { ModelFile.files(in: directory) + extra }
+            modelFiles.maximumFileSize = options.maximumModelFileSize
             if options.fleet != nil {
                 // Before the fleet connects, the mirror's revisions as loaded tell what etcd has.
                 let loadedRevisions = fleetRevisions

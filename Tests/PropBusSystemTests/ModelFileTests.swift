@@ -205,5 +205,31 @@ final class ModelFileTests: XCTestCase {
         let located = applyError("{\"groups\": {\"p\": {\"properties\": {\"k\": {\"type\": \"s\", \"default\": \"x\\\\u0000\",\n \"description\": \"x\\u0000y\"}}}}}")
         XCTAssertTrue(located?.hasPrefix("test.json:2:19: groups.p.properties.k.description: ") ?? false, located ?? "accepted")
     }
+
+    func testOnlyARegularFileOfBoundedSizeIsReadAndAnythingElseUnread() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("modelfile-special-\(getpid())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let fifo = directory.appendingPathComponent("fifo.json").path
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        let zero = directory.appendingPathComponent("zero.json").path
+        try FileManager.default.createSymbolicLink(atPath: zero, withDestinationPath: "/dev/zero")
+        let folder = directory.appendingPathComponent("folder.json").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        for (path, kind) in [(fifo, "a FIFO"), (zero, "a character device"), (folder, "a directory")] {
+            XCTAssertThrowsError(try ModelFile(contentsOf: path)) { error in
+                XCTAssertEqual((error as? PropBusError)?.message, "\(path): cannot read the model file: it is \(kind), not a regular file")
+            }
+        }
+        let big = directory.appendingPathComponent("big.json").path
+        let text = #"{"description": "\#(String(repeating: "d", count: 100))", "groups": {}}"#
+        try text.write(toFile: big, atomically: true, encoding: .utf8)
+        XCTAssertNoThrow(try ModelFile(contentsOf: big, maximumSize: text.utf8.count))
+        XCTAssertThrowsError(try ModelFile(contentsOf: big, maximumSize: 100)) { error in
+            XCTAssertEqual((error as? PropBusError)?.code, .limitsExceeded)
+            XCTAssertEqual((error as? PropBusError)?.message,
+                           "\(big): cannot read the model file: it is \(text.utf8.count) bytes or more; the limit is 100 bytes (propbusd --max-model-file-size)")
+        }
+    }
 }
 

@@ -43,12 +43,20 @@ public struct ModelFile: Sendable {
     /// Types already parsed, by their text: a file's keys mostly share a few.
     private var parsedTypes: [String: DBusType] = [:]
 
-    /// Reads and checks the file at `path`.
-    public init(contentsOf path: String) throws(PropBusError) {
+    /// The largest model file read by default (`propbusd --max-model-file-size`): parsing
+    /// and checking need about five times the file's size at their peak.
+    public static let defaultMaximumSize = 8 << 20
+
+    /// Reads and checks the file at `path`: a regular file (symlinks followed) of at most
+    /// `maximumSize` bytes; anything else is refused unread.
+    public init(contentsOf path: String, maximumSize: Int = Self.defaultMaximumSize) throws(PropBusError) {
         let bytes: [UInt8]
         do {
-            bytes = try FileSystem.contents(of: path)
+            bytes = try FileSystem.regularFileContents(of: path, maximumSize: maximumSize)
         } catch {
+            if case .tooLarge = error {
+                throw PropBusError(.limitsExceeded, "\(path): cannot read the model file: \(error); the limit is \(maximumSize) bytes (propbusd --max-model-file-size)")
+            }
             throw PropBusError(.invalidArgs, "\(path): cannot read the model file: \(error)")
         }
         // Strict, as String(contentsOfFile:encoding: .utf8) was: a file that is not UTF-8 is refused.

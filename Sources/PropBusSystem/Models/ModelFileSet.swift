@@ -39,6 +39,8 @@ public final class ModelFileSet {
 
     /// Definitions the files may not change (the fleet's, with `--fleet`); see ``ModelFile/apply(to:commands:shared:)``.
     public var shared: SharedDefinitions?
+    /// The largest file read, in bytes (``ModelFile/defaultMaximumSize``); a larger one is skipped unread.
+    public var maximumFileSize = ModelFile.defaultMaximumSize
 
     public init() {}
 
@@ -56,7 +58,7 @@ public final class ModelFileSet {
         for path in paths {
             let file: ModelFile
             do {
-                file = try ModelFile(contentsOf: path)
+                file = try ModelFile(contentsOf: path, maximumSize: maximumFileSize)
             } catch {
                 if strict { throw error }
                 skipped.append(Skipped(path: path, reason: error.message))
