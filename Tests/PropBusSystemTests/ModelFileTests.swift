@@ -231,5 +231,43 @@ final class ModelFileTests: XCTestCase {
                            "\(big): cannot read the model file: it is \(text.utf8.count) bytes or more; the limit is 100 bytes (propbusd --max-model-file-size)")
         }
     }
+
+    func testALoadIsOneRoundAndARolledBackLoadLeavesNothingOfItself() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("modelfile-round-\(getpid())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let a = directory.appendingPathComponent("a.json").path, b = directory.appendingPathComponent("b.json").path
+        func declare(_ aDefault: Int, extra: String = "", command: String = "run") throws {
+            try #"{"groups": {"a": {"properties": {"x": {"type": "i", "default": \#(aDefault)}, "y": {"type": "i"}, "w": {"type": "i"}\#(extra)}}}, "bindings": [{"key": "a.y", "to": "a.w"}]}"#
+                .write(toFile: a, atomically: true, encoding: .utf8)
+            try #"{"groups": {"c": {"commands": {"\#(command)": {"exec": ["/bin/true"]}}}}}"#.write(toFile: b, atomically: true, encoding: .utf8)
+        }
+        let store = MemoryStore()
+        let model = try PropertyModel(store: store)
+        let commands = CommandTable(model: model, store: store)
+        let round = Round(model: model, commands: commands, store: store)
+        let files = ModelFileSet()
+        try declare(1)
+        _ = try files.load([a, b], into: model, commands: commands, store: store, strict: false)
+        XCTAssertNil(round.end())
+
+        // Both files change; the store refuses the round.
+        try declare(2, extra: #", "z": {"type": "s"}"#, command: "go")
+        _ = try files.load([a, b], into: model, commands: commands, store: store, strict: false)
+        round.rollback(because: PropBusError(.storeFailed, "disk full"))
+        files.rollbackLoad()
+        XCTAssertEqual(try model.value(of: "a.x"), .int32(1))
+        XCTAssertNil(model.entry(for: try Key("a.z")))
+        XCTAssertEqual(commands.definitions.map(\.key.text), ["c.run"])
+        XCTAssertEqual(model.bindings.all.count, 1)
+
+        // The next load applies all, and unmakes the file's binding before making it again.
+        _ = try files.load([a, b], into: model, commands: commands, store: store, strict: false)
+        XCTAssertNil(round.end())
+        XCTAssertEqual(try model.value(of: "a.x"), .int32(2))
+        XCTAssertNotNil(model.entry(for: try Key("a.z")))
+        XCTAssertEqual(commands.definitions.map(\.key.text), ["c.go"])
+        XCTAssertEqual(model.bindings.all.count, 1)
+    }
 }
 

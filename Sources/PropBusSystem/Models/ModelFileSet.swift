@@ -9,6 +9,8 @@ import PropBus
 ///   value stays, unclaimed, until it is declared again or pruned. A ``shared`` (fleet) key stays.
 /// - A file that cannot be read or applied is skipped as a whole, and the keys it declared
 ///   before stay as they were; the other files load. With `strict` the first bad file throws.
+/// - A load is one round, all or nothing: when the store cannot commit it, the owner rolls the
+///   round back and calls ``rollbackLoad()``, and nothing of it stays.
 ///
 /// Confined, like the model, to the daemon's queue; call between dispatch rounds.
 public final class ModelFileSet {
@@ -36,6 +38,8 @@ public final class ModelFileSet {
     private var bindingIDs: [String: [UInt64]] = [:]
     /// The commands each file declared at its last load; one it drops is deleted.
     private var commandKeys: [String: Set<Key>] = [:]
+    /// This set's own bookkeeping before the last load, for ``rollbackLoad()``.
+    private var beforeLoad: (skipped: [Skipped], bindingIDs: [String: [UInt64]], commandKeys: [String: Set<Key>])?
 
     /// Definitions the files may not change (the fleet's, with `--fleet`); see ``ModelFile/apply(to:commands:shared:)``.
     public var shared: SharedDefinitions?
@@ -45,13 +49,15 @@ public final class ModelFileSet {
     public init() {}
 
     /// Reads every file of `paths` and applies them in order, then retires the keys no file
-    /// declares any more. Throws only with `strict`, for the first bad file.
+    /// declares any more, all in the model's open round (the caller commits it, or rolls it
+    /// back and calls ``rollbackLoad()``). Throws only with `strict`, for the first bad file.
     public func load(_ paths: [String], into model: PropertyModel, commands: CommandTable, store: PropertyStore,
                      strict: Bool) throws(PropBusError) -> Report {
         var report = Report()
         var skipped: [Skipped] = []
         var declared: Set<Key> = []
         let previousCommands = commandKeys
+        beforeLoad = (self.skipped, bindingIDs, commandKeys)
         // What came before is not this load's to undo.
         model.commitRound()
         commands.commitRound()
@@ -64,7 +70,12 @@ public final class ModelFileSet {
                 skipped.append(Skipped(path: path, reason: error.message))
                 continue
             }
+            // A savepoint per file inside the load's one round: a file is skipped as a whole,
+            // and a commit that fails takes back every file (committing the model's round per
+            // file left the files applied when the store then refused them).
             let savepoint = store.savepoint()
+            let commandsSavepoint = commands.savepoint()
+            model.beginCall()
             do {
                 var changes: [PropertyChange] = []
                 // Declared bindings are made again with the file: first unmake the old ones.
@@ -72,8 +83,7 @@ public final class ModelFileSet {
                     changes += try model.unbind(id)
                 }
                 changes += try file.apply(to: model, commands: commands, shared: shared)
-                model.commitRound()
-                commands.commitRound()
+                model.endCall()
                 bindingIDs[path] = changes.compactMap { if case .bound(let binding) = $0 { binding.id } else { nil } }
                 // Grown once, without an array of the keys in between.
                 declared.reserveCapacity(declared.count + file.properties.count)
@@ -84,8 +94,8 @@ public final class ModelFileSet {
             } catch {
                 // The whole file, or nothing of it.
                 savepoint.restore()
-                model.rollbackRound()
-                _ = commands.rollbackRound()
+                model.rollbackCall()
+                commands.restore(commandsSavepoint)
                 if strict { throw error }
                 skipped.append(Skipped(path: path, reason: error.message))
             }
@@ -121,5 +131,13 @@ public final class ModelFileSet {
         // The retirements stay in the round: a store that cannot commit them rolls them back.
         self.skipped = skipped
         return report
+    }
+
+    /// Takes back this set's bookkeeping of the last load, whose round the store refused and
+    /// the owner rolled back: the files' bindings and commands are again those of the load before.
+    public func rollbackLoad() {
+        guard let beforeLoad else { return }
+        (skipped, bindingIDs, commandKeys) = beforeLoad
+        self.beforeLoad = nil
     }
 }
