@@ -176,7 +176,13 @@ final class ModelFileTests: XCTestCase {
             (#"{"groups": {"v": {"properties": {"pin": {"type": "s", "secret": true, "choices": ["a"], "value": "hunter2-token"}}}}}"#, ["v.pin", "'a'"]),
             (#"{"groups": {"v": {"properties": {"n": {"type": "y", "default": 4242}}}}}"#, ["v.n", "(0…255)"]),
         ]
-        for (text, pieces) in cases {
+        for (text, pieces) in cases + [
+            // A transform that cannot convert the value says so without quoting it.
+            (#"{"groups": {"v": {"properties": {"pin": {"type": "s", "secret": true, "default": "hunter2-token"}, "n": {"type": "i"}}}}, "bindings": [{"key": "v.n", "to": "v.pin", "direction": "from", "to_key": "int(value)"}]}"#,
+             ["bindings[0]", "int()", "an integer"]),
+            (#"{"groups": {"v": {"properties": {"pin": {"type": "s", "secret": true, "default": "hunter2-token"}, "n": {"type": "o"}}}}, "bindings": [{"key": "v.n", "to": "v.pin", "direction": "from"}]}"#,
+             ["bindings[0]", "object path"]),
+        ] {
             guard let message = applyError(text) else { XCTFail("accepted: \(text)"); continue }
             XCTAssertFalse(message.contains("hunter2") || message.contains("4242") || message.contains("987654"), message)
             for piece in pieces + ["test.json:", "value refused"] { XCTAssertTrue(message.contains(piece), "\(message) lacks \(piece)") }
