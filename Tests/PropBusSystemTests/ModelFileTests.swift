@@ -179,9 +179,9 @@ final class ModelFileTests: XCTestCase {
         for (text, pieces) in cases + [
             // A transform that cannot convert the value says so without quoting it.
             (#"{"groups": {"v": {"properties": {"pin": {"type": "s", "secret": true, "default": "hunter2-token"}, "n": {"type": "i"}}}}, "bindings": [{"key": "v.n", "to": "v.pin", "direction": "from", "to_key": "int(value)"}]}"#,
-             ["bindings[0]", "int()", "an integer"]),
+             ["bindings[0]", "v.n", "'i'"]),
             (#"{"groups": {"v": {"properties": {"pin": {"type": "s", "secret": true, "default": "hunter2-token"}, "n": {"type": "o"}}}}, "bindings": [{"key": "v.n", "to": "v.pin", "direction": "from"}]}"#,
-             ["bindings[0]", "object path"]),
+             ["bindings[0]", "v.n", "'o'"]),
         ] {
             guard let message = applyError(text) else { XCTFail("accepted: \(text)"); continue }
             XCTAssertFalse(message.contains("hunter2") || message.contains("4242") || message.contains("987654"), message)

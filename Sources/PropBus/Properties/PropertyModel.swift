@@ -707,7 +707,8 @@ public final class PropertyModel {
                         keysReadThisRound.insert(key)
                         return entries[key]?.value
                     },
-                    type: { [unowned self] in entries[$0]?.definition.type }, maximumSize: limits.maximumValueSize)
+                    type: { [unowned self] in entries[$0]?.definition.type }, maximumSize: limits.maximumValueSize,
+                    isSecret: { [unowned self] in entries[$0]?.definition.secret == true })
     }
 
     // MARK: State keys
