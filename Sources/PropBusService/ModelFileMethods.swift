@@ -9,15 +9,13 @@ extension Service {
         [
             MethodDescription("Reload", out: [("skipped", .array(.structure([.string, .string])))],
                               access: .privileged(.fixed("the model files (Reload)"))) { [unowned self] call throws(DBusError) in
-                guard reloadHandler != nil else { throw .failed("this propbusd reads no model files") }
-                // Between rounds, not inside this one: a reload commits file by file.
+                guard let reloadHandler else { throw .failed("this propbusd reads no model files") }
+                // Answered once the files were read (off the queue) and applied between rounds.
                 let pending = QueueBound(call)
-                tree.connection.queue.async { [self] in
-                    guard let reloadHandler else { return pending.value.fail(.failed("this propbusd reads no model files")) }
-                    do throws(DBusError) {
-                        pending.value.reply([Self.skippedList(try reloadHandler())])
-                    } catch {
-                        pending.value.fail(error)
+                reloadHandler { result in
+                    switch result {
+                    case .success(let skipped): pending.value.reply([Self.skippedList(skipped)])
+                    case .failure(let error): pending.value.fail(error)
                     }
                 }
                 return .deferred

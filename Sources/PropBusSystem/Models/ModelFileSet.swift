@@ -48,11 +48,31 @@ public final class ModelFileSet {
 
     public init() {}
 
-    /// Reads every file of `paths` and applies them in order, then retires the keys no file
-    /// declares any more, all in the model's open round (the caller commits it, or rolls it
-    /// back and calls ``rollbackLoad()``). Throws only with `strict`, for the first bad file.
+    /// A model file read and checked, or why it could not be.
+    public typealias ReadFile = (path: String, file: Result<ModelFile, PropBusError>)
+
+    /// Reads and checks each of `paths` (at most `maximumSize` bytes each). Touches nothing but
+    /// the files, so a reload runs it off the daemon's queue: reading and parsing take time.
+    public static func read(_ paths: [String], maximumSize: Int) -> [ReadFile] {
+        paths.map { path in
+            do throws(PropBusError) { return (path, .success(try ModelFile(contentsOf: path, maximumSize: maximumSize))) } catch {
+                return (path, .failure(error))
+            }
+        }
+    }
+
+    /// Reads every file of `paths` and applies them in order: ``load(files:into:commands:store:strict:)``.
     public func load(_ paths: [String], into model: PropertyModel, commands: CommandTable, store: PropertyStore,
                      strict: Bool) throws(PropBusError) -> Report {
+        try load(files: Self.read(paths, maximumSize: maximumFileSize), into: model, commands: commands, store: store, strict: strict)
+    }
+
+    /// Applies the files (``read(_:maximumSize:)``) in order, then retires the keys no file
+    /// declares any more, all in the model's open round (the caller commits it, or rolls it
+    /// back and calls ``rollbackLoad()``). Throws only with `strict`, for the first bad file.
+    public func load(files: [ReadFile], into model: PropertyModel, commands: CommandTable, store: PropertyStore,
+                     strict: Bool) throws(PropBusError) -> Report {
+        let paths = files.map(\.path)
         var report = Report()
         var skipped: [Skipped] = []
         var declared: Set<Key> = []
@@ -61,11 +81,12 @@ public final class ModelFileSet {
         // What came before is not this load's to undo.
         model.commitRound()
         commands.commitRound()
-        for path in paths {
+        for (path, read) in files {
             let file: ModelFile
-            do {
-                file = try ModelFile(contentsOf: path, maximumSize: maximumFileSize)
-            } catch {
+            switch read {
+            case .success(let read):
+                file = read
+            case .failure(let error):
                 if strict { throw error }
                 skipped.append(Skipped(path: path, reason: error.message))
                 continue
