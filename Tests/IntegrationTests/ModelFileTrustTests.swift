@@ -92,6 +92,36 @@ final class ModelFileTrustTests: AccessControlTestCase, @unchecked Sendable {
         XCTAssertGreaterThan(again.filter(announces).count, before, "no PropertiesChanged when the list empties: \(again)")
     }
 
+    /// A GDBusProxy on the Manager: its cached `SkippedModelFiles` must follow a reload.
+    private static let proxyScript = #"""
+import sys
+from gi.repository import Gio, GLib
+conn = Gio.DBusConnection.new_for_address_sync(sys.argv[1],
+    Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION, None, None)
+NAME, ROOT, MANAGER = "org.propbus.PropBus1", "/org/propbus/PropBus1", "org.propbus.PropBus1.Manager"
+proxy = Gio.DBusProxy.new_sync(conn, Gio.DBusProxyFlags.NONE, None, NAME, ROOT, MANAGER, None)
+before = proxy.get_cached_property("SkippedModelFiles").unpack()
+skipped = conn.call_sync(NAME, ROOT, MANAGER, "Reload", None, None, 0, 10000, None).unpack()[0]
+ctx = GLib.MainContext.default()
+deadline = GLib.get_monotonic_time() + 10000000
+while GLib.get_monotonic_time() < deadline:
+    cached = proxy.get_cached_property("SkippedModelFiles")
+    if cached is not None and cached.unpack() == skipped:
+        print("followed %d -> %d" % (len(before), len(skipped)))
+        sys.exit(0)
+    ctx.iteration(False)
+print("stale: cached %s, reload said %s" % (proxy.get_cached_property("SkippedModelFiles"), skipped))
+"""#
+
+    func testAGDBusProxysCachedSkippedModelFilesFollowsAReload() async throws {
+        try write("ok.json", group: "app", #""x": {"type": "i", "default": 1}"#)
+        try await restart(models: ["ok.json"])
+        try write("ok.json", "{")
+        let result = try await tool("/usr/bin/python3", ["-c", Self.proxyScript, bus.address], timeout: 60)
+        XCTAssertTrue(result.succeeded, "\(result)")
+        XCTAssertEqual(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "followed 0 -> 1", "\(result)")
+    }
+
     // MARK: Defect 10: only regular files, of a bounded size
 
     /// Asserts that a reload answers, skips `name` with `problem`, applies the good file (its new
