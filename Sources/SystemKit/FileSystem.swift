@@ -27,14 +27,14 @@ public enum FileSystem {
         case system(Errno)
         /// Not a regular file: a FIFO, a device, a directory, a socket (named).
         case notRegular(String)
-        /// Larger than the limit (the size found).
-        case tooLarge(Int)
+        /// Larger than the limit: its size, or (`growing`) the bytes read when it passed the limit.
+        case tooLarge(Int, growing: Bool = false)
 
         public var description: String {
             switch self {
             case .system(let error): error.description
             case .notRegular(let kind): "it is \(kind), not a regular file"
-            case .tooLarge(let size): "it is \(size) bytes or more"
+            case .tooLarge(let size, let growing): growing ? "it grew to at least \(size) bytes while it was read" : "it is \(size) bytes"
             }
         }
     }
@@ -75,7 +75,7 @@ public enum FileSystem {
             case .failure(let error): throw .system(error)
             }
             if count == 0 { return bytes }
-            guard bytes.count + count <= maximumSize else { throw .tooLarge(bytes.count + count) }
+            guard bytes.count + count <= maximumSize else { throw .tooLarge(bytes.count + count, growing: true) }
             bytes.append(contentsOf: chunk[..<count])
         }
     }

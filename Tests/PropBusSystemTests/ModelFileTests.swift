@@ -234,7 +234,7 @@ final class ModelFileTests: XCTestCase {
         XCTAssertThrowsError(try ModelFile(contentsOf: big, maximumSize: 100)) { error in
             XCTAssertEqual((error as? PropBusError)?.code, .limitsExceeded)
             XCTAssertEqual((error as? PropBusError)?.message,
-                           "\(big): cannot read the model file: it is \(text.utf8.count) bytes or more; the limit is 100 bytes (propbusd --max-model-file-size)")
+                           "\(big): cannot read the model file: it is \(text.utf8.count) bytes; the limit is 100 bytes (propbusd --max-model-file-size)")
         }
     }
 
