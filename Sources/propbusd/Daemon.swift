@@ -158,9 +158,9 @@ final class Daemon: @unchecked Sendable {
         do throws(DBusError) {
             try service.applyReload(report, skipped: modelFiles.skipped)
         } catch {
-            // The round was rolled back: nothing of this reload stays, in the model or here.
+            // The round was rolled back (and the store's refusal logged): nothing of this
+            // reload stays, in the model or here.
             modelFiles.rollbackLoad()
-            Log.info("reload of the model files not applied: \(error.message)")
             throw error
         }
         Log.info("reloaded model files: \(report.loaded.count) loaded, \(modelFiles.skipped.count) skipped, \(report.retired.count) keys left the bus (their stored values are kept)")
