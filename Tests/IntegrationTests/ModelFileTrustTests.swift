@@ -204,7 +204,9 @@ print("stale: cached %s, reload said %s" % (proxy.get_cached_property("SkippedMo
         try write("a.json", group: "app", #""x": {"type": "i", "default": 2}, "y": {"type": "b", "default": true}"#)
         try write("b.json", group: "other", #""z": {"type": "s", "default": "new"}"#)
 
-        // Another process holding the write lock makes the daemon's commit fail.
+        // Another process holding the write lock makes the daemon's commit fail. A write
+        // answered first means the daemon's start-up commit is done and the lock is free.
+        try await client.barrier()
         let blocker = try LockingConnection(path: storePath)
         await assertDBusError(PropBusAPI.error("StoreFailed")) { try await self.reload() }
         let x = try await client.get("app.x")
