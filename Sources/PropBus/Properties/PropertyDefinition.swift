@@ -108,6 +108,9 @@ public struct PropertyDefinition: Hashable, Sendable {
             func expect(_ what: String) -> PropBusError {
                 .invalidArgs("option '\(name)' of \(key) must be \(what), got '\(value.signature)'")
             }
+            guard !value.holdsNULInAString else {
+                throw .invalidArgs("option '\(name)' of \(key) holds a NUL character (U+0000), which D-Bus strings cannot carry")
+            }
             switch name {
             case "persistent":
                 guard let b = value.boolValue else { throw expect("a boolean (b)") }
@@ -159,6 +162,12 @@ public struct PropertyDefinition: Hashable, Sendable {
             throw .invalidArgs("minimum \(ValueDescription.short(minimum)) of \(key) is above maximum \(ValueDescription.short(maximum))")
         }
         return initial
+    }
+
+    /// Whether its text (description, writers) holds a NUL, as an older version stored from a
+    /// model file: every reply carrying it would be unsendable.
+    var holdsNUL: Bool {
+        description.utf8.contains(0) || writers?.contains { $0.utf8.contains(0) } == true
     }
 
     /// How deep a value may nest (``DBusValue/nestingDepth``): replies put a value at most 7
