@@ -58,7 +58,7 @@ extension Service {
             PropertyDescription("FleetState", type: .string) { [unowned self] in .string((fleet?.state ?? .off).rawValue) },
             PropertyDescription("FleetRevision", type: .uint64) { [unowned self] in .uint64(UInt64(max(fleet?.cursor ?? 0, 0))) },
             PropertyDescription("Version", type: .string, changeSignal: .const) { .string(Self.version) },
-            PropertyDescription("SkippedModelFiles", type: .array(.structure([.string, .string])), changeSignal: .none) { [unowned self] in
+            PropertyDescription("SkippedModelFiles", type: .array(.structure([.string, .string]))) { [unowned self] in
                 Self.skippedList(skippedModelFiles)
             },
         ]))

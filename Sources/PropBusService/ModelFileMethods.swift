@@ -9,15 +9,13 @@ extension Service {
         [
             MethodDescription("Reload", out: [("skipped", .array(.structure([.string, .string])))],
                               access: .privileged(.fixed("the model files (Reload)"))) { [unowned self] call throws(DBusError) in
-                guard reloadHandler != nil else { throw .failed("this propbusd reads no model files") }
-                // Between rounds, not inside this one: a reload commits file by file.
+                guard let reloadHandler else { throw .failed("this propbusd reads no model files") }
+                // Answered once the files were read (off the queue) and applied between rounds.
                 let pending = QueueBound(call)
-                tree.connection.queue.async { [self] in
-                    guard let reloadHandler else { return pending.value.fail(.failed("this propbusd reads no model files")) }
-                    do throws(DBusError) {
-                        pending.value.reply([Self.skippedList(try reloadHandler())])
-                    } catch {
-                        pending.value.fail(error)
+                reloadHandler { result in
+                    switch result {
+                    case .success(let skipped): pending.value.reply([Self.skippedList(skipped)])
+                    case .failure(let error): pending.value.fail(error)
                     }
                 }
                 return .deferred
@@ -43,7 +41,6 @@ extension Service {
     /// of their own. Call on the queue, between rounds.
     public func applyReload(_ report: ModelFileSet.Report, skipped: [ModelFileSet.Skipped]) throws(DBusError) {
         dispatchPrecondition(condition: .onQueue(tree.connection.queue))
-        skippedModelFiles = skipped
         // A command its file dropped was deleted: its executions fail as with DeleteCommand.
         for execution in report.ended {
             cancelExecution(execution.id, of: execution.command,
@@ -55,6 +52,13 @@ extension Service {
         if let fleet { publish(fleet.endBindingsOfStateToFleetKeys()) }
         defer { tree.connection.scheduleRound() }
         if let error = commit() { throw error }
+        // Only once committed: a reload that did not take leaves the last list standing.
+        if skipped != skippedModelFiles {
+            // GDBus proxies cache the list until told it changed.
+            tree.noteChange(path: Key.rootPath, interface: Self.managerInterface, property: "SkippedModelFiles",
+                            oldValue: Self.skippedList(skippedModelFiles))
+            skippedModelFiles = skipped
+        }
         // Fleet keys a file declares anew are offered to the fleet, as at start.
         if let fleet, fleet.state == .connected { fleet.pushLocalDefinitions() }
     }

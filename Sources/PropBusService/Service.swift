@@ -59,8 +59,9 @@ public final class Service: @unchecked Sendable {
     /// name, so a daemon that loses the name leaves its store as it found it.
     public var holdsCommits = false
     /// Re-reads the model files (`Manager.Reload`, SIGHUP); set by the daemon, which knows them.
-    /// Runs on the queue between rounds; returns the files it skipped.
-    public var reloadHandler: (() throws(DBusError) -> [ModelFileSet.Skipped])?
+    /// Called on the queue; reads the files off it, applies them between rounds, and then calls
+    /// `done` on the queue with the files it skipped.
+    public var reloadHandler: ((_ done: @escaping @Sendable (Result<[ModelFileSet.Skipped], DBusError>) -> Void) -> Void)?
     /// The model files skipped by the last load, for `SkippedModelFiles` (`propctl status`).
     public var skippedModelFiles: [ModelFileSet.Skipped] = []
     /// The fleet's mirror (`--fleet`, issue 14); `nil` without it, and nothing changes.

@@ -21,6 +21,65 @@ public enum FileSystem {
         return try descriptor.readToEnd()
     }
 
+    /// Why ``regularFileContents(of:maximumSize:)`` read nothing.
+    public enum RegularFileError: Error, Equatable, CustomStringConvertible {
+        /// `open`, `fstat` or `read` failed.
+        case system(Errno)
+        /// Not a regular file: a FIFO, a device, a directory, a socket (named).
+        case notRegular(String)
+        /// Larger than the limit: its size, or (`growing`) the bytes read when it passed the limit.
+        case tooLarge(Int, growing: Bool = false)
+
+        public var description: String {
+            switch self {
+            case .system(let error): error.description
+            case .notRegular(let kind): "it is \(kind), not a regular file"
+            case .tooLarge(let size, let growing): growing ? "it grew to at least \(size) bytes while it was read" : "it is \(size) bytes"
+            }
+        }
+    }
+
+    /// The whole content of the regular file at `path` (symlinks followed), provided it holds
+    /// at most `maximumSize` bytes.
+    ///
+    /// Opened with `O_NONBLOCK`, since opening a FIFO for reading waits for a writer, and
+    /// checked with `fstat` on what was opened (not the path, which may change in between)
+    /// before anything is read: a FIFO or a device (`/dev/zero` never ends) is refused
+    /// unread. A file that grows past the limit while it is read is refused at the limit.
+    public static func regularFileContents(of path: String, maximumSize: Int) throws(RegularFileError) -> [UInt8] {
+        let descriptor: FileDescriptor
+        do { descriptor = try FileDescriptor.open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY) } catch { throw .system(error) }
+        defer { try? descriptor.close() }
+        var status = stat()
+        guard fstat(descriptor.rawValue, &status) == 0 else { throw .system(.current) }
+        switch status.st_mode & S_IFMT {
+        case S_IFREG: break
+        case S_IFIFO: throw .notRegular("a FIFO")
+        case S_IFCHR: throw .notRegular("a character device")
+        case S_IFBLK: throw .notRegular("a block device")
+        case S_IFDIR: throw .notRegular("a directory")
+        case S_IFSOCK: throw .notRegular("a socket")
+        default: throw .notRegular("not a file")
+        }
+        guard Int(status.st_size) <= maximumSize else { throw .tooLarge(Int(status.st_size)) }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(Int(status.st_size))
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let result = chunk.withUnsafeMutableBytes { buffer in
+                Errno.retryingInterrupted { Glibc.read(descriptor.rawValue, buffer.baseAddress, buffer.count) }
+            }
+            let count: Int
+            switch result {
+            case .success(let read): count = read
+            case .failure(let error): throw .system(error)
+            }
+            if count == 0 { return bytes }
+            guard bytes.count + count <= maximumSize else { throw .tooLarge(bytes.count + count, growing: true) }
+            bytes.append(contentsOf: chunk[..<count])
+        }
+    }
+
     /// The names in `directory` (`opendir`/`readdir`), without `.` and `..`, in no order.
     public static func contentsOfDirectory(_ directory: String) throws(Errno) -> [String] {
         guard let stream = opendir(directory) else { throw Errno.current }

@@ -30,6 +30,9 @@ final class Daemon: @unchecked Sendable {
     private let modelFiles = ModelFileSet()
     /// The model files to read: the config directory's, then `--model` ones (read again at each reload).
     private var modelPaths: () -> [String] = { [] }
+    /// Reads and parses model files for a reload, one reload at a time, so that a slow disk or
+    /// a big file does not hold up the calls on ``queue``.
+    private let modelFileReader = DispatchQueue(label: "org.propbus.propbusd.model-files")
     private var signalSources: [DispatchSourceSignal] = []
     private var watchdog: DispatchSourceTimer?
     private var stopping = false
@@ -77,6 +80,7 @@ final class Daemon: @unchecked Sendable {
             let directory = ModelFile.configDirectory(environment: environment, systemBus: systemBus)
             let extra = options.models
             modelPaths = { ModelFile.files(in: directory) + extra }
+            modelFiles.maximumFileSize = options.maximumModelFileSize
             if options.fleet != nil {
                 // Before the fleet connects, the mirror's revisions as loaded tell what etcd has.
                 let loadedRevisions = fleetRevisions
@@ -118,25 +122,47 @@ final class Daemon: @unchecked Sendable {
         }
     }
 
-    /// SIGHUP and `Manager.Reload`: reads the model files again and applies the difference,
-    /// with sd_notify's reload protocol around it. Returns the files skipped.
-    private func reload(because origin: String) throws(DBusError) -> [ModelFileSet.Skipped] {
+    /// SIGHUP and `Manager.Reload`: reads the model files again (off the queue, on
+    /// ``modelFileReader``) and applies the difference between rounds, with sd_notify's reload
+    /// protocol around it; then calls `done`, on the queue, with the files skipped.
+    private func reload(because origin: String, then done: @escaping @Sendable (Result<[ModelFileSet.Skipped], DBusError>) -> Void) {
         dispatchPrecondition(condition: .onQueue(queue))
-        guard let model, let commands, let store, let service, !stopping else {
-            throw DBusError(name: DBusError.Name.failed, message: "propbusd is not serving; nothing to reload")
-        }
+        guard service != nil, !stopping else { return done(.failure(Self.notServing)) }
         notifier.notify("RELOADING=1\nSTATUS=Reloading model files\nMONOTONIC_USEC=\(Self.monotonicMicroseconds())")
         Log.info("reloading model files (\(origin))")
+        let paths = modelPaths(), maximumSize = modelFiles.maximumFileSize
+        modelFileReader.async { [self] in
+            let files = ModelFileSet.read(paths, maximumSize: maximumSize)
+            queue.async { [self] in
+                done(Result { () throws(DBusError) in try apply(files) })
+            }
+        }
+    }
+
+    private static let notServing = DBusError(name: DBusError.Name.failed, message: "propbusd is not serving; nothing to reload")
+
+    /// The second half of ``reload(because:then:)``: applies the files read, on the queue.
+    private func apply(_ files: [ModelFileSet.ReadFile]) throws(DBusError) -> [ModelFileSet.Skipped] {
+        dispatchPrecondition(condition: .onQueue(queue))
+        // A SIGTERM while the files were read said STOPPING=1; READY=1 would contradict it.
+        guard let model, let commands, let store, let service, !stopping else { throw Self.notServing }
         defer {
             notifier.notify("READY=1\nSTATUS=Serving \(service.propertyCount) properties as \(Service.busName)")
         }
         let report: ModelFileSet.Report
         do {
-            report = try modelFiles.load(modelPaths(), into: model, commands: commands, store: store, strict: false)
+            report = try modelFiles.load(files: files, into: model, commands: commands, store: store, strict: false)
         } catch {
             throw error.dbusError
         }
-        try service.applyReload(report, skipped: modelFiles.skipped)
+        do throws(DBusError) {
+            try service.applyReload(report, skipped: modelFiles.skipped)
+        } catch {
+            // The round was rolled back (and the store's refusal logged): nothing of this
+            // reload stays, in the model or here.
+            modelFiles.rollbackLoad()
+            throw error
+        }
         Log.info("reloaded model files: \(report.loaded.count) loaded, \(modelFiles.skipped.count) skipped, \(report.retired.count) keys left the bus (their stored values are kept)")
         logSkippedModelFiles()
         return modelFiles.skipped
@@ -188,7 +214,7 @@ final class Daemon: @unchecked Sendable {
                         service?.storeFailureHandler = { Log.storeFailure($0.message) }
                         service?.holdsCommits = true
                         service?.skippedModelFiles = modelFiles.skipped
-                        service?.reloadHandler = { [unowned self] () throws(DBusError) in try reload(because: "Manager.Reload") }
+                        service?.reloadHandler = { [unowned self] done in reload(because: "Manager.Reload", then: done) }
                         self.connection = connection
                         connection.whenDisconnected { [service] in
                             service?.killAllExecutions(timeout: 1)
@@ -259,8 +285,8 @@ final class Daemon: @unchecked Sendable {
         // SIGHUP reloads the model files (systemctl reload); its default action would kill us.
         let hangup = DispatchSource.makeSignalSource(signal: SIGHUP, queue: queue)
         hangup.setEventHandler { [self] in
-            do throws(DBusError) { _ = try reload(because: "SIGHUP") } catch {
-                Log.info("reload failed: \(error.name): \(error.message)")
+            reload(because: "SIGHUP") { result in
+                if case .failure(let error) = result { Log.info("reload failed: \(error.name): \(error.message)") }
             }
         }
         hangup.resume()

@@ -24,6 +24,8 @@ struct DaemonOptions {
     var systemAccess = false
     /// `--strict-models`: a bad model file stops the start instead of being skipped.
     var strictModels = false
+    /// `--max-model-file-size`: a larger model file is skipped unread.
+    var maximumModelFileSize = ModelFile.defaultMaximumSize
     /// `--fleet` (with `--fleet-ca`, `--fleet-credentials`, `--fleet-host`): share fleet-scoped
     /// keys through etcd; `nil` without it, and nothing changes.
     var fleet: FleetConfiguration?
@@ -86,6 +88,9 @@ struct DaemonOptions {
         },
         .flag("strict-models", help: "Refuse to start when a model file is bad (by default it is skipped and logged).") {
             $0.strictModels = true
+        },
+        .value("max-model-file-size", "BYTES", help: "Skip, unread, a model file larger than this (default \(ModelFile.defaultMaximumSize)); only regular files are read.") { o, v throws(UsageError) in
+            o.maximumModelFileSize = try positive(v, "--max-model-file-size")
         },
         .value("state-dir", "DIR", help: "Keep the store in DIR (unless $STATE_DIRECTORY is set).") { o, v throws(UsageError) in
             guard !v.isEmpty else { throw usage("--state-dir expects a directory") }

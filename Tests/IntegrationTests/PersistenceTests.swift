@@ -155,8 +155,9 @@ final class PersistenceTests: DaemonTestCase, @unchecked Sendable {
     }
 }
 
-/// A second SQLite connection that holds the store's write lock until released.
-private final class LockingConnection {
+/// A second SQLite connection that holds the store's write lock until released: the daemon's
+/// commits then fail (after its busy timeout), as on a full disk (also ModelFileTrustTests).
+final class LockingConnection {
     private var handle: OpaquePointer?
 
     init(path: String) throws {

@@ -207,4 +207,20 @@ final class FleetLayoutTests: XCTestCase {
         chmod(path, 0o600)
         XCTAssertEqual(try configuration.etcdOptions().credentials, .init(user: "propbus", password: "s3cr:et"))
     }
+
+    func testAModelFileDifferingFromASecretFleetKeyIsRefusedWithoutQuotingItsValues() throws {
+        let refusal = FleetLayout.sharedDefinitions { _ in true }.refusal
+        var fleet = PropertyDefinition(key: try Key("vault.pin"), type: .string, defaultValue: .string("fleet-hunter2"))
+        fleet.scope = .fleet
+        var file = fleet
+        file.defaultValue = .string("file-hunter3")
+        let open = try XCTUnwrap(refusal(fleet, file))
+        XCTAssertTrue(open.contains("fleet-hunter2") && open.contains("file-hunter3"), "not secret: the values help (\(open))")
+        fleet.secret = true
+        file.secret = true
+        let secret = try XCTUnwrap(refusal(fleet, file))
+        XCTAssertFalse(secret.contains("hunter"), secret)
+        XCTAssertTrue(secret.contains("default differs (value refused)"), secret)
+    }
 }
+

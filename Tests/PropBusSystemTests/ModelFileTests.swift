@@ -106,7 +106,7 @@ final class ModelFileTests: XCTestCase {
     func testErrorsNameTheFileTheKeyAndTheProblem() {
         assertFails(#"{"groups": {"a": {"properties": {"b": {"type": "zz"}}}}}"#, containing: ["a.b", "zz"])
         assertFails(#"{"groups": "#, containing: ["invalid JSON"])
-        assertFails(#"{"groups": {"a": {"properties": {"b": {"type": "y", "default": 300}}}}}"#, containing: ["a.b", "default", "300"])
+        assertFails(#"{"groups": {"a": {"properties": {"b": {"type": "y", "default": 300}}}}}"#, containing: ["a.b", "default", "value refused", "(0…255)"])
         assertFails(#"{"groups": {"a": {"properties": {"b": {"type": "s", "colour": 1}}}}}"#, containing: ["a.b", "colour"])
         assertFails(#"{"groups": {"a-b": {"properties": {"c": {"type": "s"}}}}}"#, containing: ["a-b.c", "'-'"])
         assertFails(#"{"groups": {"a": {"properties": {"b": {}}}}}"#, containing: ["a.b", "type"])
@@ -153,4 +153,127 @@ final class ModelFileTests: XCTestCase {
         _ = try file.apply(to: model, commands: CommandTable(model: model, store: MemoryStore()))
         XCTAssertEqual(try model.value(of: "s.x"), .int32(42))
     }
+
+    // MARK: Issue 26
+
+    /// Reads and applies `text` to a new model: the error either step throws.
+    private func applyError(_ text: String) -> String? {
+        do {
+            let file = try load(text)
+            let model = try PropertyModel(store: MemoryStore())
+            _ = try file.apply(to: model, commands: CommandTable(model: model, store: MemoryStore()))
+            return nil
+        } catch {
+            return (error as? PropBusError)?.message ?? "\(error)"
+        }
+    }
+
+    func testAProblemNeverQuotesTheValueItRefusesButSaysWhatWasExpected() {
+        let cases: [(String, [String])] = [
+            (#"{"groups": {"v": {"properties": {"code": {"type": "i", "default": "hunter2-token", "secret": true}}}}}"#, ["v.code", "\"default\"", "an integer"]),
+            (#"{"groups": {"v": {"properties": {"code": {"type": "as", "default": ["a", 987654, "hunter2-token"]}}}}}"#, ["v.code", "a JSON string", "[1]"]),
+            (#"{"groups": {"v": {"properties": {"code": {"type": "b", "value": "hunter2-token"}}}}}"#, ["v.code", "\"value\"", "a boolean"]),
+            (#"{"groups": {"v": {"properties": {"pin": {"type": "s", "secret": true, "choices": ["a"], "value": "hunter2-token"}}}}}"#, ["v.pin", "'a'"]),
+            (#"{"groups": {"v": {"properties": {"n": {"type": "y", "default": 4242}}}}}"#, ["v.n", "(0…255)"]),
+        ]
+        for (text, pieces) in cases + [
+            // A transform that cannot convert the value says so without quoting it.
+            (#"{"groups": {"v": {"properties": {"pin": {"type": "s", "secret": true, "default": "hunter2-token"}, "n": {"type": "i"}}}}, "bindings": [{"key": "v.n", "to": "v.pin", "direction": "from", "to_key": "int(value)"}]}"#,
+             ["bindings[0]", "v.n", "'i'"]),
+            (#"{"groups": {"v": {"properties": {"pin": {"type": "s", "secret": true, "default": "hunter2-token"}, "n": {"type": "o"}}}}, "bindings": [{"key": "v.n", "to": "v.pin", "direction": "from"}]}"#,
+             ["bindings[0]", "v.n", "'o'"]),
+        ] {
+            guard let message = applyError(text) else { XCTFail("accepted: \(text)"); continue }
+            XCTAssertFalse(message.contains("hunter2") || message.contains("4242") || message.contains("987654"), message)
+            for piece in pieces + ["test.json:", "value refused"] { XCTAssertTrue(message.contains(piece), "\(message) lacks \(piece)") }
+        }
+    }
+
+    func testANULInAnyTextFieldIsRefusedNamingTheField() {
+        let declarations = [
+            "description": #"{"groups": {"p": {"properties": {"k": {"type": "i", "description": "x\u0000y"}}}}}"#,
+            "writers": #"{"groups": {"p": {"properties": {"k": {"type": "i", "writers": ["nobody\u0000zzz"]}}}}}"#,
+            "command description": #"{"groups": {"c": {"commands": {"run": {"exec": ["/bin/echo"], "description": "x\u0000y"}}}}}"#,
+            "exec": #"{"groups": {"c": {"commands": {"run": {"exec": ["/bin/echo", "x\u0000y"]}}}}}"#,
+            "exec program": #"{"groups": {"c": {"commands": {"run": {"exec": ["/bin/echo\u0000x"]}}}}}"#,
+            "enabled_when": #"{"groups": {"c": {"commands": {"run": {"exec": ["/bin/true"], "enabled_when": "'x\u0000y' == 'x'"}}}}}"#,
+            "command writers": #"{"groups": {"c": {"commands": {"run": {"exec": ["/bin/true"], "writers": ["nobody\u0000zzz"]}}}}}"#,
+            "to_target": #"{"groups": {"a": {"properties": {"b": {"type": "s"}, "c": {"type": "s"}}}}, "bindings": [{"key": "a.b", "to": "a.c", "to_target": "value + '\u0000'"}]}"#,
+            "file description": #"{"description": "x\u0000y", "groups": {}}"#,
+        ]
+        for (field, text) in declarations {
+            guard let message = applyError(text) else { XCTFail("\(field): a NUL was accepted"); continue }
+            XCTAssertTrue(message.hasPrefix("test.json:") && message.contains("NUL"), "\(field): \(message)")
+        }
+        // Bytes may hold a NUL, written as numbers; an escaped backslash is not an escape.
+        XCTAssertNil(applyError(#"{"groups": {"p": {"properties": {"k": {"type": "ay", "default": [120, 0, 121]}}}}}"#))
+        XCTAssertNil(applyError(#"{"groups": {"p": {"properties": {"k": {"type": "s", "default": "x\\u0000y"}}}}}"#))
+        let located = applyError("{\"groups\": {\"p\": {\"properties\": {\"k\": {\"type\": \"s\", \"default\": \"x\\\\u0000\",\n \"description\": \"x\\u0000y\"}}}}}")
+        XCTAssertTrue(located?.hasPrefix("test.json:2:19: groups.p.properties.k.description: ") ?? false, located ?? "accepted")
+    }
+
+    func testOnlyARegularFileOfBoundedSizeIsReadAndAnythingElseUnread() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("modelfile-special-\(getpid())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let fifo = directory.appendingPathComponent("fifo.json").path
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        let zero = directory.appendingPathComponent("zero.json").path
+        try FileManager.default.createSymbolicLink(atPath: zero, withDestinationPath: "/dev/zero")
+        let folder = directory.appendingPathComponent("folder.json").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        for (path, kind) in [(fifo, "a FIFO"), (zero, "a character device"), (folder, "a directory")] {
+            XCTAssertThrowsError(try ModelFile(contentsOf: path)) { error in
+                XCTAssertEqual((error as? PropBusError)?.message, "\(path): cannot read the model file: it is \(kind), not a regular file")
+            }
+        }
+        let big = directory.appendingPathComponent("big.json").path
+        let text = #"{"description": "\#(String(repeating: "d", count: 100))", "groups": {}}"#
+        try text.write(toFile: big, atomically: true, encoding: .utf8)
+        XCTAssertNoThrow(try ModelFile(contentsOf: big, maximumSize: text.utf8.count))
+        XCTAssertThrowsError(try ModelFile(contentsOf: big, maximumSize: 100)) { error in
+            XCTAssertEqual((error as? PropBusError)?.code, .limitsExceeded)
+            XCTAssertEqual((error as? PropBusError)?.message,
+                           "\(big): cannot read the model file: it is \(text.utf8.count) bytes; the limit is 100 bytes (propbusd --max-model-file-size)")
+        }
+    }
+
+    func testALoadIsOneRoundAndARolledBackLoadLeavesNothingOfItself() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("modelfile-round-\(getpid())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let a = directory.appendingPathComponent("a.json").path, b = directory.appendingPathComponent("b.json").path
+        func declare(_ aDefault: Int, extra: String = "", command: String = "run") throws {
+            try #"{"groups": {"a": {"properties": {"x": {"type": "i", "default": \#(aDefault)}, "y": {"type": "i"}, "w": {"type": "i"}\#(extra)}}}, "bindings": [{"key": "a.y", "to": "a.w"}]}"#
+                .write(toFile: a, atomically: true, encoding: .utf8)
+            try #"{"groups": {"c": {"commands": {"\#(command)": {"exec": ["/bin/true"]}}}}}"#.write(toFile: b, atomically: true, encoding: .utf8)
+        }
+        let store = MemoryStore()
+        let model = try PropertyModel(store: store)
+        let commands = CommandTable(model: model, store: store)
+        let round = Round(model: model, commands: commands, store: store)
+        let files = ModelFileSet()
+        try declare(1)
+        _ = try files.load([a, b], into: model, commands: commands, store: store, strict: false)
+        XCTAssertNil(round.end())
+
+        // Both files change; the store refuses the round.
+        try declare(2, extra: #", "z": {"type": "s"}"#, command: "go")
+        _ = try files.load([a, b], into: model, commands: commands, store: store, strict: false)
+        round.rollback(because: PropBusError(.storeFailed, "disk full"))
+        files.rollbackLoad()
+        XCTAssertEqual(try model.value(of: "a.x"), .int32(1))
+        XCTAssertNil(model.entry(for: try Key("a.z")))
+        XCTAssertEqual(commands.definitions.map(\.key.text), ["c.run"])
+        XCTAssertEqual(model.bindings.all.count, 1)
+
+        // The next load applies all, and unmakes the file's binding before making it again.
+        _ = try files.load([a, b], into: model, commands: commands, store: store, strict: false)
+        XCTAssertNil(round.end())
+        XCTAssertEqual(try model.value(of: "a.x"), .int32(2))
+        XCTAssertNotNil(model.entry(for: try Key("a.z")))
+        XCTAssertEqual(commands.definitions.map(\.key.text), ["c.go"])
+        XCTAssertEqual(model.bindings.all.count, 1)
+    }
 }
+

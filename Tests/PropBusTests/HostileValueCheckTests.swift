@@ -139,6 +139,38 @@ final class HostileValueCheckTests: XCTestCase {
         }
         XCTAssertEqual(try model.value(of: "deep.any"), nested(57))
     }
+
+    // MARK: NUL in a definition's text (issue 26)
+
+    func testANULInADefinitionsTextIsRefusedOnEveryPath() throws {
+        let created = try model()
+        for options: [String: DBusValue] in [["description": .string("x\0y")], ["writers": .array(of: .string, [.string("nobody\0zzz")])]] {
+            XCTAssertThrowsError(try created.create(key: "p.k", type: "i", defaultValue: DBusValue.int32(0), options: options)) { error in
+                XCTAssertEqual((error as? PropBusError)?.code, .invalidArgs)
+                XCTAssertTrue("\(error)".contains("p.k") && "\(error)".contains("NUL"), "\(error)")
+            }
+        }
+        let key = try Key("c.run")
+        for options: [String: DBusValue] in [
+            ["exec": .array(of: .string, [.string("/bin/echo"), .string("x\0y")])],
+            ["exec": .array(of: .string, [.string("/bin/true")]), "description": .string("x\0y")],
+            ["exec": .array(of: .string, [.string("/bin/true")]), "writers": .array(of: .string, [.string("nobody\0zzz")])],
+            ["exec": .array(of: .string, [.string("/bin/true")]), "enabled_when": .string("'x\0y' == 'x'")],
+        ] {
+            XCTAssertThrowsError(try CommandDefinition(key: key, options: options)) { error in
+                XCTAssertTrue("\(error)".contains("c.run") && "\(error)".contains("NUL"), "\(error)")
+            }
+        }
+        // One an older version stored is left out at load, with the reason.
+        var stored = PropertyDefinition(key: try Key("old.text"), type: .string, defaultValue: .string(""))
+        stored.description = "x\0y"
+        var state = StoredState()
+        state.definitions = [stored, PropertyDefinition(key: try Key("old.name"), type: .string, defaultValue: .string(""))]
+        let loaded = try PropertyModel(store: PreparedStore(state))
+        XCTAssertNil(loaded.entry(for: try Key("old.text")))
+        XCTAssertNotNil(loaded.entry(for: try Key("old.name")))
+        XCTAssertTrue(loaded.refusedAtLoad.contains { $0.contains("old.text") && $0.contains("NUL") }, "\(loaded.refusedAtLoad)")
+    }
 }
 
 /// A store that hands the model a prepared state, as an older version could have left it.

@@ -226,4 +226,27 @@ final class PropertyDefinitionTests: XCTestCase {
         assertRefused(list, .array(element: .string, [.int32(1)]), code: .invalidValue,
                       message: "invalid value for x.list: array of 's' holds a 'i'")
     }
+
+    // MARK: Secrets in messages (issue 26)
+
+    func testASecretKeysRefusedValueIsNeverQuotedButWhatWasExpectedIs() throws {
+        var pin = try definition("vault.pin", .string, .string("a"))
+        _ = try pin.apply(options: ["secret": .boolean(true), "choices": .array(of: .variant, [.variant(.string("a")), .variant(.string("b"))])])
+        var level = try definition("vault.level", .int32, .int32(0))
+        _ = try level.apply(options: ["secret": .boolean(true), "minimum": .int32(0), "maximum": .int32(10)])
+        for (definition, value, expected) in [(pin, DBusValue.string("hunter2-token"), "'a', 'b'"), (level, .int32(424242), "0…10")] {
+            XCTAssertThrowsError(try definition.check(value, maximumSize: 1 << 20)) { error in
+                let message = (error as? PropBusError)?.message ?? "\(error)"
+                XCTAssertFalse(message.contains("hunter2") || message.contains("424242"), message)
+                for piece in ["value refused", definition.key.text, expected] { XCTAssertTrue(message.contains(piece), "\(message) lacks \(piece)") }
+            }
+        }
+        // Not secret: the value is the caller's own, and quoting it helps.
+        var open = try definition("ui.mode", .string, .string("a"))
+        _ = try open.apply(options: ["choices": .array(of: .variant, [.variant(.string("a"))])])
+        XCTAssertThrowsError(try open.check(.string("zz"), maximumSize: 1 << 20)) { error in
+            XCTAssertTrue("\(error)".contains("'zz'"), "\(error)")
+        }
+    }
 }
+

@@ -42,6 +42,7 @@ final class DaemonOptionsTests: XCTestCase {
             "--address", "unix:path=/run/x", "--system-access", "--max-value-size=4096", "--max-message-size", "65536",
             "--max-properties", "10", "--max-bindings-per-client", "3", "--max-executions", "2",
             "--model", "a.json", "--model=b.json", "--strict-models", "--state-dir", "/tmp/s", "--recover", "--in-memory",
+            "--max-model-file-size", "1024",
         ])
         guard case .address("unix:path=/run/x") = options.bus else { return XCTFail("\(options.bus)") }
         XCTAssertTrue(options.systemAccess && options.enforcesAccess && options.strictModels && options.recover && options.inMemory)
@@ -51,6 +52,8 @@ final class DaemonOptionsTests: XCTestCase {
         XCTAssertEqual(options.service.maximumBindingsPerClient, 3)
         XCTAssertEqual(options.maximumExecutions, 2)
         XCTAssertEqual(options.models, ["a.json", "b.json"])
+        XCTAssertEqual(options.maximumModelFileSize, 1024)
+        XCTAssertEqual(try run([]).maximumModelFileSize, 8 << 20)
         XCTAssertEqual(options.stateDirectory, "/tmp/s")
     }
 

@@ -16,6 +16,8 @@ struct Propagation {
     let type: (Key) -> DBusType?
     /// The largest value (`--max-value-size`): no transform may build a string past it.
     var maximumSize = 1 << 20
+    /// Whether a key is secret: a failure that saw its value does not describe the value.
+    var isSecret: (Key) -> Bool = { _ in false }
 
     /// Returns the extra assignments the bindings make when `assignments` happen.
     ///
@@ -94,14 +96,23 @@ struct Propagation {
                 }
             } catch {
                 // A limit stays a limit: the caller can tell "too big" from "cannot map".
-                throw PropBusError(error.code == .limitsExceeded ? .limitsExceeded : .transformFailed, "binding \(binding.id) (\(binding.key) ↔ \(binding.to)) cannot map the value for \(target): \(error.message)")
+                throw PropBusError(error.code == .limitsExceeded ? .limitsExceeded : .transformFailed, "binding \(binding.id) (\(binding.key) ↔ \(binding.to)) cannot map the value for \(target): \(error.code == .limitsExceeded ? error.message : reason(error, transform: transform, binding: binding, type: targetType))")
             }
         }
         if result.type == targetType { return result }
         do {
             return try Expression.convert(result, to: targetType)
         } catch {
-            throw PropBusError(.transformFailed, "binding \(binding.id) (\(binding.key) ↔ \(binding.to)) cannot map the value for \(target): \(error.message)")
+            throw PropBusError(.transformFailed, "binding \(binding.id) (\(binding.key) ↔ \(binding.to)) cannot map the value for \(target): \(reason(error, transform: transform, binding: binding, type: targetType))")
         }
+    }
+
+    /// Why a value could not be mapped; "value refused" when a secret key is involved (a side or
+    /// a key the transform reads): conversion errors quote the value, and this one may reach a
+    /// log, a model file's problems or a caller who may not read the key.
+    private func reason(_ error: PropBusError, transform: Expression?, binding: Binding, type: DBusType) -> String {
+        let involved = [binding.key, binding.to] + (transform?.referencedKeys.compactMap { try? Key($0) } ?? [])
+        guard involved.contains(where: isSecret) else { return error.message }
+        return "value refused (a secret key is involved): the transform or the conversion to '\(type.signature)' failed"
     }
 }

@@ -40,6 +40,10 @@ public struct CommandDefinition: Hashable, Sendable {
             func expect(_ what: String) -> PropBusError {
                 .invalidArgs("option '\(name)' of command \(key) must be \(what), got '\(value.signature)'")
             }
+            // An exec argument would be cut short there, a writers name match another user.
+            guard !value.holdsNULInAString else {
+                throw .invalidArgs("option '\(name)' of command \(key) holds a NUL character (U+0000), which D-Bus strings cannot carry")
+            }
             switch name {
             case "exec":
                 guard case .array(.string, let items) = value else { throw expect("an argv (as)") }

@@ -23,7 +23,7 @@ public final class CommandTable {
         public var executions: UInt32
     }
 
-    private struct Command {
+    fileprivate struct Command {
         var definition: CommandDefinition
         /// Running executions, by id (ids grow, so sorting gives acceptance order).
         var running: [UInt64: Execution] = [:]
@@ -321,6 +321,27 @@ public final class CommandTable {
 
     private func snapshot() {
         if definitionsAtCommit == nil { definitionsAtCommit = commands.mapValues(\.definition) }
+    }
+
+    /// The definitions as they are now, inside the round: one model file of a reload, which
+    /// is skipped as a whole while the round goes on.
+    public struct Savepoint {
+        fileprivate let commands: [Key: Command]
+        fileprivate let readers: [String: Set<Key>]
+        fileprivate let definitionsAtCommit: [Key: CommandDefinition]?
+    }
+
+    /// Marks where ``restore(_:)`` goes back to (the model takes its own savepoint, ``PropertyModel/beginCall()``).
+    public func savepoint() -> Savepoint {
+        Savepoint(commands: commands, readers: readers, definitionsAtCommit: definitionsAtCommit)
+    }
+
+    /// Puts the definitions back as they were at `savepoint`; the round's earlier changes stay.
+    /// Nothing may have started or ended an execution in between (a reload runs between rounds).
+    public func restore(_ savepoint: Savepoint) {
+        commands = savepoint.commands
+        readers = savepoint.readers
+        definitionsAtCommit = savepoint.definitionsAtCommit
     }
 
     /// Forgets the snapshot: the round's definitions are durable.

@@ -108,6 +108,9 @@ public struct PropertyDefinition: Hashable, Sendable {
             func expect(_ what: String) -> PropBusError {
                 .invalidArgs("option '\(name)' of \(key) must be \(what), got '\(value.signature)'")
             }
+            guard !value.holdsNULInAString else {
+                throw .invalidArgs("option '\(name)' of \(key) holds a NUL character (U+0000), which D-Bus strings cannot carry")
+            }
             switch name {
             case "persistent":
                 guard let b = value.boolValue else { throw expect("a boolean (b)") }
@@ -161,6 +164,12 @@ public struct PropertyDefinition: Hashable, Sendable {
         return initial
     }
 
+    /// Whether its text (description, writers) holds a NUL, as an older version stored from a
+    /// model file: every reply carrying it would be unsendable.
+    var holdsNUL: Bool {
+        description.utf8.contains(0) || writers?.contains { $0.utf8.contains(0) } == true
+    }
+
     /// How deep a value may nest (``DBusValue/nestingDepth``): replies put a value at most 7
     /// levels deep (`GetManagedObjects`' `a{oa{sa{sv}}}`, the `choices` in `ListProperties`'
     /// metadata), and libdbus refuses a message nested deeper than 64 in all.
@@ -191,7 +200,8 @@ public struct PropertyDefinition: Hashable, Sendable {
             throw .invalidArgs("property \(key) has type '\(type.signature)', got '\(value.signature)'")
         }
         do { try value.validate() } catch {
-            throw PropBusError(.invalidValue, "invalid value for \(key): \(error.reason)")
+            // The reason may quote the value (an object path).
+            throw PropBusError(.invalidValue, secret ? "value refused for \(key): it breaks the D-Bus wire rules" : "invalid value for \(key): \(error.reason)")
         }
         // Accepted here, it would make every reply that carries it unsendable, for everyone.
         let depth = value.nestingDepth
@@ -207,12 +217,18 @@ public struct PropertyDefinition: Hashable, Sendable {
             let above = maximum.map { Self.compare(value, $0) == .orderedDescending } ?? false
             if below || above || Self.isNaN(value) {
                 let range = (minimum.map(ValueDescription.short) ?? "") + "…" + (maximum.map(ValueDescription.short) ?? "")
-                throw PropBusError(.outOfRange, "value \(ValueDescription.short(value)) for \(key) is out of range \(range)")
+                throw PropBusError(.outOfRange, refusal(of: value) + " is out of range \(range)")
             }
         }
         if let choices, !choices.contains(value) {
-            throw PropBusError(.invalidValue, "value \(ValueDescription.short(value)) for \(key) is not one of: \(choices.map(ValueDescription.short).joined(separator: ", "))")
+            throw PropBusError(.invalidValue, refusal(of: value) + " is not one of: \(choices.map(ValueDescription.short).joined(separator: ", "))")
         }
+    }
+
+    /// "value 42 for KEY", or for a secret key "value refused for KEY": the message may reach
+    /// someone who may not read the key (a log, a model file's problems, a hidden value's reason).
+    private func refusal(of value: DBusValue) -> String {
+        secret ? "value refused for \(key): it" : "value \(ValueDescription.short(value)) for \(key)"
     }
 
     private static func isNaN(_ value: DBusValue) -> Bool {

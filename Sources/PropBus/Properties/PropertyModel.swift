@@ -119,7 +119,11 @@ public final class PropertyModel {
         self.limits = limits
         revision = state.revision
         entries.reserveCapacity(state.definitions.count)
+        // Text with a NUL, which an older version took from model files, made every reply
+        // carrying the definition unsendable.
+        let textWithNUL = Set(state.definitions.filter(\.holdsNUL).map(\.key))
         let refusedDefinitions = Set(state.definitions.filter { $0.type.containsUnixFD || $0.defaultValue.containsUnixFD }.map(\.key))
+            .union(textWithNUL)
         var fdValues = Set<Key>()
         var valueCount = 0
         state.forEachValue { key, stored in
@@ -139,7 +143,11 @@ public final class PropertyModel {
             var stored = state.storedValue(ofDefinitionAt: index)
             if stored != nil { claimed += 1 }
             if refusedDefinitions.contains(definition.key) {
-                refusedAtLoad.append("property \(definition.key) (type '\(definition.type.signature)') holds a unix fd ('h'), which cannot be stored; it was left out (CreateProperty with another type replaces it)")
+                if textWithNUL.contains(definition.key) {
+                    refusedAtLoad.append("property \(definition.key) has a NUL character (U+0000) in its description or writers, which D-Bus strings cannot carry; it was left out, its stored value kept (declare it again)")
+                } else {
+                    refusedAtLoad.append("property \(definition.key) (type '\(definition.type.signature)') holds a unix fd ('h'), which cannot be stored; it was left out (CreateProperty with another type replaces it)")
+                }
                 continue
             }
             if stored != nil, !fdValues.isEmpty, fdValues.contains(definition.key) { stored = nil }
@@ -711,7 +719,8 @@ public final class PropertyModel {
                         keysReadThisRound.insert(key)
                         return entries[key]?.value
                     },
-                    type: { [unowned self] in entries[$0]?.definition.type }, maximumSize: limits.maximumValueSize)
+                    type: { [unowned self] in entries[$0]?.definition.type }, maximumSize: limits.maximumValueSize,
+                    isSecret: { [unowned self] in entries[$0]?.definition.secret == true })
     }
 
     // MARK: State keys

@@ -33,7 +33,7 @@ public enum ValueText {
         switch type {
         case .variant:
             if let json = try? JSONValue.parse(text) {
-                value = .variant(try inferredValue(from: json, at: ""))
+                value = .variant(try inferredValue(from: json, at: ValuePath()))
             } else {
                 value = .variant(try parseScalar(text, as: .string))
             }
@@ -42,7 +42,7 @@ public enum ValueText {
             do {
                 json = try JSONValue.parse(text)
             } catch {
-                throw ValueTextError("expected \(expectation(for: type)): \(error.description)")
+                throw ValueTextError("expected \(expectation(for: type)): \(error.description)", withoutValue: "expected \(expectation(for: type))")
             }
             value = try self.value(from: json, as: type)
         default:
@@ -61,13 +61,13 @@ public enum ValueText {
     ///
     /// A JSON string for a non-string basic type is read in the scalar syntax.
     public static func value(from json: JSONValue, as type: DBusType) throws(ValueTextError) -> DBusValue {
-        try value(from: json, as: type, at: "")
+        try value(from: json, as: type, at: ValuePath())
     }
 
     /// Reads a variant's payload from JSON by inference (see ``ValueText``), without the
     /// surrounding ``DBusValue/variant(_:)``.
     public static func inferredValue(from json: JSONValue) throws(ValueTextError) -> DBusValue {
-        try inferredValue(from: json, at: "")
+        try inferredValue(from: json, at: ValuePath())
     }
 
     /// Reads plain scalar text as a value of the basic type `type`.
@@ -79,7 +79,7 @@ public enum ValueText {
             switch text.trimmingWhitespace.lowercased() {
             case "true", "yes", "on", "1": return .boolean(true)
             case "false", "no", "off", "0": return .boolean(false)
-            default: throw ValueTextError("expected a boolean (true/false) for type 'b', got \(quoted(text))")
+            default: throw refused("a boolean (true/false) for type 'b'", text)
             }
         case .byte: return .byte(try integer(text, as: type))
         case .int16: return .int16(try integer(text, as: type))
@@ -95,14 +95,14 @@ public enum ValueText {
             return .string(text)
         case .objectPath:
             guard ObjectPath.isValid(text) else {
-                throw ValueTextError("expected an object path for type 'o' (like /org/example/Thing), got \(quoted(text))")
+                throw refused("an object path for type 'o' (like /org/example/Thing)", text)
             }
             return .objectPath(text)
         case .signature:
             do {
                 _ = try Signature(validating: text)
             } catch {
-                throw ValueTextError("expected a signature for type 'g', got \(quoted(text)): \(error.reason)")
+                throw ValueTextError("expected a signature for type 'g', got \(quoted(text)): \(error.reason)", withoutValue: "expected a signature for type 'g'")
             }
             return .signature(text)
         case .variant, .array, .dictionary, .structure:
@@ -185,7 +185,7 @@ public enum ValueText {
         return value.description
     }
 
-    private static func value(from json: JSONValue, as type: DBusType, at path: String) throws(ValueTextError) -> DBusValue {
+    private static func value(from json: JSONValue, as type: DBusType, at path: ValuePath) throws(ValueTextError) -> DBusValue {
         switch type {
         case .string, .objectPath, .signature:
             guard case .string(let s) = json else { throw mismatch("a JSON string for type '\(type.signature)'", json, path) }
@@ -218,7 +218,7 @@ public enum ValueText {
                 var bytes: [UInt8] = []
                 bytes.reserveCapacity(items.count)
                 for (position, item) in items.enumerated() {
-                    guard case .byte(let b) = try value(from: item, as: .byte, at: path + "[\(position)]") else {
+                    guard case .byte(let b) = try value(from: item, as: .byte, at: path.index(position)) else {
                         preconditionFailure("a 'y' conversion returned another type")
                     }
                     bytes.append(b)
@@ -232,7 +232,7 @@ public enum ValueText {
             var values: [DBusValue] = []
             values.reserveCapacity(items.count)
             for (position, item) in items.enumerated() {
-                values.append(try value(from: item, as: element, at: path + "[\(position)]"))
+                values.append(try value(from: item, as: element, at: path.index(position)))
             }
             return .array(element: element, values)
         case .dictionary(let keyType, let valueType):
@@ -240,12 +240,12 @@ public enum ValueText {
             var entries: [DictionaryEntry] = []
             entries.reserveCapacity(members.count)
             for member in members {
-                let memberPath = path + "[\(JSONValue.string(member.key).serialized())]"
+                let memberPath = path.member(member.key)
                 let key = try located(memberPath) { () throws(ValueTextError) in
                     do throws(ValueTextError) {
                         return try parseScalar(member.key, as: keyType)
                     } catch {
-                        throw ValueTextError("dict key: " + error.message)
+                        throw ValueTextError("dict key: " + error.message, withoutValue: "dict key: " + error.withoutValue)
                     }
                 }
                 entries.append(DictionaryEntry(key, try value(from: member.value, as: valueType, at: memberPath)))
@@ -258,16 +258,17 @@ public enum ValueText {
             var fields: [DBusValue] = []
             fields.reserveCapacity(items.count)
             for (position, (item, fieldType)) in zip(items, fieldTypes).enumerated() {
-                fields.append(try value(from: item, as: fieldType, at: path + "[\(position)]"))
+                fields.append(try value(from: item, as: fieldType, at: path.index(position)))
             }
             return .structure(fields)
         }
     }
 
-    private static func inferredValue(from json: JSONValue, at path: String) throws(ValueTextError) -> DBusValue {
+    private static func inferredValue(from json: JSONValue, at path: ValuePath) throws(ValueTextError) -> DBusValue {
         switch json {
         case .null:
-            throw ValueTextError(located("cannot infer a variant's type from JSON null", path))
+            throw ValueTextError(located("cannot infer a variant's type from JSON null", path.shown),
+                                 withoutValue: located("cannot infer a variant's type from JSON null", path.withoutValue))
         case .bool(let b): return .boolean(b)
         case .integer(let i): return .int64(i)
         case .unsignedInteger(let u): return .uint64(u)
@@ -283,15 +284,15 @@ public enum ValueText {
         }
     }
 
-    private static func scalar(_ text: String, as type: DBusType, at path: String) throws(ValueTextError) -> DBusValue {
+    private static func scalar(_ text: String, as type: DBusType, at path: ValuePath) throws(ValueTextError) -> DBusValue {
         try located(path) { () throws(ValueTextError) in try parseScalar(text, as: type) }
     }
 
-    private static func located<T>(_ path: String, _ body: () throws(ValueTextError) -> T) throws(ValueTextError) -> T {
+    private static func located<T>(_ path: ValuePath, _ body: () throws(ValueTextError) -> T) throws(ValueTextError) -> T {
         do {
             return try body()
         } catch {
-            throw ValueTextError(located(error.message, path))
+            throw ValueTextError(located(error.message, path.shown), withoutValue: located(error.withoutValue, path.withoutValue))
         }
     }
 
@@ -299,8 +300,14 @@ public enum ValueText {
         path.isEmpty ? message : "\(message) (at \(path))"
     }
 
-    private static func mismatch(_ expected: String, _ json: JSONValue, _ path: String) -> ValueTextError {
-        ValueTextError(located("expected \(expected), got \(abbreviated(json.serialized()))", path))
+    private static func mismatch(_ expected: String, _ json: JSONValue, _ path: ValuePath) -> ValueTextError {
+        ValueTextError(located("expected \(expected), got \(abbreviated(json.serialized()))", path.shown),
+                       withoutValue: located("expected \(expected)", path.withoutValue))
+    }
+
+    /// "expected …, got '…'", and without the text, "expected …".
+    private static func refused(_ expected: String, _ text: String) -> ValueTextError {
+        ValueTextError("expected \(expected), got \(quoted(text))", withoutValue: "expected \(expected)")
     }
 
     private static func expectation(for type: DBusType) -> String {
@@ -324,7 +331,7 @@ public enum ValueText {
 
     private static func integer<T: FixedWidthInteger>(_ text: String, as type: DBusType) throws(ValueTextError) -> T {
         guard let literal = IntegerLiteral(text) else {
-            throw ValueTextError("expected an integer for type '\(type.signature)', got \(quoted(text))")
+            throw refused("an integer for type '\(type.signature)'", text)
         }
         return try literal.converted(for: type)
     }
@@ -353,10 +360,25 @@ public enum ValueText {
         }
         // Swift's Double(_:) also takes "nan(0x1)" and friends; only the spellings above are wanted.
         guard !trimmed.lowercased().contains("n"), let value = Double(trimmed) else {
-            throw ValueTextError("expected a number for type 'd', got \(quoted(text))")
+            throw refused("a number for type 'd'", text)
         }
-        guard value.isFinite else { throw ValueTextError("value \(trimmed) out of range for type 'd'") }
+        guard value.isFinite else { throw ValueTextError("value \(trimmed) out of range for type 'd'", withoutValue: "out of range for type 'd'") }
         return value
+    }
+}
+
+/// Where inside a container a value is, as messages show it: `[2]["name"]`, and without the
+/// dict keys, which are part of the value (`[2][…]`).
+private struct ValuePath {
+    var shown = ""
+    var withoutValue = ""
+
+    func index(_ position: Int) -> ValuePath {
+        ValuePath(shown: shown + "[\(position)]", withoutValue: withoutValue + "[\(position)]")
+    }
+
+    func member(_ key: String) -> ValuePath {
+        ValuePath(shown: shown + "[\(JSONValue.string(key).serialized())]", withoutValue: withoutValue + "[…]")
     }
 }
 
@@ -409,7 +431,8 @@ private struct IntegerLiteral {
                 return T(truncatingIfNeeded: 0 &- magnitude)
             }
         }
-        throw ValueTextError("value \(text) out of range for type '\(type.signature)' (\(T.min)…\(T.max))")
+        let range = "out of range for type '\(type.signature)' (\(T.min)…\(T.max))"
+        throw ValueTextError("value \(text) " + range, withoutValue: range)
     }
 }
 

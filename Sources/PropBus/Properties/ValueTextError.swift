@@ -5,10 +5,15 @@
 public struct ValueTextError: Error, Hashable, Sendable, CustomStringConvertible {
     /// What was expected, what was found, and where inside a container.
     public var message: String
+    /// What was expected and where, without any part of the text refused: for problems others
+    /// may read (a model file's, listed to anyone by `SkippedModelFiles`), where the text may be a
+    /// secret the author meant to declare.
+    public var withoutValue: String
 
-    /// Creates an error with `message`.
-    public init(_ message: String) {
+    /// Creates an error with `message`; `withoutValue` when the message quotes the text.
+    public init(_ message: String, withoutValue: String? = nil) {
         self.message = message
+        self.withoutValue = withoutValue ?? message
     }
 
     /// The message.

@@ -41,8 +41,12 @@ extension FleetLayout {
         theirs["type"] = .string(fleet.type.signature)
         ours["type"] = .string(file.type.signature)
         let names = Set(theirs.keys).union(ours.keys).sorted()
+        // A secret key's values (its default, choices, range) are not for everyone: the
+        // refusal lands in SkippedModelFiles.
+        let secret = fleet.secret || file.secret
         return names.compactMap { name in
             guard theirs[name] != ours[name] else { return nil }
+            if secret, ["default", "choices", "minimum", "maximum"].contains(name) { return "\(name) differs (value refused)" }
             return "\(name): fleet \(theirs[name].map(ValueText.json) ?? "none"), file \(ours[name].map(ValueText.json) ?? "none")"
         }.joined(separator: "; ")
     }

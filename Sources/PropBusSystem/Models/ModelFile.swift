@@ -43,12 +43,20 @@ public struct ModelFile: Sendable {
     /// Types already parsed, by their text: a file's keys mostly share a few.
     private var parsedTypes: [String: DBusType] = [:]
 
-    /// Reads and checks the file at `path`.
-    public init(contentsOf path: String) throws(PropBusError) {
+    /// The largest model file read by default (`propbusd --max-model-file-size`): parsing
+    /// and checking need about five times the file's size at their peak.
+    public static let defaultMaximumSize = 8 << 20
+
+    /// Reads and checks the file at `path`: a regular file (symlinks followed) of at most
+    /// `maximumSize` bytes; anything else is refused unread.
+    public init(contentsOf path: String, maximumSize: Int = Self.defaultMaximumSize) throws(PropBusError) {
         let bytes: [UInt8]
         do {
-            bytes = try FileSystem.contents(of: path)
+            bytes = try FileSystem.regularFileContents(of: path, maximumSize: maximumSize)
         } catch {
+            if case .tooLarge = error {
+                throw PropBusError(.limitsExceeded, "\(path): cannot read the model file: \(error); the limit is \(maximumSize) bytes (propbusd --max-model-file-size)")
+            }
             throw PropBusError(.invalidArgs, "\(path): cannot read the model file: \(error)")
         }
         // Strict, as String(contentsOfFile:encoding: .utf8) was: a file that is not UTF-8 is refused.
@@ -66,6 +74,13 @@ public struct ModelFile: Sendable {
         do { json = try JSONValue.parse(text) } catch {
             let (line, column) = Self.lineAndColumn(ofByte: error.offset, in: text)
             throw PropBusError(.invalidArgs, "\(path):\(line):\(column): invalid JSON: \(error.reason)")
+        }
+        // Before any field is read: a NUL cut the string short where C reads it (an exec
+        // argument, a writers entry matched as a user name) and made every reply carrying it
+        // unsendable, for everyone.
+        if let path = Self.pathOfStringWithNUL(in: json) {
+            let (line, column) = Self.lineAndColumnOfNULEscape(in: text)
+            throw PropBusError(.invalidArgs, "\(path.isEmpty ? self.path : self.path + ":\(line):\(column)"): \(path): a string holds a NUL character (\\u0000), which D-Bus strings cannot carry; write an 'ay' value with a NUL as an array of numbers")
         }
         guard let top = json.objectMembers else { throw fail(nil, "the document must be a JSON object with \"groups\" (and optionally \"bindings\")") }
         for member in top {
@@ -100,6 +115,44 @@ public struct ModelFile: Sendable {
         guard !needle.isEmpty, bytes.count >= needle.count else { return (1, 1) }
         for start in 0...(bytes.count - needle.count) where bytes[start..<start + needle.count].elementsEqual(needle) {
             return lineAndColumn(ofByte: start, in: text)
+        }
+        return (1, 1)
+    }
+
+    /// Where in `json` the first string (or member name) holding a NUL is, as `groups.a.properties.b.description`
+    /// (array positions as `[n]`); nil when none does.
+    static func pathOfStringWithNUL(in json: JSONValue, at path: String = "") -> String? {
+        switch json {
+        case .string(let string):
+            return string.utf8.contains(0) ? path : nil
+        case .array(let items):
+            for (position, item) in items.enumerated() {
+                if let found = pathOfStringWithNUL(in: item, at: path + "[\(position)]") { return found }
+            }
+        case .object(let members):
+            for member in members {
+                let inner = path.isEmpty ? member.key : path + "." + member.key
+                if member.key.utf8.contains(0) { return inner }
+                if let found = pathOfStringWithNUL(in: member.value, at: inner) { return found }
+            }
+        case .null, .bool, .integer, .unsignedInteger, .double:
+            break
+        }
+        return nil
+    }
+
+    /// Line and column of the first `\u0000` escape (in `\\u0000` the backslash is escaped,
+    /// and there is none); (1, 1) when there is none.
+    static func lineAndColumnOfNULEscape(in text: String) -> (Int, Int) {
+        let bytes = Array(text.utf8), escape = Array(#"\u0000"#.utf8)
+        var index = 0
+        while index + escape.count <= bytes.count {
+            if bytes[index] == UInt8(ascii: "\\") {
+                if bytes[index..<index + escape.count].elementsEqual(escape) { return lineAndColumn(ofByte: index, in: text) }
+                index += 2
+            } else {
+                index += 1
+            }
         }
         return (1, 1)
     }
@@ -147,7 +200,9 @@ public struct ModelFile: Sendable {
         }
         func value(_ field: String, _ json: JSONValue, as type: DBusType) throws(PropBusError) -> DBusValue {
             do { return try ValueText.value(from: json, as: type) } catch {
-                throw fail(keyText, "\"\(field)\" is not a valid '\(type.signature)' value: \(error.message)")
+                // Never the value itself: anyone may read the problem, and the file may declare
+                // `secret` only further down.
+                throw fail(keyText, "\"\(field)\" is not a valid '\(type.signature)' value (value refused): \(error.withoutValue)")
             }
         }
         var defaultValue = type.zeroValue

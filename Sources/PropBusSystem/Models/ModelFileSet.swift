@@ -9,6 +9,8 @@ import PropBus
 ///   value stays, unclaimed, until it is declared again or pruned. A ``shared`` (fleet) key stays.
 /// - A file that cannot be read or applied is skipped as a whole, and the keys it declared
 ///   before stay as they were; the other files load. With `strict` the first bad file throws.
+/// - A load is one round, all or nothing: when the store cannot commit it, the owner rolls the
+///   round back and calls ``rollbackLoad()``, and nothing of it stays.
 ///
 /// Confined, like the model, to the daemon's queue; call between dispatch rounds.
 public final class ModelFileSet {
@@ -36,33 +38,65 @@ public final class ModelFileSet {
     private var bindingIDs: [String: [UInt64]] = [:]
     /// The commands each file declared at its last load; one it drops is deleted.
     private var commandKeys: [String: Set<Key>] = [:]
+    /// This set's own bookkeeping before the last load, for ``rollbackLoad()``.
+    private var beforeLoad: (skipped: [Skipped], bindingIDs: [String: [UInt64]], commandKeys: [String: Set<Key>])?
 
     /// Definitions the files may not change (the fleet's, with `--fleet`); see ``ModelFile/apply(to:commands:shared:)``.
     public var shared: SharedDefinitions?
+    /// The largest file read, in bytes (``ModelFile/defaultMaximumSize``); a larger one is skipped unread.
+    public var maximumFileSize = ModelFile.defaultMaximumSize
 
     public init() {}
 
-    /// Reads every file of `paths` and applies them in order, then retires the keys no file
-    /// declares any more. Throws only with `strict`, for the first bad file.
+    /// A model file read and checked, or why it could not be.
+    public typealias ReadFile = (path: String, file: Result<ModelFile, PropBusError>)
+
+    /// Reads and checks each of `paths` (at most `maximumSize` bytes each). Touches nothing but
+    /// the files, so a reload runs it off the daemon's queue: reading and parsing take time.
+    public static func read(_ paths: [String], maximumSize: Int) -> [ReadFile] {
+        paths.map { path in
+            do throws(PropBusError) { return (path, .success(try ModelFile(contentsOf: path, maximumSize: maximumSize))) } catch {
+                return (path, .failure(error))
+            }
+        }
+    }
+
+    /// Reads every file of `paths` and applies them in order: ``load(files:into:commands:store:strict:)``.
     public func load(_ paths: [String], into model: PropertyModel, commands: CommandTable, store: PropertyStore,
                      strict: Bool) throws(PropBusError) -> Report {
+        try load(files: Self.read(paths, maximumSize: maximumFileSize), into: model, commands: commands, store: store, strict: strict)
+    }
+
+    /// Applies the files (``read(_:maximumSize:)``) in order, then retires the keys no file
+    /// declares any more, all in the model's open round (the caller commits it, or rolls it
+    /// back and calls ``rollbackLoad()``). Throws only with `strict`, for the first bad file.
+    public func load(files: [ReadFile], into model: PropertyModel, commands: CommandTable, store: PropertyStore,
+                     strict: Bool) throws(PropBusError) -> Report {
+        let paths = files.map(\.path)
         var report = Report()
         var skipped: [Skipped] = []
         var declared: Set<Key> = []
         let previousCommands = commandKeys
+        beforeLoad = (self.skipped, bindingIDs, commandKeys)
         // What came before is not this load's to undo.
         model.commitRound()
         commands.commitRound()
-        for path in paths {
+        for (path, read) in files {
             let file: ModelFile
-            do {
-                file = try ModelFile(contentsOf: path)
-            } catch {
+            switch read {
+            case .success(let read):
+                file = read
+            case .failure(let error):
                 if strict { throw error }
                 skipped.append(Skipped(path: path, reason: error.message))
                 continue
             }
+            // A savepoint per file inside the load's one round: a file is skipped as a whole,
+            // and a commit that fails takes back every file (committing the model's round per
+            // file left the files applied when the store then refused them).
             let savepoint = store.savepoint()
+            let commandsSavepoint = commands.savepoint()
+            model.beginCall()
             do {
                 var changes: [PropertyChange] = []
                 // Declared bindings are made again with the file: first unmake the old ones.
@@ -70,8 +104,7 @@ public final class ModelFileSet {
                     changes += try model.unbind(id)
                 }
                 changes += try file.apply(to: model, commands: commands, shared: shared)
-                model.commitRound()
-                commands.commitRound()
+                model.endCall()
                 bindingIDs[path] = changes.compactMap { if case .bound(let binding) = $0 { binding.id } else { nil } }
                 // Grown once, without an array of the keys in between.
                 declared.reserveCapacity(declared.count + file.properties.count)
@@ -82,8 +115,8 @@ public final class ModelFileSet {
             } catch {
                 // The whole file, or nothing of it.
                 savepoint.restore()
-                model.rollbackRound()
-                _ = commands.rollbackRound()
+                model.rollbackCall()
+                commands.restore(commandsSavepoint)
                 if strict { throw error }
                 skipped.append(Skipped(path: path, reason: error.message))
             }
@@ -119,5 +152,13 @@ public final class ModelFileSet {
         // The retirements stay in the round: a store that cannot commit them rolls them back.
         self.skipped = skipped
         return report
+    }
+
+    /// Takes back this set's bookkeeping of the last load, whose round the store refused and
+    /// the owner rolled back: the files' bindings and commands are again those of the load before.
+    public func rollbackLoad() {
+        guard let beforeLoad else { return }
+        (skipped, bindingIDs, commandKeys) = beforeLoad
+        self.beforeLoad = nil
     }
 }
