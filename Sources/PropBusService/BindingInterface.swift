@@ -61,16 +61,30 @@ extension Service {
                 publish(try bridged { () throws(PropBusError) in try model.unbind(id) })
                 return .reply([])
             },
-            MethodDescription("ListBindings", out: [("bindings", .array(.structure([.objectPath, .string, .string, .dictionary(key: .string, value: .variant)])))]) { [unowned self] _ in
-                let items = model.bindings.all.map { binding in
-                    DBusValue.structure([
-                        .objectPath(Self.path(ofBinding: binding.id)), .string(binding.key.text), .string(binding.to.text),
-                        .vardict(binding.options),
-                    ])
-                }
-                return .reply([.array(of: .structure([.objectPath, .string, .string, .dictionary(key: .string, value: .variant)]), items)])
+            MethodDescription("ListBindings", out: [("bindings", .array(Self.bindingRow))]) { [unowned self] _ in
+                .reply([.array(of: Self.bindingRow, model.bindings.all.map(bindingRow))])
             },
         ]
+    }
+}
+
+extension Service {
+    /// One row of `ListBindings`: path, key, to, options.
+    static let bindingRow = DBusType.structure([.objectPath, .string, .string, .dictionary(key: .string, value: .variant)])
+
+    func bindingRow(_ binding: Binding) -> DBusValue {
+        .structure([.objectPath(Self.path(ofBinding: binding.id)), .string(binding.key.text), .string(binding.to.text),
+                    .vardict(bindingOptions(binding))])
+    }
+
+    /// A binding's `ListBindings` options: its own, with `state` ("active" or "suspended") and,
+    /// when suspended, the `reason` (which names keys and uids, never a value).
+    func bindingOptions(_ binding: Binding) -> [String: DBusValue] {
+        var options = binding.options
+        let reason = model.bindings.suspension(of: binding.id)
+        options["state"] = .string(reason == nil ? "active" : "suspended")
+        if let reason { options["reason"] = .string(reason) }
+        return options
     }
 }
 

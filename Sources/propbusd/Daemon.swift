@@ -95,6 +95,12 @@ final class Daemon: @unchecked Sendable {
                     Diagnostics.write("propbusd: dropped stored binding \(binding.id) (\(binding.key) ↔ \(binding.to)): \(reason)\n")
                 }
             }
+            // Stored bindings act with their principals' rights of today, from this first sync
+            // on (the service sets the same checks again from the policy it is given).
+            if options.enforcesAccess {
+                model.bindingAuthority = BindingAuthority.enforcing(.enforcing(daemonUserID: geteuid(), accounts: .system))
+            }
+            model.bindingStateHandler = { Log.info(Service.bindingStateLine($0, $1)) }
             // Stored bindings start as they were made: the leading side wins (except over a fleet
             // key: that write would have to go to etcd, and the fleet's value stands).
             for (binding, error) in model.resynchronizeBindings(sparingFleetKeys: options.fleet != nil).failures {
