@@ -64,6 +64,16 @@ extension Service {
             MethodDescription("ListBindings", out: [("bindings", .array(Self.bindingRow))]) { [unowned self] _ in
                 .reply([.array(of: Self.bindingRow, model.bindings.all.map(bindingRow))])
             },
+            // ListBindings past the message limit: a prefix, and pages that always fit.
+            MethodDescription("ListBindingsPage", in: [("prefix", .string), ("after", .uint64), ("limit", .uint32)],
+                              out: [("bindings", .array(Self.bindingRow)), ("next", .uint64)]) { [unowned self] call throws(DBusError) in
+                let prefix = try call.string("prefix"), after = try call.uint64("after")
+                let chosen = model.bindings.all.lazy.filter {
+                    $0.id > after && ($0.key.text.hasPrefix(prefix) || $0.to.text.hasPrefix(prefix))
+                }
+                let page = Page(chosen, limit: try call.uint32("limit"), maximumMessageSize: model.limits.maximumMessageSize, row: bindingRow)
+                return .reply([.array(of: Self.bindingRow, page.rows), .uint64(page.last?.id ?? 0)])
+            },
         ]
     }
 }

@@ -128,6 +128,8 @@ public final class Service: @unchecked Sendable {
         case "ListProperties": hint = "list a longer prefix, e.g. one group (\"group.\")"
         case "GetAll": hint = "read the properties one by one (Properties.Get)"
         case "Introspect": hint = "introspect one group's object instead of the tree"
+        case "ListBindings": hint = "page through ListBindingsPage (prefix, after, limit) instead"
+        case "ListUnclaimed": hint = "page through ListUnclaimedPage (prefix, after, limit) instead"
         default: hint = "ask for less at once"
         }
         return PropBusError(.limitsExceeded, "the reply to \(member) would be \(size) bytes, more than the \(limit)-byte message limit (--max-message-size); \(hint)").dbusError
