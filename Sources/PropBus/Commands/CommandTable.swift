@@ -98,9 +98,13 @@ public final class CommandTable {
     /// - Parameter allowingMissingKeys: for a stored command at startup: a predicate that reads
     ///   a key which does not exist (now) leaves the command disabled until the key appears, as
     ///   deleting that key does while the daemon runs, instead of losing the command.
-    public func create(key keyText: String, options: [String: DBusValue], allowingMissingKeys: Bool = false) throws(PropBusError) -> [PropertyChange] {
+    /// - Parameter principal: the creator's uid, whose rights the predicate reads with (`nil`:
+    ///   the daemon's own, for model files).
+    public func create(key keyText: String, options: [String: DBusValue], principal: UInt32? = nil,
+                       allowingMissingKeys: Bool = false) throws(PropBusError) -> [PropertyChange] {
         let key = try Key(keyText)
-        let definition = try CommandDefinition(key: key, options: options)
+        var definition = try CommandDefinition(key: key, options: options)
+        definition.principal = principal
         if let predicate = definition.enabledWhen {
             for name in predicate.referencedKeys.sorted() where !allowingMissingKeys {
                 guard (try? model.entry(name)) != nil else {
@@ -132,7 +136,7 @@ public final class CommandTable {
         if definition.work != .handler { command.handler = nil }
         commands[key] = command
         if let predicate = definition.enabledWhen { for name in predicate.referencedKeys { readers[name, default: []].insert(key) } }
-        if definition.persistent { store.saveCommand(key, options: definition.options) } else { store.removeCommand(key) }
+        if definition.persistent { store.saveCommand(key, options: definition.storedOptions) } else { store.removeCommand(key) }
         return changes + update(key)
     }
 
@@ -145,15 +149,17 @@ public final class CommandTable {
         var pending = stored
         while true {
             var failed: [(key: Key, options: [String: DBusValue], error: PropBusError)] = []
-            for (key, options) in pending {
-                do { _ = try create(key: key.text, options: options) } catch { failed.append((key, options, error)) }
+            for (key, stored) in pending {
+                let (options, principal) = CommandDefinition.splitStored(stored)
+                do { _ = try create(key: key.text, options: options, principal: principal) } catch { failed.append((key, stored, error)) }
             }
             // Stop when a pass makes no progress: what is left cannot be created.
             if failed.isEmpty || failed.count == pending.count {
                 guard allowingMissingKeys else { return failed.map { ($0.key, $0.error) } }
                 var left: [(key: Key, error: PropBusError)] = []
-                for (key, options, _) in failed {
-                    do { _ = try create(key: key.text, options: options, allowingMissingKeys: true) } catch { left.append((key, error)) }
+                for (key, stored, _) in failed {
+                    let (options, principal) = CommandDefinition.splitStored(stored)
+                    do { _ = try create(key: key.text, options: options, principal: principal, allowingMissingKeys: true) } catch { left.append((key, error)) }
                 }
                 return left
             }
