@@ -67,6 +67,13 @@ final class Daemon: @unchecked Sendable {
             fleetSource = loaded.fleetSource
             let model = PropertyModel(store: store, loaded: loaded, limits: options.limits)
             for reason in model.refusedAtLoad { Diagnostics.write("propbusd: \(reason)\n") }
+            // Stored bindings and commands act with their principals' rights of today, from their
+            // first sync and first predicate on (the service sets the same checks again from the
+            // policy it is given).
+            if options.enforcesAccess {
+                model.bindingAuthority = BindingAuthority.enforcing(.enforcing(daemonUserID: geteuid(), accounts: .system))
+            }
+            model.bindingStateHandler = { Log.info(Service.bindingStateLine($0, $1)) }
             let commands = CommandTable(model: model, store: store, maximumRunning: options.maximumExecutions)
             // A predicate may read a key that is gone (or comes with a model file below): the
             // command then starts disabled rather than being lost.
@@ -95,12 +102,6 @@ final class Daemon: @unchecked Sendable {
                     Diagnostics.write("propbusd: dropped stored binding \(binding.id) (\(binding.key) ↔ \(binding.to)): \(reason)\n")
                 }
             }
-            // Stored bindings act with their principals' rights of today, from this first sync
-            // on (the service sets the same checks again from the policy it is given).
-            if options.enforcesAccess {
-                model.bindingAuthority = BindingAuthority.enforcing(.enforcing(daemonUserID: geteuid(), accounts: .system))
-            }
-            model.bindingStateHandler = { Log.info(Service.bindingStateLine($0, $1)) }
             // Stored bindings start as they were made: the leading side wins (except over a fleet
             // key: that write would have to go to etcd, and the fleet's value stands).
             for (binding, error) in model.resynchronizeBindings(sparingFleetKeys: options.fleet != nil).failures {

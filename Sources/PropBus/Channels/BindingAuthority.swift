@@ -1,8 +1,9 @@
 import DBusValues
 
-/// Decides, each time a binding acts (every propagation, every start), whether its principal
-/// may still read or write a key: rights are checked when an act takes effect, not only when
-/// `Bind` was called, so a key made secret later, or writers narrowed later, stop the binding.
+/// Decides, each time a binding acts (every propagation, every start) or a command's
+/// `enabled_when` is evaluated, whether its principal may still read or write a key: rights
+/// are checked when an act takes effect, not only when `Bind` or `CreateCommand` was called,
+/// so a key made secret later, or writers narrowed later, stop the binding or the predicate.
 ///
 /// Pure: the daemon builds one from its ``AccessPolicy`` (``enforcing(_:)``), whose ``Accounts``
 /// resolve the principal's groups at each check, so a user removed from a group loses its

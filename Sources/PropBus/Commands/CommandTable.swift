@@ -216,7 +216,11 @@ public final class CommandTable {
 
     private func disabledReason(_ command: Command) -> String {
         var reasons: [String] = []
-        if let predicate = command.definition.enabledWhen, !holds(predicate) { reasons.append("enabled_when '\(predicate.text)' is false") }
+        if let denial = readDenial(command.definition) {
+            reasons.append("enabled_when reads what its creator may not: \(denial)")
+        } else if let predicate = command.definition.enabledWhen, !holds(predicate) {
+            reasons.append("enabled_when '\(predicate.text)' is false")
+        }
         if !command.definition.concurrent, !command.running.isEmpty { reasons.append("it is executing and does not allow concurrent execution") }
         if command.definition.needsHandler, command.handler == nil { reasons.append("no handler is registered") }
         return reasons.isEmpty ? "disabled" : reasons.joined(separator: "; ")
@@ -279,9 +283,10 @@ public final class CommandTable {
             var affected: Set<Key> = []
             for change in pending {
                 switch change {
-                case .valueChanged(let key, _), .created(let key), .deleted(let key, _):
+                // A redefinition may change who may read the key (made secret, new writers).
+                case .valueChanged(let key, _), .created(let key), .deleted(let key, _), .redefined(let key):
                     affected.formUnion(readers[key.text] ?? [])
-                case .redefined, .bound, .unbound:
+                case .bound, .unbound:
                     continue
                 }
             }
@@ -299,7 +304,7 @@ public final class CommandTable {
 
     /// Whether a command may run now (SPEC §6).
     private func isEnabled(_ command: Command) -> Bool {
-        let predicate = command.definition.enabledWhen.map(holds) ?? true
+        let predicate = command.definition.enabledWhen.map { readDenial(command.definition) == nil && holds($0) } ?? true
         return predicate && (command.definition.concurrent || command.running.isEmpty)
             && (!command.definition.needsHandler || command.handler != nil)
     }
@@ -313,6 +318,19 @@ public final class CommandTable {
         return model.setState(Key(uncheckedGroup: group, name: "Enabled"), to: .boolean(command.enabled))
             + model.setState(Key(uncheckedGroup: group, name: "Executing"), to: .boolean(!command.running.isEmpty))
             + model.setState(Key(uncheckedGroup: group, name: "Executions"), to: .uint32(UInt32(command.running.count)))
+    }
+
+    /// Why the creator of `definition` may not read a key its predicate names, checked now (a
+    /// key made secret after `CreateCommand`, or writers narrowed since): `Enabled` is public,
+    /// and would tell everyone a bit of it. `nil` when it may, and for the daemon's own commands.
+    private func readDenial(_ definition: CommandDefinition) -> String? {
+        guard let authority = model.bindingAuthority, let principal = definition.principal,
+              let predicate = definition.enabledWhen else { return nil }
+        for name in predicate.referencedKeys.sorted() {
+            guard let key = try? Key(name), let entry = model.entry(for: key) else { continue }
+            if let reason = authority.denial(principal, entry.definition, .read) { return reason }
+        }
+        return nil
     }
 
     /// Whether a predicate holds now; one that cannot be evaluated (a key it reads was deleted,
