@@ -77,19 +77,29 @@ final class AccessControlBindingTests: AccessControlTestCase, @unchecked Sendabl
         try await client.create("shared.x", "i", default: .int32(0), options: ["writers": .array(of: .string, [])])
     }
 
-    func testBindingThroughAKeyCreatedSecretLaterIsSuspended() async throws {
-        try await bindThroughLaterSecretAsNobody("vault.pin")
-        try await createSecret("vault.pin")
+    /// nobody binds through `key` (public already when `existing`, else not there yet), then
+    /// root makes `key` a secret: the binding is suspended, and after a `restart` too.
+    private func assertSuspendedOnceSecret(_ key: String, existing: Bool, restart: Bool = false) async throws {
+        if existing { try await client.create(key, "i", default: .int32(4242)) }
+        try await bindThroughLaterSecretAsNobody(key)
+        try await createSecret(key)
         try await assertSecretNotCopied(setting: 1000)
-        try await assertSuspended(naming: "vault.pin")
+        if restart {
+            try await restartDaemon(arguments: daemonArguments)
+            // At start the leading side (1000) wins again: through the secret, were it not checked.
+            let a = try await client.get("mine.a")
+            XCTAssertEqual(a, .int32(0), "the binding copied the secret at start")
+        }
+        try await assertSuspended(naming: key)
+        if restart { try await assertSecretNotCopied(setting: 2000) }
+    }
+
+    func testBindingThroughAKeyCreatedSecretLaterIsSuspended() async throws {
+        try await assertSuspendedOnceSecret("vault.pin", existing: false)
     }
 
     func testBindingThroughAKeyMadeSecretLaterIsSuspended() async throws {
-        try await client.create("vault.later", "i", default: .int32(4242))
-        try await bindThroughLaterSecretAsNobody("vault.later")
-        try await createSecret("vault.later")
-        try await assertSecretNotCopied(setting: 1000)
-        try await assertSuspended(naming: "vault.later")
+        try await assertSuspendedOnceSecret("vault.later", existing: true)
     }
 
     func testBindingOfAKeyWhoseWritersNoLongerIncludeItsPrincipalIsSuspended() async throws {
@@ -101,27 +111,11 @@ final class AccessControlBindingTests: AccessControlTestCase, @unchecked Sendabl
     }
 
     func testPersistentBindingsStaySuspendedAcrossARestart() async throws {
-        try await bindThroughLaterSecretAsNobody("vault.pin")
-        try await createSecret("vault.pin")
-        try await assertSecretNotCopied(setting: 1000)
-        try await restartDaemon(arguments: daemonArguments)
-        // At start the leading side (1000) wins again: through the secret, were it not checked.
-        let a = try await client.get("mine.a")
-        XCTAssertEqual(a, .int32(0), "the binding copied the secret at start")
-        try await assertSuspended(naming: "vault.pin")
-        try await assertSecretNotCopied(setting: 2000)
+        try await assertSuspendedOnceSecret("vault.pin", existing: false, restart: true)
     }
 
     func testPersistentBindingThroughAKeyMadeSecretStaysSuspendedAcrossARestart() async throws {
-        try await client.create("vault.later", "i", default: .int32(4242))
-        try await bindThroughLaterSecretAsNobody("vault.later")
-        try await createSecret("vault.later")
-        try await assertSecretNotCopied(setting: 1000)
-        try await restartDaemon(arguments: daemonArguments)
-        let a = try await client.get("mine.a")
-        XCTAssertEqual(a, .int32(0), "the binding copied the secret at start")
-        try await assertSuspended(naming: "vault.later")
-        try await assertSecretNotCopied(setting: 2000)
+        try await assertSuspendedOnceSecret("vault.later", existing: true, restart: true)
     }
 
     func testPersistentBindingOfAKeyNobodyMayNoLongerWriteStaysSuspendedAcrossARestart() async throws {
