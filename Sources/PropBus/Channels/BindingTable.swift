@@ -5,6 +5,8 @@ public struct BindingTable: Sendable {
     /// The bindings whose transforms name a key, by that key: a change of its definition (made
     /// secret, writers narrowed) changes what they may do.
     private var byReference: [Key: Set<UInt64>] = [:]
+    /// The keys each binding's transforms name, parsed once (checked at every propagation).
+    private var references: [UInt64: [Key]] = [:]
     /// Why each suspended binding may not act (its principal lost a right); a binding not
     /// listed is active. Kept here so that a rolled-back round takes its verdicts back too.
     private var suspensions: [UInt64: String] = [:]
@@ -37,7 +39,9 @@ public struct BindingTable: Sendable {
         byID[binding.id] = binding
         byKey[binding.key, default: []].insert(binding.id)
         byKey[binding.to, default: []].insert(binding.id)
-        for key in Self.referencedKeys(of: binding) { byReference[key, default: []].insert(binding.id) }
+        let named = Self.referencedKeys(of: binding)
+        if !named.isEmpty { references[binding.id] = named }
+        for key in named { byReference[key, default: []].insert(binding.id) }
         nextID = max(nextID, binding.id + 1)
     }
 
@@ -48,13 +52,16 @@ public struct BindingTable: Sendable {
         byKey[binding.to]?.remove(id)
         if byKey[binding.key]?.isEmpty == true { byKey[binding.key] = nil }
         if byKey[binding.to]?.isEmpty == true { byKey[binding.to] = nil }
-        for key in Self.referencedKeys(of: binding) {
+        for key in references.removeValue(forKey: id) ?? [] {
             byReference[key]?.remove(id)
             if byReference[key]?.isEmpty == true { byReference[key] = nil }
         }
         suspensions[id] = nil
         return binding
     }
+
+    /// The keys the transforms of binding `id` read (besides its two ends).
+    func referencedKeys(ofBinding id: UInt64) -> [Key] { references[id] ?? [] }
 
     /// The keys `binding`'s transforms read (besides its two ends).
     static func referencedKeys(of binding: Binding) -> [Key] {

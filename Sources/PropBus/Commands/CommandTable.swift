@@ -325,12 +325,12 @@ public final class CommandTable {
     /// and would tell everyone a bit of it. `nil` when it may, and for the daemon's own commands.
     private func readDenial(_ definition: CommandDefinition) -> String? {
         guard let authority = model.bindingAuthority, let principal = definition.principal,
-              let predicate = definition.enabledWhen else { return nil }
-        for name in predicate.referencedKeys.sorted() {
-            guard let key = try? Key(name), let entry = model.entry(for: key) else { continue }
-            if let reason = authority.denial(principal, entry.definition, .read) { return reason }
+              let predicate = definition.enabledWhen, !authority.isExempt(principal) else { return nil }
+        let uses = predicate.referencedKeys.sorted().compactMap { name -> BindingAuthority.Use? in
+            guard let key = try? Key(name), let entry = model.entry(for: key) else { return nil }
+            return BindingAuthority.Use(entry.definition, .read)
         }
-        return nil
+        return authority.denial(principal, uses)
     }
 
     /// Whether a predicate holds now; one that cannot be evaluated (a key it reads was deleted,

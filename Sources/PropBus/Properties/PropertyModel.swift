@@ -946,16 +946,20 @@ public final class PropertyModel {
     ///
     /// - Parameter definition: stands for its key's current definition (a redefinition's).
     public func denial(of binding: Binding, overriding definition: PropertyDefinition? = nil) -> String? {
-        guard let bindingAuthority, let principal = binding.principal else { return nil }
-        var checks: [(Key, BindingAuthority.Access)] = []
-        if binding.flowsToKey { checks += [(binding.key, .write), (binding.to, .read)] }
-        if binding.flowsToTarget { checks += [(binding.to, .write), (binding.key, .read)] }
-        checks += BindingTable.referencedKeys(of: binding).map { ($0, .read) }
-        for (key, access) in checks {
-            guard let current = definition?.key == key ? definition : entries[key]?.definition else { continue }
-            if let reason = bindingAuthority.denial(principal, current, access) { return reason }
+        guard let bindingAuthority, let principal = binding.principal, !bindingAuthority.isExempt(principal) else { return nil }
+        var uses: [BindingAuthority.Use] = []
+        func use(_ key: Key, _ access: BindingAuthority.Access) {
+            guard let current = definition?.key == key ? definition : entries[key]?.definition else { return }
+            uses.append(BindingAuthority.Use(current, access))
         }
-        return nil
+        // A writer may read what it writes: a key written needs no read check of its own.
+        var written: Set<Key> = []
+        if binding.flowsToKey { use(binding.key, .write); written.insert(binding.key) }
+        if binding.flowsToTarget { use(binding.to, .write); written.insert(binding.to) }
+        for key in [binding.to, binding.key] + bindings.referencedKeys(ofBinding: binding.id) where !written.contains(key) {
+            use(key, .read)
+        }
+        return bindingAuthority.denial(principal, uses)
     }
 
     /// Records whether `binding` may act (`denial` is why not), telling ``bindingStateHandler``
