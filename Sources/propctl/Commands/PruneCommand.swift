@@ -3,7 +3,7 @@ import DBus
 import Glibc
 import PropBus
 
-/// `propctl prune [--yes]`: lists the stored values no definition claims (`ListUnclaimed`) and,
+/// `propctl prune [--yes]`: lists the stored values no definition claims (`ListUnclaimedPage`, page after page) and,
 /// with `--yes` (or a "y" at the prompt on a terminal), deletes exactly those (`Prune`).
 /// Otherwise nothing changes: deleting data is never the default.
 enum PruneCommand: Subcommand {
