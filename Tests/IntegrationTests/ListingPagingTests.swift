@@ -23,6 +23,7 @@ final class ListingPagingTests: DaemonTestCase, @unchecked Sendable {
             XCTFail("\(member) fit in one message: the test does not reach the limit", file: file, line: line)
         } catch {
             XCTAssertTrue("\(error)".contains("LimitsExceeded"), "\(error)", file: file, line: line)
+            XCTAssertTrue("\(error)".contains("\(member)Page"), "the error does not say how to ask for less: \(error)", file: file, line: line)
         }
     }
 
