@@ -61,16 +61,40 @@ extension Service {
                 publish(try bridged { () throws(PropBusError) in try model.unbind(id) })
                 return .reply([])
             },
-            MethodDescription("ListBindings", out: [("bindings", .array(.structure([.objectPath, .string, .string, .dictionary(key: .string, value: .variant)])))]) { [unowned self] _ in
-                let items = model.bindings.all.map { binding in
-                    DBusValue.structure([
-                        .objectPath(Self.path(ofBinding: binding.id)), .string(binding.key.text), .string(binding.to.text),
-                        .vardict(binding.options),
-                    ])
+            MethodDescription("ListBindings", out: [("bindings", .array(Self.bindingRow))]) { [unowned self] _ in
+                .reply([.array(of: Self.bindingRow, model.bindings.all.map(bindingRow))])
+            },
+            // ListBindings past the message limit: a prefix, and pages that always fit.
+            MethodDescription("ListBindingsPage", in: [("prefix", .string), ("after", .uint64), ("limit", .uint32)],
+                              out: [("bindings", .array(Self.bindingRow)), ("next", .uint64)]) { [unowned self] call throws(DBusError) in
+                let prefix = try call.string("prefix"), after = try call.uint64("after")
+                let chosen = model.bindings.all.lazy.filter {
+                    $0.id > after && ($0.key.text.hasPrefix(prefix) || $0.to.text.hasPrefix(prefix))
                 }
-                return .reply([.array(of: .structure([.objectPath, .string, .string, .dictionary(key: .string, value: .variant)]), items)])
+                let page = Page(chosen, limit: try call.uint32("limit"), maximumMessageSize: model.limits.maximumMessageSize, row: bindingRow)
+                return .reply([.array(of: Self.bindingRow, page.rows), .uint64(page.last?.id ?? 0)])
             },
         ]
+    }
+}
+
+extension Service {
+    /// One row of `ListBindings`: path, key, to, options.
+    static let bindingRow = DBusType.structure([.objectPath, .string, .string, .dictionary(key: .string, value: .variant)])
+
+    func bindingRow(_ binding: Binding) -> DBusValue {
+        .structure([.objectPath(Self.path(ofBinding: binding.id)), .string(binding.key.text), .string(binding.to.text),
+                    .vardict(bindingOptions(binding))])
+    }
+
+    /// A binding's `ListBindings` options: its own, with `state` ("active" or "suspended") and,
+    /// when suspended, the `reason` (which names keys and uids, never a value).
+    func bindingOptions(_ binding: Binding) -> [String: DBusValue] {
+        var options = binding.options
+        let reason = model.bindings.suspension(of: binding.id)
+        options["state"] = .string(reason == nil ? "active" : "suspended")
+        if let reason { options["reason"] = .string(reason) }
+        return options
     }
 }
 

@@ -54,7 +54,7 @@ extension Service {
                 let before = (try? Key(keyText)).flatMap { commands.definition(of: $0) }
                 let commandOptions = try call.dictionary("options")
                 publish(try bridged { () throws(PropBusError) in
-                    try commands.create(key: keyText, options: commandOptions)
+                    try commands.create(key: keyText, options: commandOptions, principal: call.credentials?.userID)
                 })
                 if let before {
                     // Created again with other options: AllowsConcurrentExecution is no model key,
@@ -85,6 +85,7 @@ extension Service {
                     info["executing"] = .boolean(state.executing)
                     info["executions"] = .uint32(state.executions)
                     if definition.needsHandler { info["handler_owner"] = .string(commands.handler(of: definition.key) ?? "") }
+                    if let principal = definition.principal { info["principal"] = .uint32(principal) }
                     return DBusValue.structure([.string(definition.key.text), .vardict(info)])
                 }
                 return .reply([.array(of: .structure([.string, .dictionary(key: .string, value: .variant)]), items)])

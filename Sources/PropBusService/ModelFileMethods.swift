@@ -25,6 +25,16 @@ extension Service {
                               access: .privileged(.fixed("unclaimed stored values (ListUnclaimed)"))) { [unowned self] _ in
                 return .reply([Self.unclaimedList(model.unclaimed)])
             },
+            // ListUnclaimed past the message limit: a prefix, and pages that always fit.
+            MethodDescription("ListUnclaimedPage", in: [("prefix", .string), ("after", .string), ("limit", .uint32)],
+                              out: [("values", .array(Self.unclaimedRow)), ("next", .string)],
+                              access: .privileged(.fixed("unclaimed stored values (ListUnclaimedPage)"))) { [unowned self] call throws(DBusError) in
+                let prefix = try call.string("prefix"), after = try call.string("after")
+                // Keys are ASCII: byte order is the listing's order and the cursor's.
+                let chosen = model.unclaimed.lazy.filter { $0.key.text > after && $0.key.text.hasPrefix(prefix) }
+                let page = Page(chosen, limit: try call.uint32("limit"), maximumMessageSize: model.limits.maximumMessageSize, row: Self.unclaimedRow)
+                return .reply([.array(of: Self.unclaimedRow, page.rows), .string(page.last?.key.text ?? "")])
+            },
             MethodDescription("Prune", in: [("keys", .array(.string))], out: [("pruned", .array(.string))], writes: true,
                               access: .privileged(.fixed("unclaimed stored values (Prune)"))) { [unowned self] call throws(DBusError) in
                 var keys: [Key] = []
@@ -68,11 +78,16 @@ extension Service {
     }
 
     static func unclaimedList(_ values: [(key: Key, value: DBusValue)]) -> DBusValue {
-        .array(of: .structure([.string, .variant]), values.map {
-            // An older version's value may be too deep to send back, and would fail the reply.
-            let shown = PropertyDefinition.canSendBack($0.value) ? $0.value : .string("(not shown: nested \($0.value.nestingDepth) levels deep)")
-            return .structure([.string($0.key.text), .variant(shown)])
-        })
+        .array(of: unclaimedRow, values.map(unclaimedRow))
+    }
+
+    /// One row of `ListUnclaimed`: key, value.
+    static let unclaimedRow = DBusType.structure([.string, .variant])
+
+    static func unclaimedRow(_ item: (key: Key, value: DBusValue)) -> DBusValue {
+        // An older version's value may be too deep to send back, and would fail the reply.
+        let shown = PropertyDefinition.canSendBack(item.value) ? item.value : .string("(not shown: nested \(item.value.nestingDepth) levels deep)")
+        return .structure([.string(item.key.text), .variant(shown)])
     }
 }
 

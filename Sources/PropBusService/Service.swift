@@ -88,6 +88,9 @@ public final class Service: @unchecked Sendable {
         // Checks need the caller's credentials; the lookup it costs is skipped when all is allowed.
         // (They are forgotten on NameOwnerChanged, which matchRules already subscribes to.)
         tree.requiresCredentials = options.access.isEnabled
+        // A binding acts with its principal's rights at every propagation, not only at Bind.
+        model.bindingAuthority = BindingAuthority.enforcing(options.access)
+        model.bindingStateHandler = { Self.log(Self.bindingStateLine($0, $1)) }
         tree.maximumMessageSize = model.limits.maximumMessageSize
         tree.replyTooLarge = { call, size, limit in Self.replyTooLarge(call, size: size, limit: limit) }
         tree.onOversizedSignal = { Self.log($0) }
@@ -130,9 +133,20 @@ public final class Service: @unchecked Sendable {
         case "ListProperties": hint = "list a longer prefix, e.g. one group (\"group.\")"
         case "GetAll": hint = "read the properties one by one (Properties.Get)"
         case "Introspect": hint = "introspect one group's object instead of the tree"
+        case "ListBindings": hint = "page through ListBindingsPage (prefix, after, limit) instead"
+        case "ListUnclaimed": hint = "page through ListUnclaimedPage (prefix, after, limit) instead"
         default: hint = "ask for less at once"
         }
         return PropBusError(.limitsExceeded, "the reply to \(member) would be \(size) bytes, more than the \(limit)-byte message limit (--max-message-size); \(hint)").dbusError
+    }
+
+    /// The log line for a binding suspended for `reason`, or resumed (`nil`). Names keys and
+    /// uids, never a value.
+    public static func bindingStateLine(_ binding: Binding, _ reason: String?) -> String {
+        let who = binding.principal.map { "of uid \($0) " } ?? ""
+        let what = "binding \(binding.id) (\(binding.key) ↔ \(binding.to)) \(who)"
+        guard let reason else { return what + "resumed: its principal may read and write its keys again" }
+        return what + "suspended: \(reason)"
     }
 
     /// A line on stderr (the journal under systemd), in one unbuffered `write(2)`.

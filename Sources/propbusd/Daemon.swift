@@ -70,6 +70,13 @@ final class Daemon: @unchecked Sendable {
             fleetSource = loaded.fleetSource
             let model = PropertyModel(store: store, loaded: loaded, limits: options.limits)
             for reason in model.refusedAtLoad { Diagnostics.write("propbusd: \(reason)\n") }
+            // Stored bindings and commands act with their principals' rights of today, from their
+            // first sync and first predicate on (the service sets the same checks again from the
+            // policy it is given).
+            if options.enforcesAccess {
+                model.bindingAuthority = BindingAuthority.enforcing(.enforcing(daemonUserID: geteuid(), accounts: .system))
+            }
+            model.bindingStateHandler = { Log.info(Service.bindingStateLine($0, $1)) }
             let commands = CommandTable(model: model, store: store, maximumRunning: options.maximumExecutions)
             // A predicate may read a key that is gone (or comes with a model file below): the
             // command then starts disabled rather than being lost.

@@ -8,6 +8,7 @@ final class AccessControlModelFileTests: AccessControlTestCase, @unchecked Senda
     func testNobodyMayNotReloadListUnclaimedOrPrune() async throws {
         assertDenied(try await dbusSendAsNobody(["/org/propbus/PropBus1", "org.propbus.PropBus1.Manager.Reload"]), naming: "the model files")
         assertDenied(try await dbusSendAsNobody(["/org/propbus/PropBus1", "org.propbus.PropBus1.Manager.ListUnclaimed"]), naming: "unclaimed stored values")
+        assertDenied(try await dbusSendAsNobody(["/org/propbus/PropBus1", "org.propbus.PropBus1.Manager.ListUnclaimedPage", "string:", "string:", "uint32:0"]), naming: "unclaimed stored values")
         assertDenied(try await dbusSendAsNobody(["/org/propbus/PropBus1", "org.propbus.PropBus1.Manager.Prune", "array:string:a.b"]), naming: "unclaimed stored values")
         // Root may (the test process).
         let reply = try await client.call(PropBusAPI.manager, "ListUnclaimed")

@@ -667,4 +667,36 @@ final class CommandTableTests: XCTestCase {
         XCTAssertEqual(model.names(inGroup: "vm.search"), [], "DeleteCommand removes the state keys")
         _ = try model.create(key: "vm.search", type: "s", defaultValue: .string(""))
     }
+
+    // MARK: Rights of the creator
+
+    /// A table whose predicates read with their creator's rights: uid 1000 is in the `propbus`
+    /// group (gid 500), so it may create commands, but not read a secret of root's.
+    private func tableWithAccessControl() -> CommandTable {
+        let accounts = Accounts.table(users: [:], groups: ["propbus": 500], memberships: [1000: [500]])
+        model.bindingAuthority = BindingAuthority.enforcing(.enforcing(daemonUserID: 999, accounts: accounts))
+        return table
+    }
+
+    private static let rootOnly: [String: DBusValue] = ["writers": .array(of: .string, [.string("0")])]
+
+    func testAPredicateReadsWithItsCreatorsRightsAndANewSecretDisablesIt() throws {
+        let table = tableWithAccessControl()
+        _ = try model.create(key: "vault.pin", type: "i", defaultValue: .int32(4242), options: Self.rootOnly)
+        _ = try table.create(key: "app.unlock", options: options(["enabled_when": .string("vault.pin > 4000")]), principal: 1000)
+        XCTAssertEqual(try enabled("app.unlock"), true, "a public key is read")
+        // Made secret later: Enabled must not tell uid 1000 (nor anyone) a bit of it.
+        let changes = try model.create(key: "vault.pin", type: "i", defaultValue: .int32(4242),
+                                       options: Self.rootOnly.merging(["secret": .boolean(true)]) { $1 })
+        _ = table.refresh(after: changes)
+        XCTAssertEqual(try enabled("app.unlock"), false)
+        XCTAssertThrowsError(try table.accept("app.unlock", input: .string(""))) { error in
+            let message = (error as? PropBusError)?.message ?? ""
+            XCTAssertTrue(message.contains("uid 1000 may not read vault.pin"), message)
+            XCTAssertFalse(message.contains("4242"), message)
+        }
+        // Root's own command reads it.
+        _ = try table.create(key: "app.rootunlock", options: options(["enabled_when": .string("vault.pin > 4000")]), principal: 0)
+        XCTAssertEqual(try enabled("app.rootunlock"), true)
+    }
 }

@@ -41,6 +41,12 @@ public struct MethodCall {
         return text
     }
 
+    /// A `u` argument.
+    public func uint32(_ name: String) throws(DBusError) -> UInt32 {
+        guard case .uint32(let value) = try argument(name) else { throw mismatch(name, "a uint32") }
+        return value
+    }
+
     /// A `t` argument.
     public func uint64(_ name: String) throws(DBusError) -> UInt64 {
         guard case .uint64(let value) = try argument(name) else { throw mismatch(name, "a uint64") }

@@ -2,6 +2,14 @@
 public struct BindingTable: Sendable {
     private(set) var byID: [UInt64: Binding] = [:]
     private var byKey: [Key: Set<UInt64>] = [:]
+    /// The bindings whose transforms name a key, by that key: a change of its definition (made
+    /// secret, writers narrowed) changes what they may do.
+    private var byReference: [Key: Set<UInt64>] = [:]
+    /// The keys each binding's transforms name, parsed once (checked at every propagation).
+    private var references: [UInt64: [Key]] = [:]
+    /// Why each suspended binding may not act (its principal lost a right); a binding not
+    /// listed is active. Kept here so that a rolled-back round takes its verdicts back too.
+    private var suspensions: [UInt64: String] = [:]
     /// The next id to hand out; ids are never reused within a run.
     private(set) var nextID: UInt64 = 1
 
@@ -31,6 +39,9 @@ public struct BindingTable: Sendable {
         byID[binding.id] = binding
         byKey[binding.key, default: []].insert(binding.id)
         byKey[binding.to, default: []].insert(binding.id)
+        let named = Self.referencedKeys(of: binding)
+        if !named.isEmpty { references[binding.id] = named }
+        for key in named { byReference[key, default: []].insert(binding.id) }
         nextID = max(nextID, binding.id + 1)
     }
 
@@ -41,7 +52,37 @@ public struct BindingTable: Sendable {
         byKey[binding.to]?.remove(id)
         if byKey[binding.key]?.isEmpty == true { byKey[binding.key] = nil }
         if byKey[binding.to]?.isEmpty == true { byKey[binding.to] = nil }
+        for key in references.removeValue(forKey: id) ?? [] {
+            byReference[key]?.remove(id)
+            if byReference[key]?.isEmpty == true { byReference[key] = nil }
+        }
+        suspensions[id] = nil
         return binding
+    }
+
+    /// The keys the transforms of binding `id` read (besides its two ends).
+    func referencedKeys(ofBinding id: UInt64) -> [Key] { references[id] ?? [] }
+
+    /// The keys `binding`'s transforms read (besides its two ends).
+    static func referencedKeys(of binding: Binding) -> [Key] {
+        var names = binding.toKey?.referencedKeys ?? []
+        if let toTarget = binding.toTarget { names.formUnion(toTarget.referencedKeys) }
+        return names.sorted().compactMap { try? Key($0) }
+    }
+
+    /// Bindings with `key` on either side or named in a transform, in id order: those whose
+    /// rights a change of `key`'s definition may change.
+    func affected(by key: Key) -> [Binding] {
+        (byKey[key, default: []].union(byReference[key] ?? [])).sorted().compactMap { byID[$0] }
+    }
+
+    /// Why binding `id` is suspended; `nil` when it is active (or unknown).
+    public func suspension(of id: UInt64) -> String? { suspensions[id] }
+
+    /// Marks binding `id` suspended for `reason`, or active again (`nil`).
+    mutating func setSuspension(_ reason: String?, of id: UInt64) {
+        guard byID[id] != nil else { return }
+        suspensions[id] = reason
     }
 
     /// Bindings with `key` on either side, in id order so propagation is deterministic.

@@ -18,6 +18,9 @@ struct Propagation {
     var maximumSize = 1 << 20
     /// Whether a key is secret: a failure that saw its value does not describe the value.
     var isSecret: (Key) -> Bool = { _ in false }
+    /// Whether a binding may act now, with its principal's rights of the moment (`nil`: every
+    /// binding may); one that may not is passed over, as if it were not there.
+    var mayAct: ((Binding) -> Bool)?
 
     /// Returns the extra assignments the bindings make when `assignments` happen.
     ///
@@ -53,6 +56,8 @@ struct Propagation {
                 }
                 // A binding loaded from the store may wait for a key a model file declares later.
                 guard type(target) != nil else { continue }
+                // Checked as the binding acts: its principal may have lost a right since Bind.
+                if let mayAct, !mayAct(binding) { continue }
                 if visited.contains(target) {
                     // Two keys set in one call must not leave a binding between them disagreeing.
                     if origins.contains(target), origins.contains(key), key != target,

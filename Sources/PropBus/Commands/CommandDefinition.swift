@@ -23,6 +23,10 @@ public struct CommandDefinition: Hashable, Sendable {
     public var description = ""
     /// Who may execute it (SPEC §7), as for properties.
     public var writers: [String]?
+    /// The uid whose rights its `enabled_when` reads with: the caller of `CreateCommand`, kept
+    /// in the store with a persistent command; `nil` for the daemon's own (model files). Not
+    /// an option a client may give: ``storedOptions`` carries it for the store alone.
+    public var principal: UInt32?
 
     /// The option names `CreateCommand` accepts.
     public static let optionNames = ["exec", "handler", "enabled_when", "concurrent", "timeout", "persistent", "description", "writers"]
@@ -105,6 +109,25 @@ public struct CommandDefinition: Hashable, Sendable {
         if let timeout { result["timeout"] = .double(timeout) }
         if let writers { result["writers"] = .array(of: .string, writers.map { .string($0) }) }
         return result
+    }
+
+    /// The stored form of ``principal``, beside the options in the store's options blob.
+    static let principalOption = "principal"
+
+    /// ``options`` with the ``principal``: what the store keeps.
+    public var storedOptions: [String: DBusValue] {
+        var result = options
+        if let principal { result[Self.principalOption] = .uint32(principal) }
+        return result
+    }
+
+    /// Splits what the store kept (``storedOptions``) into the options and the principal.
+    public static func splitStored(_ stored: [String: DBusValue]) -> (options: [String: DBusValue], principal: UInt32?) {
+        var options = stored
+        let principal = options.removeValue(forKey: principalOption).flatMap { value -> UInt32? in
+            if case .uint32(let uid) = value.unwrappingVariant { uid } else { nil }
+        }
+        return (options, principal)
     }
 
     /// Whether an execution needs a registered handler.

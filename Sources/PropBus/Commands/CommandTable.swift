@@ -98,9 +98,13 @@ public final class CommandTable {
     /// - Parameter allowingMissingKeys: for a stored command at startup: a predicate that reads
     ///   a key which does not exist (now) leaves the command disabled until the key appears, as
     ///   deleting that key does while the daemon runs, instead of losing the command.
-    public func create(key keyText: String, options: [String: DBusValue], allowingMissingKeys: Bool = false) throws(PropBusError) -> [PropertyChange] {
+    /// - Parameter principal: the creator's uid, whose rights the predicate reads with (`nil`:
+    ///   the daemon's own, for model files).
+    public func create(key keyText: String, options: [String: DBusValue], principal: UInt32? = nil,
+                       allowingMissingKeys: Bool = false) throws(PropBusError) -> [PropertyChange] {
         let key = try Key(keyText)
-        let definition = try CommandDefinition(key: key, options: options)
+        var definition = try CommandDefinition(key: key, options: options)
+        definition.principal = principal
         if let predicate = definition.enabledWhen {
             for name in predicate.referencedKeys.sorted() where !allowingMissingKeys {
                 guard (try? model.entry(name)) != nil else {
@@ -132,7 +136,7 @@ public final class CommandTable {
         if definition.work != .handler { command.handler = nil }
         commands[key] = command
         if let predicate = definition.enabledWhen { for name in predicate.referencedKeys { readers[name, default: []].insert(key) } }
-        if definition.persistent { store.saveCommand(key, options: definition.options) } else { store.removeCommand(key) }
+        if definition.persistent { store.saveCommand(key, options: definition.storedOptions) } else { store.removeCommand(key) }
         return changes + update(key)
     }
 
@@ -145,15 +149,17 @@ public final class CommandTable {
         var pending = stored
         while true {
             var failed: [(key: Key, options: [String: DBusValue], error: PropBusError)] = []
-            for (key, options) in pending {
-                do { _ = try create(key: key.text, options: options) } catch { failed.append((key, options, error)) }
+            for (key, stored) in pending {
+                let (options, principal) = CommandDefinition.splitStored(stored)
+                do { _ = try create(key: key.text, options: options, principal: principal) } catch { failed.append((key, stored, error)) }
             }
             // Stop when a pass makes no progress: what is left cannot be created.
             if failed.isEmpty || failed.count == pending.count {
                 guard allowingMissingKeys else { return failed.map { ($0.key, $0.error) } }
                 var left: [(key: Key, error: PropBusError)] = []
-                for (key, options, _) in failed {
-                    do { _ = try create(key: key.text, options: options, allowingMissingKeys: true) } catch { left.append((key, error)) }
+                for (key, stored, _) in failed {
+                    let (options, principal) = CommandDefinition.splitStored(stored)
+                    do { _ = try create(key: key.text, options: options, principal: principal, allowingMissingKeys: true) } catch { left.append((key, error)) }
                 }
                 return left
             }
@@ -210,7 +216,11 @@ public final class CommandTable {
 
     private func disabledReason(_ command: Command) -> String {
         var reasons: [String] = []
-        if let predicate = command.definition.enabledWhen, !holds(predicate) { reasons.append("enabled_when '\(predicate.text)' is false") }
+        if let denial = readDenial(command.definition) {
+            reasons.append("enabled_when reads what its creator may not: \(denial)")
+        } else if let predicate = command.definition.enabledWhen, !holds(predicate) {
+            reasons.append("enabled_when '\(predicate.text)' is false")
+        }
         if !command.definition.concurrent, !command.running.isEmpty { reasons.append("it is executing and does not allow concurrent execution") }
         if command.definition.needsHandler, command.handler == nil { reasons.append("no handler is registered") }
         return reasons.isEmpty ? "disabled" : reasons.joined(separator: "; ")
@@ -273,9 +283,10 @@ public final class CommandTable {
             var affected: Set<Key> = []
             for change in pending {
                 switch change {
-                case .valueChanged(let key, _), .created(let key), .deleted(let key, _):
+                // A redefinition may change who may read the key (made secret, new writers).
+                case .valueChanged(let key, _), .created(let key), .deleted(let key, _), .redefined(let key):
                     affected.formUnion(readers[key.text] ?? [])
-                case .redefined, .bound, .unbound:
+                case .bound, .unbound:
                     continue
                 }
             }
@@ -293,7 +304,7 @@ public final class CommandTable {
 
     /// Whether a command may run now (SPEC §6).
     private func isEnabled(_ command: Command) -> Bool {
-        let predicate = command.definition.enabledWhen.map(holds) ?? true
+        let predicate = command.definition.enabledWhen.map { readDenial(command.definition) == nil && holds($0) } ?? true
         return predicate && (command.definition.concurrent || command.running.isEmpty)
             && (!command.definition.needsHandler || command.handler != nil)
     }
@@ -307,6 +318,19 @@ public final class CommandTable {
         return model.setState(Key(uncheckedGroup: group, name: "Enabled"), to: .boolean(command.enabled))
             + model.setState(Key(uncheckedGroup: group, name: "Executing"), to: .boolean(!command.running.isEmpty))
             + model.setState(Key(uncheckedGroup: group, name: "Executions"), to: .uint32(UInt32(command.running.count)))
+    }
+
+    /// Why the creator of `definition` may not read a key its predicate names, checked now (a
+    /// key made secret after `CreateCommand`, or writers narrowed since): `Enabled` is public,
+    /// and would tell everyone a bit of it. `nil` when it may, and for the daemon's own commands.
+    private func readDenial(_ definition: CommandDefinition) -> String? {
+        guard let authority = model.bindingAuthority, let principal = definition.principal,
+              let predicate = definition.enabledWhen, !authority.isExempt(principal) else { return nil }
+        let uses = predicate.referencedKeys.sorted().compactMap { name -> BindingAuthority.Use? in
+            guard let key = try? Key(name), let entry = model.entry(for: key) else { return nil }
+            return BindingAuthority.Use(entry.definition, .read)
+        }
+        return authority.denial(principal, uses)
     }
 
     /// Whether a predicate holds now; one that cannot be evaluated (a key it reads was deleted,

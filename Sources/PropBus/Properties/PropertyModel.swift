@@ -99,6 +99,11 @@ public final class PropertyModel {
     public private(set) var bindings = BindingTable()
     /// The bindings as they were at the last commit, once the round changed them.
     private var bindingsAtCommit: BindingTable?
+    /// Checks, each time a binding acts, that its principal still may read and write what it
+    /// does (the daemon sets it from its access policy); `nil`: every binding may do everything.
+    public var bindingAuthority: BindingAuthority?
+    /// Told when a binding is suspended (with why) or resumes (`nil`), for the daemon's log.
+    public var bindingStateHandler: ((Binding, String?) -> Void)?
     /// Asked before a property is created; throws when the key is taken by something that is
     /// not a property (a command's key and group hold only its state: ``CommandTable`` sets it).
     public var creationCheck: ((Key) throws(PropBusError) -> Void)?
@@ -311,8 +316,9 @@ public final class PropertyModel {
             reserveRevision()
         }
         insert(next)
-        guard let old else { return [.created(key)] }
-        return old.value != next.value ? [.valueChanged(key, old: old.value)] : [.redefined(key)]
+        let recheck = old?.definition != entry.definition ? recheckBindings(affectedBy: key) : []
+        guard let old else { return [.created(key)] + recheck }
+        return (old.value != next.value ? [.valueChanged(key, old: old.value)] : [.redefined(key)]) + recheck
     }
 
     /// Applies values that came from the fleet (`nil`: reset): checked against the local
@@ -505,7 +511,8 @@ public final class PropertyModel {
         // metadata forbids) spreads through the bindings like any other change.
         var propagated: [(Key, DBusValue)] = []
         if let oldValue, entry.value != oldValue, !bindings.isEmpty {
-            propagated = try propagation.expand([(key, entry.value)], frozen: frozen)
+            // With the new definition's rights: one made secret now must not spread its new value.
+            propagated = try propagation(overriding: definition).expand([(key, entry.value)], frozen: frozen)
             for (target, value) in propagated {
                 try writableEntry(target.text).definition.check(value, maximumSize: limits.maximumValueSize)
             }
@@ -521,9 +528,17 @@ public final class PropertyModel {
             saveRevisionCeiling()
         }
         insert(entry)
-        if existing == nil { return [.created(key)] }
-        guard entry.value != oldValue else { return [.redefined(key)] }
-        return [.valueChanged(key, old: oldValue!)] + (try write(propagated.map { ($0.0, $0.1) }, frozen: frozen.union([key])))
+        let changes: [PropertyChange]
+        if existing == nil {
+            changes = [.created(key)]
+        } else if entry.value == oldValue {
+            changes = [.redefined(key)]
+        } else {
+            changes = [.valueChanged(key, old: oldValue!)] + (try write(propagated.map { ($0.0, $0.1) }, frozen: frozen.union([key])))
+        }
+        // Made secret, writers narrowed or widened: the bindings that read or write it may no
+        // longer act, or may again.
+        return changes + recheckBindings(affectedBy: key, sparing: frozen)
     }
 
     /// Makes `value` the entry's stored value if its definition admits it, else keeps it hidden
@@ -556,7 +571,7 @@ public final class PropertyModel {
             unclaimedValues[key] = (kept, existing.revision)
         }
         let ended = bindings.touching(key).map { removeBinding($0.id) }
-        return [.deleted(key, old: existing.value)] + ended
+        return [.deleted(key, old: existing.value)] + ended + recheckBindings(affectedBy: key)
     }
 
     /// Stored values that no definition claims, sorted by key.
@@ -588,7 +603,7 @@ public final class PropertyModel {
         store.removeDefinition(key)
         // A channel cannot outlive one of its ends.
         let ended = bindings.touching(key).map { removeBinding($0.id) }
-        return [.deleted(key, old: entry.value)] + ended
+        return [.deleted(key, old: entry.value)] + ended + recheckBindings(affectedBy: key)
     }
 
     // MARK: Writing
@@ -712,15 +727,23 @@ public final class PropertyModel {
         store.reserveRevisions(through: reservedRevision)
     }
 
-    private var propagation: Propagation {
+    private var propagation: Propagation { propagation() }
+
+    /// The propagation of the current bindings; `definition` stands for its key's current one
+    /// in the rights checks (a redefinition spreads with the rights it brings).
+    private func propagation(overriding definition: PropertyDefinition? = nil) -> Propagation {
         // Every value propagation reads (a transform's inputs, a bound key compared before it is
         // written) joins the round's read set.
-        Propagation(bindings: bindings, currentValue: { [unowned self] key in
-                        keysReadThisRound.insert(key)
-                        return entries[key]?.value
-                    },
-                    type: { [unowned self] in entries[$0]?.definition.type }, maximumSize: limits.maximumValueSize,
-                    isSecret: { [unowned self] in entries[$0]?.definition.secret == true })
+        var result = Propagation(bindings: bindings, currentValue: { [unowned self] key in
+                                     keysReadThisRound.insert(key)
+                                     return entries[key]?.value
+                                 },
+                                 type: { [unowned self] in entries[$0]?.definition.type }, maximumSize: limits.maximumValueSize,
+                                 isSecret: { [unowned self] in entries[$0]?.definition.secret == true })
+        if bindingAuthority != nil {
+            result.mayAct = { [unowned self] binding in noteVerdict(binding, denial: denial(of: binding, overriding: definition)) }
+        }
+        return result
     }
 
     // MARK: State keys
@@ -837,6 +860,9 @@ public final class PropertyModel {
         // Unbind cannot hit a newer binding.
         binding.id = bindings.makeID()
         let previous = bindings
+        // Before the first sync, whose propagation may record verdicts on other bindings.
+        let snapshotTaken = bindingsAtCommit == nil
+        if snapshotTaken { bindingsAtCommit = previous }
         bindings.insert(binding)
         // The leading side's value is mapped through the new binding only; the other side is
         // frozen so the initial sync never writes back to the side that wins.
@@ -851,10 +877,10 @@ public final class PropertyModel {
             changes = sparing?(targetEntry.definition) == true ? [] : try write([(target, mapped)], frozen: spared.union([source]))
         } catch {
             bindings = previous
+            if snapshotTaken { bindingsAtCommit = nil }
             throw error
         }
         store.saveNextBindingID(bindings.nextID)
-        if bindingsAtCommit == nil { bindingsAtCommit = previous }
         if binding.persistent { store.saveBinding(binding) }
         return (binding, [.bound(binding)] + changes)
     }
@@ -900,19 +926,81 @@ public final class PropertyModel {
         // Nor through a local key in between.
         let spared = sparingFleetKeys ? bindingEnds { $0.scope == .fleet } : []
         for binding in bindings.all {
-            let (source, target, transform) = binding.flowsToKey ? (binding.to, binding.key, binding.toKey) : (binding.key, binding.to, binding.toTarget)
-            guard let sourceValue = entries[source]?.value, let targetEntry = entries[target] else { continue }
-            if sparingFleetKeys, targetEntry.definition.scope == .fleet { continue }
+            // A stored binding acts with its principal's rights of today, not those it was made with.
+            guard noteVerdict(binding, denial: denial(of: binding)) else { continue }
+            if sparingFleetKeys, let target = entries[binding.flowsToKey ? binding.key : binding.to], target.definition.scope == .fleet { continue }
             do {
-                let mapped = try propagation.map(sourceValue, through: transform, into: target, binding: binding)
-                guard mapped != targetEntry.value else { continue }
-                try targetEntry.definition.check(mapped, maximumSize: limits.maximumValueSize)
-                changes += try write([(target, mapped)], frozen: spared.union([source]))
+                changes += try synchronize(binding, sparing: spared)
             } catch {
                 failures.append((binding, error))
             }
         }
         return (changes, failures)
+    }
+
+    /// The bind-time rule for one binding: the leading side's value, mapped, goes to the
+    /// following side (never back), and on through other bindings except into `spared` keys.
+    private func synchronize(_ binding: Binding, sparing spared: Set<Key>) throws(PropBusError) -> [PropertyChange] {
+        let (source, target, transform) = binding.flowsToKey ? (binding.to, binding.key, binding.toKey) : (binding.key, binding.to, binding.toTarget)
+        guard let sourceValue = entries[source]?.value, let targetEntry = entries[target] else { return [] }
+        let mapped = try propagation.map(sourceValue, through: transform, into: target, binding: binding)
+        guard mapped != targetEntry.value else { return [] }
+        try targetEntry.definition.check(mapped, maximumSize: limits.maximumValueSize)
+        return try write([(target, mapped)], frozen: spared.union([source]))
+    }
+
+    // MARK: Binding rights
+
+    /// Why `binding` may not act now with its principal's rights: the first key it writes that
+    /// the principal may not write, or reads (its leading side, the keys its transforms name)
+    /// that the principal may not read. `nil` when it may, and always for the daemon's own
+    /// bindings (no principal) or without a ``bindingAuthority``. A key that does not exist
+    /// denies nothing: it is checked when it comes.
+    ///
+    /// - Parameter definition: stands for its key's current definition (a redefinition's).
+    public func denial(of binding: Binding, overriding definition: PropertyDefinition? = nil) -> String? {
+        guard let bindingAuthority, let principal = binding.principal, !bindingAuthority.isExempt(principal) else { return nil }
+        var uses: [BindingAuthority.Use] = []
+        func use(_ key: Key, _ access: BindingAuthority.Access) {
+            guard let current = definition?.key == key ? definition : entries[key]?.definition else { return }
+            uses.append(BindingAuthority.Use(current, access))
+        }
+        // A writer may read what it writes: a key written needs no read check of its own.
+        var written: Set<Key> = []
+        if binding.flowsToKey { use(binding.key, .write); written.insert(binding.key) }
+        if binding.flowsToTarget { use(binding.to, .write); written.insert(binding.to) }
+        for key in [binding.to, binding.key] + bindings.referencedKeys(ofBinding: binding.id) where !written.contains(key) {
+            use(key, .read)
+        }
+        return bindingAuthority.denial(principal, uses)
+    }
+
+    /// Records whether `binding` may act (`denial` is why not), telling ``bindingStateHandler``
+    /// when it is suspended or resumes; returns whether it may act.
+    @discardableResult
+    private func noteVerdict(_ binding: Binding, denial reason: String?) -> Bool {
+        let before = bindings.suspension(of: binding.id)
+        guard before != reason, bindings[binding.id] != nil else { return reason == nil }
+        if bindingsAtCommit == nil { bindingsAtCommit = bindings }
+        bindings.setSuspension(reason, of: binding.id)
+        if (before == nil) != (reason == nil) { bindingStateHandler?(binding, reason) }
+        return reason == nil
+    }
+
+    /// Checks again the bindings that end at `key` or whose transforms read it, after its
+    /// definition changed: one whose principal lost a right is suspended, and a suspended one
+    /// whose rights came back resumes with the bind-time sync (the leading side wins), except
+    /// into `spared` keys. A sync that fails leaves the binding active and the values as they are.
+    private func recheckBindings(affectedBy key: Key, sparing spared: Set<Key> = []) -> [PropertyChange] {
+        guard bindingAuthority != nil, !bindings.isEmpty else { return [] }
+        var changes: [PropertyChange] = []
+        for binding in bindings.affected(by: key) where binding.principal != nil {
+            let wasSuspended = bindings.suspension(of: binding.id) != nil
+            guard noteVerdict(binding, denial: denial(of: binding)), wasSuspended else { continue }
+            if spared.contains(binding.flowsToKey ? binding.key : binding.to) { continue }
+            changes += (try? synchronize(binding, sparing: spared)) ?? []
+        }
+        return changes
     }
 
     /// Ends a binding.

@@ -1,8 +1,9 @@
 import Glibc
 import PropBus
+import SystemKit
 
 extension Accounts {
-    /// The user and group databases (`getpwnam_r`, `getgrnam_r`, so through NSS).
+    /// The user and group databases (`getpwnam_r`, `getgrnam_r`, `getgrouplist`, so through NSS).
     public static let system = Accounts(userID: { name in
         var entry = passwd()
         var result: UnsafeMutablePointer<passwd>?
@@ -16,5 +17,5 @@ extension Accounts {
         var buffer = [CChar](repeating: 0, count: 65536)
         guard getgrnam_r(name, &entry, &buffer, buffer.count, &result) == 0, result != nil else { return nil }
         return entry.gr_gid
-    })
+    }, groupsOfUser: { UserDatabase.groupIDs(ofUser: $0) })
 }

@@ -2,12 +2,22 @@ import CommandLineKit
 import DBus
 import PropBus
 
-/// `propctl bindings`: `Manager.ListBindings`, as a table or JSON.
+/// `propctl bindings [PREFIX]`: `Manager.ListBindingsPage`, page after page (so any number of
+/// bindings can be listed), as a table or JSON.
 enum BindingsCommand: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let client = try await PropbusClient.connect(parsed)
-        let reply = try await client.manager("ListBindings")
-        guard case .array(_, let rows)? = reply.first else { throw CommandFailure(.dbusError, "propbusd answered ListBindings with \(reply)") }
+        let prefix = parsed.positional("PREFIX") ?? ""
+        var rows: [DBusValue] = []
+        var after: UInt64 = 0
+        repeat {
+            let reply = try await client.manager("ListBindingsPage", [.string(prefix), .uint64(after), .uint32(0)])
+            guard reply.count == 2, case .array(_, let page) = reply[0], case .uint64(let next) = reply[1] else {
+                throw CommandFailure(.dbusError, "propbusd answered ListBindingsPage with \(reply)")
+            }
+            rows += page
+            after = next
+        } while after != 0
         let bindings = rows.compactMap { row -> (path: String, key: String, to: String, options: [(String, DBusValue)])? in
             guard case .structure(let fields) = row, fields.count == 4, let path = fields[0].stringValue,
                   let key = fields[1].stringValue, let to = fields[2].stringValue else { return nil }

@@ -242,9 +242,11 @@ enum PropctlSpec {
     static let bindings = CommandSpec(
         name: "bindings",
         abstract: "List the daemon-side bindings.",
-        discussion: "One row per binding: its object path, the key, the key it follows and its options.",
+        discussion: "One row per binding: its object path, the key, the key it follows and its options (state=suspended and a reason when its maker lost a right it needs). With PREFIX, only the bindings with a key starting with PREFIX at either end.",
+        positionals: [.init("PREFIX", help: "List only bindings of keys starting with this, e.g. settings.", optional: true)],
         examples: [
             .init("List the bindings", "propctl bindings"),
+            .init("List those of one group", "propctl bindings ui."),
             .init("List them as JSON", "propctl --json bindings"),
         ]
     )

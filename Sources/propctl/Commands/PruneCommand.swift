@@ -3,19 +3,32 @@ import DBus
 import Glibc
 import PropBus
 
-/// `propctl prune [--yes]`: lists the stored values no definition claims (`ListUnclaimed`) and,
+/// `propctl prune [--yes]`: lists the stored values no definition claims (`ListUnclaimedPage`, page after page) and,
 /// with `--yes` (or a "y" at the prompt on a terminal), deletes exactly those (`Prune`).
 /// Otherwise nothing changes: deleting data is never the default.
 enum PruneCommand: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let client = try await PropbusClient.connect(parsed)
-        let reply = try await client.manager("ListUnclaimed", [])
+        // Page after page, each one fitting in a message; each page's keys are then pruned in
+        // one call, whose reply fits as well.
+        var pages: [[String]] = []
         var values: [(key: String, value: DBusValue)] = []
-        if case .array(_, let rows)? = reply.first {
-            for case .structure(let fields) in rows where fields.count == 2 {
-                if let key = fields[0].stringValue { values.append((key, fields[1].unwrappingVariantOnce)) }
+        var after = ""
+        repeat {
+            let reply = try await client.manager("ListUnclaimedPage", [.string(""), .string(after), .uint32(0)])
+            guard reply.count == 2, case .array(_, let rows) = reply[0], let next = reply[1].stringValue else {
+                throw CommandFailure(.dbusError, "propbusd answered ListUnclaimedPage with \(reply)")
             }
-        }
+            var keys: [String] = []
+            for case .structure(let fields) in rows where fields.count == 2 {
+                if let key = fields[0].stringValue {
+                    values.append((key, fields[1].unwrappingVariantOnce))
+                    keys.append(key)
+                }
+            }
+            pages.append(keys)
+            after = next
+        } while !after.isEmpty
         var confirmed = parsed.flag("yes")
         var shown = false
         if !confirmed, !values.isEmpty, !parsed.flag("json"), isatty(STDIN_FILENO) == 1, isatty(STDOUT_FILENO) == 1 {
@@ -32,9 +45,11 @@ enum PruneCommand: Subcommand {
             shown = true
         }
         var deleted: [String] = []
-        if confirmed, !values.isEmpty {
-            let pruned = try await client.manager("Prune", [.array(of: .string, values.map { .string($0.key) })])
-            if case .array(_, let keys)? = pruned.first { deleted = keys.compactMap(\.stringValue) }
+        if confirmed {
+            for keys in pages where !keys.isEmpty {
+                let pruned = try await client.manager("Prune", [.array(of: .string, keys.map { .string($0) })])
+                if case .array(_, let keys)? = pruned.first { deleted += keys.compactMap(\.stringValue) }
+            }
         }
         if parsed.flag("json") {
             Output.line(Output.json(.object([
