@@ -17,10 +17,22 @@ final class VerbHelpGoldenTests: XCTestCase {
             D-Bus code), the value and whether it is set or reads the default, the default,
             the range or choices, whether clients may write it and who, whether it is secret
             or persistent, where it was declared and its description. Values with control
-            characters are printed escaped; --json prints them exactly.
+            characters are printed escaped; --json prints them exactly. A stored value the
+            definition does not admit is shown as hidden_value, with hidden_reason.
+
+            --field NAME prints that one field alone, for scripts: booleans as true or
+            false, a range as its lower and upper bound separated by a space (empty when
+            unbounded there), other values as get prints them; an absent field prints an
+            empty line.
 
             Arguments:
               KEY                 The key to describe.
+
+            Options:
+                  --field NAME    Print only this field: key, type, value, is_set,
+                                  hidden_value, hidden_reason, default, range, choices,
+                                  writable, writers, secret, persistent, scope, source,
+                                  state_of, description.
 
             Global options:
                   --system        Use the system bus.
@@ -34,6 +46,9 @@ final class VerbHelpGoldenTests: XCTestCase {
             Examples:
               # Describe a key
               propctl describe settings.volume
+
+              # Whether clients may write it, as true or false
+              propctl describe settings.volume --field writable
 
               # The same as JSON
               propctl --json describe settings.volume
