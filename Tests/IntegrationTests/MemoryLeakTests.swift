@@ -13,7 +13,7 @@ import XCTest
 final class MemoryLeakTests: AccessControlTestCase, @unchecked Sendable {
     private static let group = "leak"
     private static let keyCount = 1000
-    /// Growth allowed over a loop: the leak made 77 MB over 100k Sets and ~3.8 GB over 10k
+    /// Growth allowed over a loop: the leak made 77 MB over 100k Sets and 3.8 GB over 10k
     /// Introspects of the 1,000-key group.
     private static let allowedGrowth = 8 << 20
 
@@ -51,9 +51,13 @@ final class MemoryLeakTests: AccessControlTestCase, @unchecked Sendable {
         let after = try residentBytes()
         XCTAssertEqual(errors.count, 5000)
         XCTAssertLessThan(after - before, Self.allowedGrowth, "propbusd grew from \(before) to \(after) bytes over 100k calls")
+        print("MemoryLeakTests: RSS \(before) -> \(after) bytes over 100k Sets and reads")
     }
 
-    func testDaemonRSSStaysFlatOver10kIntrospectsOfA1000KeyGroup() async throws {
+    /// 2,000 Introspects (the leak made 770 MB over them): each one describes 1,000 properties
+    /// and renders ~100 kB of XML, ~10 ms in a debug build, so 10k would take the suite's
+    /// daemon well over a minute; 10k passed too, by hand.
+    func testDaemonRSSStaysFlatOverIntrospectsOfA1000KeyGroup() async throws {
         let path = Key.objectPath(ofGroup: Self.group)
         func round(_ count: Int) async -> [DBusError] {
             await pipeline(count: count, window: 16) { _ in Self.call(path, PropBusAPI.introspectable, "Introspect", []) }
@@ -61,10 +65,11 @@ final class MemoryLeakTests: AccessControlTestCase, @unchecked Sendable {
         let warmUp = await round(500)
         XCTAssertEqual(warmUp.count, 0, "\(warmUp.first.map { "\($0)" } ?? "")")
         let before = try residentBytes()
-        let errors = await round(10_000)
+        let errors = await round(2000)
         let after = try residentBytes()
         XCTAssertEqual(errors.count, 0, "\(errors.first.map { "\($0)" } ?? "")")
-        XCTAssertLessThan(after - before, Self.allowedGrowth, "propbusd grew from \(before) to \(after) bytes over 10k Introspects")
+        XCTAssertLessThan(after - before, Self.allowedGrowth, "propbusd grew from \(before) to \(after) bytes over 2,000 Introspects")
+        print("MemoryLeakTests: RSS \(before) -> \(after) bytes over 2,000 Introspects of \(Self.keyCount) keys")
 
         // The same as an unprivileged caller (one process, one call after the other; the leak
         // made 77 MB over these 200).
@@ -74,6 +79,7 @@ final class MemoryLeakTests: AccessControlTestCase, @unchecked Sendable {
         assertSucceeded(result)
         let end = try residentBytes()
         XCTAssertLessThan(end - start, Self.allowedGrowth, "propbusd grew from \(start) to \(end) bytes over 200 Introspects by uid \(Self.nobody)")
+        print("MemoryLeakTests: RSS \(start) -> \(end) bytes over 200 Introspects by uid \(Self.nobody)")
     }
 
     // MARK: Helpers
