@@ -117,7 +117,7 @@ public final class Service: @unchecked Sendable {
     }
 
     /// `LimitsExceeded` for a reply too big for one message, saying how to ask for less.
-    static func replyTooLarge(_ call: Message, size: Int, limit: Int) -> DBusError {
+    static func replyTooLarge(_ call: Message, size: MessageSize, limit: Int) -> DBusError {
         let member = call.member ?? "the call"
         let hint: String
         switch member {
@@ -127,7 +127,9 @@ public final class Service: @unchecked Sendable {
         case "Introspect": hint = "introspect one group's object instead of the tree"
         default: hint = "ask for less at once"
         }
-        return PropBusError(.limitsExceeded, "the reply to \(member) would be \(size) bytes, more than the \(limit)-byte message limit (--max-message-size); \(hint)").dbusError
+        let excess = size.excess(over: limit) ?? "is too big"
+        let option = size.bytes > limit ? " (--max-message-size)" : ""
+        return PropBusError(.limitsExceeded, "the reply to \(member) \(excess)\(option); \(hint)").dbusError
     }
 
     /// A line on stderr (the journal under systemd), in one unbuffered `write(2)`.

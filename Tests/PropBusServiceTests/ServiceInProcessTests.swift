@@ -134,6 +134,17 @@ final class ServiceInProcessTests: XCTestCase, @unchecked Sendable {
         XCTAssertLessThan(grown, 4 << 20, "50,000 lookups kept \(grown) bytes")
     }
 
+    /// Issue 26, defect 17: the daemon's LimitsExceeded says the real size, and which limit.
+    func testAReplyTooLargeSaysItsRealSizeAndWhichLimit() throws {
+        let call = try Message.methodCall(destination: nil, path: "/", interface: "org.freedesktop.DBus.ObjectManager", member: "GetManagedObjects")
+        let overMessage = Service.replyTooLarge(call, size: MessageSize(bytes: 70 << 20, largestArray: 69 << 20), limit: 32 << 20)
+        XCTAssertTrue(overMessage.message.contains("would be \(70 << 20) bytes, more than the \(32 << 20)-byte message limit (--max-message-size)"), overMessage.message)
+        let overArray = Service.replyTooLarge(call, size: MessageSize(bytes: 70 << 20, largestArray: 69 << 20), limit: 128 << 20)
+        XCTAssertTrue(overArray.message.contains("would hold an array of \(69 << 20) bytes, more than the \(64 << 20) bytes"), overArray.message)
+        XCTAssertFalse(overArray.message.contains("--max-message-size"), "raising the message limit would not help: \(overArray.message)")
+        XCTAssertTrue(overArray.message.contains("read one group at a time"), overArray.message)
+    }
+
     func testCallsReachTheModelAndChangesAreSignalledOnce() async throws {
         let before = try await get("volume")
         XCTAssertEqual(before, .int32(1))
