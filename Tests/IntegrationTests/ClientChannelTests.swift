@@ -519,6 +519,34 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertEqual(lines(), ["initial", "from code"], "stdout carries only bus values")
     }
 
+    /// Issue 26, defect 16: a line is bounded (`--max-line`, 8 MiB by default). A 16 MiB line
+    /// was buffered whole (and the buffer rescanned for its end after every read); now it is
+    /// dropped with an error naming the limit, and the next line arrives.
+    func testStdioDropsALineLongerThanTheBoundAndTheNextOneArrives() async throws {
+        try await client.create("viewmodel.searchText", "s", default: .string("initial"))
+        let fifo = path("in")
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        let process = try ChildProcess("/bin/sh", ["-c", "exec \"$0\" --address \"$1\" bind viewmodel.searchText --stdio --direction to < \"$2\"",
+                                                   BuildProducts.propctl, bus.address, fifo], environment: bus.environment)
+        binds.append(process)
+        let input = open(fifo, O_RDWR)
+        defer { close(input) }
+        // Written from a thread of its own: the pipe holds 64 KiB, and propctl reads as it goes.
+        let bytes = Array(repeating: UInt8(ascii: "x"), count: 16 << 20) + Array("\nshort\n".utf8)
+        let writer = Thread {
+            var offset = 0
+            while offset < bytes.count {
+                let count = bytes[offset...].withUnsafeBytes { write(input, $0.baseAddress, $0.count) }
+                guard count > 0 else { return }
+                offset += count
+            }
+        }
+        writer.start()
+        await expect({ await waitForBus("viewmodel.searchText", .string("short")) }, "stderr: \(process.stderr)")
+        XCTAssertTrue(process.stderr.contains("longer than \(8 << 20) bytes (--max-line)"), "stderr: \(process.stderr)")
+        XCTAssertFalse(process.stderr.contains("LimitsExceeded") || process.stderr.contains("the limit is"), "the long line reached the daemon: \(process.stderr)")
+    }
+
     func testExecCoprocessLinesAreLocalChangesAndBusChangesGoToItsStdin() async throws {
         try await client.create("viewmodel.searchText", "s", default: .string("initial"))
         let log = path("log")
