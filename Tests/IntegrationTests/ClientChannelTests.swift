@@ -492,15 +492,21 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
 
     // MARK: Line endpoints
 
-    func testStdioSpeaksOneLinePerChangeWithoutEcho() async throws {
-        try await client.create("viewmodel.searchText", "s", default: .string("initial"))
+    /// `propctl bind KEY --stdio OPTIONS…` reading a FIFO, and the FIFO's write end (the
+    /// caller closes it).
+    private func bindStdio(_ key: String, _ options: [String] = []) throws -> (process: ChildProcess, input: Int32) {
         let fifo = path("in")
         XCTAssertEqual(mkfifo(fifo, 0o600), 0)
-        let process = try ChildProcess("/bin/sh", ["-c", "exec \"$0\" --address \"$1\" bind viewmodel.searchText --stdio < \"$2\"",
-                                                   BuildProducts.propctl, bus.address, fifo], environment: bus.environment)
+        let process = try ChildProcess("/bin/sh", ["-c", "program=$0 address=$1 key=$2 fifo=$3; shift 3; exec \"$program\" --address \"$address\" bind \"$key\" --stdio \"$@\" < \"$fifo\"",
+                                                   BuildProducts.propctl, bus.address, key, fifo] + options, environment: bus.environment)
         binds.append(process)
         // O_RDWR does not wait for the reader, and keeps the pipe open between lines.
-        let input = open(fifo, O_RDWR)
+        return (process, open(fifo, O_RDWR))
+    }
+
+    func testStdioSpeaksOneLinePerChangeWithoutEcho() async throws {
+        try await client.create("viewmodel.searchText", "s", default: .string("initial"))
+        let (process, input) = try bindStdio("viewmodel.searchText")
         defer { close(input) }
         func say(_ line: String) { _ = Array((line + "\n").utf8).withUnsafeBytes { write(input, $0.baseAddress, $0.count) } }
         func lines() -> [String] { process.stdout.split(separator: "\n").map(String.init) }
@@ -524,12 +530,7 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
     /// dropped with an error naming the limit, and the next line arrives.
     func testStdioDropsALineLongerThanTheBoundAndTheNextOneArrives() async throws {
         try await client.create("viewmodel.searchText", "s", default: .string("initial"))
-        let fifo = path("in")
-        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
-        let process = try ChildProcess("/bin/sh", ["-c", "exec \"$0\" --address \"$1\" bind viewmodel.searchText --stdio --direction to < \"$2\"",
-                                                   BuildProducts.propctl, bus.address, fifo], environment: bus.environment)
-        binds.append(process)
-        let input = open(fifo, O_RDWR)
+        let (process, input) = try bindStdio("viewmodel.searchText", ["--direction", "to"])
         defer { close(input) }
         // Written from a thread of its own: the pipe holds 64 KiB, and propctl reads as it goes.
         let bytes = Array(repeating: UInt8(ascii: "x"), count: 16 << 20) + Array("\nshort\n".utf8)
