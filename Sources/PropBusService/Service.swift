@@ -125,7 +125,7 @@ public final class Service: @unchecked Sendable {
     }
 
     /// `LimitsExceeded` for a reply too big for one message, saying how to ask for less.
-    static func replyTooLarge(_ call: Message, size: Int, limit: Int) -> DBusError {
+    static func replyTooLarge(_ call: Message, size: MessageSize, limit: Int) -> DBusError {
         let member = call.member ?? "the call"
         let hint: String
         switch member {
@@ -137,7 +137,9 @@ public final class Service: @unchecked Sendable {
         case "ListUnclaimed": hint = "page through ListUnclaimedPage (prefix, after, limit) instead"
         default: hint = "ask for less at once"
         }
-        return PropBusError(.limitsExceeded, "the reply to \(member) would be \(size) bytes, more than the \(limit)-byte message limit (--max-message-size); \(hint)").dbusError
+        let excess = size.excess(over: limit) ?? "is too big"
+        let option = size.bytes > limit ? " (--max-message-size)" : ""
+        return PropBusError(.limitsExceeded, "the reply to \(member) \(excess)\(option); \(hint)").dbusError
     }
 
     /// The log line for a binding suspended for `reason`, or resumed (`nil`). Names keys and

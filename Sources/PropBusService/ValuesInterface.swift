@@ -28,6 +28,16 @@ extension Service {
             // Only a secret under access control is restricted: its changes are announced by
             // name (invalidated), since anyone may receive PropertiesChanged.
             let restricted = isRestricted(entry.definition)
+            let set = { [unowned self] (value: DBusValue, call: MethodCall) throws(DBusError) in
+                try authorizeWrite(existing: key.text, by: call)
+                if let current = model.entry(for: key), !current.definition.writable {
+                    // Generic clients know the standard name only (D-Bus spec, Properties).
+                    do throws(PropBusError) { _ = try model.set(key.text, to: value) } catch {
+                        throw .propertyReadOnly(error.message)
+                    }
+                }
+                publish(try bridged { () throws(PropBusError) in try model.set(key.text, to: value) })
+            }
             var description = PropertyDescription(
                 name, type: entry.definition.type, access: entry.definition.writable ? .readwrite : .read,
                 changeSignal: restricted ? .invalidates : .emits,
@@ -37,19 +47,13 @@ extension Service {
                     }
                     return current.value
                 },
-                set: { [unowned self] value, call throws(DBusError) in
-                    try authorizeWrite(existing: key.text, by: call)
-                    if let current = model.entry(for: key), !current.definition.writable {
-                        // Generic clients know the standard name only (D-Bus spec, Properties).
-                        do throws(PropBusError) { _ = try model.set(key.text, to: value) } catch {
-                            throw .propertyReadOnly(error.message)
-                        }
-                    }
-                    publish(try bridged { () throws(PropBusError) in try model.set(key.text, to: value) })
-                })
+                set: set)
+            // The closures below capture `set`, never `description`: a closure stored in the
+            // description that captured the variable holding it would be a cycle, and this
+            // runs per lookup (every Set, every PropertiesChanged, every Introspect).
             description.deferrableSet = { [unowned self] value, call throws(DBusError) in
                 guard fleet != nil, model.entry(for: key)?.definition.writable == true else {
-                    try description.set!(value, call)
+                    try set(value, call)
                     return .reply([])
                 }
                 try authorizeWrite(existing: key.text, by: call)

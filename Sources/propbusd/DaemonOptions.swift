@@ -175,7 +175,7 @@ struct DaemonOptions {
 
         A binding acts with the rights of the uid that made it (its principal), checked each time it acts and at each start: one whose principal may no longer read or write a key it uses is suspended, logged and shown as such by Manager.ListBindings (state, reason), and resumes when the rights return. A command's enabled_when reads with its creator's rights in the same way.
 
-        Model files are read at start and again on SIGHUP or Manager.Reload (propctl reload): new keys appear, changed ones apply, keys a file no longer declares leave the bus while their stored values stay (propctl prune deletes them). A bad file is skipped and logged. Only one propbusd may use a state directory at a time (a lock file, propbusd.lock).
+        Model files are read at start and again on SIGHUP or Manager.Reload (propctl reload): new keys appear, changed ones apply, keys a file no longer declares leave the bus while their stored values stay (propctl prune deletes them). A bad file is skipped and logged. Only one propbusd may use a state directory at a time (a flock on the directory; propbusd.lock names the holder).
 
         With --fleet, keys created with scope fleet are shared by every propbusd using the same etcd cluster and PREFIX (see docs/fleet.md): a write of one is sent to etcd as one transaction and answered once etcd accepted it; changes from other hosts arrive through a watch. Reads serve the local mirror, also while etcd is unreachable; writes of fleet keys then fail with Unavailable. Manager.FleetState and FleetRevision tell the state (propctl status).
 

@@ -72,6 +72,61 @@ final class MessageSizeTests: XCTestCase {
         service.close()
         client.close()
     }
+
+    /// Issue 26, defect 17: a reply with an array above the protocol's 64 MiB array limit was
+    /// refused as one that "would be 9223372036854775807 bytes". It says its real size, and
+    /// names the array limit when that is what it passes; built whole or streamed.
+    func testAReplyPastTheArrayLimitSaysItsRealSize() async throws {
+        let bus = try TestBus.start()
+        defer { bus.stop() }
+        let service = try await bus.connect()
+        let client = try await bus.connect()
+        // 65 strings of 1 MiB (one buffer, shared): an array of 65 MiB and a few bytes.
+        let chunk = String(repeating: "x", count: 1 << 20)
+        let arrayBytes = 65 * (4 + (1 << 20) + 1)
+        let tree = await onQueue(service) { () -> ObjectTree in
+            let tree = ObjectTree(connection: service)
+            tree.export(ExportedObject {
+                [InterfaceDescription("org.propbus.Test", methods: [
+                    MethodDescription("Whole", out: [("a", .array(.string))]) { _ in
+                        .reply([.array(of: .string, Array(repeating: .string(chunk), count: 65))])
+                    },
+                    MethodDescription("Streamed", out: [("a", .array(.string))]) { _ in
+                        .stream(ReplyBody { writer in writer.array(of: "s", alignment: 4) { for _ in 0..<65 { $0.string(chunk) } } })
+                    },
+                ])]
+            }, at: "/o")
+            return tree
+        }
+        func refusal(_ member: String, messageLimit: Int) async throws -> String {
+            await onQueue(service) { tree.maximumMessageSize = messageLimit }
+            do {
+                _ = try await client.call(destination: service.uniqueName, path: "/o", interface: "org.propbus.Test", member: member)
+                XCTFail("\(member): a 65 MiB array went out")
+                return ""
+            } catch {
+                XCTAssertEqual(error.name, DBusError.Name.limitsExceeded, error.message)
+                XCTAssertFalse(error.message.contains("\(Int.max)"), error.message)
+                return error.message
+            }
+        }
+        for member in ["Whole", "Streamed"] {
+            // Above the message limit too: the size the reply would have had.
+            let overMessage = try await refusal(member, messageLimit: 32 << 20)
+            XCTAssertTrue(overMessage.contains("more than the \(32 << 20)"), overMessage)
+            let size = overMessage.split(separator: " ").compactMap { Int($0) }.first ?? 0
+            XCTAssertGreaterThanOrEqual(size, arrayBytes, overMessage)
+            XCTAssertLessThan(size, arrayBytes + 4096, overMessage)
+            // Within the message limit: the array limit is what it passes, and it says so.
+            let overArray = try await refusal(member, messageLimit: ObjectTree.protocolMessageLimit)
+            let array = overArray.components(separatedBy: "an array of ").dropFirst().first.flatMap { Int($0.prefix { $0.isNumber }) } ?? 0
+            XCTAssertGreaterThanOrEqual(array, arrayBytes, overArray)
+            XCTAssertLessThan(array, arrayBytes + 4096, overArray)
+            XCTAssertTrue(overArray.contains("\(ObjectTree.protocolArrayLimit)"), overArray)
+        }
+        service.close()
+        client.close()
+    }
 }
 
 /// Signals received by a test connection.

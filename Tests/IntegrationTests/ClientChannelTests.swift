@@ -492,15 +492,21 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
 
     // MARK: Line endpoints
 
-    func testStdioSpeaksOneLinePerChangeWithoutEcho() async throws {
-        try await client.create("viewmodel.searchText", "s", default: .string("initial"))
+    /// `propctl bind KEY --stdio OPTIONS…` reading a FIFO, and the FIFO's write end (the
+    /// caller closes it).
+    private func bindStdio(_ key: String, _ options: [String] = []) throws -> (process: ChildProcess, input: Int32) {
         let fifo = path("in")
         XCTAssertEqual(mkfifo(fifo, 0o600), 0)
-        let process = try ChildProcess("/bin/sh", ["-c", "exec \"$0\" --address \"$1\" bind viewmodel.searchText --stdio < \"$2\"",
-                                                   BuildProducts.propctl, bus.address, fifo], environment: bus.environment)
+        let process = try ChildProcess("/bin/sh", ["-c", "program=$0 address=$1 key=$2 fifo=$3; shift 3; exec \"$program\" --address \"$address\" bind \"$key\" --stdio \"$@\" < \"$fifo\"",
+                                                   BuildProducts.propctl, bus.address, key, fifo] + options, environment: bus.environment)
         binds.append(process)
         // O_RDWR does not wait for the reader, and keeps the pipe open between lines.
-        let input = open(fifo, O_RDWR)
+        return (process, open(fifo, O_RDWR))
+    }
+
+    func testStdioSpeaksOneLinePerChangeWithoutEcho() async throws {
+        try await client.create("viewmodel.searchText", "s", default: .string("initial"))
+        let (process, input) = try bindStdio("viewmodel.searchText")
         defer { close(input) }
         func say(_ line: String) { _ = Array((line + "\n").utf8).withUnsafeBytes { write(input, $0.baseAddress, $0.count) } }
         func lines() -> [String] { process.stdout.split(separator: "\n").map(String.init) }
@@ -517,6 +523,29 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         let announced = try await changes(of: "viewmodel.searchText", in: recorder)
         XCTAssertEqual(announced, [.string("typed"), .string("from code"), .string("again")])
         XCTAssertEqual(lines(), ["initial", "from code"], "stdout carries only bus values")
+    }
+
+    /// Issue 26, defect 16: a line is bounded (`--max-line`, 8 MiB by default). A 16 MiB line
+    /// was buffered whole (and the buffer rescanned for its end after every read); now it is
+    /// dropped with an error naming the limit, and the next line arrives.
+    func testStdioDropsALineLongerThanTheBoundAndTheNextOneArrives() async throws {
+        try await client.create("viewmodel.searchText", "s", default: .string("initial"))
+        let (process, input) = try bindStdio("viewmodel.searchText", ["--direction", "to"])
+        defer { close(input) }
+        // Written from a thread of its own: the pipe holds 64 KiB, and propctl reads as it goes.
+        let bytes = Array(repeating: UInt8(ascii: "x"), count: 16 << 20) + Array("\nshort\n".utf8)
+        let writer = Thread {
+            var offset = 0
+            while offset < bytes.count {
+                let count = bytes[offset...].withUnsafeBytes { write(input, $0.baseAddress, $0.count) }
+                guard count > 0 else { return }
+                offset += count
+            }
+        }
+        writer.start()
+        await expect({ await waitForBus("viewmodel.searchText", .string("short")) }, "stderr: \(process.stderr)")
+        XCTAssertTrue(process.stderr.contains("longer than \(8 << 20) bytes (--max-line)"), "stderr: \(process.stderr)")
+        XCTAssertFalse(process.stderr.contains("LimitsExceeded") || process.stderr.contains("the limit is"), "the long line reached the daemon: \(process.stderr)")
     }
 
     func testExecCoprocessLinesAreLocalChangesAndBusChangesGoToItsStdin() async throws {

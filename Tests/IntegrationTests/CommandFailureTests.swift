@@ -134,6 +134,24 @@ final class CommandFailureTests: DaemonTestCase {
         await assertDBusError(PropBusAPI.standard("UnknownObject")) { try await self.client.commandProperty("jobs.slow", "Enabled") }
     }
 
+    /// Issue 26, defect 15: a command's state keys (`KEY.Enabled`, `KEY.Executing`,
+    /// `KEY.Executions`) are keys like any other, at most 255 bytes, so a command key may have
+    /// at most 244: a 255-byte command key made state keys that Get, GetWithRevision and Bind
+    /// refused.
+    func testACommandKeyWhoseStateKeysWouldBeTooLongIsInvalidKey() async throws {
+        let tooLong = "jobs." + String(repeating: "a", count: 240)  // 245 bytes: KEY.Executions is 256
+        await assertDBusError(PropBusAPI.error("InvalidKey"), containing: [tooLong, "\(tooLong).Executions", "256", "244"]) {
+            try await self.client.createCommand(tooLong, ["exec": self.argv("true")])
+        }
+        let longest = "jobs." + String(repeating: "a", count: 239)
+        try await client.createCommand(longest, ["exec": argv("true")])
+        for name in ["Enabled", "Executing", "Executions"] {
+            _ = try await client.getWithRevision("\(longest).\(name)")
+        }
+        let value = try await client.get("\(longest).Executions")
+        XCTAssertEqual(value, .uint32(0))
+    }
+
     func testBadOptionsAreRefusedWithClearErrors() async throws {
         try await client.create("vm.text", "s", default: .string(""))
         let cases: [([String: DBusValue], String, [String])] = [

@@ -12,22 +12,40 @@ final class StoreLockTests: DaemonTestCase, @unchecked Sendable {
         ["propbus.db", "propbus.db-wal"].map { (try? Data(contentsOf: directory.appendingPathComponent($0))) ?? Data() }
     }
 
-    func testSecondDaemonOnAnotherBusRefusesTheLockedStateDirectoryNamingTheHolder() async throws {
-        try await client.create("lock.a", "i", default: .int32(1))
-        try await client.set("lock.a", .int32(7))
+    /// Starts a second propbusd on another bus with this test's state directory: it must be
+    /// refused, naming the directory and the holder's pid, and leave the store as it was.
+    private func assertASecondDaemonOnAnotherBusIsRefused(file: StaticString = #filePath, line: UInt = #line) async throws {
         let before = storeBytes(in: stateDirectory)
         let other = try await PrivateBus.start()
         defer { Task { await other.stop() } }
         var environment = other.environment
         environment["STATE_DIRECTORY"] = stateDirectory.path
         let result = try await runCommand(BuildProducts.propbusd, ["--address", other.address], environment: environment, timeout: 15)
-        XCTAssertNotNil(result.termination, "the second daemon must not run: \(result)")
-        XCTAssertNotEqual(result.termination, .exited(0), "\(result)")
-        XCTAssertTrue(result.stderr.contains("pid \(daemon.process.pid)"), "names the holder's pid: \(result.stderr)")
-        XCTAssertTrue(result.stderr.contains(stateDirectory.path), "names the directory: \(result.stderr)")
-        XCTAssertEqual(storeBytes(in: stateDirectory), before, "the loser left the store untouched")
+        XCTAssertNotNil(result.termination, "the second daemon must not run: \(result)", file: file, line: line)
+        XCTAssertNotEqual(result.termination, .exited(0), "\(result)", file: file, line: line)
+        XCTAssertTrue(result.stderr.contains("pid \(daemon.process.pid)"), "names the holder's pid: \(result.stderr)", file: file, line: line)
+        XCTAssertTrue(result.stderr.contains(stateDirectory.path), "names the directory: \(result.stderr)", file: file, line: line)
+        XCTAssertEqual(storeBytes(in: stateDirectory), before, "the loser left the store untouched", file: file, line: line)
+    }
+
+    func testSecondDaemonOnAnotherBusRefusesTheLockedStateDirectoryNamingTheHolder() async throws {
+        try await client.create("lock.a", "i", default: .int32(1))
+        try await client.set("lock.a", .int32(7))
+        try await assertASecondDaemonOnAnotherBusIsRefused()
         let value = try await client.get("lock.a")
         XCTAssertEqual(value, .int32(7))
+    }
+
+    /// Issue 26, defect 14: the lock held a file that anyone who may write the directory can
+    /// unlink; a second daemon then made a new one, locked it and served the same store.
+    func testSecondDaemonRefusesTheStateDirectoryEvenWhenTheLockFileWasRemoved() async throws {
+        try await client.create("lock.a", "i", default: .int32(1))
+        try await client.set("lock.a", .int32(7))
+        try FileManager.default.removeItem(at: stateDirectory.appendingPathComponent("propbusd.lock"))
+        try await assertASecondDaemonOnAnotherBusIsRefused()
+        try await client.set("lock.a", .int32(8))
+        let value = try await client.get("lock.a")
+        XCTAssertEqual(value, .int32(8), "the first daemon still serves")
     }
 
     func testSecondDaemonOnTheSameBusAndStateDirectoryRefusesTheLock() async throws {

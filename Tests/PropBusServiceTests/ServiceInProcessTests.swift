@@ -59,6 +59,12 @@ final class ServiceInProcessTests: XCTestCase, @unchecked Sendable {
 
     private var group: String { Key.objectPath(ofGroup: "app") }
 
+    /// This process's resident set size, in bytes (`/proc/self/statm`).
+    private static func residentBytes() -> Int {
+        let fields = ((try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8)) ?? "").split(separator: " ")
+        return (fields.count > 1 ? Int(fields[1]) ?? 0 : 0) * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+
     private func get(_ name: String) async throws -> DBusValue {
         let reply = try await client.call(destination: serviceConnection.uniqueName, path: group, interface: PropBusAPI.propertiesInterface,
                                           member: "Get", arguments: [.string(PropBusAPI.valuesInterface), .string(name)])
@@ -100,6 +106,43 @@ final class ServiceInProcessTests: XCTestCase, @unchecked Sendable {
             return methods.filter(\.access.isNone).map(\.name).sorted()
         }
         XCTAssertEqual(open, ["ListBindings", "ListBindingsPage", "ListCommands", "ListExecutions", "ListFleetHosts", "ListProperties", "UnregisterHandler"])
+    }
+
+    /// Issue 26, defect 1: the description a group's table builds per lookup (every Set, every
+    /// flushed PropertiesChanged, Introspect, reads of restricted keys) is freed with its
+    /// closures. Its `deferrableSet` captured the `var` holding the description: a box that held
+    /// the closure that held the box, never freed. A closure's context is no object a `weak`
+    /// reference could watch (and glibc's `mallinfo2` does not import), so the test compares
+    /// this process's resident size around 50,000 lookups: the cycle kept ~700 bytes each.
+    func testPropertyDescriptionsBuiltPerLookupAreFreed() async throws {
+        let grown = await onQueue(serviceConnection) { [self] () -> Int in
+            guard case .computed(let table) = service!.valuesDescription(group: "app").properties else {
+                XCTFail("the values interface has no computed table")
+                return 0
+            }
+            func lookUp(_ count: Int) {
+                for _ in 0..<count {
+                    guard let description = table.lookup("volume") else { return }
+                    precondition(description.deferrableSet != nil)
+                }
+            }
+            lookUp(5000)
+            let before = Self.residentBytes()
+            lookUp(50_000)
+            return Self.residentBytes() - before
+        }
+        XCTAssertLessThan(grown, 4 << 20, "50,000 lookups kept \(grown) bytes")
+    }
+
+    /// Issue 26, defect 17: the daemon's LimitsExceeded says the real size, and which limit.
+    func testAReplyTooLargeSaysItsRealSizeAndWhichLimit() throws {
+        let call = try Message.methodCall(destination: nil, path: "/", interface: "org.freedesktop.DBus.ObjectManager", member: "GetManagedObjects")
+        let overMessage = Service.replyTooLarge(call, size: MessageSize(bytes: 70 << 20, largestArray: 69 << 20), limit: 32 << 20)
+        XCTAssertTrue(overMessage.message.contains("would be \(70 << 20) bytes, more than the \(32 << 20)-byte message limit (--max-message-size)"), overMessage.message)
+        let overArray = Service.replyTooLarge(call, size: MessageSize(bytes: 70 << 20, largestArray: 69 << 20), limit: 128 << 20)
+        XCTAssertTrue(overArray.message.contains("would hold an array of \(69 << 20) bytes, more than the \(64 << 20) bytes"), overArray.message)
+        XCTAssertFalse(overArray.message.contains("--max-message-size"), "raising the message limit would not help: \(overArray.message)")
+        XCTAssertTrue(overArray.message.contains("read one group at a time"), overArray.message)
     }
 
     func testCallsReachTheModelAndChangesAreSignalledOnce() async throws {

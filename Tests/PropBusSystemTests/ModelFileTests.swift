@@ -112,6 +112,9 @@ final class ModelFileTests: XCTestCase {
         assertFails(#"{"groups": {"a": {"properties": {"b": {}}}}}"#, containing: ["a.b", "type"])
         assertFails(#"{"groups": {"a": {"commands": {"run": {"enabled_when": "length("}}}}}"#, containing: ["a.run", "enabled_when"])
         assertFails(#"{"bindings": [{"key": "a.b"}]}"#, containing: ["bindings[0]"])
+        // Issue 26, defect 15: a command whose state keys (KEY.Executions) would pass 255 bytes.
+        let name = String(repeating: "r", count: 250)
+        assertFails(#"{"groups": {"a": {"commands": {"\#(name)": {"exec": ["true"]}}}}}"#, containing: ["a.\(name)", "a.\(name).Executions", "244"])
         assertFails(#"{"grops": {}}"#, containing: ["grops"])
     }
 

@@ -58,9 +58,8 @@ public final class ObjectTree: @unchecked Sendable {
     /// The error that replaces a reply too big to send: `size` is what the reply would have
     /// been, `limit` the largest message allowed. The service sets it to say how to narrow the
     /// call; by default `org.freedesktop.DBus.Error.LimitsExceeded`.
-    public var replyTooLarge: (_ call: Message, _ size: Int, _ limit: Int) -> DBusError = { call, size, limit in
-        DBusError(name: DBusError.Name.limitsExceeded,
-                  message: "the reply to \(call.member ?? "the call") would be \(size) bytes, more than the \(limit) bytes a message may have")
+    public var replyTooLarge: (_ call: Message, _ size: MessageSize, _ limit: Int) -> DBusError = { call, size, limit in
+        DBusError(name: DBusError.Name.limitsExceeded, message: "the reply to \(call.member ?? "the call") \(size.excess(over: limit) ?? "is too big")")
     }
 
     /// Reports what the tree had to leave out of a signal that was too big; the daemon logs it.
@@ -141,7 +140,7 @@ public final class ObjectTree: @unchecked Sendable {
                                                     entries.map { DictionaryEntry(.string($0.0.name), $0.1) })]
                 }
                 let full = added(dictionaries)
-                if messageSize(full, path: path, member: "InterfacesAdded") <= maximumMessageSize {
+                guard let excess = messageSize(full, path: path, member: "InterfacesAdded").excess(over: maximumMessageSize) else {
                     var messages = signal(manager, "org.freedesktop.DBus.ObjectManager", "InterfacesAdded", full).map { [$0] } ?? []
                     // A plain proxy on `path` (GDBusProxy, Qt) made before the object existed
                     // hears only PropertiesChanged on its own path: announce the values there too
@@ -174,7 +173,7 @@ public final class ObjectTree: @unchecked Sendable {
                         messages.append(invalidation)
                     }
                 }
-                onOversizedSignal?("InterfacesAdded for \(path) would be \(messageSize(full, path: path, member: "InterfacesAdded")) bytes, above the \(maximumMessageSize)-byte message limit: sent without values, with every property invalidated")
+                onOversizedSignal?("InterfacesAdded for \(path) \(excess): sent without values, with every property invalidated")
                 return messages
             }
         }
@@ -381,10 +380,10 @@ public final class ObjectTree: @unchecked Sendable {
         var result = result
         if case .success(let values) = result {
             let size = messageSize(values, path: "", member: "")
-            if size > maximumMessageSize {
+            if size.excess(over: maximumMessageSize) != nil {
                 result = .failure(replyTooLarge(message, size, maximumMessageSize))
             } else {
-                pendingReplyBytes += size
+                pendingReplyBytes += size.bytes
             }
         }
         switch result {
@@ -418,8 +417,8 @@ public final class ObjectTree: @unchecked Sendable {
         var writer = MessageBodyWriter.appending(to: built, limit: maximumMessageSize - Self.headerAllowance,
                                                  arrayLimit: Self.protocolArrayLimit)
         body.write(&writer)
-        let size = writer.largestArray > Self.protocolArrayLimit ? Int.max : writer.size + Self.headerAllowance
-        guard size <= maximumMessageSize, !writer.overflowed else {
+        let size = MessageSize(bytes: writer.size + Self.headerAllowance, largestArray: writer.largestArray)
+        guard size.excess(over: maximumMessageSize) == nil, !writer.overflowed else {
             reply(to: message, .failure(replyTooLarge(message, size, maximumMessageSize)))
             return
         }
@@ -428,7 +427,7 @@ public final class ObjectTree: @unchecked Sendable {
             guard let error = message.makeError(.failed("cannot encode the reply: \(failure)")) else { return }
             reply = error
         } else {
-            pendingReplyBytes += size
+            pendingReplyBytes += size.bytes
         }
         pendingReplies.append(PendingReply(message: reply, writeCall: isWrite ? message : nil))
     }
@@ -502,12 +501,11 @@ public final class ObjectTree: @unchecked Sendable {
         guard !changed.isEmpty || !invalidated.isEmpty else { return nil }
         var arguments: [DBusValue] = [.string(key.interface), .dictionary(key: .string, value: .variant, changed),
                                       .array(of: .string, invalidated)]
-        let size = messageSize(arguments, path: key.path, member: "PropertiesChanged")
-        if size > maximumMessageSize {
+        if let excess = messageSize(arguments, path: key.path, member: "PropertiesChanged").excess(over: maximumMessageSize) {
             // The values do not fit: send the names only, so clients re-read what they need.
             arguments = [.string(key.interface), .dictionary(key: .string, value: .variant, []),
                          .array(of: .string, changed.map(\.key) + invalidated)]
-            onOversizedSignal?("PropertiesChanged for \(key.path) would be \(size) bytes, above the \(maximumMessageSize)-byte message limit: sent with the names as invalidated_properties")
+            onOversizedSignal?("PropertiesChanged for \(key.path) \(excess): sent with the names as invalidated_properties")
         }
         return signal(key.path, "org.freedesktop.DBus.Properties", "PropertiesChanged", arguments)
     }
@@ -515,9 +513,8 @@ public final class ObjectTree: @unchecked Sendable {
     /// Builds a signal, or `nil` when it cannot be sent: a signal too big for the bus is left out
     /// (reported through ``onOversizedSignal``) rather than costing the connection.
     private func signal(_ path: String, _ interface: String, _ member: String, _ arguments: [DBusValue]) -> Message? {
-        let size = messageSize(arguments, path: path, member: member)
-        guard size <= maximumMessageSize else {
-            onOversizedSignal?("\(interface).\(member) from \(path) would be \(size) bytes, above the \(maximumMessageSize)-byte message limit: not sent")
+        if let excess = messageSize(arguments, path: path, member: member).excess(over: maximumMessageSize) {
+            onOversizedSignal?("\(interface).\(member) from \(path) \(excess): not sent")
             return nil
         }
         guard let message = try? Message.signal(path: path, interface: interface, member: member) else { return nil }
@@ -525,16 +522,17 @@ public final class ObjectTree: @unchecked Sendable {
         return message
     }
 
-    /// The size a message with `arguments` would have, headers included; `Int.max` when one
-    /// of its arrays is above the protocol's 64 MiB array limit, which no bus accepts.
-    func messageSize(_ arguments: [DBusValue], path: String, member: String) -> Int {
+    /// The size a message with `arguments` would have, headers included, and its largest
+    /// array argument.
+    func messageSize(_ arguments: [DBusValue], path: String, member: String) -> MessageSize {
         var offset = 0
+        var largest = 0
         for argument in arguments {
             let size = argument.wireSize(at: offset)
-            if size > Self.protocolArrayLimit { return Int.max }
+            if argument.signature.hasPrefix("a") { largest = max(largest, size) }
             offset += size
         }
-        return offset + Self.headerAllowance + path.utf8.count + member.utf8.count
+        return MessageSize(bytes: offset + Self.headerAllowance + path.utf8.count + member.utf8.count, largestArray: largest)
     }
 
     // MARK: Tree structure

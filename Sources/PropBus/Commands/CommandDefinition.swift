@@ -34,8 +34,22 @@ public struct CommandDefinition: Hashable, Sendable {
     /// The three state keys every command exposes as read-only properties of its own group.
     public static let stateNames = ["Enabled", "Executing", "Executions"]
 
+    /// The longest command key: its state keys (`KEY.Executions` the longest) are keys too,
+    /// and must be valid ones.
+    public static let maximumKeyLength = Key.maximumLength - 1 - stateNames.map(\.utf8.count).max()!
+
+    /// Refuses a command key whose state keys would be longer than a key may be, with
+    /// `InvalidKey` naming the key, the state key and both limits.
+    public static func checkKey(_ key: Key) throws(PropBusError) {
+        let length = key.text.utf8.count
+        guard length > maximumKeyLength else { return }
+        let longest = stateNames.max { $0.utf8.count < $1.utf8.count }!
+        throw PropBusError(.invalidKey, "invalid command key '\(key)': it is \(length) bytes long, so its state key \(key).\(longest) would be \(length + 1 + longest.utf8.count) bytes, more than the \(Key.maximumLength) a key may have; a command key has at most \(maximumKeyLength) bytes")
+    }
+
     /// Reads `CreateCommand` options; errors name the command and the option.
     public init(key: Key, options: [String: DBusValue]) throws(PropBusError) {
+        try Self.checkKey(key)
         self.key = key
         var argv: [String]?
         var handler = false

@@ -248,6 +248,7 @@ public struct ModelFile: Sendable {
 
     private mutating func readCommand(_ keyText: String, _ json: JSONValue) throws(PropBusError) {
         let key = try parseKey(keyText)
+        do { try CommandDefinition.checkKey(key) } catch { throw fail(keyText, error.message) }
         guard let members = json.objectMembers else { throw fail(keyText, "a command must be an object") }
         var options: [String: DBusValue] = [:]
         for member in members {

@@ -23,8 +23,13 @@ final class LineEndpoint: LocalEndpoint, @unchecked Sendable {
         case json
     }
 
+    /// The longest line read by default (`--max-line`): any value the daemon takes by default
+    /// (1 MiB, `--max-value-size`) fits, also as a JSON string (at most 6 bytes per byte).
+    static let defaultMaximumLineLength = 8 << 20
+
     let label: String
     private let framing: Framing
+    private let maximumLineLength: Int
     private let input: Int32
     private let output: Int32
     private let reads: Bool
@@ -35,9 +40,10 @@ final class LineEndpoint: LocalEndpoint, @unchecked Sendable {
     private var ended: ((CommandFailure?) -> Void)?
 
     /// `reads` false leaves `input` alone, for `--direction from`.
-    private init(label: String, input: Int32, output: Int32, reads: Bool, coprocess: pid_t?, framing: Framing) {
+    private init(label: String, input: Int32, output: Int32, reads: Bool, coprocess: pid_t?, framing: Framing, maximumLineLength: Int) {
         self.label = label
         self.framing = framing
+        self.maximumLineLength = maximumLineLength
         self.input = input
         self.output = output
         self.reads = reads
@@ -45,13 +51,15 @@ final class LineEndpoint: LocalEndpoint, @unchecked Sendable {
     }
 
     /// propctl's own stdin and stdout.
-    static func standardStreams(reads: Bool, framing: Framing = .lines) -> LineEndpoint {
-        LineEndpoint(label: "stdio", input: STDIN_FILENO, output: STDOUT_FILENO, reads: reads, coprocess: nil, framing: framing)
+    static func standardStreams(reads: Bool, framing: Framing = .lines, maximumLineLength: Int = defaultMaximumLineLength) -> LineEndpoint {
+        LineEndpoint(label: "stdio", input: STDIN_FILENO, output: STDOUT_FILENO, reads: reads, coprocess: nil, framing: framing,
+                     maximumLineLength: maximumLineLength)
     }
 
     /// Starts `arguments` (a program and its arguments, looked up in PATH) with pipes on its stdin
     /// and stdout; its stderr is propctl's.
-    static func coprocess(_ arguments: [String], reads: Bool, framing: Framing = .lines) throws(CommandFailure) -> LineEndpoint {
+    static func coprocess(_ arguments: [String], reads: Bool, framing: Framing = .lines,
+                          maximumLineLength: Int = defaultMaximumLineLength) throws(CommandFailure) -> LineEndpoint {
         var toChild: [Int32] = [-1, -1]
         var fromChild: [Int32] = [-1, -1]
         guard pipe(&toChild) == 0, pipe(&fromChild) == 0 else {
@@ -86,7 +94,7 @@ final class LineEndpoint: LocalEndpoint, @unchecked Sendable {
             throw CommandFailure(.usage, "cannot start \(arguments[0]) for --exec: \(String(cString: strerror(result)))")
         }
         return LineEndpoint(label: "coprocess \(arguments.joined(separator: " "))", input: fromChild[0], output: toChild[1],
-                            reads: reads, coprocess: child, framing: framing)
+                            reads: reads, coprocess: child, framing: framing, maximumLineLength: maximumLineLength)
     }
 
     func start(on queue: DispatchQueue, changed: @escaping () -> Void,
@@ -96,24 +104,16 @@ final class LineEndpoint: LocalEndpoint, @unchecked Sendable {
         self.ended = ended
         // A blocking reader on its own thread: no O_NONBLOCK is left on a terminal's stdin.
         DetachedThread.start { [self] in
-            var pending: [UInt8] = []
+            var splitter = LineSplitter(maximumLength: maximumLineLength)
             var chunk = [UInt8](repeating: 0, count: 16 * 1024)
             while true {
                 let count = chunk.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
                 if count < 0, errno == EINTR { continue }
                 if count <= 0 { break }
-                pending.append(contentsOf: chunk[0..<count])
-                var lines: [ReadLine] = []
-                while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
-                    lines.append(Self.line(pending[..<newline]))
-                    pending.removeSubrange(...newline)
-                }
-                if !lines.isEmpty {
-                    let batch = lines
-                    queue.async { self.received(batch) }
-                }
+                let events = chunk.withUnsafeBytes { splitter.append(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+                if !events.isEmpty { queue.async { self.received(events) } }
             }
-            let rest = pending.isEmpty ? [] : [Self.line(pending[...])]
+            let rest = splitter.finish()
             let failure = coprocess.flatMap { Self.reap($0, label: label) }
             queue.async {
                 self.received(rest)
@@ -130,8 +130,8 @@ final class LineEndpoint: LocalEndpoint, @unchecked Sendable {
 
     /// A line is text (UTF-8 without NUL) or refused: replacement characters would set a value
     /// the other side never wrote.
-    private static func line(_ bytes: ArraySlice<UInt8>) -> ReadLine {
-        var bytes = bytes
+    private static func line(_ bytes: [UInt8]) -> ReadLine {
+        var bytes = bytes[...]
         if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
         if let problem = TextBytes.firstProblem(in: bytes) { return .notText(problem) }
         return .text(String(decoding: bytes, as: UTF8.self))
@@ -147,8 +147,15 @@ final class LineEndpoint: LocalEndpoint, @unchecked Sendable {
         return code == 0 ? nil : CommandFailure(.dbusError, "the \(label) exited with status \(code)")
     }
 
-    private func received(_ lines: [ReadLine]) {
-        for read in lines where !stopped {
+    private func received(_ events: [LineSplitter.Event]) {
+        for event in events where !stopped {
+            guard case .line(let bytes) = event else {
+                if case .tooLong(let length) = event {
+                    Output.error("propctl bind: \(label): dropped a line of \(length) bytes, longer than \(maximumLineLength) bytes (--max-line)")
+                }
+                continue
+            }
+            let read = Self.line(bytes)
             guard case .text(let line) = read else {
                 if case .notText(let problem) = read { Output.error("propctl bind: \(label): ignored a line that is not UTF-8 text (\(problem))") }
                 continue

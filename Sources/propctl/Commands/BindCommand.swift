@@ -34,6 +34,16 @@ enum BindCommand: Subcommand {
         if parsed.option("framing") != nil, parsed.option("exec") == nil, !parsed.flag("stdio") {
             throw CommandFailure(.usage, "--framing is only meaningful with --exec or --stdio")
         }
+        var maximumLineLength = LineEndpoint.defaultMaximumLineLength
+        if let text = parsed.option("max-line") {
+            guard parsed.option("exec") != nil || parsed.flag("stdio") else {
+                throw CommandFailure(.usage, "--max-line is only meaningful with --exec or --stdio")
+            }
+            guard let bytes = Int(text), bytes > 0 else {
+                throw CommandFailure(.usage, "--max-line expects a positive number of bytes, got '\(text)'")
+            }
+            maximumLineLength = bytes
+        }
         let transforms = try ChannelTransforms(map: parsed.option("map"), unmap: parsed.option("unmap"))
         let endpoint: LocalEndpoint
         let stdio = parsed.flag("stdio")
@@ -44,10 +54,10 @@ enum BindCommand: Subcommand {
             let argv = arguments.isEmpty ? ["/bin/sh", "-c", command] : [command] + arguments
             // A coprocess that exits must not kill propctl through a write to its closed stdin.
             signal(SIGPIPE, SIG_IGN)
-            endpoint = try LineEndpoint.coprocess(argv, reads: direction.towardsBus, framing: framing)
+            endpoint = try LineEndpoint.coprocess(argv, reads: direction.towardsBus, framing: framing, maximumLineLength: maximumLineLength)
         } else if stdio {
             signal(SIGPIPE, SIG_IGN)
-            endpoint = LineEndpoint.standardStreams(reads: direction.towardsBus, framing: framing)
+            endpoint = LineEndpoint.standardStreams(reads: direction.towardsBus, framing: framing, maximumLineLength: maximumLineLength)
         } else {
             throw CommandFailure(.usage, "bind needs one of --file PATH, --exec CMD, --stdio or --to KEY2")
         }

@@ -201,7 +201,9 @@ enum PropctlSpec {
 
             With --exec or --stdio each line is one value; --framing json makes each line a \
             JSON string instead ("line one\\nline two"), so values may hold newlines. The \
-            binding ends when the coprocess or stdin ends. With \
+            binding ends when the coprocess or stdin ends. A line longer than --max-line \
+            bytes (default 8388608, room for any value propbusd takes by default, even as \
+            JSON) is dropped with an error on stderr; the next line is read as usual. With \
             --json each propagated change prints {"direction","key","value"}: "from" for \
             key -> local, "to" for local -> key (on stderr with --stdio).
 
@@ -216,6 +218,7 @@ enum PropctlSpec {
             .value("exec", valueName: "CMD", help: "Bind the lines of the coprocess /bin/sh -c CMD (with ARG...: CMD ARG... without a shell)."),
             .flag("stdio", help: "Bind lines read from stdin and written to stdout."),
             .value("framing", valueName: "FORMAT", help: "With --exec or --stdio: lines (the default) or json (one JSON string per line)."),
+            .value("max-line", valueName: "BYTES", help: "With --exec or --stdio: the longest line read (default 8388608); a longer one is dropped with an error."),
             .value("to", valueName: "KEY2", help: "Make KEY follow KEY2 inside propbusd."),
             .flag("persist", help: "With --to: store the binding so that it survives restarts."),
             .value("map", valueName: "EXPR", help: "Compute the local value from the key's value."),

@@ -156,6 +156,9 @@ final class PrivateBus: @unchecked Sendable {
         }
         // Keep libdbus and GLib from falling back to the user's runtime-dir bus.
         environment["XDG_RUNTIME_DIR"] = nil
+        // scripts/sanitize: the programs under test (propbusd, propctl) check for leaks and log
+        // to files; the test process itself does not (XCTest's own allocations are not ours).
+        if let options = environment["PROPBUS_CHILD_ASAN_OPTIONS"] { environment["ASAN_OPTIONS"] = options }
         return environment
     }
 
