@@ -243,12 +243,21 @@ struct ExpressionEvaluator {
         }
     }
 
+    /// Whether `needle` occurs in `haystack`, element by element; `compared` is told of each
+    /// comparison the search makes.
+    static func contains<Haystack: BidirectionalCollection, Needle: Collection>(
+        _ haystack: Haystack, _ needle: Needle,
+        compared: (Haystack.Element, Haystack.Element) throws(PropBusError) -> Void
+    ) throws(PropBusError) -> Bool where Haystack.Element: Comparable, Needle.Element == Haystack.Element {
+        haystack.firstRange(of: needle) != nil
+    }
+
     private func contains(_ haystack: ExpressionOperand, _ needle: ExpressionOperand) throws(PropBusError) -> Bool {
         let candidates: [DBusValue]
         switch haystack {
         case .string(let s):
             guard case .string(let sub) = needle else { return false }
-            return s.contains(sub)
+            return try Self.contains(s, sub) { _, _ throws(PropBusError) in }
         case .other(.array(_, let items)): candidates = items
         case .other(.bytes(let bytes)): candidates = bytes.map { .byte($0) }
         case .other(.dictionary(_, _, let entries)): candidates = entries.map(\.key)
