@@ -32,6 +32,9 @@ struct ReplyBytesQuota {
 
     private var usage: [UInt32: Usage] = [:]
 
+    /// The uids remembered now (a test's view of the bound).
+    var trackedUsers: Int { usage.count }
+
     init(limit: Int) {
         self.limit = limit
     }
