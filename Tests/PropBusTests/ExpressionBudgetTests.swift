@@ -89,8 +89,8 @@ final class ExpressionBudgetTests: XCTestCase {
     /// count every `==` and `<` asked of them.
     private func comparisons(searching haystack: String, for needle: String) throws -> Int {
         let counter = ComparisonCounter()
-        _ = try ExpressionEvaluator.contains(haystack.map { CountedCharacter($0, counter) },
-                                             needle.map { CountedCharacter($0, counter) }) { _, _ throws(PropBusError) in }
+        _ = try ExpressionEvaluator.contains(ExpressionEvaluator.searchUnits(of: haystack).map { Counted($0, counter) },
+                                             ExpressionEvaluator.searchUnits(of: needle).map { Counted($0, counter) }) { _, _ throws(PropBusError) in }
         return counter.count
     }
 
@@ -106,7 +106,21 @@ final class ExpressionBudgetTests: XCTestCase {
             (String(repeating: "ab", count: 2000), String(repeating: "ab", count: 100) + "c"),
             (String(repeating: "é", count: 2000), String(repeating: "é", count: 99) + "e"),
             ("plain text", "text"),
+            (String(repeating: "a\r\n", count: 1000), String(repeating: "a\r\n", count: 50) + "\r"),
         ]
+    }
+
+    func testContainsAnswersAsTheStandardLibraryDoes() throws {
+        let cases: [(String, String)] = [
+            ("abc", ""), ("", "a"), ("abc", "abc"), ("abc", "abcd"), ("aaab", "aab"), ("abababc", "ababc"),
+            ("a\r\nb", "\r"), ("a\r\nb", "\n"), ("a\r\nb", "\r\n"), ("e\u{301}x", "e"), ("\u{e9}x", "e\u{301}"),
+            ("caf\u{e9}", "\u{e9}"), ("x\u{212A}y", "K"), ("🇫🇷🇩🇪", "🇩🇪"), ("🇫🇷🇩🇪", "\u{1F1F7}\u{1F1E9}"),
+        ]
+        for (haystack, needle) in cases {
+            let answer = try PropBus.Expression(parsing: "contains(value, needle.text)")
+                .evaluate(value: .string(haystack)) { $0 == "needle.text" ? .string(needle) : nil }
+            XCTAssertEqual(answer, .boolean(haystack.contains(needle)), "contains(\(haystack.debugDescription), \(needle.debugDescription))")
+        }
     }
 
     func testContainsIsChargedAtLeastTheComparisonsItMakes() throws {
@@ -150,23 +164,23 @@ private final class ComparisonCounter {
     var count = 0
 }
 
-/// A character that counts each comparison made with it.
-private struct CountedCharacter: Comparable {
-    let character: Character
+/// An element that counts each comparison made with it.
+private struct Counted<Element: Comparable>: Comparable {
+    let element: Element
     let counter: ComparisonCounter
 
-    init(_ character: Character, _ counter: ComparisonCounter) {
-        self.character = character
+    init(_ element: Element, _ counter: ComparisonCounter) {
+        self.element = element
         self.counter = counter
     }
 
     static func == (lhs: Self, rhs: Self) -> Bool {
         lhs.counter.count += 1
-        return lhs.character == rhs.character
+        return lhs.element == rhs.element
     }
 
     static func < (lhs: Self, rhs: Self) -> Bool {
         lhs.counter.count += 1
-        return lhs.character < rhs.character
+        return lhs.element < rhs.element
     }
 }

@@ -289,13 +289,20 @@ struct ExpressionEvaluator {
         return false
     }
 
+    /// What a substring search compares: the string's UTF-8 in normalization form C, so that
+    /// canonically equivalent text matches (as the standard library's `contains` answers: "é"
+    /// precomposed is found in "é" decomposed, "\r" in "\r\n"); valid UTF-8 can only match
+    /// at scalar boundaries.
+    static func searchUnits(of text: String) -> [UInt8] {
+        text._nfcCodeUnits
+    }
+
     private mutating func contains(_ haystack: ExpressionOperand, _ needle: ExpressionOperand) throws(PropBusError) -> Bool {
         let candidates: [DBusValue]
         switch haystack {
         case .string(let s):
-            guard case .string(let sub) = needle else { return false }
-            // A character comparison reads both characters (a cluster can be many bytes).
-            return try Self.contains(s, sub) { a, b throws(PropBusError) in try budget.spend(1 + a.utf8.count + b.utf8.count) }
+            guard case .string(let sub) = needle, !sub.isEmpty else { return false }
+            return try Self.contains(Self.searchUnits(of: s), Self.searchUnits(of: sub)) { _, _ throws(PropBusError) in try budget.spend(1) }
         case .other(.array(_, let items)): candidates = items
         case .other(.bytes(let bytes)): candidates = bytes.map { .byte($0) }
         case .other(.dictionary(_, _, let entries)): candidates = entries.map(\.key)
