@@ -96,7 +96,7 @@ public final class Service: @unchecked Sendable {
         tree.replyTooLarge = { call, size, limit in Self.replyTooLarge(call, size: size, limit: limit) }
         tree.onOversizedSignal = { Self.log($0) }
         tree.accessCheck = { [unowned self] access, call throws(DBusError) in try check(access, call) }
-        tree.replyAdmission = { [unowned self] _, credentials, size in admitReply(of: size, to: credentials) }
+        tree.replyAdmission = { [unowned self] call, credentials, size in admitReply(to: call, of: size, caller: credentials) }
         tree.addObjectManager(at: Key.rootPath)
         tree.export(ExportedObject { [unowned self] in [managerDescription()] }, at: Key.rootPath)
         // Before the name is owned: no InterfacesAdded (see ObjectTree.export), which at start-up
@@ -126,10 +126,15 @@ public final class Service: @unchecked Sendable {
         }
     }
 
+    /// Methods that act without being writes the tree knows of (``MethodDescription/writes``):
+    /// their replies are small and never refused, or the caller would be told that what it
+    /// started did not happen.
+    static let actingMethods: Set<String> = ["Start", "Execute", "Cancel", "Reload", "RegisterHandler", "UnregisterHandler"]
+
     /// Charges a reply to its caller's uid (``ReplyBytesQuota``); the refusal to send instead
     /// when the uid's quota is spent.
-    private func admitReply(of size: Int, to caller: Credentials?) -> DBusError? {
-        guard let caller, !options.access.isPrivileged(caller) else { return nil }
+    private func admitReply(to call: Message, of size: Int, caller: Credentials?) -> DBusError? {
+        guard let caller, !options.access.isPrivileged(caller), !Self.actingMethods.contains(call.member ?? "") else { return nil }
         guard let used = replyQuota.charge(size, to: caller.userID, now: DispatchTime.now().uptimeNanoseconds) else { return nil }
         return replyQuota.refusal(size: size, uid: caller.userID, used: used)
     }

@@ -61,6 +61,7 @@ final class ReplyBytesQuotaTests: AccessControlTestCase, @unchecked Sendable {
 
     func testRepliesPastTheQuotaAreLimitsExceededNamingTheQuotaAndTheUid() async throws {
         try await createBigGroup()
+        try await client.create("attack.done", "b", default: .boolean(false), options: ["writers": .array(of: .string, [.string("nobody")])])
         let result = try await asNobody("/usr/bin/python3", ["-c", """
             import dbus, sys
             bus = dbus.bus.BusConnection(sys.argv[1])
@@ -71,8 +72,13 @@ final class ReplyBytesQuotaTests: AccessControlTestCase, @unchecked Sendable {
                     print('answered')
                 except dbus.exceptions.DBusException as e:
                     print(e.get_dbus_name(), e.get_dbus_message())
+            # The refusals leave the caller's writes working.
+            attack = bus.get_object('org.propbus.PropBus1', '/org/propbus/PropBus1/attack')
+            attack.Set('org.propbus.PropBus1.Values', 'done', dbus.Boolean(True, variant_level=1), dbus_interface='org.freedesktop.DBus.Properties')
+            print('set')
             """, bus.address], timeout: 60)
-        let lines = result.stdout.split(separator: "\n").map(String.init)
+        var lines = result.stdout.split(separator: "\n").map(String.init)
+        XCTAssertEqual(lines.popLast(), "set", "\(result)")
         XCTAssertEqual(lines.count, 4, "\(result)")
         // 32 MiB in 10 s by default: three 10 MB replies, then a refusal.
         XCTAssertEqual(lines.prefix(3), ["answered", "answered", "answered"], "\(result)")

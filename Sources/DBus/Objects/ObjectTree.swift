@@ -65,7 +65,9 @@ public final class ObjectTree: @unchecked Sendable {
 
     /// Asked before a successful reply of `size` bytes (headers included) is queued for the
     /// sender of `call`, with the sender's credentials once ``requiresCredentials`` is on; an
-    /// error it returns is sent instead of the reply. A bus holds what a slow reader has not
+    /// error it returns is sent instead of the reply. Not asked for the reply of a method that
+    /// writes (``MethodDescription/writes``): that write took effect, and an error would say
+    /// otherwise. A bus holds what a slow reader has not
     /// read yet against the *sending* connection (dbus-daemon stops reading from a sender past
     /// its `max_incoming_bytes`), so a service can charge reply bytes to their reader here.
     /// Runs on the connection's queue.
@@ -358,7 +360,7 @@ public final class ObjectTree: @unchecked Sendable {
             let size = messageSize(values, path: "", member: "")
             if size > maximumMessageSize {
                 result = .failure(replyTooLarge(message, size, maximumMessageSize))
-            } else if let refusal = replyAdmission?(message, credentials, size) {
+            } else if !isWrite, let refusal = replyAdmission?(message, credentials, size) {
                 result = .failure(refusal)
             } else {
                 pendingReplyBytes += size
@@ -400,7 +402,7 @@ public final class ObjectTree: @unchecked Sendable {
             reply(to: message, .failure(replyTooLarge(message, size, maximumMessageSize)))
             return
         }
-        if writer.failure == nil, let refusal = replyAdmission?(message, credentials, size) {
+        if writer.failure == nil, !isWrite, let refusal = replyAdmission?(message, credentials, size) {
             reply(to: message, .failure(refusal))
             return
         }
