@@ -2,7 +2,10 @@
 # How fast hostile transforms are refused (issue 10, item 6): the time of the refused Set and
 # the daemon's CPU for it, for
 #   - a 250-term `value + value + …` to_key and one ~1 MB Set (was 32.6 s CPU, 435 MB);
-#   - a chain of 24 doubling bindings (`value + value`) and a 64-byte Set (was 5.7 s).
+#   - a chain of 24 doubling bindings (`value + value`) and a 64-byte Set (was 5.7 s);
+#   - an adversarial search (issue 26): 67 `!contains(value, needle)` with a 4 KiB needle that
+#     nearly matches at every position of a 1 MB value (it stalled the queue for minutes); and
+#     the victim's Get latency while it runs, against the same Gets on a quiet daemon (a ratio).
 #
 #   bench/transform-bounds.sh [--runs N]
 #
@@ -74,5 +77,45 @@ report('250-term bomb, 1 MB Set', [refused_set('bomb.source', 'x' * 1_000_000 + 
 for i in range(25): create(f'chain.k{i}')
 for i in range(1, 25): bind(f'chain.k{i}', f'chain.k{i - 1}', 'value + value')
 report('24 doubling bindings, 64-byte Set', [refused_set('chain.k0', str(i).rjust(64, 'd')) for i in range(runs)])
+
+# The adversarial search, and a victim doing Gets meanwhile (another process, another connection).
+import multiprocessing
+def victim(address, stop, out):
+    vbus = dbus.bus.BusConnection(address)
+    props = dbus.Interface(vbus.get_object('org.propbus.PropBus1', '/org/propbus/PropBus1/search'),
+                           'org.freedesktop.DBus.Properties')
+    latencies = []
+    while not stop.is_set() or not latencies:
+        start = time.monotonic()
+        props.Get('org.propbus.PropBus1.Values', 'victim', timeout=120)
+        latencies.append(time.monotonic() - start)
+    out.put(latencies)
+
+def gets_while(attack):
+    out, stop = multiprocessing.Queue(), multiprocessing.Event()
+    process = multiprocessing.Process(target=victim, args=(address, stop, out))
+    process.start()
+    time.sleep(0.2)
+    samples = attack() if attack else (time.sleep(2), [])[1]
+    stop.set()
+    latencies = out.get()
+    process.join()
+    return latencies, samples
+
+manager.CreateProperty('search.needle', 's', dbus.String('', variant_level=1), dbus.Dictionary({}, signature='sv'))
+create('search.source'); create('search.victim')
+manager.CreateProperty('search.found', 'b', dbus.Boolean(False, variant_level=1), dbus.Dictionary({}, signature='sv'))
+bind('search.found', 'search.source', ' && '.join(['!contains(value, search.needle)'] * 67))
+search = dbus.Interface(bus.get_object('org.propbus.PropBus1', '/org/propbus/PropBus1/search'), 'org.freedesktop.DBus.Properties')
+quiet, _ = gets_while(None)
+quiet_median = statistics.median(quiet) * 1000
+# A needle that nearly matches everywhere (4 KiB), in ASCII, precomposed and decomposed text.
+for label, a, b in [('a', 'a', 'b'), ('é', '\u00e9', 'e'), ('e+U+0301', 'e\u0301', 'x')]:
+    unit = len(a.encode())
+    search.Set('org.propbus.PropBus1.Values', 'needle', dbus.String(b + a * (4095 // unit), variant_level=1))
+    busy, samples = gets_while(lambda: [refused_set('search.source', a * (1_000_000 // unit - 8) + str(i)) for i in range(runs)])
+    report(f'67 adversarial contains ({label}), 1 MB', samples)
+    print(f'{"  victim Get meanwhile":34} worst {max(busy) * 1000:7.1f} ms  median {statistics.median(busy) * 1000:6.2f} ms  '
+          f'quiet median {quiet_median:6.2f} ms  worst/quiet median {max(busy) * 1000 / quiet_median:6.0f}x  ({len(busy)} Gets)')
 PY
 kill "$daemon"; wait "$daemon" 2>/dev/null || true

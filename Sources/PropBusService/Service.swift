@@ -29,11 +29,17 @@ public final class Service: @unchecked Sendable {
         /// Who may write and read what (SPEC §7); ``AccessPolicy/open`` (everything allowed,
         /// no credential lookups) unless `--system` or `--system-access`.
         public var access = AccessPolicy.open
+        /// The bytes of replies one uid may be sent within 10 s (`--max-reply-bytes-per-uid`,
+        /// see ``ReplyBytesQuota``); root and the daemon's user are exempt, and without access
+        /// checks (no credentials) nobody is charged.
+        public var maximumReplyBytesPerUID = 32 << 20
 
-        public init(maximumBindingsPerClient: Int = 64, killGrace: Double = 2.0, access: AccessPolicy = .open) {
+        public init(maximumBindingsPerClient: Int = 64, killGrace: Double = 2.0, access: AccessPolicy = .open,
+                    maximumReplyBytesPerUID: Int = 32 << 20) {
             self.maximumBindingsPerClient = maximumBindingsPerClient
             self.killGrace = killGrace
             self.access = access
+            self.maximumReplyBytesPerUID = maximumReplyBytesPerUID
         }
     }
 
@@ -72,6 +78,8 @@ public final class Service: @unchecked Sendable {
     private var groupsExportedThisRound: Set<String> = []
     /// Binding objects currently exported, so a rolled-back round can be undone.
     private var exportedBindings: Set<UInt64> = []
+    /// Reply bytes charged to each caller's uid.
+    private var replyQuota: ReplyBytesQuota
 
     /// Builds the object tree for `model` on `connection`. Call on the connection's queue, before
     /// requesting the bus name, so that no client can see a half-exported daemon.
@@ -84,6 +92,7 @@ public final class Service: @unchecked Sendable {
         round = Round(model: model, commands: self.commands, store: store)
         executionIO = CommandIOLoop(capacity: self.commands.maximumRunning)
         self.options = options
+        replyQuota = ReplyBytesQuota(limit: options.maximumReplyBytesPerUID)
         tree = ObjectTree(connection: connection)
         // Checks need the caller's credentials; the lookup it costs is skipped when all is allowed.
         // (They are forgotten on NameOwnerChanged, which matchRules already subscribes to.)
@@ -95,6 +104,7 @@ public final class Service: @unchecked Sendable {
         tree.replyTooLarge = { call, size, limit in Self.replyTooLarge(call, size: size, limit: limit) }
         tree.onOversizedSignal = { Self.log($0) }
         tree.accessCheck = { [unowned self] access, call throws(DBusError) in try check(access, call) }
+        tree.replyAdmission = { [unowned self] call, credentials, size in admitReply(to: call, of: size, caller: credentials) }
         tree.addObjectManager(at: Key.rootPath)
         tree.export(ExportedObject { [unowned self] in [managerDescription()] }, at: Key.rootPath)
         // Before the name is owned: no InterfacesAdded (see ObjectTree.export), which at start-up
@@ -122,6 +132,19 @@ public final class Service: @unchecked Sendable {
                     .handlerVanished, "the handler of command \(execution.command) left the bus during execution \(execution.id)").dbusError))
             }
         }
+    }
+
+    /// Methods that act without being writes the tree knows of (``MethodDescription/writes``):
+    /// their replies are small and never refused, or the caller would be told that what it
+    /// started did not happen.
+    static let actingMethods: Set<String> = ["Start", "Execute", "Cancel", "Reload", "RegisterHandler", "UnregisterHandler"]
+
+    /// Charges a reply to its caller's uid (``ReplyBytesQuota``); the refusal to send instead
+    /// when the uid's quota is spent.
+    private func admitReply(to call: Message, of size: Int, caller: Credentials?) -> DBusError? {
+        guard let caller, !options.access.isPrivileged(caller), !Self.actingMethods.contains(call.member ?? "") else { return nil }
+        guard let used = replyQuota.charge(size, to: caller.userID, now: DispatchTime.now().uptimeNanoseconds) else { return nil }
+        return replyQuota.refusal(size: size, uid: caller.userID, used: used)
     }
 
     /// `LimitsExceeded` for a reply too big for one message, saying how to ask for less.

@@ -80,6 +80,10 @@ struct DaemonOptions {
         .value("max-bindings-per-client", "N", help: "Refuse more than N bindings from one connection (default 64).") { o, v throws(UsageError) in
             o.service.maximumBindingsPerClient = try positive(v, "--max-bindings-per-client")
         },
+        .value("max-reply-bytes-per-uid", "BYTES",
+               help: "Refuse replies past BYTES sent to one uid within 10 s, so a caller that never reads cannot stall the bus for everyone; root and the daemon's user are exempt (default 33554432).") { o, v throws(UsageError) in
+            o.service.maximumReplyBytesPerUID = try positive(v, "--max-reply-bytes-per-uid")
+        },
         .value("max-executions", "N", help: "Refuse more than N command executions running at once (default 64).") { o, v throws(UsageError) in
             o.maximumExecutions = try positive(v, "--max-executions")
         },

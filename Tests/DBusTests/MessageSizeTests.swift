@@ -156,4 +156,50 @@ final class SignalLog: @unchecked Sendable { // every access holds `lock`
         _ = await eventually(timeout: 10) { lock.withLock { condition(entries) } }
         return lock.withLock { entries }
     }
+
+    private final class Admissions: @unchecked Sendable { // confined to the service's queue
+        var asked: [(member: String, uid: UInt32?, size: Int)] = []
+    }
+
+    func testReplyAdmissionSeesTheCallerAndTheSizeAndItsErrorReplacesTheReply() async throws {
+        let bus = try TestBus.start()
+        defer { bus.stop() }
+        let service = try await bus.connect()
+        let client = try await bus.connect()
+        let admissions = Admissions()
+        let tree = await onQueue(service) { () -> ObjectTree in
+            let tree = ObjectTree(connection: service)
+            tree.requiresCredentials = true
+            tree.replyAdmission = { call, credentials, size in
+                admissions.asked.append((call.member ?? "", credentials?.userID, size))
+                return size > 5000 ? DBusError(name: DBusError.Name.limitsExceeded, message: "\(size) bytes are too many for you") : nil
+            }
+            tree.export(ExportedObject {
+                [InterfaceDescription("org.propbus.Test", properties: .fixed([
+                    PropertyDescription("Big", type: .string, get: { .string(String(repeating: "x", count: 10_000)) }),
+                    PropertyDescription("Small", type: .int32, get: { .int32(1) }),
+                ]))]
+            }, at: "/o")
+            return tree
+        }
+        for member in ["Get", "GetAll"] {
+            let arguments: [DBusValue] = member == "Get" ? [.string("org.propbus.Test"), .string("Big")] : [.string("org.propbus.Test")]
+            do {
+                _ = try await client.call(destination: service.uniqueName, path: "/o", interface: "org.freedesktop.DBus.Properties",
+                                          member: member, arguments: arguments)
+                XCTFail("\(member): a refused reply went out")
+            } catch {
+                XCTAssertEqual(error.name, DBusError.Name.limitsExceeded)
+                XCTAssertTrue(error.message.contains("too many for you"), error.message)
+            }
+        }
+        let small = try await client.call(destination: service.uniqueName, path: "/o", interface: "org.freedesktop.DBus.Properties",
+                                          member: "Get", arguments: [.string("org.propbus.Test"), .string("Small")])
+        XCTAssertEqual(small, [.variant(.int32(1))])
+        let asked = await onQueue(service) { admissions.asked.map { "\($0.member) \($0.uid.map(String.init) ?? "nil") \($0.size > 10_000)" } }
+        XCTAssertEqual(asked, ["Get \(getuid()) true", "GetAll \(getuid()) true", "Get \(getuid()) false"])
+        withExtendedLifetime(tree) {}
+        service.close()
+        client.close()
+    }
 }

@@ -256,6 +256,33 @@ final class HostileValueTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertEqual(other, .string("served"))
     }
 
+    /// Issue 26, defect 3: a search that compares far more than it reads (a needle that nearly
+    /// matches at every position) is charged for its comparisons, at Set and at Bind alike.
+    func testAnAdversarialSearchIsRefusedNamingTheWorkBudgetAtSetAndAtBind() async throws {
+        try await client.create("search.needle", "s", default: .string("b" + String(repeating: "a", count: 4095)))
+        try await client.create("search.source", "s", default: .string(""))
+        try await client.create("search.found", "b", default: .boolean(false))
+        let search = Array(repeating: "!contains(value, search.needle)", count: 67).joined(separator: " && ")
+        let options: [String: DBusValue] = ["to_key": .variant(.string(search)), "direction": .variant(.string("from"))]
+        try await bind("search.found", to: "search.source", options)
+        let megabyte = DBusValue.string(String(repeating: "a", count: 1_000_000))
+        await assertDBusError(PropBusAPI.error("LimitsExceeded"), containing: ["binding", "search.found", "work budget"]) {
+            try await self.client.set("search.source", megabyte)
+        }
+        let source = try await client.get("search.source")
+        XCTAssertEqual(source, .string(""))
+        // At Bind time the first sync runs the same transform under the same budget.
+        try await client.create("search.held", "s", default: megabyte)
+        try await client.create("search.other", "b", default: .boolean(false))
+        await assertDBusError(PropBusAPI.error("LimitsExceeded"), containing: ["search.other", "work budget"]) {
+            try await self.bind("search.other", to: "search.held", options)
+        }
+        // An ordinary value still flows, and the daemon goes on serving.
+        try await client.set("search.source", .string("abc"))
+        let found = try await client.get("search.found")
+        XCTAssertEqual(found, .boolean(true))
+    }
+
     // MARK: Item 9: executions always end
 
     func testAnExecutionWhoseCallerLeavesIsCancelled() async throws {

@@ -44,7 +44,9 @@ final class TransientTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertGreaterThan(next, last, "a revision was handed out twice")
     }
 
-    func testTransientKeysKeepWorkingOnAFullDisk() async throws {
+    /// Restarts the daemon on a 2 MiB tmpfs mounted as the state directory (unmounted at the
+    /// end of the test).
+    private func restartOnSmallDisk() async throws {
         guard geteuid() == 0 else {
             throw XCTSkip("needs root to mount a small tmpfs as the state directory")
         }
@@ -55,11 +57,20 @@ final class TransientTests: DaemonTestCase, @unchecked Sendable {
         let directory = stateDirectory.path
         addTeardownBlock { _ = try? await runCommand("umount", ["-l", directory], environment: [:]) }
         daemon = try await Daemon.start(on: bus, watcher: client)
+    }
+
+    /// Fills the state directory's file system.
+    private func fillTheDisk() async throws {
+        _ = try await runCommand("dd", ["if=/dev/zero", "of=\(filler)", "bs=64k"], environment: [:], timeout: 30)
+    }
+
+    private var filler: String { stateDirectory.appendingPathComponent("filler").path }
+
+    func testTransientKeysKeepWorkingOnAFullDisk() async throws {
+        try await restartOnSmallDisk()
         try await createTransient()
         try await client.create("app.p", "i", default: .int32(0))
-        // Fill the disk.
-        let filler = stateDirectory.appendingPathComponent("filler").path
-        _ = try await runCommand("dd", ["if=/dev/zero", "of=\(filler)", "bs=64k"], environment: [:], timeout: 30)
+        try await fillTheDisk()
         var revision: UInt64 = 0
         for index in 0..<100 {
             try await client.set("vm.search", .string("still working \(index)"))
@@ -74,5 +85,52 @@ final class TransientTests: DaemonTestCase, @unchecked Sendable {
         try await client.set("vm.search", .string("after a failed persistent write"))
         let persistent = try await client.get("app.p")
         XCTAssertEqual(persistent, .int32(0))
+    }
+
+    /// Issue 26, defect 6: the write that reserves the next block of revisions failed on a full
+    /// disk "without failing the round", the daemon went on handing out revisions it had not
+    /// recorded, and after kill -9 the same revisions came again: a CompareAndSet with a
+    /// revision read before the crash then succeeded on a different value (ABA).
+    func testRevisionsNeverRepeatAfterACrashOnAFullDisk() async throws {
+        try await restartOnSmallDisk()
+        let keys = (0..<100).map { "vm.k\($0)" }
+        for key in keys { try await client.create(key, "s", default: .string(""), options: ["persistent": .variant(.boolean(false))]) }
+        try await client.apply(set: keys.map { ($0, .string("start")) })
+        try await fillTheDisk()
+        // 100 revisions a call: well past one reserved block (4096) if nothing refuses.
+        var refused: DBusError?
+        for round in 0..<50 {
+            do {
+                try await client.apply(set: keys.map { ($0, .string("before \(round)")) })
+            } catch let error as DBusError {
+                refused = error
+                break
+            }
+        }
+        if let refused { XCTAssertEqual(refused.name, PropBusAPI.error("StoreFailed"), refused.message) }
+        var handedOut: [String: (value: DBusValue, revision: UInt64)] = [:]
+        for key in keys { handedOut[key] = try await client.getWithRevision(key) }
+        let (newest, read) = handedOut.max { $0.value.revision < $1.value.revision }!
+        daemon.process.signal(SIGKILL)
+        _ = await daemon.process.waitForExit(timeout: 10)
+        _ = await eventually { !((try? await client.nameHasOwner()) ?? true) }
+        try FileManager.default.removeItem(atPath: filler)
+        daemon = try await Daemon.start(on: bus, watcher: client)
+
+        // Count up to just below the revision read before the crash, then change that key.
+        let others = keys.filter { $0 != newest }
+        var step = 0
+        var current = try await client.compareAndSet(others[0], revision: try await client.getWithRevision(others[0]).revision, .string("after"))
+        while current + 1 < read.revision {
+            step += 1
+            let batch = others.prefix(Int(min(UInt64(others.count), read.revision - current - 1)))
+            try await client.apply(set: batch.map { ($0, .string("after \(step)")) })
+            current += UInt64(batch.count)
+        }
+        let changed = try await client.compareAndSet(newest, revision: try await client.getWithRevision(newest).revision, .string("someone else's"))
+        XCTAssertGreaterThan(changed, read.revision, "revision \(changed) was handed out before the crash too (\(newest) was \(read.value) then)")
+        await assertDBusError(PropBusAPI.error("Conflict")) {
+            try await self.client.compareAndSet(newest, revision: read.revision, .string("based on \(read.value)"))
+        }
     }
 }

@@ -41,7 +41,7 @@ final class DaemonOptionsTests: XCTestCase {
         let options = try run([
             "--address", "unix:path=/run/x", "--system-access", "--max-value-size=4096", "--max-message-size", "65536",
             "--max-properties", "10", "--max-bindings-per-client", "3", "--max-executions", "2",
-            "--model", "a.json", "--model=b.json", "--strict-models", "--state-dir", "/tmp/s", "--recover", "--in-memory",
+            "--max-reply-bytes-per-uid", "1000", "--model", "a.json", "--model=b.json", "--strict-models", "--state-dir", "/tmp/s", "--recover", "--in-memory",
             "--max-model-file-size", "1024",
         ])
         guard case .address("unix:path=/run/x") = options.bus else { return XCTFail("\(options.bus)") }
@@ -50,6 +50,7 @@ final class DaemonOptionsTests: XCTestCase {
         XCTAssertEqual(options.limits.maximumMessageSize, 65536)
         XCTAssertEqual(options.limits.maximumProperties, 10)
         XCTAssertEqual(options.service.maximumBindingsPerClient, 3)
+        XCTAssertEqual(options.service.maximumReplyBytesPerUID, 1000)
         XCTAssertEqual(options.maximumExecutions, 2)
         XCTAssertEqual(options.models, ["a.json", "b.json"])
         XCTAssertEqual(options.maximumModelFileSize, 1024)

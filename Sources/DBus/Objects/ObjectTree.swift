@@ -62,6 +62,16 @@ public final class ObjectTree: @unchecked Sendable {
         DBusError(name: DBusError.Name.limitsExceeded, message: "the reply to \(call.member ?? "the call") \(size.excess(over: limit) ?? "is too big")")
     }
 
+    /// Asked before a successful reply of `size` bytes (headers included) is queued for the
+    /// sender of `call`, with the sender's credentials once ``requiresCredentials`` is on; an
+    /// error it returns is sent instead of the reply. Not asked for the reply of a method that
+    /// writes (``MethodDescription/writes``): that write took effect, and an error would say
+    /// otherwise. A bus holds what a slow reader has not
+    /// read yet against the *sending* connection (dbus-daemon stops reading from a sender past
+    /// its `max_incoming_bytes`), so a service can charge reply bytes to their reader here.
+    /// Runs on the connection's queue.
+    public var replyAdmission: ((_ call: Message, _ credentials: Credentials?, _ size: Int) -> DBusError?)?
+
     /// Reports what the tree had to leave out of a signal that was too big; the daemon logs it.
     public var onOversizedSignal: ((String) -> Void)?
     /// Decides whether a call may run a method whose description declares a privilege
@@ -337,8 +347,8 @@ public final class ObjectTree: @unchecked Sendable {
             let isWrite = method.writes
             if isWrite { roundHasWrites = true }
             switch try method.handler(call) {
-            case .reply(let values): reply(to: message, .success(values), isWrite: isWrite)
-            case .stream(let body): reply(to: message, streaming: body, isWrite: isWrite)
+            case .reply(let values): reply(to: message, .success(values), isWrite: isWrite, credentials: credentials)
+            case .stream(let body): reply(to: message, streaming: body, isWrite: isWrite, credentials: credentials)
             case .deferred: break
             }
         } catch {
@@ -374,7 +384,8 @@ public final class ObjectTree: @unchecked Sendable {
         }
     }
 
-    private func reply(to message: Message, _ result: Result<[DBusValue], DBusError>, isWrite: Bool = false) {
+    private func reply(to message: Message, _ result: Result<[DBusValue], DBusError>, isWrite: Bool = false,
+                       credentials: Credentials? = nil) {
         guard !message.noReply else { return }
         var reply: Message?
         var result = result
@@ -382,6 +393,8 @@ public final class ObjectTree: @unchecked Sendable {
             let size = messageSize(values, path: "", member: "")
             if size.excess(over: maximumMessageSize) != nil {
                 result = .failure(replyTooLarge(message, size, maximumMessageSize))
+            } else if !isWrite, let refusal = replyAdmission?(message, credentials, size.bytes) {
+                result = .failure(refusal)
             } else {
                 pendingReplyBytes += size.bytes
             }
@@ -412,7 +425,7 @@ public final class ObjectTree: @unchecked Sendable {
     /// Replies with a body written straight into the message. The writer stops appending at the
     /// message limit and only counts the rest, so a reply too big to send becomes
     /// ``replyTooLarge`` (with its whole size) having built no more than the limit.
-    private func reply(to message: Message, streaming body: ReplyBody, isWrite: Bool = false) {
+    private func reply(to message: Message, streaming body: ReplyBody, isWrite: Bool = false, credentials: Credentials? = nil) {
         guard !message.noReply, let built = message.makeReturn() else { return }
         var writer = MessageBodyWriter.appending(to: built, limit: maximumMessageSize - Self.headerAllowance,
                                                  arrayLimit: Self.protocolArrayLimit)
@@ -420,6 +433,10 @@ public final class ObjectTree: @unchecked Sendable {
         let size = MessageSize(bytes: writer.size + Self.headerAllowance, largestArray: writer.largestArray)
         guard size.excess(over: maximumMessageSize) == nil, !writer.overflowed else {
             reply(to: message, .failure(replyTooLarge(message, size, maximumMessageSize)))
+            return
+        }
+        if writer.failure == nil, !isWrite, let refusal = replyAdmission?(message, credentials, size.bytes) {
+            reply(to: message, .failure(refusal))
             return
         }
         var reply = built

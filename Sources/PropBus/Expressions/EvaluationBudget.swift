@@ -5,19 +5,24 @@
 /// - no intermediate string may grow past ``maximumSize`` (the daemon's `--max-value-size`): a
 ///   result that large would be refused anyway, and checking only the end result let
 ///   `value + value + …` build hundreds of megabytes first;
-/// - ``remaining`` work units: one per node evaluated plus one per byte a string operation
-///   reads or builds, so many steps each below the size limit still stop early.
+/// - ``remaining`` work units: one per node evaluated, one per byte a string operation reads or
+///   builds, and for a search (`contains`) one per comparison plus the bytes it compares, so
+///   many steps each below the size limit, or a search that compares far more than it reads,
+///   still stop early.
 public struct EvaluationBudget: Sendable {
     /// The largest intermediate string, in UTF-8 bytes.
     public let maximumSize: Int
     /// The work left.
     public private(set) var remaining: Int
+    /// The work granted at the start, for the refusal's message.
+    public let work: Int
 
     /// A budget for strings up to `maximumSize` bytes and `work` units in all; by default 64
     /// times the size limit, which any real transform (or chain of them) stays far below.
     public init(maximumSize: Int = 1 << 20, work: Int? = nil) {
         self.maximumSize = maximumSize
-        remaining = work ?? (64 * maximumSize + 65536)
+        self.work = work ?? (64 * maximumSize + 65536)
+        remaining = self.work
     }
 
     /// Spends `units`, or throws when the budget is used up.
@@ -25,7 +30,7 @@ public struct EvaluationBudget: Sendable {
         remaining -= units
         guard remaining >= 0 else {
             remaining = 0
-            throw PropBusError(.limitsExceeded, "the evaluation exceeded its work budget (it would copy far more than the value size limit of \(maximumSize) bytes)")
+            throw PropBusError(.limitsExceeded, "the evaluation exceeded its work budget of \(work) units (one per byte read, built or compared; the value size limit is \(maximumSize) bytes)")
         }
     }
 

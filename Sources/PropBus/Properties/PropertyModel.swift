@@ -93,6 +93,10 @@ public final class PropertyModel {
     /// Revisions up to here are reserved in the store: transient changes hand them out without
     /// touching the disk (issue 11: transient means memory), and a restart starts above them.
     private var reservedRevision: UInt64 = 0
+    /// ``reservedRevision`` at the last commit: what the store has recorded. A rolled-back round
+    /// goes back to it, so the next one reserves again rather than hand out what was never
+    /// recorded.
+    private var reservedAtCommit: UInt64 = 0
     /// How many revisions one reservation covers: one small write per this many transient changes.
     static let revisionBlock: UInt64 = 4096
     /// The daemon-side channels (SPEC §5).
@@ -168,6 +172,7 @@ public final class PropertyModel {
             }
         }
         reservedRevision = revision
+        reservedAtCommit = revision
         for binding in state.bindings { bindings.insert(binding) }
         bindings.reserveIDs(below: state.nextBindingID)
         revisionAtCommit = revision
@@ -198,6 +203,7 @@ public final class PropertyModel {
         if undoLog.capacity > Self.keptUndoCapacity { undoLog = [:] } else { undoLog.removeAll(keepingCapacity: true) }
         undoUnclaimed.removeAll(keepingCapacity: true)
         revisionAtCommit = revision
+        reservedAtCommit = reservedRevision
         bindingsAtCommit = nil
         keysReadThisRound.removeAll(keepingCapacity: true)
     }
@@ -217,6 +223,7 @@ public final class PropertyModel {
         for (key, stored) in undoUnclaimed { unclaimedValues[key] = stored }
         if let bindingsAtCommit { bindings = bindingsAtCommit }
         revision = revisionAtCommit
+        reservedRevision = reservedAtCommit
         commitRound()
         return touched
     }

@@ -38,8 +38,9 @@ public final class SQLiteStore: PropertyStore {
     /// A store written before `application_id` existed gets it with its next commit: opening
     /// writes nothing (see the daemon's start-up rule).
     private var pendingApplicationID = false
-    /// A revision ceiling to record (``reserveRevisions(through:)``); kept across a rollback
-    /// until written, since the model already counts on it.
+    /// A revision ceiling to record (``reserveRevisions(through:)``). A round whose reservation
+    /// cannot be written fails like any other: the model hands out no revision above the
+    /// recorded ceiling, or a restart would hand it out again.
     private var pendingReservation: UInt64?
     /// The revision ceiling this connection last committed.
     private var committedCeiling: UInt64?
@@ -406,8 +407,10 @@ public final class SQLiteStore: PropertyStore {
             try open()
         }
         guard hasPendingWrites else {
-            // A round of transient keys only: the reservation alone, best effort. On a full or
-            // read-only disk it waits for a later commit, and the round succeeds all the same.
+            // A round of transient keys only: the reservation alone (one small write per block
+            // of revisions). On a full or read-only disk the round fails: its revisions would
+            // come again after a crash, and a CompareAndSet holding one would succeed on another
+            // value.
             if let reservation = pendingReservation {
                 do {
                     try useSynchronous(normal: false)
@@ -418,6 +421,7 @@ public final class SQLiteStore: PropertyStore {
                     pendingReservation = nil
                 } catch {
                     if database.inTransaction { try? database.execute("ROLLBACK") }
+                    throw PropBusError(.storeFailed, "cannot reserve revisions up to \(reservation) in the store \(path): \(error)")
                 }
             }
             return
@@ -509,7 +513,11 @@ public final class SQLiteStore: PropertyStore {
         }
     }
 
-    public func rollback() { clearPending() }
+    public func rollback() {
+        // The model forgets the round's reservation with the round, and asks again.
+        pendingReservation = nil
+        clearPending()
+    }
 
     private func clearPending() {
         // The capacity of a big commit (a model file's declarations) is let go, not kept.

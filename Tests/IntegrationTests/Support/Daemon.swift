@@ -84,9 +84,12 @@ class DaemonTestCase: XCTestCase {
     /// The session bus's `max_message_size` for every test of a class; the bus's default if nil.
     var busMaxMessageSize: Int? { nil }
 
+    /// More `<limit>`s of the bus (`max_incoming_bytes`, …) for every test of a class.
+    var busLimits: [String: Int] { [:] }
+
     override func setUp() async throws {
         try await super.setUp()
-        bus = try await PrivateBus.start(busKind, maxMessageSize: busMaxMessageSize)
+        bus = try await PrivateBus.start(busKind, maxMessageSize: busMaxMessageSize, limits: busLimits)
         client = try await Client.connect(to: bus)
         daemon = try await Daemon.start(on: bus, arguments: daemonArguments, watcher: client)
     }

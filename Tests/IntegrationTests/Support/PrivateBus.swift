@@ -29,7 +29,7 @@ final class PrivateBus: @unchecked Sendable {
     /// The minimal policy that lets replies through (see PITFALLS: `<allow user="*"/>` breaks
     /// every reply), and the pending-reply limit raised from 128 so pipelined clients are not
     /// refused.
-    static func configuration(socketPath: String, maxMessageSize: Int? = nil) -> String {
+    static func configuration(socketPath: String, maxMessageSize: Int? = nil, limits: [String: Int] = [:]) -> String {
         """
         <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
          "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
@@ -46,6 +46,7 @@ final class PrivateBus: @unchecked Sendable {
           <limit name="max_match_rules_per_connection">50000</limit>
           <limit name="reply_timeout">60000</limit>
           \(maxMessageSize.map { "<limit name=\"max_message_size\">\($0)</limit>" } ?? "")
+          \(limitElements(limits))
         </busconfig>
         """
     }
@@ -54,7 +55,8 @@ final class PrivateBus: @unchecked Sendable {
     /// project's policy file by default) included. The daemon runs as root in tests, so root may
     /// own its name unless `rootOwnsName` is false (on a real system only the `propbus` user may,
     /// by the policy file).
-    static func systemConfiguration(socketPath: String, policy: URL = policyFile, rootOwnsName: Bool = true) -> String {
+    static func systemConfiguration(socketPath: String, policy: URL = policyFile, rootOwnsName: Bool = true,
+                                    limits: [String: Int] = [:]) -> String {
         """
         <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
          "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
@@ -84,8 +86,14 @@ final class PrivateBus: @unchecked Sendable {
           <limit name="max_replies_per_connection">50000</limit>
           <limit name="max_match_rules_per_connection">50000</limit>
           <limit name="reply_timeout">60000</limit>
+          \(limitElements(limits))
         </busconfig>
         """
+    }
+
+    /// `<limit>` elements for `limits` (e.g. `max_incoming_bytes`), in name order.
+    private static func limitElements(_ limits: [String: Int]) -> String {
+        limits.sorted { $0.key < $1.key }.map { "<limit name=\"\($0.key)\">\($0.value)</limit>" }.joined(separator: "\n  ")
     }
 
     private init(address: String, directory: URL, process: ChildProcess, kind: Kind) {
@@ -97,15 +105,15 @@ final class PrivateBus: @unchecked Sendable {
 
     /// Starts a bus and waits until it has printed its address. `maxMessageSize` sets the
     /// session bus's `max_message_size`, so oversized-message cases run in seconds.
-    static func start(_ kind: Kind = .session, maxMessageSize: Int? = nil) async throws -> PrivateBus {
+    static func start(_ kind: Kind = .session, maxMessageSize: Int? = nil, limits: [String: Int] = [:]) async throws -> PrivateBus {
         let directory = try makeTemporaryDirectory(prefix: "pbit-bus")
         let configURL = directory.appendingPathComponent("bus.conf")
         let socketPath = directory.appendingPathComponent("bus").path
         switch kind {
         case .session:
-            try configuration(socketPath: socketPath, maxMessageSize: maxMessageSize).write(to: configURL, atomically: true, encoding: .utf8)
+            try configuration(socketPath: socketPath, maxMessageSize: maxMessageSize, limits: limits).write(to: configURL, atomically: true, encoding: .utf8)
         case .system:
-            try systemConfiguration(socketPath: socketPath).write(to: configURL, atomically: true, encoding: .utf8)
+            try systemConfiguration(socketPath: socketPath, limits: limits).write(to: configURL, atomically: true, encoding: .utf8)
             // mkdtemp makes the directory 0700; other users must reach the socket inside.
             chmod(directory.path, 0o755)
         }
