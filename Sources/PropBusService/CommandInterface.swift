@@ -36,7 +36,7 @@ extension Service {
             state("Executions", .uint32) { state, _ in .uint32(state.executions) },
             state("AllowsConcurrentExecution", .boolean) { _, definition in .boolean(definition.concurrent) },
         ]), signals: [
-            SignalDescription("Started", [("id", .uint64), ("input", .variant)]),
+            SignalDescription("Started", [("id", .uint64), ("input_size", .uint64)]),
             SignalDescription("Finished", [("id", .uint64), ("result", .variant)]),
             SignalDescription("Failed", [("id", .uint64), ("error_name", .string), ("message", .string)]),
         ])
@@ -54,7 +54,7 @@ extension Service {
                 let before = (try? Key(keyText)).flatMap { commands.definition(of: $0) }
                 let commandOptions = try call.dictionary("options")
                 publish(try bridged { () throws(PropBusError) in
-                    try commands.create(key: keyText, options: commandOptions)
+                    try commands.create(key: keyText, options: commandOptions, creator: call.credentials?.userID)
                 })
                 if let before {
                     // Created again with other options: AllowsConcurrentExecution is no model key,

@@ -20,6 +20,8 @@ struct DaemonOptions {
     var models: [String] = []
     /// `--max-executions`: command executions running at once, across all commands.
     var maximumExecutions = 64
+    /// `--quota NAME=N`: per-uid quotas other than the defaults (with access control only).
+    var quotas: [Quota: UInt64] = [:]
     /// `--system-access`: check callers as on the system bus, whatever the bus (SPEC §7).
     var systemAccess = false
     /// `--strict-models`: a bad model file stops the start instead of being skipped.
@@ -80,6 +82,12 @@ struct DaemonOptions {
         },
         .value("max-executions", "N", help: "Refuse more than N command executions running at once (default 64).") { o, v throws(UsageError) in
             o.maximumExecutions = try positive(v, "--max-executions")
+        },
+        .value("quota", "NAME=N", help: "Hold each uid other than root and propbusd's own to N of NAME (with --system or --system-access): " + Quota.allCases.map { "\($0.rawValue) (\($0.noun); default \($0.defaultLimit))" }.joined(separator: ", ") + ". Repeatable.", repeatable: true) { o, v throws(UsageError) in
+            switch Quotas.parse(v) {
+            case .success(let (quota, limit)): o.quotas[quota] = limit
+            case .failure(let error): throw usage(error.message)
+            }
         },
         .value("model", "FILE", help: "Also read this model file; the config directory's *.json come first.", repeatable: true) { o, v in
             o.models.append(v)

@@ -6,7 +6,7 @@ import XCTest
 /// per uid (root and the daemon's own user exempt), answered with `LimitsExceeded` naming the
 /// quota and the uid. Run as `nobody` on a system-like bus with `--system-access`.
 final class AccessControlQuotaTests: AccessControlTestCase, @unchecked Sendable {
-    static let limitsExceeded = PropBusAPI.standard("LimitsExceeded")
+    static let limitsExceeded = PropBusAPI.error("LimitsExceeded")
     private let nobodyWriters: [String: DBusValue] = ["writers": .array(of: .string, [.string("nobody")])]
 
     override var daemonArguments: [String] { ["--system-access", "--max-value-size", "16384", "--max-executions", "8"] }

@@ -23,6 +23,10 @@ public struct CommandDefinition: Hashable, Sendable {
     public var description = ""
     /// Who may execute it (SPEC §7), as for properties.
     public var writers: [String]?
+    /// The uid that created it, charged with it (``Quota/commands``); `nil`: the daemon's own
+    /// (a model file) or created without access control. Not a `CreateCommand` option: the
+    /// store keeps it in ``storedOptions``.
+    public var creator: UInt32?
 
     /// The option names `CreateCommand` accepts.
     public static let optionNames = ["exec", "handler", "enabled_when", "concurrent", "timeout", "persistent", "description", "writers"]
@@ -101,6 +105,24 @@ public struct CommandDefinition: Hashable, Sendable {
         if let timeout { result["timeout"] = .double(timeout) }
         if let writers { result["writers"] = .array(of: .string, writers.map { .string($0) }) }
         return result
+    }
+
+    /// The option under which the store keeps ``creator`` (no caller may pass it).
+    static let creatorOption = "creator"
+
+    /// ``options`` with the ``creator``, as the store keeps them.
+    public var storedOptions: [String: DBusValue] {
+        var result = options
+        if let creator { result[Self.creatorOption] = .uint32(creator) }
+        return result
+    }
+
+    /// Stored options without the creator, and the creator.
+    static func splittingCreator(_ stored: [String: DBusValue]) -> (options: [String: DBusValue], creator: UInt32?) {
+        var options = stored
+        guard let value = options.removeValue(forKey: creatorOption) else { return (options, nil) }
+        if case .uint32(let uid) = value.unwrappingVariant { return (options, uid) }
+        return (options, nil)
     }
 
     /// Whether an execution needs a registered handler.
