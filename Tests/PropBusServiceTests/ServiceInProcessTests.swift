@@ -99,7 +99,7 @@ final class ServiceInProcessTests: XCTestCase, @unchecked Sendable {
             XCTAssertEqual(unchecked, [], "methods that write but declare no privilege")
             return methods.filter(\.access.isNone).map(\.name).sorted()
         }
-        XCTAssertEqual(open, ["ListBindings", "ListCommands", "ListExecutions", "ListFleetHosts", "ListProperties", "UnregisterHandler"])
+        XCTAssertEqual(open, ["ListBindings", "ListCommands", "ListExecutions", "ListFleetHosts", "ListProperties", "ListUsage", "UnregisterHandler"])
     }
 
     func testCallsReachTheModelAndChangesAreSignalledOnce() async throws {

@@ -41,4 +41,30 @@ final class BindingStoreTests: XCTestCase {
         XCTAssertEqual(model.bindings.count(principal: 65534), 1)
         XCTAssertEqual(model.bindings.all.first?.options["principal"], .uint32(65534))
     }
+
+    func testPropertiesAndCommandsKeepTheirCreatorAcrossARestart() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("propbus-creator-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        do {
+            let store = try SQLiteStore(path: directory + "/propbus.db")
+            let model = try PropertyModel(store: store)
+            _ = try model.create(key: "n.a", type: "s", defaultValue: .string(""), creator: 65534)
+            _ = try model.create(key: "n.b", type: "i", defaultValue: .int32(0))
+            _ = try model.set("n.a", to: .string("abc"))
+            let commands = CommandTable(model: model, store: store)
+            _ = try commands.create(key: "jobs.a", options: ["exec": .array(of: .string, [.string("true")])], creator: 65534)
+            try store.commit()
+        }
+        let store = try SQLiteStore(path: directory + "/propbus.db")
+        let loaded = try store.load()
+        let model = PropertyModel(store: store, loaded: loaded)
+        XCTAssertEqual(model.entry(for: try Key("n.a"))?.definition.creator, 65534)
+        XCTAssertNil(model.entry(for: try Key("n.b"))?.definition.creator)
+        XCTAssertEqual(model.usage.usage(of: 65534), [.properties: 1, .storedBytes: 8])
+        let commands = CommandTable(model: model, store: store)
+        XCTAssertEqual(commands.recreate(loaded.commands).count, 0)
+        XCTAssertEqual(commands.definition(of: try Key("jobs.a"))?.creator, 65534)
+        XCTAssertEqual(commands.usage.used(.commands, by: 65534), 1)
+    }
 }
