@@ -100,4 +100,44 @@ final class AccessControlQuotaTests: AccessControlTestCase, @unchecked Sendable 
         guard case .uint64(let size)? = started.arguments.last else { return XCTFail("Started carries the input's size (t): \(started.arguments)") }
         XCTAssertTrue(size >= 7 && size < 64, "a 7-byte string's marshalled size: \(size)")
     }
+
+    // MARK: Usage
+
+    func testUsageIsShownToEachUidForItselfAndToRootForEveryone() async throws {
+        try await client.create("mine.a", "i", default: .int32(0), options: nobodyWriters)
+        try await client.create("public.n", "i", default: .int32(3))
+        assertSucceeded(try await persistentBindAsNobody(1))
+        assertSucceeded(try await persistentBindAsNobody(2))
+
+        let own = try await gdbusAsNobody(PropBusAPI.rootPath, "org.propbus.PropBus1.Manager.GetUsage", ["uint32 \(Self.nobody)"])
+        assertSucceeded(own)
+        XCTAssertTrue(own.stdout.contains("'bindings': (uint64 2, uint64 64)"), "\(own)")
+        assertDenied(try await gdbusAsNobody(PropBusAPI.rootPath, "org.propbus.PropBus1.Manager.GetUsage", ["uint32 0"]), naming: "uid 0")
+
+        let status = try await propctlAsNobody(["status", "--json"])
+        assertSucceeded(status)
+        XCTAssertTrue(status.stdout.contains("\"uid\":\(Self.nobody)"), "\(status)")
+        XCTAssertFalse(status.stdout.contains("\"uid\":0"), "nobody sees only its own usage: \(status)")
+
+        let rootStatus = try await tool(BuildProducts.propctl, ["--address", bus.address, "status"])
+        XCTAssertTrue(rootStatus.succeeded, "\(rootStatus)")
+        // Piped, a table is tab-separated and has no header: UID, then the quotas by name
+        // (bindings, commands, executions, input-bytes, properties, stored-bytes).
+        let rows = rootStatus.stdout.split(separator: "\n").map { $0.split(whereSeparator: { $0 == "\t" || $0 == " " }).map(String.init) }
+        XCTAssertTrue(rows.contains { $0 == ["\(Self.nobody)", "2/64", "0/64", "0/16", "0/16777216", "0/1000", "0/16777216"] }, "\(rootStatus.stdout)")
+        // Root's own (two properties created, no quota) shows without a limit.
+        XCTAssertTrue(rows.contains { $0.first == "0" }, "\(rootStatus.stdout)")
+    }
+
+    func testPropertiesCreatedByAUidAreStillCountedAfterARestart() async throws {
+        try await client.create("mine.a", "i", default: .int32(0), options: nobodyWriters)
+        try await client.create("mine.b", "s", default: .string(""))
+        try await client.set("mine.b", .string("abc"))
+        try await restartDaemon(arguments: daemonArguments)
+        let reply = try await client.call(PropBusAPI.manager, "GetUsage", [.uint32(0)])
+        guard case .dictionary(_, _, let entries)? = reply.first else { return XCTFail("GetUsage replied \(reply)") }
+        let usage = Dictionary(uniqueKeysWithValues: entries.compactMap { entry in entry.key.stringValue.map { ($0, entry.value) } })
+        XCTAssertEqual(usage["properties"], .structure([.uint64(2), .uint64(.max)]), "root's, with no quota: \(usage)")
+        XCTAssertEqual(usage["stored-bytes"], .structure([.uint64(8), .uint64(.max)]), "\(usage)")
+    }
 }
