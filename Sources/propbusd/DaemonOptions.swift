@@ -176,6 +176,8 @@ struct DaemonOptions {
 
         On the system bus, or with --system-access, callers are checked: root, propbusd's own user and members of group propbus may write; a property's writers option replaces that set, and secret properties are readable by their writers only. On the session bus all is allowed.
 
+        With access control on, what each uid holds is charged to it and held to a quota (--quota NAME=N; root and propbusd's own user have none): bindings (64, persistent ones included), running executions (16; the last eighth of --max-executions is kept for root), bytes of command input (16777216), properties created (1000), commands created (64) and bytes of values stored in the properties a uid created (16777216). Over one, LimitsExceeded names the uid and the quota; propctl status shows each uid's usage (Manager.GetUsage, ListUsage).
+
         Model files are read at start and again on SIGHUP or Manager.Reload (propctl reload): new keys appear, changed ones apply, keys a file no longer declares leave the bus while their stored values stay (propctl prune deletes them). A bad file is skipped and logged. Only one propbusd may use a state directory at a time (a lock file, propbusd.lock).
 
         With --fleet, keys created with scope fleet are shared by every propbusd using the same etcd cluster and PREFIX (see docs/fleet.md): a write of one is sent to etcd as one transaction and answered once etcd accepted it; changes from other hosts arrive through a watch. Reads serve the local mirror, also while etcd is unreachable; writes of fleet keys then fail with Unavailable. Manager.FleetState and FleetRevision tell the state (propctl status).
