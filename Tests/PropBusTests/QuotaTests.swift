@@ -81,6 +81,9 @@ final class QuotaTests: XCTestCase {
         XCTAssertEqual(Quotas.reservedExecutions(of: 64), 8)
         XCTAssertEqual(Quotas.reservedExecutions(of: 8), 1)
         XCTAssertEqual(Quotas.reservedExecutions(of: 1), 0, "a single slot is no one's reserve")
+        let quotas = Quotas.enforcing(daemonUserID: 998)
+        XCTAssertEqual([0, 998, 65534, nil].map(quotas.mayUseReserve), [true, true, false, false], "not a caller of unknown uid")
+        XCTAssertTrue(Quotas.off.mayUseReserve(nil))
     }
 
     // MARK: Bindings

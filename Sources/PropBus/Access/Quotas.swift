@@ -78,6 +78,13 @@ public struct Quotas: Sendable, Equatable {
         return exempt.contains(uid)
     }
 
+    /// Whether `uid` may take the execution slots kept for exempt callers: root and the
+    /// daemon's user, or anyone when quotas are off; not a caller of unknown uid.
+    public func mayUseReserve(_ uid: UInt32?) -> Bool {
+        guard isEnabled else { return true }
+        return uid.map(exempt.contains) ?? false
+    }
+
     /// `uid`'s quota of `quota`; `nil`: unlimited.
     public func limit(_ quota: Quota, for uid: UInt32?) -> UInt64? {
         isExempt(uid) ? nil : limits[quota]
@@ -147,6 +154,9 @@ public struct UsageLedger: Sendable, Equatable {
 
     /// Everything `uid` holds, by quota (only what is above zero).
     public func usage(of uid: UInt32) -> [Quota: UInt64] { used[uid] ?? [:] }
+
+    /// Whether no uid holds anything.
+    public var isEmpty: Bool { used.isEmpty }
 
     /// The uids that hold anything.
     public var principals: Set<UInt32> { Set(used.keys) }

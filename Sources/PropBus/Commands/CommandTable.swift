@@ -247,12 +247,14 @@ public final class CommandTable {
         guard count < maximumRunning else {
             throw PropBusError(.limitsExceeded, "cannot execute \(key): the daemon already runs the maximum of \(maximumRunning) executions")
         }
-        if !quotas.isExempt(principal) {
+        if !quotas.mayUseReserve(principal) {
             let reserved = Quotas.reservedExecutions(of: maximumRunning)
             guard count < maximumRunning - reserved else {
                 throw PropBusError(.limitsExceeded, "cannot execute \(key): \(count) of the \(maximumRunning) executions the daemon runs at most (--max-executions) run now, and the last \(reserved) are kept for root and the daemon's user, not for uid \(principal.map(String.init) ?? "unknown")")
             }
-            let held = usage.usage(of: principal!)
+        }
+        if let principal, !quotas.isExempt(principal) {
+            let held = usage.usage(of: principal)
             try quotas.check(.executions, uid: principal, using: held[.executions] ?? 0, "cannot execute \(key)")
             try quotas.check(.inputBytes, uid: principal, using: held[.inputBytes] ?? 0, adding: UInt64(inputSize), "cannot execute \(key)")
         }

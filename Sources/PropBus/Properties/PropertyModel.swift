@@ -1075,7 +1075,7 @@ public final class PropertyModel {
     /// Refuses writes (`nil`: reset) that would take a creator over its quota of stored bytes.
     /// Charged to the key's creator, whoever writes: a uid's keys hold at most its quota.
     private func checkStoredBytes(_ writes: [(Key, DBusValue?)]) throws(PropBusError) {
-        guard quotas.isEnabled, !usage.principals.isEmpty else { return }
+        guard quotas.isEnabled, !usage.isEmpty else { return }
         var growth: [UInt32: (added: UInt64, removed: UInt64, key: Key)] = [:]
         for (key, value) in writes {
             guard let entry = entries[key], let creator = entry.definition.creator, !quotas.isExempt(creator) else { continue }
