@@ -6,10 +6,16 @@ import XCTest
 
 /// Bindings kept in the SQLite store (moved from ChannelTests, which needs no store).
 final class BindingStoreTests: XCTestCase {
-    func testBindingIDsAreNotReusedAfterARestart() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("propbus-ids-\(UUID().uuidString)").path
+    /// A fresh directory for a store, removed when the test ends.
+    private func storeDirectory(_ name: String) throws -> String {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("propbus-\(name)-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: directory) }
+        return directory
+    }
+
+    func testBindingIDsAreNotReusedAfterARestart() throws {
+        let directory = try storeDirectory("ids")
         do {
             let store = try SQLiteStore(path: directory + "/propbus.db")
             let model = try PropertyModel(store: store)
@@ -25,9 +31,7 @@ final class BindingStoreTests: XCTestCase {
     }
 
     func testAPersistentBindingKeepsItsPrincipalAcrossARestart() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("propbus-principal-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let directory = try storeDirectory("principal")
         do {
             let store = try SQLiteStore(path: directory + "/propbus.db")
             let model = try PropertyModel(store: store)
@@ -43,9 +47,7 @@ final class BindingStoreTests: XCTestCase {
     }
 
     func testPropertiesAndCommandsKeepTheirCreatorAcrossARestart() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("propbus-creator-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let directory = try storeDirectory("creator")
         do {
             let store = try SQLiteStore(path: directory + "/propbus.db")
             let model = try PropertyModel(store: store)
