@@ -35,7 +35,7 @@ public struct BindingTable: Sendable {
     }
 
     mutating func insert(_ binding: Binding) {
-        if let old = byID[binding.id] { unindex(old) }
+        if byID[binding.id] != nil { remove(binding.id) }
         byID[binding.id] = binding
         if binding.persistent { persistentByChannel[Channel(binding)] = binding.id }
         if let owner = binding.owner { countByOwner[owner, default: 0] += 1 }

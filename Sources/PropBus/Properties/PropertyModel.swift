@@ -439,7 +439,7 @@ public final class PropertyModel {
         return try create(key: key, type: type, defaultValue: defaultValue, options: options, frozen: frozen, creator: creator, keyChecked: true)
     }
 
-    /// ``create(key:type:defaultValue:options:frozen:)`` for a key and type already parsed (a model
+    /// ``create(key:type:defaultValue:options:frozen:creator:)`` for a key and type already parsed (a model
     /// file's declarations: parsing them again was repeated work for every key).
     public func create(key: Key, type: DBusType, defaultValue: DBusValue,
                        options: [String: DBusValue] = [:], frozen: Set<Key> = []) throws(PropBusError) -> [PropertyChange] {
