@@ -120,6 +120,9 @@ final class QuotaTests: XCTestCase {
         assertLimitsExceeded("cannot create n.c: uid 65534 already holds 2 properties, its quota (--quota properties=2)") {
             _ = try model.create(key: "n.c", type: "i", defaultValue: .int32(0), creator: Self.nobody)
         }
+        assertLimitsExceeded("cannot create n.c: uid 65534 already holds 2 properties, its quota (--quota properties=2)") {
+            _ = try model.create(key: "n.c", type: "i", defaultValue: .int32(0), options: ["source": .string("/etc/x.json")], creator: Self.nobody)
+        }
         // Created again, by anyone, a property keeps its creator and costs nothing more.
         _ = try model.create(key: "n.a", type: "i", defaultValue: .int32(1), creator: 0)
         XCTAssertEqual(model.entry(for: try Key("n.a"))?.definition.creator, Self.nobody)

@@ -466,8 +466,9 @@ public final class PropertyModel {
         if existing == nil, entries.count >= limits.maximumProperties {
             throw PropBusError(.limitsExceeded, "cannot create \(key): the daemon holds the maximum of \(limits.maximumProperties) properties")
         }
-        // A model file's declaration makes the key the daemon's; otherwise the first creator keeps it.
-        definition.creator = definition.source == nil ? (existing.map { $0.definition.creator } ?? creator) : nil
+        // A model file's declaration (no caller, a source) makes the key the daemon's; otherwise
+        // the first creator keeps it. A caller's `source` option changes nothing: it is charged.
+        definition.creator = creator == nil && definition.source != nil ? nil : (existing.map { $0.definition.creator } ?? creator)
         if existing == nil, let creator {
             try quotas.check(.properties, uid: creator, using: usage.used(.properties, by: creator), "cannot create \(key)")
         }
