@@ -5,6 +5,7 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <malloc.h>
 
 /* prctl(2) is variadic, which Swift does not import: a fixed-argument wrapper. */
 static inline int propbus_set_child_subreaper(int on) {
@@ -27,5 +28,10 @@ static inline int propbus_pidfd_open(int pid) {
 /* A non-blocking, close-on-exec eventfd(2) counter, to wake a poll(2) loop. */
 static inline int propbus_wakeup_fd(void) {
     return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
+
+/* mallopt(3)'s M_MMAP_THRESHOLD, fixed: glibc no longer raises it after a large free. */
+static inline int propbus_fix_mmap_threshold(int bytes) {
+    return mallopt(M_MMAP_THRESHOLD, bytes);
 }
 #endif

@@ -21,10 +21,13 @@ extension Service {
         guard !input.containsUnixFD else {
             throw .invalidArgs("the input of command \(key) holds a unix fd ('h'); fds cannot be passed to an execution")
         }
-        let (execution, changes) = try bridged { () throws(PropBusError) in try commands.accept(key.text, input: input) }
+        let (execution, changes) = try bridged { () throws(PropBusError) in
+            try commands.accept(key.text, input: input, principal: call.credentials?.userID)
+        }
         publish(changes)
         let path = Key.objectPath(ofGroup: key.text)
-        tree.emitAtFlush(path: path, interface: Self.commandInterface, member: "Started", [.uint64(execution.id), .variant(input)])
+        // Its size only: Started is broadcast, and an input may be a secret of the caller's.
+        tree.emitAtFlush(path: path, interface: Self.commandInterface, member: "Started", [.uint64(execution.id), .uint64(UInt64(execution.inputSize))])
         var work = ExecutionWork(execution: execution, waiter: waits ? call : nil, caller: call.sender)
         if let timeout = definition.timeout {
             let timer = DispatchWorkItem { [weak self] in

@@ -36,7 +36,7 @@ extension Service {
             state("Executions", .uint32) { state, _ in .uint32(state.executions) },
             state("AllowsConcurrentExecution", .boolean) { _, definition in .boolean(definition.concurrent) },
         ]), signals: [
-            SignalDescription("Started", [("id", .uint64), ("input", .variant)]),
+            SignalDescription("Started", [("id", .uint64), ("input_size", .uint64)]),
             SignalDescription("Finished", [("id", .uint64), ("result", .variant)]),
             SignalDescription("Failed", [("id", .uint64), ("error_name", .string), ("message", .string)]),
         ])
@@ -54,7 +54,7 @@ extension Service {
                 let before = (try? Key(keyText)).flatMap { commands.definition(of: $0) }
                 let commandOptions = try call.dictionary("options")
                 publish(try bridged { () throws(PropBusError) in
-                    try commands.create(key: keyText, options: commandOptions, principal: call.credentials?.userID)
+                    try commands.create(key: keyText, options: commandOptions, creator: call.credentials?.userID)
                 })
                 if let before {
                     // Created again with other options: AllowsConcurrentExecution is no model key,
@@ -85,7 +85,7 @@ extension Service {
                     info["executing"] = .boolean(state.executing)
                     info["executions"] = .uint32(state.executions)
                     if definition.needsHandler { info["handler_owner"] = .string(commands.handler(of: definition.key) ?? "") }
-                    if let principal = definition.principal { info["principal"] = .uint32(principal) }
+                    if let creator = definition.creator { info["principal"] = .uint32(creator) }
                     return DBusValue.structure([.string(definition.key.text), .vardict(info)])
                 }
                 return .reply([.array(of: .structure([.string, .dictionary(key: .string, value: .variant)]), items)])

@@ -9,7 +9,7 @@ extension Service {
                 let key = try call.string("key"), type = try call.string("type")
                 let defaultValue = try call.argument("default"), options = try call.dictionary("options")
                 return try write(call) { [unowned self] () throws(PropBusError) in
-                    try model.create(key: key, type: type, defaultValue: defaultValue, options: options)
+                    try model.create(key: key, type: type, defaultValue: defaultValue, options: options, creator: call.credentials?.userID)
                 }
             },
             MethodDescription("DeleteProperty", in: [("key", .string)], writes: true, access: .write(.argument("key"))) { [unowned self] call throws(DBusError) in
@@ -54,7 +54,7 @@ extension Service {
                 }
                 return fleet.listHosts(call)
             },
-        ] + bindingMethods() + commandMethods() + modelFileMethods(), properties: .fixed([
+        ] + bindingMethods() + commandMethods() + modelFileMethods() + usageMethods(), properties: .fixed([
             PropertyDescription("FleetState", type: .string) { [unowned self] in .string((fleet?.state ?? .off).rawValue) },
             PropertyDescription("FleetRevision", type: .uint64) { [unowned self] in .uint64(UInt64(max(fleet?.cursor ?? 0, 0))) },
             PropertyDescription("Version", type: .string, changeSignal: .const) { .string(Self.version) },

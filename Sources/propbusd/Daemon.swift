@@ -215,6 +215,10 @@ final class Daemon: @unchecked Sendable {
                         if options.enforcesAccess {
                             // The propbus group is resolved once, now; writers options on each check.
                             serviceOptions.access = .enforcing(daemonUserID: geteuid(), accounts: .system)
+                            // Only where callers are known: quotas are charged to their uids.
+                            let quotas = Quotas.enforcing(daemonUserID: geteuid(), overrides: options.quotas)
+                            model.quotas = quotas
+                            commands?.quotas = quotas
                         }
                         // Export everything before owning the name: no client may see a half-built daemon.
                         service = Service(connection: connection, model: model, store: store, commands: commands, options: serviceOptions)

@@ -20,6 +20,8 @@ struct DaemonOptions {
     var models: [String] = []
     /// `--max-executions`: command executions running at once, across all commands.
     var maximumExecutions = 64
+    /// `--quota NAME=N`: per-uid quotas other than the defaults (with access control only).
+    var quotas: [Quota: UInt64] = [:]
     /// `--system-access`: check callers as on the system bus, whatever the bus (SPEC §7).
     var systemAccess = false
     /// `--strict-models`: a bad model file stops the start instead of being skipped.
@@ -86,6 +88,12 @@ struct DaemonOptions {
         },
         .value("max-executions", "N", help: "Refuse more than N command executions running at once (default 64).") { o, v throws(UsageError) in
             o.maximumExecutions = try positive(v, "--max-executions")
+        },
+        .value("quota", "NAME=N", help: "Hold each uid other than root and propbusd's own to N of NAME (with --system or --system-access): " + Quota.allCases.map { "\($0.rawValue) (\($0.noun); default \($0.defaultLimit))" }.joined(separator: ", ") + ". Repeatable.", repeatable: true) { o, v throws(UsageError) in
+            switch Quotas.parse(v) {
+            case .success(let (quota, limit)): o.quotas[quota] = limit
+            case .failure(let error): throw usage(error.message)
+            }
         },
         .value("model", "FILE", help: "Also read this model file; the config directory's *.json come first.", repeatable: true) { o, v in
             o.models.append(v)
@@ -178,6 +186,8 @@ struct DaemonOptions {
         On the system bus, or with --system-access, callers are checked: root, propbusd's own user and members of group propbus may write; a property's writers option replaces that set, and secret properties are readable by their writers only. On the session bus all is allowed.
 
         A binding acts with the rights of the uid that made it (its principal), checked each time it acts and at each start: one whose principal may no longer read or write a key it uses is suspended, logged and shown as such by Manager.ListBindings (state, reason), and resumes when the rights return. A command's enabled_when reads with its creator's rights in the same way.
+
+        With access control on, what each uid holds is charged to it and held to a quota (--quota NAME=N; root and propbusd's own user have none): bindings (64, persistent ones included), running executions (16; the last eighth of --max-executions is kept for root), bytes of command input (16777216), properties created (1000), commands created (64) and bytes of values stored in the properties a uid created (16777216). Over one, LimitsExceeded names the uid and the quota; propctl status shows each uid's usage (Manager.GetUsage, ListUsage).
 
         Model files are read at start and again on SIGHUP or Manager.Reload (propctl reload): new keys appear, changed ones apply, keys a file no longer declares leave the bus while their stored values stay (propctl prune deletes them). A bad file is skipped and logged. Only one propbusd may use a state directory at a time (a flock on the directory; propbusd.lock names the holder).
 

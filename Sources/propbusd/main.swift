@@ -18,6 +18,8 @@ case .success(.version):
 case .success(.run(let options)):
     // A command that closes its stdin early must cost a write error, not the daemon.
     signal(SIGPIPE, SIG_IGN)
+    // A caller's big messages, once freed, must not stay in the daemon's RSS.
+    LargeAllocations.returnToTheSystem()
     // First, while no other thread runs: it edits the environment.
     let notifier = SystemdNotifier.fromEnvironment()
     // Orphans of executions (a program that called setsid, then exited) come back to the

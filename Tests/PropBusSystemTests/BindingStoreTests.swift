@@ -6,10 +6,16 @@ import XCTest
 
 /// Bindings kept in the SQLite store (moved from ChannelTests, which needs no store).
 final class BindingStoreTests: XCTestCase {
-    func testBindingIDsAreNotReusedAfterARestart() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("propbus-ids-\(UUID().uuidString)").path
+    /// A fresh directory for a store, removed when the test ends.
+    private func storeDirectory(_ name: String) throws -> String {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("propbus-\(name)-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: directory) }
+        return directory
+    }
+
+    func testBindingIDsAreNotReusedAfterARestart() throws {
+        let directory = try storeDirectory("ids")
         do {
             let store = try SQLiteStore(path: directory + "/propbus.db")
             let model = try PropertyModel(store: store)
@@ -25,9 +31,7 @@ final class BindingStoreTests: XCTestCase {
     }
 
     func testAPersistentBindingKeepsItsPrincipalAcrossARestart() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("propbus-principal-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let directory = try storeDirectory("principal")
         do {
             let store = try SQLiteStore(path: directory + "/propbus.db")
             let model = try PropertyModel(store: store)
@@ -40,5 +44,29 @@ final class BindingStoreTests: XCTestCase {
         XCTAssertEqual(model.bindings.all.map(\.principal), [65534, nil], "a model file's binding acts for the daemon")
         XCTAssertEqual(model.bindings.count(principal: 65534), 1)
         XCTAssertEqual(model.bindings.all.first?.options["principal"], .uint32(65534))
+    }
+
+    func testPropertiesAndCommandsKeepTheirCreatorAcrossARestart() throws {
+        let directory = try storeDirectory("creator")
+        do {
+            let store = try SQLiteStore(path: directory + "/propbus.db")
+            let model = try PropertyModel(store: store)
+            _ = try model.create(key: "n.a", type: "s", defaultValue: .string(""), creator: 65534)
+            _ = try model.create(key: "n.b", type: "i", defaultValue: .int32(0))
+            _ = try model.set("n.a", to: .string("abc"))
+            let commands = CommandTable(model: model, store: store)
+            _ = try commands.create(key: "jobs.a", options: ["exec": .array(of: .string, [.string("true")])], creator: 65534)
+            try store.commit()
+        }
+        let store = try SQLiteStore(path: directory + "/propbus.db")
+        let loaded = try store.load()
+        let model = PropertyModel(store: store, loaded: loaded)
+        XCTAssertEqual(model.entry(for: try Key("n.a"))?.definition.creator, 65534)
+        XCTAssertNil(model.entry(for: try Key("n.b"))?.definition.creator)
+        XCTAssertEqual(model.usage.usage(of: 65534), [.properties: 1, .storedBytes: 8])
+        let commands = CommandTable(model: model, store: store)
+        XCTAssertEqual(commands.recreate(loaded.commands).count, 0)
+        XCTAssertEqual(commands.definition(of: try Key("jobs.a"))?.creator, 65534)
+        XCTAssertEqual(commands.usage.used(.commands, by: 65534), 1)
     }
 }

@@ -66,15 +66,15 @@ final class CommandStoreTests: XCTestCase {
     func testACommandsCreatorIsStoredAsItsPrincipalAndComesBack() throws {
         do {
             let (store, model, table) = try open()
-            _ = try table.create(key: "vm.search", options: ["exec": Self.argv], principal: 1000)
+            _ = try table.create(key: "vm.search", options: ["exec": Self.argv], creator: 1000)
             try commit(store, model, table)
         }
         let (store, _, table) = try open()
         let stored = try XCTUnwrap(try store.load().commands.first)
         XCTAssertEqual(table.recreate([stored]).count, 0)
-        XCTAssertEqual(table.definition(of: try Key("vm.search"))?.principal, 1000)
-        XCTAssertThrowsError(try CommandDefinition(key: stored.key, options: ["exec": Self.argv, "principal": .uint32(0)]),
-                             "a client may not name the principal")
+        XCTAssertEqual(table.definition(of: try Key("vm.search"))?.creator, 1000)
+        XCTAssertThrowsError(try CommandDefinition(key: stored.key, options: ["exec": Self.argv, "creator": .uint32(0)]),
+                             "a client may not name the creator")
     }
 
     func testTransientCommandIsNotStored() throws {

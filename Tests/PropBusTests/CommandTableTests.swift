@@ -683,7 +683,7 @@ final class CommandTableTests: XCTestCase {
     func testAPredicateReadsWithItsCreatorsRightsAndANewSecretDisablesIt() throws {
         let table = tableWithAccessControl()
         _ = try model.create(key: "vault.pin", type: "i", defaultValue: .int32(4242), options: Self.rootOnly)
-        _ = try table.create(key: "app.unlock", options: options(["enabled_when": .string("vault.pin > 4000")]), principal: 1000)
+        _ = try table.create(key: "app.unlock", options: options(["enabled_when": .string("vault.pin > 4000")]), creator: 1000)
         XCTAssertEqual(try enabled("app.unlock"), true, "a public key is read")
         // Made secret later: Enabled must not tell uid 1000 (nor anyone) a bit of it.
         let changes = try model.create(key: "vault.pin", type: "i", defaultValue: .int32(4242),
@@ -696,7 +696,7 @@ final class CommandTableTests: XCTestCase {
             XCTAssertFalse(message.contains("4242"), message)
         }
         // Root's own command reads it.
-        _ = try table.create(key: "app.rootunlock", options: options(["enabled_when": .string("vault.pin > 4000")]), principal: 0)
+        _ = try table.create(key: "app.rootunlock", options: options(["enabled_when": .string("vault.pin > 4000")]), creator: 0)
         XCTAssertEqual(try enabled("app.rootunlock"), true)
     }
 }

@@ -10,6 +10,13 @@ public struct BindingTable: Sendable {
     /// Why each suspended binding may not act (its principal lost a right); a binding not
     /// listed is active. Kept here so that a rolled-back round takes its verdicts back too.
     private var suspensions: [UInt64: String] = [:]
+    /// Persistent bindings by channel, so that binding the same pair again finds the existing
+    /// one without looking at every binding.
+    private var persistentByChannel: [Channel: UInt64] = [:]
+    /// How many bindings each connection made.
+    private var countByOwner: [String: Int] = [:]
+    /// What each principal holds (``Quota/bindings``), so that a quota check is a lookup.
+    public private(set) var usage = UsageLedger()
     /// The next id to hand out; ids are never reused within a run.
     private(set) var nextID: UInt64 = 1
 
@@ -36,7 +43,15 @@ public struct BindingTable: Sendable {
     }
 
     mutating func insert(_ binding: Binding) {
+        // Inserted again under its id: unindexed whole first; its verdict stands until the
+        // next check.
+        let suspension = suspensions[binding.id]
+        if byID[binding.id] != nil { remove(binding.id) }
+        suspensions[binding.id] = suspension
         byID[binding.id] = binding
+        if binding.persistent { persistentByChannel[Channel(binding)] = binding.id }
+        if let owner = binding.owner { countByOwner[owner, default: 0] += 1 }
+        usage.charge(.bindings, to: binding.principal)
         byKey[binding.key, default: []].insert(binding.id)
         byKey[binding.to, default: []].insert(binding.id)
         let named = Self.referencedKeys(of: binding)
@@ -48,6 +63,7 @@ public struct BindingTable: Sendable {
     @discardableResult
     mutating func remove(_ id: UInt64) -> Binding? {
         guard let binding = byID.removeValue(forKey: id) else { return nil }
+        unindex(binding)
         byKey[binding.key]?.remove(id)
         byKey[binding.to]?.remove(id)
         if byKey[binding.key]?.isEmpty == true { byKey[binding.key] = nil }
@@ -91,12 +107,31 @@ public struct BindingTable: Sendable {
     }
 
     /// How many bindings a connection made.
-    func count(ownedBy owner: String) -> Int {
-        byID.values.reduce(0) { $0 + ($1.owner == owner ? 1 : 0) }
-    }
+    func count(ownedBy owner: String) -> Int { countByOwner[owner] ?? 0 }
 
     /// How many bindings, persistent ones included, act for `principal`.
-    public func count(principal: UInt32) -> Int {
-        byID.values.reduce(0) { $0 + ($1.principal == principal ? 1 : 0) }
+    public func count(principal: UInt32) -> Int { Int(usage.used(.bindings, by: principal)) }
+
+    /// The persistent binding that binds the same keys the same way as `binding`, if any.
+    func persistentBinding(sameChannelAs binding: Binding) -> Binding? {
+        persistentByChannel[Channel(binding)].flatMap { byID[$0] }
+    }
+
+    private mutating func unindex(_ binding: Binding) {
+        if binding.persistent, persistentByChannel[Channel(binding)] == binding.id { persistentByChannel[Channel(binding)] = nil }
+        if let owner = binding.owner {
+            countByOwner[owner, default: 0] -= 1
+            if countByOwner[owner]! <= 0 { countByOwner[owner] = nil }
+        }
+        usage.release(.bindings, from: binding.principal)
+    }
+
+    /// What ``Binding/sameChannel(as:)`` compares, as a dictionary key.
+    private struct Channel: Hashable {
+        var key: Key, to: Key, direction: Binding.Direction, toKey: String?, toTarget: String?
+        init(_ binding: Binding) {
+            (key, to, direction) = (binding.key, binding.to, binding.direction)
+            (toKey, toTarget) = (binding.toKey?.text, binding.toTarget?.text)
+        }
     }
 }

@@ -23,10 +23,11 @@ public struct CommandDefinition: Hashable, Sendable {
     public var description = ""
     /// Who may execute it (SPEC §7), as for properties.
     public var writers: [String]?
-    /// The uid whose rights its `enabled_when` reads with: the caller of `CreateCommand`, kept
-    /// in the store with a persistent command; `nil` for the daemon's own (model files). Not
-    /// an option a client may give: ``storedOptions`` carries it for the store alone.
-    public var principal: UInt32?
+    /// The uid that created it: charged with it (``Quota/commands``), and the principal whose
+    /// rights its `enabled_when` reads with; `nil`: the daemon's own (a model file) or created
+    /// without access control. Not a `CreateCommand` option: the store keeps it in
+    /// ``storedOptions``.
+    public var creator: UInt32?
 
     /// The option names `CreateCommand` accepts.
     public static let optionNames = ["exec", "handler", "enabled_when", "concurrent", "timeout", "persistent", "description", "writers"]
@@ -125,23 +126,22 @@ public struct CommandDefinition: Hashable, Sendable {
         return result
     }
 
-    /// The stored form of ``principal``, beside the options in the store's options blob.
-    static let principalOption = "principal"
+    /// The option under which the store keeps ``creator`` (no caller may pass it).
+    static let creatorOption = "creator"
 
-    /// ``options`` with the ``principal``: what the store keeps.
+    /// ``options`` with the ``creator``, as the store keeps them.
     public var storedOptions: [String: DBusValue] {
         var result = options
-        if let principal { result[Self.principalOption] = .uint32(principal) }
+        if let creator { result[Self.creatorOption] = .uint32(creator) }
         return result
     }
 
-    /// Splits what the store kept (``storedOptions``) into the options and the principal.
-    public static func splitStored(_ stored: [String: DBusValue]) -> (options: [String: DBusValue], principal: UInt32?) {
+    /// Stored options without the creator, and the creator.
+    static func splittingCreator(_ stored: [String: DBusValue]) -> (options: [String: DBusValue], creator: UInt32?) {
         var options = stored
-        let principal = options.removeValue(forKey: principalOption).flatMap { value -> UInt32? in
-            if case .uint32(let uid) = value.unwrappingVariant { uid } else { nil }
-        }
-        return (options, principal)
+        guard let value = options.removeValue(forKey: creatorOption) else { return (options, nil) }
+        if case .uint32(let uid) = value.unwrappingVariant { return (options, uid) }
+        return (options, nil)
     }
 
     /// Whether an execution needs a registered handler.

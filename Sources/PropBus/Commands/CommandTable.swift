@@ -14,6 +14,10 @@ public final class CommandTable {
         public let id: UInt64
         public let command: Key
         public let input: DBusValue
+        /// The uid of the caller of `Execute` or `Start`, charged with it; `nil` when unknown.
+        public var principal: UInt32? = nil
+        /// The input's marshalled size, charged to ``principal`` (``Quota/inputBytes``) while it runs.
+        public var inputSize: Int = 0
     }
 
     /// A command's current state.
@@ -42,6 +46,9 @@ public final class CommandTable {
     private var definitionsAtCommit: [Key: CommandDefinition]?
     /// The most executions running at once across all commands (`--max-executions`).
     public let maximumRunning: Int
+    /// The quota of each uid (``Quota/executions``, ``Quota/inputBytes``, ``Quota/commands``);
+    /// none unless the daemon checks callers.
+    public var quotas = Quotas.off
 
     public init(model: PropertyModel, store: PropertyStore, maximumRunning: Int = 64) {
         self.model = model
@@ -82,6 +89,21 @@ public final class CommandTable {
     /// How many executions run now across all commands.
     public var runningCount: Int { commands.values.reduce(0) { $0 + $1.running.count } }
 
+    /// What each uid holds here: the commands it created, its running executions and their
+    /// input bytes. Counted when asked: commands are few (only privileged callers and the
+    /// `propbus` group create them) and executions at most ``maximumRunning``.
+    public var usage: UsageLedger {
+        var ledger = UsageLedger()
+        for command in commands.values {
+            ledger.charge(.commands, to: command.definition.creator)
+            for execution in command.running.values {
+                ledger.charge(.executions, to: execution.principal)
+                ledger.charge(.inputBytes, to: execution.principal, UInt64(execution.inputSize))
+            }
+        }
+        return ledger
+    }
+
     /// Parses a command key, with the same rules as property keys.
     public func command(_ keyText: String) throws(PropBusError) -> Key {
         let key = try Key(keyText)
@@ -98,13 +120,21 @@ public final class CommandTable {
     /// - Parameter allowingMissingKeys: for a stored command at startup: a predicate that reads
     ///   a key which does not exist (now) leaves the command disabled until the key appears, as
     ///   deleting that key does while the daemon runs, instead of losing the command.
-    /// - Parameter principal: the creator's uid, whose rights the predicate reads with (`nil`:
-    ///   the daemon's own, for model files).
-    public func create(key keyText: String, options: [String: DBusValue], principal: UInt32? = nil,
+    ///
+    /// - Parameter creator: the uid of the caller, charged with the command (``Quota/commands``)
+    ///   and stored with it; a command created again keeps its first creator.
+    public func create(key keyText: String, options: [String: DBusValue], creator: UInt32? = nil,
                        allowingMissingKeys: Bool = false) throws(PropBusError) -> [PropertyChange] {
         let key = try Key(keyText)
         var definition = try CommandDefinition(key: key, options: options)
-        definition.principal = principal
+        if let existing = commands[key]?.definition {
+            definition.creator = existing.creator
+        } else {
+            definition.creator = creator
+            if let creator {
+                try quotas.check(.commands, uid: creator, using: usage.used(.commands, by: creator), "cannot create command \(key)")
+            }
+        }
         if let predicate = definition.enabledWhen {
             for name in predicate.referencedKeys.sorted() where !allowingMissingKeys {
                 guard (try? model.entry(name)) != nil else {
@@ -145,26 +175,34 @@ public final class CommandTable {
     ///
     /// With `allowingMissingKeys` (stored commands at startup), those whose predicate reads a key
     /// that does not exist are created last, disabled (see ``create(key:options:allowingMissingKeys:)``).
+    /// The creator each command was stored with comes back with it (``CommandDefinition/storedOptions``).
     public func recreate(_ stored: [(key: Key, options: [String: DBusValue])], allowingMissingKeys: Bool = false) -> [(key: Key, error: PropBusError)] {
         var pending = stored
         while true {
             var failed: [(key: Key, options: [String: DBusValue], error: PropBusError)] = []
-            for (key, stored) in pending {
-                let (options, principal) = CommandDefinition.splitStored(stored)
-                do { _ = try create(key: key.text, options: options, principal: principal) } catch { failed.append((key, stored, error)) }
+            for (key, options) in pending {
+                do { _ = try create(stored: key, options) } catch { failed.append((key, options, error)) }
             }
             // Stop when a pass makes no progress: what is left cannot be created.
             if failed.isEmpty || failed.count == pending.count {
                 guard allowingMissingKeys else { return failed.map { ($0.key, $0.error) } }
                 var left: [(key: Key, error: PropBusError)] = []
-                for (key, stored, _) in failed {
-                    let (options, principal) = CommandDefinition.splitStored(stored)
-                    do { _ = try create(key: key.text, options: options, principal: principal, allowingMissingKeys: true) } catch { left.append((key, error)) }
+                for (key, options, _) in failed {
+                    do { _ = try create(stored: key, options, allowingMissingKeys: true) } catch { left.append((key, error)) }
                 }
                 return left
             }
             pending = failed.map { ($0.key, $0.options) }
         }
+    }
+
+    /// A stored command, created again with its stored creator and no quota: it exists already.
+    private func create(stored key: Key, _ options: [String: DBusValue], allowingMissingKeys: Bool = false) throws(PropBusError) -> [PropertyChange] {
+        let (options, creator) = CommandDefinition.splittingCreator(options)
+        let saved = quotas
+        quotas = .off
+        defer { quotas = saved }
+        return try create(key: key.text, options: options, creator: creator, allowingMissingKeys: allowingMissingKeys)
     }
 
     /// Deletes a command and its state keys; returns its running executions, which the caller
@@ -191,17 +229,36 @@ public final class CommandTable {
     /// Accepts an execution of an enabled command: from here on it is `Executing`.
     ///
     /// Throws `NotEnabled` (naming why) when the command is disabled, and `LimitsExceeded` when
-    /// the daemon already runs ``maximumRunning`` executions. Nothing changes when it throws.
-    public func accept(_ keyText: String, input: DBusValue) throws(PropBusError) -> (execution: Execution, changes: [PropertyChange]) {
+    /// the input is larger than a value may be (`--max-value-size`: the daemon holds it while
+    /// the execution runs), when the daemon already runs ``maximumRunning`` executions (the last
+    /// ``Quotas/reservedExecutions(of:)`` of them kept for exempt callers), or when `principal`
+    /// would go over its quota of executions or of input bytes. Nothing changes when it throws.
+    public func accept(_ keyText: String, input: DBusValue, principal: UInt32? = nil) throws(PropBusError) -> (execution: Execution, changes: [PropertyChange]) {
         let key = try command(keyText)
         let command = commands[key]!
+        let inputSize = input.wireSize()
+        guard inputSize <= model.limits.maximumValueSize else {
+            throw PropBusError(.limitsExceeded, "cannot execute \(key): its input is \(inputSize) bytes, more than the \(model.limits.maximumValueSize)-byte limit of a value (--max-value-size)")
+        }
         guard command.enabled else {
             throw PropBusError(.notEnabled, "command \(key) is not enabled (\(disabledReason(command)))")
         }
-        guard runningCount < maximumRunning else {
+        let count = runningCount
+        guard count < maximumRunning else {
             throw PropBusError(.limitsExceeded, "cannot execute \(key): the daemon already runs the maximum of \(maximumRunning) executions")
         }
-        let execution = Execution(id: nextExecutionID, command: key, input: input)
+        if !quotas.mayUseReserve(principal) {
+            let reserved = Quotas.reservedExecutions(of: maximumRunning)
+            guard count < maximumRunning - reserved else {
+                throw PropBusError(.limitsExceeded, "cannot execute \(key): \(count) of the \(maximumRunning) executions the daemon runs at most (--max-executions) run now, and the last \(reserved) are kept for root and the daemon's user, not for uid \(principal.map(String.init) ?? "unknown")")
+            }
+        }
+        if let principal, !quotas.isExempt(principal) {
+            let held = usage.usage(of: principal)
+            try quotas.check(.executions, uid: principal, using: held[.executions] ?? 0, "cannot execute \(key)")
+            try quotas.check(.inputBytes, uid: principal, using: held[.inputBytes] ?? 0, adding: UInt64(inputSize), "cannot execute \(key)")
+        }
+        let execution = Execution(id: nextExecutionID, command: key, input: input, principal: principal, inputSize: inputSize)
         nextExecutionID += 1
         commands[key]!.running[execution.id] = execution
         return (execution, update(key))
@@ -324,7 +381,7 @@ public final class CommandTable {
     /// key made secret after `CreateCommand`, or writers narrowed since): `Enabled` is public,
     /// and would tell everyone a bit of it. `nil` when it may, and for the daemon's own commands.
     private func readDenial(_ definition: CommandDefinition) -> String? {
-        guard let authority = model.bindingAuthority, let principal = definition.principal,
+        guard let authority = model.bindingAuthority, let principal = definition.creator,
               let predicate = definition.enabledWhen, !authority.isExempt(principal) else { return nil }
         let uses = predicate.referencedKeys.sorted().compactMap { name -> BindingAuthority.Use? in
             guard let key = try? Key(name), let entry = model.entry(for: key) else { return nil }

@@ -53,6 +53,14 @@ public struct PropertyDefinition: Hashable, Sendable {
         get { rare?.fields.source }
         set { updateRare { $0.source = newValue } }
     }
+    /// The uid that created it (`CreateProperty`), charged with it and with its stored value
+    /// (``Quota/properties``, ``Quota/storedBytes``); `nil`: the daemon's own (a model file, a
+    /// command's state) or created without access control. Not a `CreateProperty` option: the
+    /// store keeps it on its own.
+    public var creator: UInt32? {
+        get { rare?.fields.creator }
+        set { updateRare { $0.creator = newValue } }
+    }
     /// Where the property lives: on this host only, or shared by the fleet through etcd
     /// (`scope`, default local; see docs/fleet.md).
     public var scope: PropertyScope = .local
@@ -68,6 +76,7 @@ public struct PropertyDefinition: Hashable, Sendable {
             var writers: [String]?
             var stateOf: Key?
             var source: String?
+            var creator: UInt32?
         }
         let fields: Fields
         init(_ fields: Fields) { self.fields = fields }

@@ -111,6 +111,9 @@ public final class PropertyModel {
     /// Asked before a property is created; throws when the key is taken by something that is
     /// not a property (a command's key and group hold only its state: ``CommandTable`` sets it).
     public var creationCheck: ((Key) throws(PropBusError) -> Void)?
+    /// The quota of each uid (``Quota/bindings``, ``Quota/properties``, ``Quota/storedBytes``);
+    /// none unless the daemon checks callers.
+    public var quotas = Quotas.off
 
     /// Why some of what the store holds was not loaded (an older version accepted unix fds),
     /// one line each, for the daemon's log.
@@ -440,22 +443,25 @@ public final class PropertyModel {
     /// changes the value spreads through the bindings, except into `frozen` keys (and on from
     /// them): fleet keys, when the redefinition is not a call's (a model file's, the fleet's
     /// own), since such a write would change the fleet key on this host only.
+    ///
+    /// `creator`, the caller's uid, is charged with a new property (``Quota/properties``) and
+    /// with its stored value; a property created again keeps its first creator.
     public func create(key keyText: String, type typeText: String, defaultValue: DBusValue,
-                       options: [String: DBusValue] = [:], frozen: Set<Key> = []) throws(PropBusError) -> [PropertyChange] {
+                       options: [String: DBusValue] = [:], frozen: Set<Key> = [], creator: UInt32? = nil) throws(PropBusError) -> [PropertyChange] {
         let key = try Key(keyText)
         try checkCreatable(key)
         let type: DBusType
         do { type = try DBusType(parsing: typeText) } catch {
             throw .invalidArgs("type of \(key) is not a single complete D-Bus type: \(error)")
         }
-        return try create(key: key, type: type, defaultValue: defaultValue, options: options, frozen: frozen, keyChecked: true)
+        return try create(key: key, type: type, defaultValue: defaultValue, options: options, frozen: frozen, creator: creator, keyChecked: true)
     }
 
-    /// ``create(key:type:defaultValue:options:frozen:)`` for a key and type already parsed (a model
+    /// ``create(key:type:defaultValue:options:frozen:creator:)`` for a key and type already parsed (a model
     /// file's declarations: parsing them again was repeated work for every key).
     public func create(key: Key, type: DBusType, defaultValue: DBusValue,
                        options: [String: DBusValue] = [:], frozen: Set<Key> = []) throws(PropBusError) -> [PropertyChange] {
-        try create(key: key, type: type, defaultValue: defaultValue, options: options, frozen: frozen, keyChecked: false)
+        try create(key: key, type: type, defaultValue: defaultValue, options: options, frozen: frozen, creator: nil, keyChecked: false)
     }
 
     /// Names no new key may take: the group of binding objects, the Values interface's methods
@@ -471,7 +477,7 @@ public final class PropertyModel {
     }
 
     private func create(key: Key, type: DBusType, defaultValue: DBusValue, options: [String: DBusValue],
-                        frozen: Set<Key>, keyChecked: Bool) throws(PropBusError) -> [PropertyChange] {
+                        frozen: Set<Key>, creator: UInt32?, keyChecked: Bool) throws(PropBusError) -> [PropertyChange] {
         if !keyChecked { try checkCreatable(key) }
         try PropertyDefinition.checkStorable(type, key: key)
         var definition = PropertyDefinition(key: key, type: type, defaultValue: Self.payload(defaultValue, for: type))
@@ -484,6 +490,12 @@ public final class PropertyModel {
         }
         if existing == nil, entries.count >= limits.maximumProperties {
             throw PropBusError(.limitsExceeded, "cannot create \(key): the daemon holds the maximum of \(limits.maximumProperties) properties")
+        }
+        // A model file's declaration (no caller, a source) makes the key the daemon's; otherwise
+        // the first creator keeps it. A caller's `source` option changes nothing: it is charged.
+        definition.creator = creator == nil && definition.source != nil ? nil : (existing.map { $0.definition.creator } ?? creator)
+        if existing == nil, let creator {
+            try quotas.check(.properties, uid: creator, using: usage.used(.properties, by: creator), "cannot create \(key)")
         }
         // The default must itself be a valid value, or Reset could produce an invalid state.
         var checked = definition
@@ -526,6 +538,12 @@ public final class PropertyModel {
         }
         if existing == nil || entry.value != oldValue {
             try checkGroupFits(key.group, with: [(key, entry.value)] + propagated.map { ($0.0, $0.1) })
+        }
+        if let creator = definition.creator, !quotas.isExempt(creator) {
+            let used = usage.used(.storedBytes, by: creator), before = existing.map(Self.storedSize) ?? 0, after = Self.storedSize(of: entry)
+            if after > before {
+                try quotas.check(.storedBytes, uid: creator, using: used - min(before, used), adding: after, "cannot create \(key) with its value")
+            }
         }
         store.saveDefinition(definition)
         if existing == nil || entry.value != oldValue {
@@ -686,6 +704,7 @@ public final class PropertyModel {
             byGroup[key.group, default: []].append((key, value ?? entry.definition.defaultValue))
         }
         for (group, values) in byGroup { try checkGroupFits(group, with: values) }
+        try checkStoredBytes(all)
         return record(all)
     }
 
@@ -855,11 +874,14 @@ public final class PropertyModel {
         }
         // Binding the same persistent pair again (a setup script run twice) must not stack up
         // identical bindings that outlive everyone: the existing one is the answer.
-        if binding.persistent, let existing = bindings.all.first(where: { $0.persistent && $0.sameChannel(as: binding) }) {
+        if binding.persistent, let existing = bindings.persistentBinding(sameChannelAs: binding) {
             return (existing, [])
         }
         if let owner, bindings.count(ownedBy: owner) >= maximumPerOwner {
             throw PropBusError(.limitsExceeded, "cannot bind \(key) to \(to): this connection already holds the maximum of \(maximumPerOwner) bindings")
+        }
+        if let principal {
+            try quotas.check(.bindings, uid: principal, using: UInt64(bindings.count(principal: principal)), "cannot bind \(key) to \(to)")
         }
         try typeCheck(binding)
 
@@ -1117,6 +1139,11 @@ public final class PropertyModel {
         let key = entry.definition.key
         if let old = entries.updateValue(entry) {
             groupBounds[key.group, default: 0] -= Self.replyBound(name: key.name, value: old.value)
+            if let creator = old.definition.creator { release(old, from: creator) }
+        }
+        if let creator = entry.definition.creator {
+            usage.charge(.properties, to: creator)
+            usage.charge(.storedBytes, to: creator, Self.storedSize(of: entry))
         }
         groupBounds[key.group, default: 0] += Self.replyBound(name: key.name, value: entry.value)
         if groups[key.group, default: []].insert(key.name).inserted {
@@ -1131,6 +1158,7 @@ public final class PropertyModel {
     private func remove(_ key: Key) -> Entry? {
         guard let entry = entries.removeValue(forKey: key) else { return nil }
         groupBounds[key.group, default: 0] -= Self.replyBound(name: key.name, value: entry.value)
+        if let creator = entry.definition.creator { release(entry, from: creator) }
         groups[key.group]?.remove(key.name)
         sortedKeys[key.group] = nil
         sortedAllKeys = nil
@@ -1140,6 +1168,41 @@ public final class PropertyModel {
         }
         return entry
     }
+
+    private func release(_ entry: Entry, from creator: UInt32) {
+        usage.release(.properties, from: creator)
+        usage.release(.storedBytes, from: creator, Self.storedSize(of: entry))
+    }
+
+    /// What an entry's value holds of its creator's ``Quota/storedBytes``: the marshalled size
+    /// of its stored value (a hidden one included: it is kept too); a default costs nothing.
+    private static func storedSize(of entry: Entry) -> UInt64 {
+        guard let value = entry.storedValue ?? entry.hidden?.value else { return 0 }
+        return UInt64(value.wireSize())
+    }
+
+    /// Refuses writes (`nil`: reset) that would take a creator over its quota of stored bytes.
+    /// Charged to the key's creator, whoever writes: a uid's keys hold at most its quota.
+    private func checkStoredBytes(_ writes: [(Key, DBusValue?)]) throws(PropBusError) {
+        guard quotas.isEnabled, !usage.isEmpty else { return }
+        var growth: [UInt32: (added: UInt64, removed: UInt64, key: Key)] = [:]
+        for (key, value) in writes {
+            guard let entry = entries[key], let creator = entry.definition.creator, !quotas.isExempt(creator) else { continue }
+            let old = Self.storedSize(of: entry)
+            let new = value.map { UInt64($0.wireSize()) } ?? (entry.hidden == nil ? 0 : old)
+            var total = growth[creator] ?? (0, 0, key)
+            total.added += new
+            total.removed += old
+            growth[creator] = total
+        }
+        for (creator, total) in growth.sorted(by: { $0.key < $1.key }) where total.added > total.removed {
+            try quotas.check(.storedBytes, uid: creator, using: usage.used(.storedBytes, by: creator) - min(total.removed, usage.used(.storedBytes, by: creator)),
+                             adding: total.added, "cannot write \(total.key)")
+        }
+    }
+
+    /// What each uid holds here: the properties it created and their stored bytes.
+    public private(set) var usage = UsageLedger()
 
     /// The kept bound of `group`'s `GetAll` body (tests check it against a fresh sum).
     func replyBound(ofGroup group: String) -> Int { groupBounds[group] ?? 0 }

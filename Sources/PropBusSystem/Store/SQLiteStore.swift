@@ -558,8 +558,13 @@ public final class SQLiteStore: PropertyStore {
         options["default"] = nil
         let defaults = PropertyDefinition(key: definition.key, type: definition.type, defaultValue: definition.defaultValue).metadata
         for (name, value) in options where defaults[name] == value { options[name] = nil }
+        // Not metadata (no caller may set it), but it must survive restarts: quotas count it.
+        if let creator = definition.creator { options[creatorOption] = .uint32(creator) }
         return .vardict(options)
     }
+
+    /// The stored option that holds ``PropertyDefinition/creator``.
+    static let creatorOption = "creator"
 
     static func definition(key keyText: String, type typeText: String, defaultValue: [UInt8], options: [UInt8]) throws -> PropertyDefinition {
         let key = try Key(keyText)
@@ -567,8 +572,10 @@ public final class SQLiteStore: PropertyStore {
         let value = try ValueCodec.decode(defaultValue)
         guard value.type == type else { throw ValueCodecError("default has type '\(value.signature)', not '\(typeText)'") }
         var definition = PropertyDefinition(key: key, type: type, defaultValue: value)
-        guard let entries = try ValueCodec.decode(options).stringKeyedEntries else { throw ValueCodecError("options are not an a{sv}") }
+        guard var entries = try ValueCodec.decode(options).stringKeyedEntries else { throw ValueCodecError("options are not an a{sv}") }
+        let creator = entries.removeValue(forKey: creatorOption)
         _ = try definition.apply(options: entries)
+        if case .uint32(let uid)? = creator?.unwrappingVariant { definition.creator = uid }
         return definition
     }
 

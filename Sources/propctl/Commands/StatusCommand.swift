@@ -41,6 +41,8 @@ enum StatusCommand: Subcommand {
         let fleetRevision = (try? await client.call(Key.rootPath, PropbusClient.propertiesInterface, "Get",
                                                     [.string(PropbusClient.managerInterface), .string("FleetRevision")]))?
             .first.flatMap { value -> UInt64? in if case .uint64(let n) = value.unwrappingVariantOnce { n } else { nil } } ?? 0
+        // An older propbusd has no ListUsage: then there is nothing to show.
+        let usage = QuotaUsage.decode((try? await client.manager("ListUsage"))?.first)
         var hosts: [String] = []
         if parsed.flag("fleet") {
             guard fleetState != "off" else {
@@ -62,6 +64,7 @@ enum StatusCommand: Subcommand {
                 ("executions", .array(executions.map { execution in
                     .object([("id", .unsignedInteger(execution.id)), ("key", .string(execution.key)), ("caller", .string(execution.caller))])
                 })),
+                ("usage", QuotaUsage.json(usage)),
             ] + (parsed.flag("fleet") ? [("fleet_hosts", .array(hosts.map { .string($0) }))] : []))))
             return
         }
@@ -93,10 +96,50 @@ enum StatusCommand: Subcommand {
                 return [command.key, flag("enabled"), flag("executing"), command.info["executions"].map(ValueText.format) ?? "0", runs]
             }))
         }
-        guard !executions.isEmpty else { return }
+        if !executions.isEmpty {
+            Output.line("")
+            Output.line(Output.table(header: ["EXECUTION", "COMMAND", "CALLER"], rows: executions.map { execution in
+                [String(execution.id), execution.key, execution.caller]
+            }))
+        }
+        guard !usage.isEmpty else { return }
         Output.line("")
-        Output.line(Output.table(header: ["EXECUTION", "COMMAND", "CALLER"], rows: executions.map { execution in
-            [String(execution.id), execution.key, execution.caller]
-        }))
+        Output.line(QuotaUsage.table(usage))
+    }
+}
+
+/// `Manager.ListUsage`: each uid's usage of each quota, against its limit (`nil`: none).
+enum QuotaUsage {
+    typealias Row = (uid: UInt32, quotas: [(name: String, used: UInt64, limit: UInt64?)])
+
+    static func decode(_ value: DBusValue?) -> [Row] {
+        guard case .array(_, let rows)? = value else { return [] }
+        return rows.compactMap { row -> Row? in
+            guard case .structure(let fields) = row, fields.count == 2, case .uint32(let uid) = fields[0],
+                  case .dictionary(_, _, let entries) = fields[1] else { return nil }
+            let quotas = entries.compactMap { entry -> (name: String, used: UInt64, limit: UInt64?)? in
+                guard let name = entry.key.stringValue, case .structure(let pair) = entry.value, pair.count == 2,
+                      case .uint64(let used) = pair[0], case .uint64(let limit) = pair[1] else { return nil }
+                // UINT64_MAX: no quota (root, the daemon's user, or no access control).
+                return (name, used, limit == .max ? nil : limit)
+            }
+            return (uid, quotas.sorted { $0.name < $1.name })
+        }
+    }
+
+    static func json(_ rows: [Row]) -> JSONValue {
+        .array(rows.map { row in
+            .object([("uid", .unsignedInteger(UInt64(row.uid))), ("quotas", .object(row.quotas.map { quota in
+                (quota.name, .object([("used", .unsignedInteger(quota.used)), ("limit", quota.limit.map { .unsignedInteger($0) } ?? .null)]))
+            }))])
+        })
+    }
+
+    /// One line per uid, a column per quota: "USED/LIMIT", or "USED" when it has none.
+    static func table(_ rows: [Row]) -> String {
+        let names = rows.first?.quotas.map(\.name) ?? []
+        return Output.table(header: ["UID"] + names.map { $0.uppercased() }, rows: rows.map { row in
+            [String(row.uid)] + row.quotas.map { quota in quota.limit.map { "\(quota.used)/\($0)" } ?? String(quota.used) }
+        })
     }
 }
