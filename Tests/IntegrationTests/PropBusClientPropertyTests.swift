@@ -1,0 +1,138 @@
+import DBus
+import Foundation
+import PropBus
+import PropBusClient
+import XCTest
+
+/// The Swift client library's typed properties against the real daemon on a private bus:
+/// values in the daemon's order without duplicates, writes, compare-and-set, reset, a type
+/// mismatch reported, and the same sequence going on across a kill -9 and restart.
+final class PropBusClientPropertyTests: DaemonTestCase, @unchecked Sendable {
+    private var library: PropBusClient!
+
+    override func setUp() async throws {
+        try await super.setUp()
+        library = try await PropBusClient.connect(.address(bus.address))
+    }
+
+    override func tearDown() async throws {
+        library?.close()
+        library = nil
+        try await super.tearDown()
+    }
+
+    func testValuesFollowThreeWritersInTheDaemonsOrderWithoutDuplicates() async throws {
+        try await client.create("settings.volume", "i", default: .int32(-1))
+        let volume = library.property("settings.volume", as: Int32.self)
+        let values = StreamRecorder(volume.values)
+        let raw = try await client.recordChanges(ofGroup: "settings")
+        await values.wait { $0 == [-1] }
+        XCTAssertEqual(values.elements, [-1], "the current value comes first")
+
+        // 1,000 changes from three connections, as fast as each gets its replies.
+        var writers: [Client] = []
+        for _ in 0..<3 { writers.append(try await Client.connect(to: bus)) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, writer) in writers.enumerated() {
+                group.addTask {
+                    for step in 0..<334 where index * 334 + step < 1000 {
+                        try await writer.set("settings.volume", .int32(Int32(index * 10_000 + step)))
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        for writer in writers { writer.close() }
+        guard case .int32(let final) = try await client.get("settings.volume") else { return XCTFail("not an i") }
+        try await client.barrier()
+        let announced = raw.signals.compactMap { signal -> Int32? in
+            if case .int32(let value)? = signal.changed["volume"] { value } else { nil }
+        }
+        XCTAssertEqual(announced.last, final)
+        let seen = await values.wait { $0.last == final }
+        XCTAssertEqual(Array(seen.dropFirst()), announced, "every announced change, in order, and nothing else")
+        XCTAssertEqual(Set(seen).count, seen.count, "no value twice")
+        for writer in 0..<3 {
+            let own = seen.filter { $0 >= 0 && Int($0) / 10_000 == writer }
+            XCTAssertEqual(own, own.sorted(), "writer \(writer)'s changes in the order it made them")
+        }
+        XCTAssertEqual(volume.current, final)
+        XCTAssertEqual(volume.state, .live)
+    }
+
+    func testSetCompareAndSetAndResetRoundTrip() async throws {
+        try await client.create("settings.name", "s", default: .string("default"))
+        let name = library.property("settings.name", as: String.self)
+        try await name.set("first")
+        XCTAssertEqual(name.current, "first", "the signal precedes the reply")
+        XCTAssertEqual(try await client.get("settings.name"), .string("first"))
+
+        let (value, revision) = try await name.valueWithRevision()
+        XCTAssertEqual(value, "first")
+        let next = try await name.compareAndSet(revision: revision, to: "second")
+        XCTAssertGreaterThan(next, revision)
+        XCTAssertEqual(name.current, "second")
+        do {
+            try await name.compareAndSet(revision: revision, to: "third")
+            XCTFail("a stale revision was accepted")
+        } catch {
+            XCTAssertTrue(error.isConflict, "\(error)")
+            XCTAssertEqual(error.name, "org.propbus.PropBus1.Error.Conflict")
+        }
+        try await name.reset()
+        XCTAssertEqual(name.current, "default")
+        XCTAssertEqual(try await name.value(), "default")
+    }
+
+    func testContainerTypesDecode() async throws {
+        try await client.create("settings.levels", "a{sd}", default: .dictionary(key: .string, value: .double, []))
+        try await client.create("settings.tags", "as", default: .array(of: .string, []))
+        let levels = library.property("settings.levels", as: [String: Double].self)
+        let tags = library.property("settings.tags", as: [String].self)
+        try await levels.set(["bass": 0.5, "treble": -1])
+        try await tags.set(["a", "b"])
+        XCTAssertEqual(levels.current, ["bass": 0.5, "treble": -1])
+        XCTAssertEqual(tags.current, ["a", "b"])
+        XCTAssertEqual(try await client.get("settings.tags"), .array(of: .string, [.string("a"), .string("b")]))
+    }
+
+    func testTypeMismatchIsReportedNotCrashedOn() async throws {
+        try await client.create("settings.volume", "s", default: .string("loud"))
+        let volume = library.property("settings.volume", as: Int32.self)
+        let states = StreamRecorder(volume.states)
+        let arrived = await states.wait { $0.contains(.typeMismatch(expected: "i", actual: "s")) }
+        XCTAssertEqual(arrived.last, .typeMismatch(expected: "i", actual: "s"))
+        XCTAssertNil(volume.current)
+        do {
+            try await volume.set(3)
+            XCTFail("the daemon took an i for an s key")
+        } catch {
+            XCTAssertEqual(error.name, "org.propbus.PropBus1.Error.TypeMismatch")
+        }
+    }
+
+    func testStaleWithinASecondOfKillAndLiveAfterRestartOnTheSameSequence() async throws {
+        try await client.create("settings.volume", "i", default: .int32(1))
+        let volume = library.property("settings.volume", as: Int32.self)
+        let values = StreamRecorder(volume.values)
+        let states = StreamRecorder(volume.states)
+        try await client.set("settings.volume", .int32(2))
+        await values.wait { $0.last == 2 }
+        await states.wait { $0.last == .live }
+
+        daemon.process.signal(SIGKILL)
+        // The bound the library promises: the bus announces the lost owner at once.
+        let stale = await states.wait(timeout: 1) { $0.last == .stale }
+        XCTAssertEqual(stale.last, .stale, "not stale within a second of kill -9")
+        XCTAssertEqual(volume.current, 2, "the last known value is kept while stale")
+        _ = await daemon.process.waitForExit(timeout: 5)
+
+        daemon = try await Daemon.start(on: bus, arguments: daemonArguments, watcher: client)
+        let live = await states.wait { $0.last == .live }
+        XCTAssertEqual(live.last, .live)
+        try await client.set("settings.volume", .int32(3))
+        let seen = await values.wait { $0.last == 3 }
+        XCTAssertEqual(seen, [1, 2, 3], "the same sequence goes on after the restart, without a duplicate")
+        XCTAssertEqual(volume.current, 3)
+    }
+}
