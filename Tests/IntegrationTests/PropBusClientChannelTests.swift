@@ -41,19 +41,19 @@ final class PropBusClientChannelTests: DaemonTestCase, @unchecked Sendable {
         let channel = library.channel(library.property("settings.someBoolKey", as: Bool.self))
         let binding = channel.bind(\.isOn, of: model)
         defer { binding.cancel() }
-        let startedFromBus = await eventually { model.isOn == false }
+        let startedFromBus = await onMain { model.isOn == false }
         XCTAssertTrue(startedFromBus, "the key's value wins at the start")
 
         model.isOn = true
-        let first = await eventually { (try? await self.client.get("settings.someBoolKey")) == .boolean(true) }
+        let first = await onMain { (try? await self.client.get("settings.someBoolKey")) == .boolean(true) }
         XCTAssertTrue(first, "the first tap reached the key")
         model.isOn = false
-        let second = await eventually { (try? await self.client.get("settings.someBoolKey")) == .boolean(false) }
+        let second = await onMain { (try? await self.client.get("settings.someBoolKey")) == .boolean(false) }
         XCTAssertTrue(second, "the second tap reached the key")
 
         _ = try await busctl(["set-property", PropBusAPI.busName, Key.objectPath(ofGroup: "settings"),
                               PropBusAPI.values, "someBoolKey", "b", "true"])
-        let reached = await eventually { model.isOn == true }
+        let reached = await onMain { model.isOn == true }
         XCTAssertTrue(reached, "a change made in another process after two taps must reach the switch")
     }
 
@@ -69,18 +69,42 @@ final class PropBusClientChannelTests: DaemonTestCase, @unchecked Sendable {
 
         for value in [true, false, true] {
             model.isOn = value
-            let arrived = await eventually { (try? await self.client.get("settings.someBoolKey")) == .boolean(value) }
-            XCTAssertTrue(arrived)
+            let arrived = await onMain { (try? await self.client.get("settings.someBoolKey")) == .boolean(value) }
+            XCTAssertTrue(arrived, "model write \(value) did not reach the key (the model shows \(model.isOn))")
         }
         model.isOn = true  // the value the key holds: no write
         for value in [false, true, false] {
             try await client.set("settings.someBoolKey", .boolean(value))
-            let followed = await eventually { model.isOn == value }
+            let followed = await onMain { model.isOn == value }
             XCTAssertTrue(followed, "the model follows the bus to \(value)")
         }
         try await monitorBarrier()
         XCTAssertEqual(setsBy(library.uniqueName), 3, "three model writes, three Sets; the bus's changes sent none back")
         XCTAssertEqual(model.isOn, false)
+    }
+
+    @MainActor
+    func testInterleavedChangesFromBothSidesLeaveNeitherSideStale() async throws {
+        try await client.create("settings.volume", "i", default: .int32(0))
+        let model = SwitchModel()
+        let binding = library.channel(library.property("settings.volume", as: Int32.self))
+            .bind(\.volumeText, of: model, toBus: { Int32($0) ?? -1 }, fromBus: { String($0) })
+        defer { binding.cancel() }
+        let other = try await Client.connect(to: bus)
+        defer { other.close() }
+        for round in 1...20 {
+            // A model write and another process's write race; whichever the daemon takes last
+            // must end on both sides.
+            model.volumeText = String(round * 2)
+            async let remote: Void = other.set("settings.volume", .int32(Int32(round * 2 + 1)))
+            try await remote
+            var stored = DBusValue.int32(-2)
+            let agreed = await onMain {
+                stored = (try? await self.client.get("settings.volume")) ?? .int32(-2)
+                return stored == .int32(Int32(model.volumeText) ?? -3)
+            }
+            XCTAssertTrue(agreed, "round \(round): the model shows \(model.volumeText), the key holds \(stored)")
+        }
     }
 
     @MainActor
@@ -90,16 +114,27 @@ final class PropBusClientChannelTests: DaemonTestCase, @unchecked Sendable {
         let binding = library.channel(library.property("settings.volume", as: Int32.self))
             .bind(\.volumeText, of: model, toBus: { Int32($0) ?? 0 }, fromBus: { "level \($0)" })
         defer { binding.cancel() }
-        let started = await eventually { model.volumeText == "level 7" }
+        let started = await onMain { model.volumeText == "level 7" }
         XCTAssertTrue(started, "fromBus at the start: \(model.volumeText)")
         try await client.set("settings.volume", .int32(9))
-        let followed = await eventually { model.volumeText == "level 9" }
+        let followed = await onMain { model.volumeText == "level 9" }
         XCTAssertTrue(followed, "fromBus on a change: \(model.volumeText)")
         model.volumeText = "12"
-        let written = await eventually { (try? await self.client.get("settings.volume")) == .int32(12) }
+        let written = await onMain { (try? await self.client.get("settings.volume")) == .int32(12) }
         XCTAssertTrue(written, "toBus on a model write")
         // The daemon's value comes back through fromBus only if it differs from what was written.
         XCTAssertEqual(model.volumeText, "12")
+    }
+
+    /// `eventually` on the main actor, where the model lives.
+    @MainActor
+    private func onMain(timeout: TimeInterval = 5, _ condition: @MainActor () async -> Bool) async -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        repeat {
+            if await condition() { return true }
+            try? await Task.sleep(nanoseconds: 5_000_000)
+        } while Date() < deadline
+        return await condition()
     }
 
     // MARK: Counting Sets on the bus

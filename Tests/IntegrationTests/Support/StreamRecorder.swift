@@ -13,15 +13,19 @@ final class StreamRecorder<Element: Sendable>: @unchecked Sendable {
             do {
                 for try await element in sequence {
                     guard let self else { return }
-                    self.lock.lock()
-                    self.received.append(element)
-                    self.lock.unlock()
+                    self.append(element)
                 }
             } catch {}
         }
     }
 
     deinit { task?.cancel() }
+
+    private func append(_ element: Element) {
+        lock.lock()
+        received.append(element)
+        lock.unlock()
+    }
 
     var elements: [Element] {
         lock.lock()
