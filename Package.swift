@@ -77,6 +77,9 @@ let package = Package(
             name: "propctl", dependencies: ["CommandLineKit", "DBus", "PropBus", "PropBusSystem", "SystemKit"],
             linkerSettings: staticRuntimeInRelease
         ),
+        // The second note's Flickr search view model written with the client library; built with
+        // everything else, run by ExampleTests against a daemon with examples/flickr-search.json.
+        .executableTarget(name: "FlickrSearch", dependencies: ["PropBusClient"], path: "examples/FlickrSearch"),
         .testTarget(name: "SystemKitTests", dependencies: ["SystemKit"]),
         // Links libdbus only to compare the pure validators with libdbus's answers.
         .testTarget(name: "DBusValuesTests", dependencies: ["DBusValues", "CDBus"]),
