@@ -80,6 +80,8 @@ let package = Package(
         // The second note's Flickr search view model written with the client library; built with
         // everything else, run by ExampleTests against a daemon with examples/flickr-search.json.
         .executableTarget(name: "FlickrSearch", dependencies: ["PropBusClient"], path: "examples/FlickrSearch"),
+        // bench/client-latency.sh's observer through PropBusClient's `values`.
+        .executableTarget(name: "ClientLatencyProbe", dependencies: ["PropBusClient"], path: "bench/ClientLatencyProbe"),
         .testTarget(name: "SystemKitTests", dependencies: ["SystemKit"]),
         // Links libdbus only to compare the pure validators with libdbus's answers.
         .testTarget(name: "DBusValuesTests", dependencies: ["DBusValues", "CDBus"]),
