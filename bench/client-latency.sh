@@ -48,7 +48,7 @@ wait "$c_pid" "$swift_pid"
 # p50 p99 max (µs) of observer time minus send time, matched by value.
 latencies() {
   awk 'NR == FNR { sent[$1] = $2; next } $1 != "ready" && ($1 in sent) { print ($2 - sent[$1]) / 1000 }' "$tmp/sent" "$1" \
-    | sort -g | awk '{ a[NR] = $1 } END { printf "%.1f %.1f %.1f %d\n", a[int((NR + 1) / 2)], a[int(NR * 0.99) > 0 ? int(NR * 0.99) : 1], a[NR], NR }'
+    | sort -g | awk '{ a[NR] = $1 } END { p99 = int(NR * 0.99); if (p99 < 1) p99 = 1; printf "%.1f %.1f %.1f %d\n", a[int((NR + 1) / 2)], a[p99], a[NR], NR }'
 }
 echo "A property change until an observer has it, $changes changes ${pause} us apart, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 read -r cp50 cp99 cmax cn < <(latencies "$tmp/c.out")

@@ -99,6 +99,19 @@ final class PropBusClientPropertyTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertEqual(stored, .array(of: .string, [.string("a"), .string("b")]))
     }
 
+    func testAStructOfYourOwnRoundTrips() async throws {
+        try await client.create("ui.origin", "(ii)", default: .structure([.int32(0), .int32(0)]))
+        let origin = library.property("ui.origin", as: Point.self)
+        try await origin.set(Point(x: 3, y: -4))
+        XCTAssertEqual(origin.current, Point(x: 3, y: -4))
+        let stored = try await client.get("ui.origin")
+        XCTAssertEqual(stored, .structure([.int32(3), .int32(-4)]))
+        let bytes = library.property("ui.blob", as: [UInt8].self)
+        try await client.create("ui.blob", "ay", default: .bytes([1, 2]))
+        let read = try await bytes.value()
+        XCTAssertEqual(read, [1, 2])
+    }
+
     func testTypeMismatchIsReportedNotCrashedOn() async throws {
         try await client.create("settings.volume", "s", default: .string("loud"))
         let volume = library.property("settings.volume", as: Int32.self)
@@ -140,4 +153,17 @@ final class PropBusClientPropertyTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertEqual(seen, [1, 2, 3], "the same sequence goes on after the restart, without a duplicate")
         XCTAssertEqual(volume.current, 3)
     }
+}
+
+/// The doc comment's example of a struct of one's own, sent as `(ii)`.
+struct Point: DBusValueConvertible, Equatable {
+    var x: Int32, y: Int32
+    static let dbusType = DBusType.structure([.int32, .int32])
+    init(x: Int32, y: Int32) { self.x = x; self.y = y }
+    init?(dbusValue: DBusValue) {
+        guard let fields = dbusValue.structureFields(count: 2),
+              let x = Int32(dbusValue: fields[0]), let y = Int32(dbusValue: fields[1]) else { return nil }
+        self.init(x: x, y: y)
+    }
+    var dbusValue: DBusValue { .structure([x.dbusValue, y.dbusValue]) }
 }

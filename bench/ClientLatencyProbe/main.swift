@@ -29,7 +29,7 @@ for await value in property.values {
     if first {
         first = false
         print("ready")
-        fflush(stdout)
+        fflush(nil)  // every stream: stdout itself is a global Swift 6 will not touch
         continue
     }
     seen.append((value, now()))
