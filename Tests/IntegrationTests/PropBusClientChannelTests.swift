@@ -15,21 +15,17 @@ final class SwitchModel {
 /// The client library's channels between a key and an `@Observable` model, against the real
 /// daemon: the seeds' defaults sequence, exactly one `Set` per model write and none per bus
 /// change (counted by a bus monitor), and transforms both ways.
-final class PropBusClientChannelTests: DaemonTestCase, @unchecked Sendable {
-    private var library: PropBusClient!
+final class PropBusClientChannelTests: ClientLibraryTestCase, @unchecked Sendable {
     private var monitor: ChildProcess?
     private var markerValue: Int32 = 0
 
     override func setUp() async throws {
         try await super.setUp()
-        library = try await PropBusClient.connect(.address(bus.address))
         try await client.create("test.marker.tick", "i", default: .int32(0))
     }
 
     override func tearDown() async throws {
         await monitor?.stop()
-        library?.close()
-        library = nil
         try await super.tearDown()
     }
 

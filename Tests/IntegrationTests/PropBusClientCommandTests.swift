@@ -6,19 +6,7 @@ import XCTest
 
 /// The client library's commands against the real daemon: execute with a typed result, errors
 /// carrying the D-Bus error name, `isEnabled` and `isExecuting` as sequences, start and cancel.
-final class PropBusClientCommandTests: DaemonTestCase, @unchecked Sendable {
-    private var library: PropBusClient!
-
-    override func setUp() async throws {
-        try await super.setUp()
-        library = try await PropBusClient.connect(.address(bus.address))
-    }
-
-    override func tearDown() async throws {
-        library?.close()
-        library = nil
-        try await super.tearDown()
-    }
+final class PropBusClientCommandTests: ClientLibraryTestCase, @unchecked Sendable {
 
     private func shell(_ script: String) -> DBusValue {
         .array(of: .string, ["/bin/sh", "-c", script].map { .string($0) })

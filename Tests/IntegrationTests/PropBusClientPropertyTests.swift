@@ -7,19 +7,7 @@ import XCTest
 /// The Swift client library's typed properties against the real daemon on a private bus:
 /// values in the daemon's order without duplicates, writes, compare-and-set, reset, a type
 /// mismatch reported, and the same sequence going on across a kill -9 and restart.
-final class PropBusClientPropertyTests: DaemonTestCase, @unchecked Sendable {
-    private var library: PropBusClient!
-
-    override func setUp() async throws {
-        try await super.setUp()
-        library = try await PropBusClient.connect(.address(bus.address))
-    }
-
-    override func tearDown() async throws {
-        library?.close()
-        library = nil
-        try await super.tearDown()
-    }
+final class PropBusClientPropertyTests: ClientLibraryTestCase, @unchecked Sendable {
 
     func testValuesFollowThreeWritersInTheDaemonsOrderWithoutDuplicates() async throws {
         try await client.create("settings.volume", "i", default: .int32(-1))
@@ -110,6 +98,29 @@ final class PropBusClientPropertyTests: DaemonTestCase, @unchecked Sendable {
         try await client.create("ui.blob", "ay", default: .bytes([1, 2]))
         let read = try await bytes.value()
         XCTAssertEqual(read, [1, 2])
+    }
+
+    func testAKeyCreatedLaterGoesLiveAndADeletedOneStale() async throws {
+        let later = library.property("later.count", as: Int32.self)
+        let states = StreamRecorder(later.states)
+        let values = StreamRecorder(later.values)
+        try await client.barrier()
+        let before = await states.wait { $0.last == .stale }
+        XCTAssertEqual(before.last, .stale, "a key that does not exist is stale")
+        // A new group: announced by InterfacesAdded alone.
+        try await client.create("later.count", "i", default: .int32(5))
+        let appeared = await values.wait { $0 == [5] }
+        XCTAssertEqual(appeared, [5])
+        await states.wait { $0.last == .live }
+        XCTAssertEqual(later.state, .live)
+        // A second key of the group: its PropertiesChanged.
+        let second = library.property("later.other", as: String.self)
+        try await client.create("later.other", "s", default: .string("x"))
+        _ = await eventually { second.current == "x" }
+        XCTAssertEqual(second.current, "x")
+        try await client.delete("later.count")
+        let gone = await states.wait { $0.last == .stale }
+        XCTAssertEqual(gone.last, .stale, "a deleted key is stale")
     }
 
     func testTypeMismatchIsReportedNotCrashedOn() async throws {
