@@ -8,6 +8,7 @@ enum DaemonNames {
     static let valuesInterface = "org.propbus.PropBus1.Values"
     static let commandInterface = "org.propbus.PropBus1.Command"
     static let propertiesInterface = "org.freedesktop.DBus.Properties"
+    static let objectManagerInterface = "org.freedesktop.DBus.ObjectManager"
 
     /// The group object of `key` and the key's property name on it: `ui.switch.on` is `on` of
     /// `/org/propbus/PropBus1/ui/switch` (as the core's `Key.objectPath`).

@@ -65,6 +65,11 @@ public final class PropBusClient: @unchecked Sendable {
         do {
             // Subscribe before asking, so an owner change between the two is not missed.
             try await connection.addMatch(.nameOwnerChanged(arg0: DaemonNames.busName))
+            // Groups that appear or go (a key created in a new group, a group's last key deleted).
+            for member in ["InterfacesAdded", "InterfacesRemoved"] {
+                try await connection.addMatch(MatchRule(sender: DaemonNames.busName, path: DaemonNames.rootPath,
+                                                        interface: DaemonNames.objectManagerInterface, member: member))
+            }
             let owner = try? await connection.callBus("GetNameOwner", [.string(DaemonNames.busName)]).first?.stringValue
             await client.onQueue { client.ownerAnswered(owner) }
         } catch {
@@ -124,6 +129,14 @@ public final class PropBusClient: @unchecked Sendable {
                                                         member: "PropertiesChanged")) { [weak self] message in
             self?.propertiesChanged(message)
         }
+        connection.addSignalHandler(matching: MatchRule(path: DaemonNames.rootPath, interface: DaemonNames.objectManagerInterface,
+                                                        member: "InterfacesAdded")) { [weak self] message in
+            self?.interfacesAdded(message)
+        }
+        connection.addSignalHandler(matching: MatchRule(path: DaemonNames.rootPath, interface: DaemonNames.objectManagerInterface,
+                                                        member: "InterfacesRemoved")) { [weak self] message in
+            self?.interfacesRemoved(message)
+        }
         connection.whenDisconnected { [weak self] in
             guard let self else { return }
             self.disconnected = true
@@ -166,6 +179,26 @@ public final class PropBusClient: @unchecked Sendable {
             for name in invalidated.compactMap(\.stringValue) {
                 for sink in group[name] ?? [] { sink.sink?.resync() }
             }
+        }
+    }
+
+    /// A group object appeared: its `Values` carry every key's value, as a `PropertiesChanged` would.
+    private func interfacesAdded(_ message: Message) {
+        guard let owner = daemonOwner, message.sender == owner, let arguments = try? message.arguments(),
+              arguments.count == 2, case .objectPath(let path) = arguments[0], let group = sinks[path],
+              let interfaces = arguments[1].stringKeyedEntries,
+              let values = interfaces[DaemonNames.valuesInterface]?.stringKeyedEntries else { return }
+        for (name, value) in values {
+            for sink in group[name] ?? [] { sink.sink?.busChanged(value.unwrappingVariant) }
+        }
+    }
+
+    /// A group object went: its properties read again (and turn stale, their key being gone).
+    private func interfacesRemoved(_ message: Message) {
+        guard let owner = daemonOwner, message.sender == owner, let arguments = try? message.arguments(),
+              arguments.count == 2, case .objectPath(let path) = arguments[0], let group = sinks[path] else { return }
+        for list in group.values {
+            for sink in list { sink.sink?.resync() }
         }
     }
 
