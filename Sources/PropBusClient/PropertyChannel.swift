@@ -29,8 +29,8 @@ public final class PropertyChannel<Value: DBusValueConvertible>: Sendable {
     /// Binds `keyPath` of `model` to the key both ways; the binding lasts until the returned
     /// value is cancelled or released.
     @MainActor
-    public func bind<Model: Observable & AnyObject>(_ keyPath: ReferenceWritableKeyPath<Model, Value>,
-                                                    of model: Model) -> ChannelBinding where Value: Equatable {
+    public func bind<Model: Observable & AnyObject & SendableMetatype>(_ keyPath: ReferenceWritableKeyPath<Model, Value>,
+                                                    of model: Model) -> ChannelBinding where Value: Equatable & SendableMetatype {
         bind(keyPath, of: model, toBus: { $0 }, fromBus: { $0 })
     }
 
@@ -38,7 +38,7 @@ public final class PropertyChannel<Value: DBusValueConvertible>: Sendable {
     /// key's value into the model's, `toBus` the model's into the key's (as `Bind`'s
     /// `from_key` and `to_key`).
     @MainActor
-    public func bind<Model: Observable & AnyObject, ModelValue: Equatable>(
+    public func bind<Model: Observable & AnyObject & SendableMetatype, ModelValue: Equatable & SendableMetatype>(
         _ keyPath: ReferenceWritableKeyPath<Model, ModelValue>, of model: Model,
         toBus: @escaping @MainActor (ModelValue) -> Value, fromBus: @escaping @MainActor (Value) -> ModelValue
     ) -> ChannelBinding {
@@ -153,7 +153,8 @@ final class ChannelEndpoint<Value: DBusValueConvertible>: @unchecked Sendable {
 
 /// The model's side of a binding, on the main actor.
 @MainActor
-final class ModelTerminal<Model: AnyObject & Observable, ModelValue: Equatable, Value: DBusValueConvertible> {
+final class ModelTerminal<Model: AnyObject & Observable & SendableMetatype, ModelValue: Equatable & SendableMetatype,
+                          Value: DBusValueConvertible> {
     private let endpoint: ChannelEndpoint<Value>
     private weak var model: Model?
     private let keyPath: ReferenceWritableKeyPath<Model, ModelValue>
