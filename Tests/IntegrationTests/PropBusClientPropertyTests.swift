@@ -48,6 +48,16 @@ final class PropBusClientPropertyTests: ClientLibraryTestCase, @unchecked Sendab
         XCTAssertEqual(volume.state, .live)
     }
 
+    func testValuesOfATemporaryPropertyGoOn() async throws {
+        try await client.create("settings.level", "i", default: .int32(0))
+        // Nobody holds the property but its sequence.
+        let values = StreamRecorder(library.property("settings.level", as: Int32.self).values)
+        await values.wait { $0 == [0] }
+        try await client.set("settings.level", .int32(1))
+        let seen = await values.wait { $0.last == 1 }
+        XCTAssertEqual(seen, [0, 1])
+    }
+
     func testSetCompareAndSetAndResetRoundTrip() async throws {
         try await client.create("settings.name", "s", default: .string("default"))
         let name = library.property("settings.name", as: String.self)
