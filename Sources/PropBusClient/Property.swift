@@ -64,7 +64,8 @@ public final class Property<Value: DBusValueConvertible>: @unchecked Sendable, P
     /// the same value twice in a row. Goes on across daemon restarts (a value that changed while
     /// the daemon was away is delivered when it is back); ends when the client closes.
     ///
-    /// Each access is a new sequence with its own buffer (``bufferLimit``).
+    /// Each access is a new sequence with its own buffer (``bufferLimit``); it keeps the property
+    /// alive while it is iterated.
     public var values: AsyncStream<Value> {
         AsyncStream(bufferingPolicy: .bufferingNewest(Self.bufferLimit)) { continuation in
             client.queue.async { [self] in
@@ -72,8 +73,9 @@ public final class Property<Value: DBusValueConvertible>: @unchecked Sendable, P
                 let id = nextID
                 valueSubscribers[id] = continuation
                 if let last, let value = Value(dbusValue: last) { continuation.yield(value) }
-                continuation.onTermination = { [weak self] _ in
-                    guard let self else { return }
+                // Holds the property while the stream is iterated (a temporary property, or one
+                // whose last use was `.values`, goes on); the consumer dropping the stream ends it.
+                continuation.onTermination = { _ in
                     self.client.queue.async { self.valueSubscribers[id] = nil }
                 }
             }
@@ -88,8 +90,7 @@ public final class Property<Value: DBusValueConvertible>: @unchecked Sendable, P
                 let id = nextID
                 stateSubscribers[id] = continuation
                 continuation.yield(confinedState)
-                continuation.onTermination = { [weak self] _ in
-                    guard let self else { return }
+                continuation.onTermination = { _ in
                     self.client.queue.async { self.stateSubscribers[id] = nil }
                 }
             }
