@@ -23,6 +23,7 @@ let package = Package(
         .library(name: "DBus", targets: ["DBus"]),
         .library(name: "PropBus", targets: ["PropBus"]),
         .library(name: "Etcd", targets: ["Etcd"]),
+        .library(name: "PropBusClient", targets: ["PropBusClient"]),
         .executable(name: "propbusd", targets: ["propbusd"]),
         .executable(name: "propctl", targets: ["propctl"]),
     ],
@@ -56,6 +57,9 @@ let package = Package(
         .target(name: "DBusValues"),
         .target(name: "DBus", dependencies: ["DBusValues", "CDBus", "SystemKit"]),
         .target(name: "Etcd", dependencies: ["CCurl"]),
+        // The library for Swift programs that use the daemon: typed properties, channels to
+        // @Observable models and commands. Only the D-Bus library: not the core, the store or curl.
+        .target(name: "PropBusClient", dependencies: ["DBus", "DBusValues"]),
         // The core model: no libdbus, no SQLite.
         .target(name: "PropBus", dependencies: ["DBusValues"]),
         // The core's adapters to the system: the SQLite store, the state directory, model files,
@@ -73,6 +77,11 @@ let package = Package(
             name: "propctl", dependencies: ["CommandLineKit", "DBus", "PropBus", "PropBusSystem", "SystemKit"],
             linkerSettings: staticRuntimeInRelease
         ),
+        // The second note's Flickr search view model written with the client library; built with
+        // everything else, run by ExampleTests against a daemon with examples/flickr-search.json.
+        .executableTarget(name: "FlickrSearch", dependencies: ["PropBusClient"], path: "examples/FlickrSearch"),
+        // bench/client-latency.sh's observer through PropBusClient's `values`.
+        .executableTarget(name: "ClientLatencyProbe", dependencies: ["PropBusClient"], path: "bench/ClientLatencyProbe"),
         .testTarget(name: "SystemKitTests", dependencies: ["SystemKit"]),
         // Links libdbus only to compare the pure validators with libdbus's answers.
         .testTarget(name: "DBusValuesTests", dependencies: ["DBusValues", "CDBus"]),
@@ -89,6 +98,6 @@ let package = Package(
         // Real etcd members on loopback, for EtcdTests and the fleet integration tests.
         .target(name: "EtcdTestSupport", dependencies: ["Etcd"], path: "Tests/EtcdTestSupport"),
         .testTarget(name: "EtcdTests", dependencies: ["Etcd", "EtcdTestSupport"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["DBus", "PropBus", "PropBusSystem", "CSQLite", "Etcd", "EtcdTestSupport"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["DBus", "PropBus", "PropBusClient", "PropBusSystem", "CSQLite", "Etcd", "EtcdTestSupport"]),
     ]
 )

@@ -61,6 +61,8 @@ final class HelpGeneratorTests: XCTestCase {
                                   reload).
               prune               Show, then with --yes delete, stored values that no
                                   definition claims.
+              codegen             Print typed accessors for a model file's keys and commands
+                                  (Swift).
               completion          Print a shell completion script for bash, zsh or fish.
 
             Examples:

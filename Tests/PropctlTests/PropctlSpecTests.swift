@@ -6,11 +6,12 @@ import XCTest
 final class PropctlSpecTests: XCTestCase {
     private let root = PropctlSpec.root
 
-    /// The contract's subcommands, the verbs of issue 15, and `reload` and `prune` of SPEC §12.
+    /// The contract's subcommands, the verbs of issue 15, `reload` and `prune` of SPEC §12, and
+    /// `codegen` (typed Swift accessors for the client library).
     func testSubcommandsAreThoseOfTheContract() {
         XCTAssertEqual(root.subcommands.map(\.name),
                        ["get", "set", "reset", "list", "watch", "describe", "create", "delete", "bind", "bindings", "unbind",
-                        "exec", "serve", "cancel", "create-command", "delete-command", "dump", "load", "status", "reload", "prune", "completion"])
+                        "exec", "serve", "cancel", "create-command", "delete-command", "dump", "load", "status", "reload", "prune", "codegen", "completion"])
         XCTAssertEqual(root.options.map(\.long), ["system", "user", "address", "json", "help", "version"])
     }
 

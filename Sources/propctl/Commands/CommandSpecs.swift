@@ -27,7 +27,7 @@ enum PropctlSpec {
             .version,
         ],
         subcommands: [get, set, reset, list, watch, describe, create, delete, bind, bindings, unbind,
-                      exec, serve, cancel, createCommand, deleteCommand, dump, load, status, reload, prune, completion],
+                      exec, serve, cancel, createCommand, deleteCommand, dump, load, status, reload, prune, codegen, completion],
         exclusiveOptions: [["system", "user", "address"]],
         examples: [
             .init("Turn a switch on", "propctl set ui.switch.on true"),

@@ -37,4 +37,25 @@ extension PropctlSpec {
             .init("Delete it", "propctl prune --yes"),
         ]
     )
+
+    /// `propctl codegen swift MODEL.json`
+    static let codegen = CommandSpec(
+        name: "codegen",
+        abstract: "Print typed accessors for a model file's keys and commands (Swift).",
+        discussion: """
+            Reads MODEL (a model file, as propbusd loads them) and prints a Swift file for the \
+            PropBusClient library: a struct named after the file (flickr-search.json gives \
+            FlickrSearchKeys) with one struct per group, a typed Property per key and a Command \
+            per command, documented with the description, the default, the range or choices. \
+            A key whose type has no built-in Swift type is left as a comment. Only the file is \
+            read; the bus is not used.
+            """,
+        positionals: [
+            .init("LANGUAGE", help: "The language to generate: swift."),
+            .init("FILE", display: "MODEL", help: "The model file (JSON)."),
+        ],
+        examples: [
+            .init("Accessors for the Flickr search example", "propctl codegen swift examples/flickr-search.json"),
+        ]
+    )
 }

@@ -29,6 +29,7 @@ enum Subcommands {
         "create-command": CreateCommandCommand.self,
         "delete-command": DeleteCommandCommand.self,
         "describe": DescribeCommand.self,
+        "codegen": CodegenCommand.self,
         "completion": CompletionCommand.self,
     ]
 }

@@ -1,0 +1,65 @@
+import DBus
+import Foundation
+import PropBus
+import PropBusClient
+import XCTest
+
+/// The client library's commands against the real daemon: execute with a typed result, errors
+/// carrying the D-Bus error name, `isEnabled` and `isExecuting` as sequences, start and cancel.
+final class PropBusClientCommandTests: ClientLibraryTestCase, @unchecked Sendable {
+
+    private func shell(_ script: String) -> DBusValue {
+        .array(of: .string, ["/bin/sh", "-c", script].map { .string($0) })
+    }
+
+    func testExecuteReturnsTheResultAndFailuresCarryTheErrorName() async throws {
+        try await client.createCommand("vm.echo", ["exec": shell(#"printf 'got %s' "$PROPBUS_INPUT""#), "persistent": .boolean(false)])
+        try await client.createCommand("vm.fail", ["exec": shell("echo boom >&2; exit 3"), "persistent": .boolean(false)])
+        let echo = library.command("vm.echo", input: String.self, output: String.self)
+        let result = try await echo.execute("cats")
+        XCTAssertEqual(result, "got cats")
+        do {
+            _ = try await library.command("vm.fail").execute("x")
+            XCTFail("a failing command returned")
+        } catch {
+            XCTAssertEqual(error.name, PropBusClientError.Name.executionFailed, "\(error)")
+        }
+    }
+
+    func testIsEnabledFollowsEnabledWhenAndADisabledCommandIsNotEnabled() async throws {
+        try await client.create("flags.go", "b", default: .boolean(false))
+        try await client.createCommand("vm.run", ["exec": shell("true"), "enabled_when": .string("flags.go"),
+                                                  "persistent": .boolean(false)])
+        let run = library.command("vm.run")
+        let enabled = StreamRecorder(run.isEnabled)
+        await enabled.wait { $0 == [false] }
+        XCTAssertEqual(enabled.elements, [false])
+        do {
+            _ = try await run.execute("")
+            XCTFail("a disabled command ran")
+        } catch {
+            XCTAssertEqual(error.name, PropBusClientError.Name.notEnabled, "\(error)")
+        }
+        try await client.set("flags.go", .boolean(true))
+        let seen = await enabled.wait { $0.last == true }
+        XCTAssertEqual(seen, [false, true])
+    }
+
+    func testIsExecutingDrivesASpinnerAcrossStartAndCancel() async throws {
+        try await client.createCommand("vm.slow", ["exec": shell("sleep 30"), "persistent": .boolean(false)])
+        let slow = library.command("vm.slow")
+        let executing = StreamRecorder(slow.isExecuting)
+        await executing.wait { $0 == [false] }
+        let id = try await slow.start("")
+        await executing.wait { $0.last == true }
+        try await slow.cancel(id)
+        let seen = await executing.wait { $0.count == 3 }
+        XCTAssertEqual(seen, [false, true, false])
+        do {
+            try await slow.cancel(id)
+            XCTFail("cancelling an ended execution succeeded")
+        } catch {
+            XCTAssertEqual(error.name, DBusError.Name.invalidArgs, "\(error)")
+        }
+    }
+}
