@@ -59,6 +59,21 @@ def attack(name, address, seconds):
         print("ready", flush=True)
         sys.stdin.readline()
 
+    def start_many(path, text, count, stop_at_refusal):
+        result["started"] = 0
+        for _ in range(count):
+            if time.monotonic() >= deadline:
+                break
+            result["calls"] += 1
+            try:
+                call(bus, path, COMMAND, "Start", s(text), timeout=30)
+                result["started"] += 1
+            except dbus.DBusException as error:
+                result["refused"] += 1
+                result["last_error"] = dbus_error(error)
+                if stop_at_refusal:
+                    break
+
     if name == "introspect":
         path = ROOT + "/big"
         while time.monotonic() < deadline:
@@ -97,32 +112,9 @@ def attack(name, address, seconds):
             result["calls"] += 1
         result["made"] = made
     elif name == "command-input":
-        path = ROOT + "/pub/cat"
-        started = 0
-        for _ in range(8):
-            if time.monotonic() >= deadline:
-                break
-            try:
-                call(bus, path, COMMAND, "Start", s("a" * (30 << 20)), timeout=30)
-                started += 1
-            except dbus.DBusException as error:
-                result["refused"] += 1
-                result["last_error"] = dbus_error(error)
-            result["calls"] += 1
-        result["started"] = started
+        start_many(ROOT + "/pub/cat", "a" * (30 << 20), 8, stop_at_refusal=False)
     elif name == "executions":
-        path = ROOT + "/pub/sleep"
-        started = 0
-        for _ in range(64):
-            try:
-                call(bus, path, COMMAND, "Start", s(""))
-                started += 1
-            except dbus.DBusException as error:
-                result["refused"] += 1
-                result["last_error"] = dbus_error(error)
-                break
-            result["calls"] += 1
-        result["started"] = started
+        start_many(ROOT + "/pub/sleep", "", 64, stop_at_refusal=True)
         ready()
     elif name == "secret-via-binding":
         # The transform reads vault.later only once pub.b says "go": at Bind time the key does

@@ -6,10 +6,8 @@ import XCTest
 /// property only when it is listed in `invalidated_properties`; generic clients use only the
 /// standard names.
 final class CacheCoherenceTests: DaemonTestCase, @unchecked Sendable {
-    /// A GDBusProxy on group `app`, driven through creates, sets and deletes; after every step
-    /// (and a barrier write whose change the proxy must have seen) its cache is compared with
-    /// `GetAll`. Prints one line per diverging step.
-    private static let proxyScript = #"""
+    /// The proxy scripts' start: a GDBus connection to the bus in argv[1], and `call`.
+    private static let pythonPrelude = #"""
 import sys
 from gi.repository import Gio, GLib
 address = sys.argv[1]
@@ -18,6 +16,13 @@ conn = Gio.DBusConnection.new_for_address_sync(address,
 NAME, ROOT = "org.propbus.PropBus1", "/org/propbus/PropBus1"
 def call(path, iface, method, sig, args):
     return conn.call_sync(NAME, path, iface, method, GLib.Variant(sig, args) if sig else None, None, 0, 5000, None)
+
+"""#
+
+    /// A GDBusProxy on group `app`, driven through creates, sets and deletes; after every step
+    /// (and a barrier write whose change the proxy must have seen) its cache is compared with
+    /// `GetAll`. Prints one line per diverging step.
+    private static let proxyScript = pythonPrelude + #"""
 def create(key, default):
     call(ROOT, "org.propbus.PropBus1.Manager", "CreateProperty", "(ssva{sv})", (key, "i", GLib.Variant("i", default), {}))
 def delete(key):
@@ -59,15 +64,7 @@ print("done")
     /// Proxies made before their object exists (issue 21): a plain GDBusProxy listens to
     /// PropertiesChanged on its own path only, not to the root's InterfacesAdded/Removed. A
     /// barrier on another object (signals of one sender arrive in order) shows each step landed.
-    private static let earlyProxyScript = #"""
-import sys
-from gi.repository import Gio, GLib
-address = sys.argv[1]
-conn = Gio.DBusConnection.new_for_address_sync(address,
-    Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION, None, None)
-NAME, ROOT = "org.propbus.PropBus1", "/org/propbus/PropBus1"
-def call(path, iface, method, sig, args):
-    return conn.call_sync(NAME, path, iface, method, GLib.Variant(sig, args) if sig else None, None, 0, 5000, None)
+    private static let earlyProxyScript = pythonPrelude + #"""
 def manager(method, sig, args):
     call(ROOT, "org.propbus.PropBus1.Manager", method, sig, args)
 manager("CreateProperty", "(ssva{sv})", ("mark.n", "i", GLib.Variant("i", 0), {}))
