@@ -28,6 +28,9 @@ public final class EtcdCluster {
     private let etcd: String
     private let tls: TLSFiles?
     private let sharedArguments: [String]
+    /// `--initial-cluster` and `--initial-cluster-token`, as a restore from a snapshot needs them.
+    public let initialCluster: String
+    public let token: String
     public let directory: URL
     /// Every member's client URL, in order.
     public var endpoints: [String] { members.map(\.clientURL) }
@@ -56,6 +59,8 @@ public final class EtcdCluster {
         }
         let initialCluster = members.map { "\($0.name)=\($0.peerURL)" }.joined(separator: ",")
         let token = "propbus-test-\(UUID().uuidString.prefix(8))"
+        self.initialCluster = initialCluster
+        self.token = token
         self.etcd = etcd
         self.sharedArguments = [
             "--initial-cluster", initialCluster, "--initial-cluster-state", "new", "--initial-cluster-token", token,
@@ -131,6 +136,31 @@ public final class EtcdCluster {
         guard let process = members[index].process, process.isRunning else { return }
         Foundation.kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
+    }
+
+    /// Recreates member `index` empty on the same ports with the same configuration (an
+    /// operator's wiped data directory): killed, its data directory removed, launched again.
+    public func wipe(_ index: Int) throws {
+        kill(index)
+        try FileManager.default.removeItem(at: members[index].dataDir)
+        try launch(index)
+    }
+
+    /// Saves a snapshot of the cluster's data through member `index` (`etcdctl snapshot save`).
+    public func saveSnapshot(to file: URL, through index: Int = 0) throws {
+        try EtcdCluster.etcdctl(["--endpoints", members[index].clientURL, "snapshot", "save", file.path])
+    }
+
+    /// Restores member `index` from `snapshot` with the cluster's own name, token and peer URLs
+    /// (`etcdctl snapshot restore`, so the cluster id stays the same) and launches it again.
+    public func restore(_ index: Int, from snapshot: URL) throws {
+        kill(index)
+        let member = members[index]
+        try FileManager.default.removeItem(at: member.dataDir)
+        try EtcdCluster.etcdctl(["snapshot", "restore", snapshot.path, "--name", member.name, "--data-dir", member.dataDir.path,
+                                 "--initial-cluster", initialCluster, "--initial-cluster-token", token,
+                                 "--initial-advertise-peer-urls", member.peerURL])
+        try launch(index)
     }
 
     /// Stops every member: SIGTERM, then SIGKILL after 1 s (a member whose peers are gone
