@@ -121,6 +121,24 @@ final class FleetClusterTests: FleetTestCase {
         XCTAssertTrue(connected, diagnostics)
     }
 
+    /// Issue 25, defect 4: without a quorum, `status --fleet` still prints the status with the
+    /// fleet row, says the host list cannot be read now, in one short error line, at once.
+    func testStatusFleetWithoutAQuorumPrintsTheStatusAndSaysTheHostListCannotBeReadNow() async throws {
+        cluster!.kill(1)
+        cluster!.kill(2)
+
+        // Not waiting for FleetState: the command copes with whatever the daemon knows now.
+        // 1.5 s bounds the wait, it is not a measurement.
+        let status = try await hostA.propctl(["status", "--fleet"], timeout: 1.5)
+        XCTAssertFalse(status.timedOut, "propctl status --fleet did not answer within 1.5 s without a quorum")
+        XCTAssertTrue(status.stdout.contains("running"), "no status rows:\n\(status)")
+        XCTAssertTrue(status.stdout.contains("etcd revision"), "no fleet row:\n\(status)")
+        XCTAssertTrue((status.stdout + status.stderr).contains("cannot be read now"), "\(status)")
+        let errorLines = status.stderr.split(separator: "\n")
+        XCTAssertLessThanOrEqual(errorLines.count, 1, "\(status)")
+        XCTAssertLessThan(status.stderr.utf8.count, 240, "\(status)")
+    }
+
     func testAHostCutOffFromTheQuorumReplaysWhatItMissedWhenItReturns() async throws {
         try await hostA.createFleet("lab.cut.level", "i", default: .int32(0))
         try await hostA.createFleet("lab.cut.old", "s", default: .string("here"))
