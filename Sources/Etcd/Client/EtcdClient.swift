@@ -59,6 +59,12 @@ public final class EtcdClient: Sendable {
         try RangeResponse(json: call("/v3/kv/range", request.json, retrySafe: true))
     }
 
+    /// Runs a read within `timeout` instead of ``EtcdOptions/requestTimeout`` (a caller that
+    /// must answer a person soon, such as a host list for `propctl status`).
+    public func range(_ request: RangeRequest, timeout: Duration) throws(EtcdError) -> RangeResponse {
+        try RangeResponse(json: call("/v3/kv/range", request.json, retrySafe: true, timeout: timeout))
+    }
+
     /// Writes `value` to `key`, attached to `lease` if not 0.
     @discardableResult
     public func put(key: [UInt8], value: [UInt8], lease: Int64 = 0) throws(EtcdError) -> PutResponse {
@@ -208,9 +214,11 @@ public final class EtcdClient: Sendable {
 
     /// POSTs `body` to `path`, moving through the endpoints as the class documentation says,
     /// and returns the answer's JSON, or throws etcd's error.
-    func call(_ path: String, _ body: GatewayJSON, retrySafe: Bool, authenticated: Bool = true) throws(EtcdError) -> GatewayJSON {
+    func call(_ path: String, _ body: GatewayJSON, retrySafe: Bool, authenticated: Bool = true,
+              timeout: Duration? = nil) throws(EtcdError) -> GatewayJSON {
         let clock = ContinuousClock()
-        let deadline = clock.now + options.requestTimeout
+        let requestTimeout = timeout ?? options.requestTimeout
+        let deadline = clock.now + requestTimeout
         let text = body.text
         var token = authenticated ? try self.token() : nil
         var renewedToken = false
@@ -224,7 +232,7 @@ public final class EtcdClient: Sendable {
             let remaining = deadline - clock.now
             guard remaining > .zero else {
                 throw EtcdError(reachedOne ? .timedOut : .unavailable,
-                                "etcd did not answer \(path) within \(options.requestTimeout): \(failures.joined(separator: "; "))",
+                                "etcd did not answer \(path) within \(requestTimeout): \(failures.joined(separator: "; "))",
                                 endpoints: endpoints)
             }
             // A read shares what is left among the endpoints still to try in this pass, so one

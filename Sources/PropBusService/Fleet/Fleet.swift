@@ -1132,14 +1132,24 @@ public final class Fleet: @unchecked Sendable {
         }
     }
 
-    /// `Manager.ListFleetHosts`: the hosts whose presence key exists.
+    /// How long `Manager.ListFleetHosts` waits for etcd: a person waits for `propctl status --fleet`.
+    static let hostListTimeout: Duration = .seconds(1)
+
+    /// `Manager.ListFleetHosts`: the hosts whose presence key exists. Without a connection it
+    /// fails at once, and any failure is one short line (not every endpoint's attempts).
     func listHosts(_ call: MethodCall) -> MethodResult {
+        guard state == .connected else {
+            call.fail(PropBusError(.unavailable, "the fleet's host list cannot be read now: FleetState is \(state.rawValue)").dbusError)
+            return .deferred
+        }
         let id = nextID
         nextID += 1
         hostQueries[id] = call
         let client = client, layout = layout
         etcdQueue.async { [weak self] in
-            let result = Result { () throws(EtcdError) in try client.range(key: layout.hostsPrefix, prefix: true) }
+            let result = Result { () throws(EtcdError) in
+                try client.range(RangeRequest(key: layout.hostsPrefix, prefix: true), timeout: Self.hostListTimeout)
+            }
             self?.queue.async { [weak self] in
                 guard let self, let call = hostQueries.removeValue(forKey: id) else { return }
                 switch result {
@@ -1149,7 +1159,12 @@ public final class Fleet: @unchecked Sendable {
                     }.sorted()
                     call.reply([.array(of: .string, names.map { .string($0) })])
                 case .failure(let error):
-                    call.fail(PropBusError(.unavailable, "cannot list the fleet's hosts: etcd (\(configuration.endpoints.joined(separator: ", "))) is unavailable: \(error.message)").dbusError)
+                    let reason = switch error.code {
+                    case .unavailable: "etcd cannot be reached"
+                    case .timedOut: "etcd did not answer within \(Self.hostListTimeout)"
+                    default: error.message.count > 160 ? String(error.message.prefix(160)) + "…" : error.message
+                    }
+                    call.fail(PropBusError(.unavailable, "the fleet's host list cannot be read now: \(reason)").dbusError)
                 }
             }
         }

@@ -36,12 +36,19 @@ enum StatusCommand: Subcommand {
                                                     [.string(PropbusClient.managerInterface), .string("FleetRevision")]))?
             .first.flatMap { value -> UInt64? in if case .uint64(let n) = value.unwrappingVariantOnce { n } else { nil } } ?? 0
         var hosts: [String] = []
+        // Without etcd the status is still shown, with the fleet row; the host list's failure
+        // is one line on stderr, after it.
+        var hostsFailure: CommandFailure?
         if parsed.flag("fleet") {
             guard fleetState != "off" else {
                 throw CommandFailure(.unavailable, "propbusd runs without --fleet: there is no fleet to list")
             }
-            if case .array(_, let items)? = try await client.manager("ListFleetHosts").first {
-                hosts = items.compactMap(\.stringValue)
+            do {
+                if case .array(_, let items)? = try await client.manager("ListFleetHosts").first {
+                    hosts = items.compactMap(\.stringValue)
+                }
+            } catch {
+                hostsFailure = error
             }
         }
         if parsed.flag("json") {
@@ -56,7 +63,8 @@ enum StatusCommand: Subcommand {
                 ("executions", .array(executions.map { execution in
                     .object([("id", .unsignedInteger(execution.id)), ("key", .string(execution.key)), ("caller", .string(execution.caller))])
                 })),
-            ] + (parsed.flag("fleet") ? [("fleet_hosts", .array(hosts.map { .string($0) }))] : []))))
+            ] + (parsed.flag("fleet") && hostsFailure == nil ? [("fleet_hosts", .array(hosts.map { .string($0) }))] : []))))
+            if let hostsFailure { throw hostsFailure }
             return
         }
         Output.line(Output.table(header: ["FIELD", "VALUE"], rows: [
@@ -64,7 +72,7 @@ enum StatusCommand: Subcommand {
             ["properties", String(properties.count)], ["groups", String(groups.count)], ["commands", String(commands.count)],
             ["fleet", fleetState == "off" ? "off" : "\(fleetState), etcd revision \(fleetRevision)"],
         ]))
-        if parsed.flag("fleet") {
+        if parsed.flag("fleet"), hostsFailure == nil {
             Output.line("")
             Output.line(Output.table(header: ["HOST"], rows: hosts.map { [$0] }))
         }
@@ -87,10 +95,13 @@ enum StatusCommand: Subcommand {
                 return [command.key, flag("enabled"), flag("executing"), command.info["executions"].map(ValueText.format) ?? "0", runs]
             }))
         }
-        guard !executions.isEmpty else { return }
-        Output.line("")
-        Output.line(Output.table(header: ["EXECUTION", "COMMAND", "CALLER"], rows: executions.map { execution in
-            [String(execution.id), execution.key, execution.caller]
-        }))
+        if !executions.isEmpty {
+            Output.line("")
+            Output.line(Output.table(header: ["EXECUTION", "COMMAND", "CALLER"], rows: executions.map { execution in
+                [String(execution.id), execution.key, execution.caller]
+            }))
+        }
+        // Last, after everything that could be shown: one line on stderr, and the exit status.
+        if let hostsFailure { throw hostsFailure }
     }
 }
