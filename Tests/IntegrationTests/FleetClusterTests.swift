@@ -1,5 +1,6 @@
 import DBus
 import Etcd
+import EtcdTestSupport
 import XCTest
 
 /// A 3-member etcd losing members: the fleet goes on while a quorum remains, refuses fleet
@@ -137,6 +138,40 @@ final class FleetClusterTests: FleetTestCase {
         let errorLines = status.stderr.split(separator: "\n")
         XCTAssertLessThanOrEqual(errorLines.count, 1, "\(status)")
         XCTAssertLessThan(status.stderr.utf8.count, 240, "\(status)")
+    }
+
+    /// Whether a connection accepted on `port` holds bytes its process has not read (a request
+    /// a frozen member took), as `ss` shows them.
+    private static func requestWaiting(onPort port: Int) -> Bool {
+        guard let output = try? EtcdCluster.run("/usr/bin/ss", ["-tnH", "state", "established", "sport", "=", ":\(port)"]) else { return false }
+        return output.split(separator: "\n").contains { line in
+            (line.split(separator: " ").first.flatMap { Int($0) } ?? 0) > 0
+        }
+    }
+
+    /// Issue 25, defect 5: a write whose connection went away (the member it was sent to died
+    /// with it) is sent again at once to another member, within the bound, instead of failing.
+    func testAWriteWhoseMemberDiesUnderItIsSentAgainToAnotherMember() async throws {
+        let key = "lab.leader.mode"
+        try await hostA.createFleet(key, "i", default: .int32(0))
+        // A's client talks to member 0 (the first endpoint, which has answered so far). Frozen,
+        // the member takes the write's request and keeps it.
+        let member = try XCTUnwrap(cluster!.members[0].process)
+        kill(member.processIdentifier, SIGSTOP)
+        let port = try XCTUnwrap(URL(string: endpoints[0])?.port)
+        let client = hostA.client
+        async let write: DBusError? = { () async -> DBusError? in
+            do { try await client.set(key, .int32(1)); return nil } catch { return error as? DBusError }
+        }()
+        let taken = await eventually(timeout: 5) { Self.requestWaiting(onPort: port) }
+        XCTAssertTrue(taken, "no request reached the frozen member 0")
+        // It dies, and its connections with it.
+        cluster!.kill(0)
+
+        let error = await write
+        XCTAssertNil(error, "a write whose member died under it failed: \(String(describing: error))\n\(diagnostics)")
+        let onB = await hostB.waitFor(key, .int32(1))
+        XCTAssertTrue(onB, diagnostics)
     }
 
     func testAHostCutOffFromTheQuorumReplaysWhatItMissedWhenItReturns() async throws {
