@@ -92,14 +92,21 @@ public final class EtcdClient: Sendable {
     /// Runs a transaction: if every compare holds, the `success` operations, otherwise the
     /// `failure` ones, atomically at one new revision. etcd refuses more than 128 operations per
     /// branch and requests above 1.5 MiB (its defaults).
-    public func txn(compares: [Compare], success: [RequestOp], failure: [RequestOp] = []) throws(EtcdError) -> TxnResponse {
+    ///
+    /// `resendIfConnectionLost`: the compares make a second application impossible (they
+    /// guard every key the success branch writes), so a txn whose connection went away before
+    /// its answer (the member died) is sent again at once to the next member, within the
+    /// request timeout. One that timed out is not: the member may still apply it.
+    public func txn(compares: [Compare], success: [RequestOp], failure: [RequestOp] = [],
+                    resendIfConnectionLost: Bool = false) throws(EtcdError) -> TxnResponse {
         var members: [(String, GatewayJSON)] = []
         if !compares.isEmpty { members.append(("compare", .array(compares.map(\.json)))) }
         if !success.isEmpty { members.append(("success", .array(success.map(\.json)))) }
         if !failure.isEmpty { members.append(("failure", .array(failure.map(\.json)))) }
         // A txn whose branches only read is safe to send twice.
         let readOnly = (success + failure).allSatisfy { if case .range = $0 { return true } else { return false } }
-        return try TxnResponse(json: call("/v3/kv/txn", .object(members), retrySafe: readOnly))
+        return try TxnResponse(json: call("/v3/kv/txn", .object(members), retrySafe: readOnly,
+                                          resendIfConnectionLost: resendIfConnectionLost))
     }
 
     /// Discards the history before `revision` (etcd's `/v3/kv/compaction`); watches from an
@@ -215,7 +222,7 @@ public final class EtcdClient: Sendable {
     /// POSTs `body` to `path`, moving through the endpoints as the class documentation says,
     /// and returns the answer's JSON, or throws etcd's error.
     func call(_ path: String, _ body: GatewayJSON, retrySafe: Bool, authenticated: Bool = true,
-              timeout: Duration? = nil) throws(EtcdError) -> GatewayJSON {
+              timeout: Duration? = nil, resendIfConnectionLost: Bool = false) throws(EtcdError) -> GatewayJSON {
         let clock = ContinuousClock()
         let requestTimeout = timeout ?? options.requestTimeout
         let deadline = clock.now + requestTimeout
@@ -269,7 +276,9 @@ public final class EtcdClient: Sendable {
             case let .lost(reason, timedOut):
                 reachedOne = true
                 failures.append("\(endpoint): \(reason)")
-                guard retrySafe else {
+                guard retrySafe || (resendIfConnectionLost && !timedOut) else {
+                    // The next call goes to another member at once: this one may be gone or hung.
+                    prefer(index + 1)
                     throw EtcdError(timedOut ? .timedOut : .unavailable,
                                     "etcd at \(endpoint) took \(path) but gave no answer (\(reason)); it may or may not have been applied",
                                     endpoints: [endpoint])

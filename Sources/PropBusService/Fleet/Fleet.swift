@@ -924,8 +924,14 @@ public final class Fleet: @unchecked Sendable {
         pending[id] = sent
         inFlight = id
         let client = client
+        // A plain write that compares every value it replaces cannot be applied twice: sent again
+        // at once when its member dies under it. Not a CompareAndSet: were the first one applied,
+        // the second's failed compare would answer Conflict for the caller's own write.
+        let resendable = !write.compareAndSet && write.attempt <= Self.attemptsComparingValues
         etcdQueue.async { [weak self] in
-            let result = Result { () throws(EtcdError) in try client.txn(compares: plan.compares, success: plan.success, failure: plan.failure) }
+            let result = Result { () throws(EtcdError) in
+                try client.txn(compares: plan.compares, success: plan.success, failure: plan.failure, resendIfConnectionLost: resendable)
+            }
             // sync: libdispatch runs it right here when the D-Bus queue is idle, saving a
             // thread wake-up per write. Safe: the D-Bus queue never waits for this queue.
             self?.queue.sync { [weak self] in self?.finish(id, result) }
@@ -1072,17 +1078,20 @@ public final class Fleet: @unchecked Sendable {
         service.tree.flushNow()
     }
 
-    /// FleetState `unavailable` after a write could not reach etcd, and a read every second
-    /// until one answers; then `connected` again, if the watch is up.
+    /// FleetState `unavailable` after a write could not reach etcd, and a read at once, then
+    /// every second, until one answers; then `connected` again, if the watch is up.
     private func markUnreachable() {
         guard state == .connected else { return }
         setState(.unavailable)
         probeUntilReachable()
     }
 
-    private func probeUntilReachable() {
+    ///
+    /// The first read goes at once (to the next member: the client moved past the one that
+    /// failed): after a leader change etcd answers again well before a second has passed.
+    private func probeUntilReachable(after delay: DispatchTimeInterval = .seconds(0)) {
         let client = client, key = layout.hostsPrefix
-        queue.asyncAfter(deadline: .now() + 1) { [weak self] in
+        queue.asyncAfter(deadline: .now() + delay) { [weak self] in
             guard let self, !stopped, state == .unavailable, watch != nil else { return }
             etcdQueue.async { [weak self] in
                 let reachable = (try? client.range(RangeRequest(key: key, prefix: true, countOnly: true))) != nil
@@ -1093,7 +1102,7 @@ public final class Fleet: @unchecked Sendable {
                         // As on the watch's connection: what a reload declared meanwhile.
                         pushLocalDefinitions()
                     } else {
-                        probeUntilReachable()
+                        probeUntilReachable(after: .seconds(1))
                     }
                 }
             }
