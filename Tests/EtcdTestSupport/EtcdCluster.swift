@@ -22,6 +22,11 @@ public final class EtcdCluster {
         public let caFile: String
         public let certFile: String
         public let keyFile: String
+        /// A client certificate and key signed by the same CA (for `--client-cert-auth`).
+        public let clientCertFile: String
+        public let clientKeyFile: String
+        /// Whether members require a client certificate (`--client-cert-auth`).
+        public var requireClientCertificates = false
     }
 
     public private(set) var members: [Member] = []
@@ -65,7 +70,9 @@ public final class EtcdCluster {
         self.sharedArguments = [
             "--initial-cluster", initialCluster, "--initial-cluster-state", "new", "--initial-cluster-token", token,
             "--election-timeout", "500", "--heartbeat-interval", "50", "--logger", "zap", "--log-level", "warn",
-        ] + (tls.map { ["--cert-file", $0.certFile, "--key-file", $0.keyFile] } ?? []) + extraArguments
+        ] + (tls.map { ["--cert-file", $0.certFile, "--key-file", $0.keyFile] } ?? [])
+            + (tls.map { $0.requireClientCertificates ? ["--client-cert-auth", "--trusted-ca-file", $0.caFile] : [] } ?? [])
+            + extraArguments
         for index in members.indices { try launch(index) }
         try waitUntilServing()
     }
@@ -102,6 +109,10 @@ public final class EtcdCluster {
         for member in members where member.process?.isRunning == true {
             var options = EtcdOptions()
             options.caFile = tls?.caFile
+            if tls?.requireClientCertificates == true {
+                options.certFile = tls?.clientCertFile
+                options.keyFile = tls?.clientKeyFile
+            }
             let client = try EtcdClient(endpoints: [member.clientURL], options: options)
             while true {
                 do {
@@ -202,7 +213,12 @@ public final class EtcdCluster {
                                                     "-subj", "/CN=127.0.0.1"])
         try run("/usr/bin/openssl", ["x509", "-req", "-in", path("server.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"),
                                      "-CAcreateserial", "-out", path("server.pem"), "-days", "1", "-extfile", path("san.cnf")])
-        return TLSFiles(caFile: path("ca.pem"), certFile: path("server.pem"), keyFile: path("server.key"))
+        try "extendedKeyUsage=clientAuth\n".write(toFile: path("client.cnf"), atomically: true, encoding: .utf8)
+        try run("/usr/bin/openssl", ["req"] + ec + ["-keyout", path("client.key"), "-out", path("client.csr"), "-subj", "/CN=propbus"])
+        try run("/usr/bin/openssl", ["x509", "-req", "-in", path("client.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"),
+                                     "-CAcreateserial", "-out", path("client.pem"), "-days", "1", "-extfile", path("client.cnf")])
+        return TLSFiles(caFile: path("ca.pem"), certFile: path("server.pem"), keyFile: path("server.key"),
+                        clientCertFile: path("client.pem"), clientKeyFile: path("client.key"))
     }
 
     /// Runs etcdctl (v3 API) and returns its standard output; throws if it fails.
