@@ -24,10 +24,12 @@ struct DaemonOptions {
     var systemAccess = false
     /// `--strict-models`: a bad model file stops the start instead of being skipped.
     var strictModels = false
-    /// `--fleet` (with `--fleet-ca`, `--fleet-credentials`, `--fleet-host`): share fleet-scoped
+    /// `--fleet` (with `--fleet-ca`, `--fleet-cert`, `--fleet-key`, `--fleet-credentials`, `--fleet-host`): share fleet-scoped
     /// keys through etcd; `nil` without it, and nothing changes.
     var fleet: FleetConfiguration?
     private var fleetCA: String?
+    private var fleetCert: String?
+    private var fleetKey: String?
     private var fleetCredentials: String?
     private var fleetHost: String?
 
@@ -100,6 +102,14 @@ struct DaemonOptions {
             guard !v.isEmpty else { throw usage("--fleet-ca expects a file") }
             o.fleetCA = v
         },
+        .value("fleet-cert", "FILE", help: "This host's client certificate (PEM), for etcd members that require one (--client-cert-auth); with --fleet-key.") { o, v throws(UsageError) in
+            guard !v.isEmpty else { throw usage("--fleet-cert expects a file") }
+            o.fleetCert = v
+        },
+        .value("fleet-key", "FILE", help: "The private key (PEM) of --fleet-cert, in a file only root and propbus can read.") { o, v throws(UsageError) in
+            guard !v.isEmpty else { throw usage("--fleet-key expects a file") }
+            o.fleetKey = v
+        },
         .value("fleet-credentials", "FILE", help: "etcd user and password, as USER:PASSWORD on the first line of a file only root and propbus can read.") { o, v throws(UsageError) in
             guard !v.isEmpty else { throw usage("--fleet-credentials expects a file") }
             o.fleetCredentials = v
@@ -148,10 +158,16 @@ struct DaemonOptions {
                     try option.apply(&options, "")
                 }
             }
-            if options.fleet == nil, options.fleetCA != nil || options.fleetCredentials != nil || options.fleetHost != nil {
-                throw usage("--fleet-ca, --fleet-credentials and --fleet-host go with --fleet etcd://HOST:PORT/PREFIX")
+            if options.fleet == nil, options.fleetCA != nil || options.fleetCert != nil || options.fleetKey != nil
+                || options.fleetCredentials != nil || options.fleetHost != nil {
+                throw usage("--fleet-ca, --fleet-cert, --fleet-key, --fleet-credentials and --fleet-host go with --fleet etcd://HOST:PORT/PREFIX")
+            }
+            if (options.fleetCert == nil) != (options.fleetKey == nil) {
+                throw usage("--fleet-cert and --fleet-key go together: a client certificate and its private key")
             }
             options.fleet?.caFile = options.fleetCA
+            options.fleet?.certFile = options.fleetCert
+            options.fleet?.keyFile = options.fleetKey
             options.fleet?.credentialsFile = options.fleetCredentials
             if let host = options.fleetHost { options.fleet?.hostName = host }
             return .run(options)

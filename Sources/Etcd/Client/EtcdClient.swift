@@ -198,7 +198,7 @@ public final class EtcdClient: Sendable {
     /// A handle from the pool, or a new one.
     func takeHandle() throws(EtcdError) -> CurlEasy {
         if let handle = state.withLock({ $0.idleHandles.popLast() }) { return handle }
-        return try CurlEasy(caFile: options.caFile)
+        return try CurlEasy(options: options)
     }
 
     /// Gives `handle` back to the pool (or frees it when the pool is full).

@@ -125,7 +125,7 @@ final class WatchRunner: @unchecked Sendable {
         }
         let handle: CurlEasy
         do {
-            handle = try CurlEasy(caFile: client.options.caFile)
+            handle = try CurlEasy(options: client.options)
         } catch {
             onUpdate(.failed(error))
             return
