@@ -27,6 +27,14 @@ public final class EtcdCluster {
         public let clientKeyFile: String
         /// Whether members require a client certificate (`--client-cert-auth`).
         public var requireClientCertificates = false
+
+        public init(caFile: String, certFile: String, keyFile: String, clientCertFile: String, clientKeyFile: String) {
+            self.caFile = caFile
+            self.certFile = certFile
+            self.keyFile = keyFile
+            self.clientCertFile = clientCertFile
+            self.clientKeyFile = clientKeyFile
+        }
     }
 
     public private(set) var members: [Member] = []
