@@ -195,6 +195,14 @@ public final class EtcdClient: Sendable {
         return token
     }
 
+    /// Drops the auth token after a request that timed out: etcd restored from a backup taken
+    /// before the token was issued holds such a token's requests without answering (its auth
+    /// store waits for a revision it will never reach), so the next call signs in again.
+    func forgetToken() {
+        guard options.credentials != nil else { return }
+        state.withLock { $0.token = nil }
+    }
+
     /// A handle from the pool, or a new one.
     func takeHandle() throws(EtcdError) -> CurlEasy {
         if let handle = state.withLock({ $0.idleHandles.popLast() }) { return handle }
@@ -255,8 +263,11 @@ public final class EtcdClient: Sendable {
                 }
                 let code = Int(json["code"]?.int64 ?? 0)
                 let message = json["message"]?.stringValue ?? json["error"]?.stringValue ?? "HTTP status \(status)"
-                if code == EtcdError.GRPCStatus.unauthenticated, authenticated, options.credentials != nil, !renewedToken {
-                    // The token expired (simple tokens last --auth-token-ttl): get a new one once.
+                if code == EtcdError.GRPCStatus.unauthenticated || EtcdError.meansStaleToken(message), authenticated,
+                   options.credentials != nil, !renewedToken {
+                    // The token expired (simple tokens last --auth-token-ttl), or etcd was
+                    // restored from a backup and its auth store is older than the token: get a
+                    // new one once.
                     renewedToken = true
                     token = try self.token(renew: true)
                     continue
@@ -275,6 +286,7 @@ public final class EtcdClient: Sendable {
                 failures.append("\(endpoint): \(reason)")
             case let .lost(reason, timedOut):
                 reachedOne = true
+                if timedOut, authenticated { forgetToken() }
                 failures.append("\(endpoint): \(reason)")
                 guard retrySafe || (resendIfConnectionLost && !timedOut) else {
                     // The next call goes to another member at once: this one may be gone or hung.
