@@ -154,19 +154,23 @@ final class FleetClusterTests: FleetTestCase {
     func testAWriteWhoseMemberDiesUnderItIsSentAgainToAnotherMember() async throws {
         let key = "lab.leader.mode"
         try await hostA.createFleet(key, "i", default: .int32(0))
-        // A's client talks to member 0 (the first endpoint, which has answered so far). Frozen,
-        // the member takes the write's request and keeps it.
-        let member = try XCTUnwrap(cluster!.members[0].process)
+        // A's client talks to its first endpoint, a follower (a frozen leader would hold a
+        // write sent to any member). Frozen, the member takes the write's request and keeps it.
+        let leader = try XCTUnwrap(try cluster!.leaderIndex(), "no leader")
+        let follower = (0..<3).first { $0 != leader }!
+        await hostA.stop()
+        try await hostA.start(endpoints: [endpoints[follower]] + (0..<3).filter { $0 != follower }.map { endpoints[$0] }, prefix: prefix)
+        let member = try XCTUnwrap(cluster!.members[follower].process)
         kill(member.processIdentifier, SIGSTOP)
-        let port = try XCTUnwrap(URL(string: endpoints[0])?.port)
+        let port = try XCTUnwrap(URL(string: endpoints[follower])?.port)
         let client = hostA.client
         async let write: DBusError? = { () async -> DBusError? in
             do { try await client.set(key, .int32(1)); return nil } catch { return error as? DBusError }
         }()
         let taken = await eventually(timeout: 5) { Self.requestWaiting(onPort: port) }
-        XCTAssertTrue(taken, "no request reached the frozen member 0")
+        XCTAssertTrue(taken, "no request reached the frozen member")
         // It dies, and its connections with it.
-        cluster!.kill(0)
+        cluster!.kill(follower)
 
         let error = await write
         XCTAssertNil(error, "a write whose member died under it failed: \(String(describing: error))\n\(diagnostics)")
