@@ -90,4 +90,27 @@ final class FleetRewindTests: FleetTestCase {
         let kept = try await hostB.client.get(key)
         XCTAssertEqual(kept, .int32(6), "after a restart B differs from etcd\n\(diagnostics)")
     }
+
+    /// A host that was down during the wipe notices it at its start (etcd's revision below its
+    /// cursor), instead of resuming from a cursor the new etcd never had.
+    func testAHostStoppedDuringAWipeNoticesItWhenItStarts() async throws {
+        let key = "lab.wipe.down"
+        try await hostA.createFleet(key, "i", default: .int32(1))
+        try await hostA.client.set(key, .int32(5))
+        let arrived = await hostB.waitFor(key, .int32(5))
+        XCTAssertTrue(arrived, diagnostics)
+        await hostB.stop()
+
+        try cluster!.wipe(0)
+        try cluster!.waitUntilServing()
+        let offered = await eventually(timeout: 20) { self.etcdDefines(key) }
+        XCTAssertTrue(offered, "A did not offer its definitions to the wiped etcd\n\(diagnostics)")
+
+        try await hostB.start()
+        let dropped = await hostB.waitFor(key, .int32(1), timeout: 20)
+        XCTAssertTrue(dropped, "B kept the value from before the wipe\n\(diagnostics)")
+        try await hostA.client.set(key, .int32(7))
+        let written = await hostB.waitFor(key, .int32(7))
+        XCTAssertTrue(written, "a Set on A after the wipe never reached B\n\(diagnostics)")
+    }
 }
