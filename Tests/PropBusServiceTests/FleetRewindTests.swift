@@ -38,6 +38,14 @@ final class FleetRewindTests: XCTestCase {
         XCTAssertNil(FleetRewind.clusterID(ofSource: "no cluster"))
     }
 
+    func testAtStartTheSamePrefixInAnotherClusterIsARewindAndAnotherPrefixIsNot() {
+        let header = ResponseHeader(revision: 90, clusterID: 0xdef)
+        XCTAssertEqual(FleetRewind.check(source: "/pb/@abc", prefix: "/pb/", answeredBy: header), .otherCluster(etcd: 0xdef, mirror: 0xabc))
+        XCTAssertNil(FleetRewind.check(source: "/pb/@def", prefix: "/pb/", answeredBy: header), "the same cluster")
+        XCTAssertNil(FleetRewind.check(source: "/other/@abc", prefix: "/pb/", answeredBy: header), "another fleet")
+        XCTAssertNil(FleetRewind.check(source: nil, prefix: "/pb/", answeredBy: header), "nothing recorded")
+    }
+
     func testARepeatedLineGoesOutOncePerPeriodWithTheNumberHeldBack() {
         var throttle = LogThrottle(seconds: 10)
         let second: UInt64 = 1_000_000_000

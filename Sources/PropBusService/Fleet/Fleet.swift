@@ -491,9 +491,8 @@ public final class Fleet: @unchecked Sendable {
             let current = sourceName(response.header)
             // The same prefix in another cluster (a restore with a new token), or a revision
             // below the mirror's: the fleet went back in time.
-            if let source, source != current, FleetRewind.clusterID(ofSource: source) != nil,
-               source.prefix(upTo: source.lastIndex(of: "@")!) == configuration.prefix {
-                rewound(.otherCluster(etcd: response.header.clusterID, mirror: FleetRewind.clusterID(ofSource: source)!))
+            if let rewind = FleetRewind.check(source: source, prefix: configuration.prefix, answeredBy: response.header) {
+                rewound(rewind)
                 return
             }
             if let source, source != current {

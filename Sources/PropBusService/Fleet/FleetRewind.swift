@@ -34,6 +34,15 @@ enum FleetRewind: Equatable, Sendable {
         revision > 0 && revision < cursor
     }
 
+    /// What a start's first answer says against the mirror's recorded `source` (`PREFIX@HEX`):
+    /// the same prefix in another cluster is the fleet gone back in time (a restore with a new
+    /// token); another prefix is another fleet (nil here: the caller replaces the mirror).
+    static func check(source: String?, prefix: String, answeredBy header: ResponseHeader) -> FleetRewind? {
+        guard let source, let at = source.lastIndex(of: "@"), source[..<at] == prefix,
+              let recorded = clusterID(ofSource: source), header.clusterID != 0, header.clusterID != recorded else { return nil }
+        return .otherCluster(etcd: header.clusterID, mirror: recorded)
+    }
+
     /// The cluster id in a mirror's recorded source (`PREFIX@HEX`, see ``Fleet``).
     static func clusterID(ofSource source: String) -> UInt64? {
         guard let at = source.lastIndex(of: "@") else { return nil }
