@@ -97,15 +97,18 @@ public final class EtcdClient: Sendable {
     /// guard every key the success branch writes), so a txn whose connection went away before
     /// its answer (the member died) is sent again at once to the next member, within the
     /// request timeout. One that timed out is not: the member may still apply it.
+    ///
+    /// `timeout`: less than ``EtcdOptions/requestTimeout``, for a caller whose own bound has
+    /// partly gone by.
     public func txn(compares: [Compare], success: [RequestOp], failure: [RequestOp] = [],
-                    resendIfConnectionLost: Bool = false) throws(EtcdError) -> TxnResponse {
+                    resendIfConnectionLost: Bool = false, timeout: Duration? = nil) throws(EtcdError) -> TxnResponse {
         var members: [(String, GatewayJSON)] = []
         if !compares.isEmpty { members.append(("compare", .array(compares.map(\.json)))) }
         if !success.isEmpty { members.append(("success", .array(success.map(\.json)))) }
         if !failure.isEmpty { members.append(("failure", .array(failure.map(\.json)))) }
         // A txn whose branches only read is safe to send twice.
         let readOnly = (success + failure).allSatisfy { if case .range = $0 { return true } else { return false } }
-        return try TxnResponse(json: call("/v3/kv/txn", .object(members), retrySafe: readOnly,
+        return try TxnResponse(json: call("/v3/kv/txn", .object(members), retrySafe: readOnly, timeout: timeout,
                                           resendIfConnectionLost: resendIfConnectionLost))
     }
 

@@ -918,6 +918,8 @@ public final class Fleet: @unchecked Sendable {
         sent.after = after
         sent.plan = plan
         sent.cursorAtSend = cursor
+        // Its wait is over: a retry after a conflict gets the whole request timeout, as any write.
+        sent.deadline = .distantFuture
         let id = nextID
         nextID += 1
         pending[id] = sent
@@ -927,14 +929,25 @@ public final class Fleet: @unchecked Sendable {
         // at once when its member dies under it. Not a CompareAndSet: were the first one applied,
         // the second's failed compare would answer Conflict for the caller's own write.
         let resendable = !write.compareAndSet && write.attempt <= Self.attemptsComparingValues
+        // A write that waited for the connection has what is left of its bound, not a new one.
+        let timeout = Self.remaining(until: write.deadline)
         etcdQueue.async { [weak self] in
             let result = Result { () throws(EtcdError) in
-                try client.txn(compares: plan.compares, success: plan.success, failure: plan.failure, resendIfConnectionLost: resendable)
+                try client.txn(compares: plan.compares, success: plan.success, failure: plan.failure,
+                               resendIfConnectionLost: resendable, timeout: timeout)
             }
             // sync: libdispatch runs it right here when the D-Bus queue is idle, saving a
             // thread wake-up per write. Safe: the D-Bus queue never waits for this queue.
             self?.queue.sync { [weak self] in self?.finish(id, result) }
         }
+    }
+
+    /// The time left until `deadline` (at least 100 ms, so a txn can be sent at all), or nil for
+    /// a write that never waited.
+    static func remaining(until deadline: DispatchTime) -> Duration? {
+        guard deadline != .distantFuture else { return nil }
+        let now = DispatchTime.now().uptimeNanoseconds, end = deadline.uptimeNanoseconds
+        return max(.nanoseconds(Int64(end > now ? end - now : 0)), .milliseconds(100))
     }
 
     private func unavailable(_ keys: [Key], because reason: String) -> PropBusError {
