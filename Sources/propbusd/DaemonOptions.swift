@@ -28,10 +28,12 @@ struct DaemonOptions {
     var strictModels = false
     /// `--max-model-file-size`: a larger model file is skipped unread.
     var maximumModelFileSize = ModelFile.defaultMaximumSize
-    /// `--fleet` (with `--fleet-ca`, `--fleet-credentials`, `--fleet-host`): share fleet-scoped
+    /// `--fleet` (with `--fleet-ca`, `--fleet-cert`, `--fleet-key`, `--fleet-credentials`, `--fleet-host`): share fleet-scoped
     /// keys through etcd; `nil` without it, and nothing changes.
     var fleet: FleetConfiguration?
     private var fleetCA: String?
+    private var fleetCert: String?
+    private var fleetKey: String?
     private var fleetCredentials: String?
     private var fleetHost: String?
 
@@ -117,6 +119,14 @@ struct DaemonOptions {
             guard !v.isEmpty else { throw usage("--fleet-ca expects a file") }
             o.fleetCA = v
         },
+        .value("fleet-cert", "FILE", help: "This host's client certificate (PEM), for etcd members that require one (--client-cert-auth); with --fleet-key.") { o, v throws(UsageError) in
+            guard !v.isEmpty else { throw usage("--fleet-cert expects a file") }
+            o.fleetCert = v
+        },
+        .value("fleet-key", "FILE", help: "The private key (PEM) of --fleet-cert, in a file only root and propbus can read.") { o, v throws(UsageError) in
+            guard !v.isEmpty else { throw usage("--fleet-key expects a file") }
+            o.fleetKey = v
+        },
         .value("fleet-credentials", "FILE", help: "etcd user and password, as USER:PASSWORD on the first line of a file only root and propbus can read.") { o, v throws(UsageError) in
             guard !v.isEmpty else { throw usage("--fleet-credentials expects a file") }
             o.fleetCredentials = v
@@ -165,10 +175,16 @@ struct DaemonOptions {
                     try option.apply(&options, "")
                 }
             }
-            if options.fleet == nil, options.fleetCA != nil || options.fleetCredentials != nil || options.fleetHost != nil {
-                throw usage("--fleet-ca, --fleet-credentials and --fleet-host go with --fleet etcd://HOST:PORT/PREFIX")
+            if options.fleet == nil, options.fleetCA != nil || options.fleetCert != nil || options.fleetKey != nil
+                || options.fleetCredentials != nil || options.fleetHost != nil {
+                throw usage("--fleet-ca, --fleet-cert, --fleet-key, --fleet-credentials and --fleet-host go with --fleet etcd://HOST:PORT/PREFIX")
+            }
+            if (options.fleetCert == nil) != (options.fleetKey == nil) {
+                throw usage("--fleet-cert and --fleet-key go together: a client certificate and its private key")
             }
             options.fleet?.caFile = options.fleetCA
+            options.fleet?.certFile = options.fleetCert
+            options.fleet?.keyFile = options.fleetKey
             options.fleet?.credentialsFile = options.fleetCredentials
             if let host = options.fleetHost { options.fleet?.hostName = host }
             return .run(options)
@@ -191,7 +207,7 @@ struct DaemonOptions {
 
         Model files are read at start and again on SIGHUP or Manager.Reload (propctl reload): new keys appear, changed ones apply, keys a file no longer declares leave the bus while their stored values stay (propctl prune deletes them). A bad file is skipped and logged. Only one propbusd may use a state directory at a time (a flock on the directory; propbusd.lock names the holder).
 
-        With --fleet, keys created with scope fleet are shared by every propbusd using the same etcd cluster and PREFIX (see docs/fleet.md): a write of one is sent to etcd as one transaction and answered once etcd accepted it; changes from other hosts arrive through a watch. Reads serve the local mirror, also while etcd is unreachable; writes of fleet keys then fail with Unavailable. Manager.FleetState and FleetRevision tell the state (propctl status).
+        With --fleet, keys created with scope fleet are shared by every propbusd using the same etcd cluster and PREFIX (see docs/fleet.md): a write of one is sent to etcd as one transaction and answered once etcd accepted it; changes from other hosts arrive through a watch. Reads serve the local mirror, also while etcd is unreachable; writes of fleet keys then fail with Unavailable, and while FleetState is connecting (just started) they wait for the connection, up to 3 s. Manager.FleetState and FleetRevision tell the state (propctl status). When etcd goes back in time (restored from a backup, or recreated empty) the daemon logs a WARNING and reads etcd in full: etcd's state wins, and a fleet key etcd lacks keeps its definition (offered to etcd again) but loses its value. Members that require client certificates need --fleet-cert and --fleet-key.
 
         On SIGTERM or SIGINT it stops accepting calls, cancels running executions, commits, releases its name and exits 0; if it loses the bus it exits 1. Under systemd (Type=notify) it sends READY=1 once the name is owned, STOPPING=1 on SIGTERM, and watchdog pings when WatchdogSec= is set; RELOADING=1 and READY=1 around a reload.
         """

@@ -22,12 +22,28 @@ public final class EtcdCluster {
         public let caFile: String
         public let certFile: String
         public let keyFile: String
+        /// A client certificate and key signed by the same CA (for `--client-cert-auth`).
+        public let clientCertFile: String
+        public let clientKeyFile: String
+        /// Whether members require a client certificate (`--client-cert-auth`).
+        public var requireClientCertificates = false
+
+        public init(caFile: String, certFile: String, keyFile: String, clientCertFile: String, clientKeyFile: String) {
+            self.caFile = caFile
+            self.certFile = certFile
+            self.keyFile = keyFile
+            self.clientCertFile = clientCertFile
+            self.clientKeyFile = clientKeyFile
+        }
     }
 
     public private(set) var members: [Member] = []
     private let etcd: String
     private let tls: TLSFiles?
     private let sharedArguments: [String]
+    /// `--initial-cluster` and `--initial-cluster-token`, as a restore from a snapshot needs them.
+    public let initialCluster: String
+    public let token: String
     public let directory: URL
     /// Every member's client URL, in order.
     public var endpoints: [String] { members.map(\.clientURL) }
@@ -56,11 +72,15 @@ public final class EtcdCluster {
         }
         let initialCluster = members.map { "\($0.name)=\($0.peerURL)" }.joined(separator: ",")
         let token = "propbus-test-\(UUID().uuidString.prefix(8))"
+        self.initialCluster = initialCluster
+        self.token = token
         self.etcd = etcd
         self.sharedArguments = [
             "--initial-cluster", initialCluster, "--initial-cluster-state", "new", "--initial-cluster-token", token,
             "--election-timeout", "500", "--heartbeat-interval", "50", "--logger", "zap", "--log-level", "warn",
-        ] + (tls.map { ["--cert-file", $0.certFile, "--key-file", $0.keyFile] } ?? []) + extraArguments
+        ] + (tls.map { ["--cert-file", $0.certFile, "--key-file", $0.keyFile] } ?? [])
+            + (tls.map { $0.requireClientCertificates ? ["--client-cert-auth", "--trusted-ca-file", $0.caFile] : [] } ?? [])
+            + extraArguments
         for index in members.indices { try launch(index) }
         try waitUntilServing()
     }
@@ -97,6 +117,10 @@ public final class EtcdCluster {
         for member in members where member.process?.isRunning == true {
             var options = EtcdOptions()
             options.caFile = tls?.caFile
+            if tls?.requireClientCertificates == true {
+                options.certFile = tls?.clientCertFile
+                options.keyFile = tls?.clientKeyFile
+            }
             let client = try EtcdClient(endpoints: [member.clientURL], options: options)
             while true {
                 do {
@@ -131,6 +155,31 @@ public final class EtcdCluster {
         guard let process = members[index].process, process.isRunning else { return }
         Foundation.kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
+    }
+
+    /// Recreates member `index` empty on the same ports with the same configuration (an
+    /// operator's wiped data directory): killed, its data directory removed, launched again.
+    public func wipe(_ index: Int) throws {
+        kill(index)
+        try FileManager.default.removeItem(at: members[index].dataDir)
+        try launch(index)
+    }
+
+    /// Saves a snapshot of the cluster's data through member `index` (`etcdctl snapshot save`).
+    public func saveSnapshot(to file: URL, through index: Int = 0) throws {
+        try EtcdCluster.etcdctl(["--endpoints", members[index].clientURL, "snapshot", "save", file.path])
+    }
+
+    /// Restores member `index` from `snapshot` with the cluster's own name, token and peer URLs
+    /// (`etcdctl snapshot restore`, so the cluster id stays the same) and launches it again.
+    public func restore(_ index: Int, from snapshot: URL) throws {
+        kill(index)
+        let member = members[index]
+        try FileManager.default.removeItem(at: member.dataDir)
+        try EtcdCluster.etcdctl(["snapshot", "restore", snapshot.path, "--name", member.name, "--data-dir", member.dataDir.path,
+                                 "--initial-cluster", initialCluster, "--initial-cluster-token", token,
+                                 "--initial-advertise-peer-urls", member.peerURL])
+        try launch(index)
     }
 
     /// Stops every member: SIGTERM, then SIGKILL after 1 s (a member whose peers are gone
@@ -172,7 +221,12 @@ public final class EtcdCluster {
                                                     "-subj", "/CN=127.0.0.1"])
         try run("/usr/bin/openssl", ["x509", "-req", "-in", path("server.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"),
                                      "-CAcreateserial", "-out", path("server.pem"), "-days", "1", "-extfile", path("san.cnf")])
-        return TLSFiles(caFile: path("ca.pem"), certFile: path("server.pem"), keyFile: path("server.key"))
+        try "extendedKeyUsage=clientAuth\n".write(toFile: path("client.cnf"), atomically: true, encoding: .utf8)
+        try run("/usr/bin/openssl", ["req"] + ec + ["-keyout", path("client.key"), "-out", path("client.csr"), "-subj", "/CN=propbus"])
+        try run("/usr/bin/openssl", ["x509", "-req", "-in", path("client.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"),
+                                     "-CAcreateserial", "-out", path("client.pem"), "-days", "1", "-extfile", path("client.cnf")])
+        return TLSFiles(caFile: path("ca.pem"), certFile: path("server.pem"), keyFile: path("server.key"),
+                        clientCertFile: path("client.pem"), clientKeyFile: path("client.key"))
     }
 
     /// Runs etcdctl (v3 API) and returns its standard output; throws if it fails.

@@ -1,5 +1,6 @@
 import DBus
 import Etcd
+import EtcdTestSupport
 import XCTest
 
 /// A 3-member etcd losing members: the fleet goes on while a quorum remains, refuses fleet
@@ -119,6 +120,62 @@ final class FleetClusterTests: FleetTestCase {
         XCTAssertTrue(onB, diagnostics)
         let connected = await hostA.waitForFleetState("connected")
         XCTAssertTrue(connected, diagnostics)
+    }
+
+    /// Issue 25, defect 4: without a quorum, `status --fleet` still prints the status with the
+    /// fleet row, says the host list cannot be read now, in one short error line, at once.
+    func testStatusFleetWithoutAQuorumPrintsTheStatusAndSaysTheHostListCannotBeReadNow() async throws {
+        cluster!.kill(1)
+        cluster!.kill(2)
+
+        // Not waiting for FleetState: the command copes with whatever the daemon knows now.
+        // 1.5 s bounds the wait, it is not a measurement.
+        let status = try await hostA.propctl(["status", "--fleet"], timeout: 1.5)
+        XCTAssertFalse(status.timedOut, "propctl status --fleet did not answer within 1.5 s without a quorum")
+        XCTAssertTrue(status.stdout.contains("running"), "no status rows:\n\(status)")
+        XCTAssertTrue(status.stdout.contains("etcd revision"), "no fleet row:\n\(status)")
+        XCTAssertTrue((status.stdout + status.stderr).contains("cannot be read now"), "\(status)")
+        let errorLines = status.stderr.split(separator: "\n")
+        XCTAssertLessThanOrEqual(errorLines.count, 1, "\(status)")
+        XCTAssertLessThan(status.stderr.utf8.count, 240, "\(status)")
+    }
+
+    /// Whether a connection accepted on `port` holds bytes its process has not read (a request
+    /// a frozen member took), as `ss` shows them.
+    private static func requestWaiting(onPort port: Int) -> Bool {
+        guard let output = try? EtcdCluster.run("/usr/bin/ss", ["-tnH", "state", "established", "sport", "=", ":\(port)"]) else { return false }
+        return output.split(separator: "\n").contains { line in
+            (line.split(separator: " ").first.flatMap { Int($0) } ?? 0) > 0
+        }
+    }
+
+    /// Issue 25, defect 5: a write whose connection went away (the member it was sent to died
+    /// with it) is sent again at once to another member, within the bound, instead of failing.
+    func testAWriteWhoseMemberDiesUnderItIsSentAgainToAnotherMember() async throws {
+        let key = "lab.leader.mode"
+        try await hostA.createFleet(key, "i", default: .int32(0))
+        // A's client talks to its first endpoint, a follower (a frozen leader would hold a
+        // write sent to any member). Frozen, the member takes the write's request and keeps it.
+        let leader = try XCTUnwrap(try cluster!.leaderIndex(), "no leader")
+        let follower = (0..<3).first { $0 != leader }!
+        await hostA.stop()
+        try await hostA.start(endpoints: [endpoints[follower]] + (0..<3).filter { $0 != follower }.map { endpoints[$0] }, prefix: prefix)
+        let member = try XCTUnwrap(cluster!.members[follower].process)
+        kill(member.processIdentifier, SIGSTOP)
+        let port = try XCTUnwrap(URL(string: endpoints[follower])?.port)
+        let client = hostA.client
+        async let write: DBusError? = { () async -> DBusError? in
+            do { try await client.set(key, .int32(1)); return nil } catch { return error as? DBusError }
+        }()
+        let taken = await eventually(timeout: 5) { Self.requestWaiting(onPort: port) }
+        XCTAssertTrue(taken, "no request reached the frozen member")
+        // It dies, and its connections with it.
+        cluster!.kill(follower)
+
+        let error = await write
+        XCTAssertNil(error, "a write whose member died under it failed: \(String(describing: error))\n\(diagnostics)")
+        let onB = await hostB.waitFor(key, .int32(1))
+        XCTAssertTrue(onB, diagnostics)
     }
 
     func testAHostCutOffFromTheQuorumReplaysWhatItMissedWhenItReturns() async throws {

@@ -57,3 +57,18 @@ final class FleetAuthTests: FleetTestCase {
         XCTAssertNotNil(entry, "no lab.auth.note under /\(prefix)/ for the propbus user")
     }
 }
+
+/// Members that require client certificates (`--client-cert-auth`): the hosts present theirs
+/// with `--fleet-cert` and `--fleet-key`. (Issue 25, defect 7.)
+final class FleetClientCertificateTests: FleetTestCase {
+    override var ownsEtcd: Bool { true }
+    override var etcdTLS: Bool { true }
+    override var etcdClientCertificates: Bool { true }
+
+    func testHostsWithAClientCertificateShareFleetKeys() async throws {
+        try await hostA.createFleet("lab.mtls.motto", "s", default: .string("hello"))
+        try await hostA.client.set("lab.mtls.motto", .string("mutual"))
+        let arrived = await hostB.waitFor("lab.mtls.motto", .string("mutual"))
+        XCTAssertTrue(arrived, diagnostics)
+    }
+}

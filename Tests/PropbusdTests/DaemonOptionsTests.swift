@@ -58,6 +58,16 @@ final class DaemonOptionsTests: XCTestCase {
         XCTAssertEqual(options.stateDirectory, "/tmp/s")
     }
 
+    func testAClientCertificateAndItsKeyGoTogether() throws {
+        let options = try run(["--fleet", "etcd://10.0.0.1:2379/lab", "--fleet-cert", "/etc/propbus/host.pem", "--fleet-key", "/etc/propbus/host.key"])
+        let fleet = try XCTUnwrap(options.fleet)
+        XCTAssertEqual(fleet.certFile, "/etc/propbus/host.pem")
+        XCTAssertEqual(fleet.keyFile, "/etc/propbus/host.key")
+        XCTAssertEqual(fleet.endpoints, ["https://10.0.0.1:2379"], "a client certificate means https")
+        XCTAssertEqual(usageError(["--fleet", "etcd://h:2379/p", "--fleet-cert", "/c.pem"]),
+                       "--fleet-cert and --fleet-key go together: a client certificate and its private key")
+    }
+
     func testFleetOptionsLandTogetherAndNeedFleet() throws {
         XCTAssertNil(try run([]).fleet, "without --fleet nothing changes")
         let options = try run(["--fleet", "etcds://10.0.0.1:2379,10.0.0.2:2379/lab", "--fleet-ca", "/etc/propbus/ca.pem",
@@ -69,7 +79,7 @@ final class DaemonOptionsTests: XCTestCase {
         XCTAssertEqual(fleet.caFile, "/etc/propbus/ca.pem")
         XCTAssertEqual(fleet.credentialsFile, "/etc/propbus/etcd")
         XCTAssertEqual(fleet.hostName, "kiosk-7")
-        XCTAssertEqual(usageError(["--fleet-ca", "/x"]), "--fleet-ca, --fleet-credentials and --fleet-host go with --fleet etcd://HOST:PORT/PREFIX")
+        XCTAssertEqual(usageError(["--fleet-ca", "/x"]), "--fleet-ca, --fleet-cert, --fleet-key, --fleet-credentials and --fleet-host go with --fleet etcd://HOST:PORT/PREFIX")
         XCTAssertTrue(usageError(["--fleet", "etcd://h:2379"])?.contains("no /PREFIX") ?? false)
         XCTAssertTrue(usageError(["--fleet", "etcd://h:2379/p", "--fleet-host", "a/b"])?.contains("without '/'") ?? false)
     }

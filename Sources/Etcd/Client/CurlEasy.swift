@@ -17,8 +17,9 @@ final class CurlEasy: @unchecked Sendable {
     private var headers: UnsafeMutablePointer<curl_slist>?
 
 
-    /// A new handle with the settings every etcd request shares.
-    init(caFile: String?) throws(EtcdError) {
+    /// A new handle with the settings every etcd request shares: `options`' CA, and its
+    /// client certificate and key if any.
+    init(options: EtcdOptions) throws(EtcdError) {
         guard let handle = LibCurl.api.easyInit() else {
             throw EtcdError(.invalidRequest, "libcurl could not create a handle (curl_easy_init)")
         }
@@ -37,8 +38,14 @@ final class CurlEasy: @unchecked Sendable {
         _ = pb_curl_setopt_long(LibCurl.api.setopt, handle, CURLOPT_TCP_KEEPINTVL, 2)
         _ = pb_curl_setopt_long(LibCurl.api.setopt, handle, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1))
         _ = pb_curl_setopt_long(LibCurl.api.setopt, handle, CURLOPT_POST, 1)
-        if let caFile {
+        if let caFile = options.caFile {
             _ = pb_curl_setopt_str(LibCurl.api.setopt, handle, CURLOPT_CAINFO, caFile)
+        }
+        if let certFile = options.certFile {
+            _ = pb_curl_setopt_str(LibCurl.api.setopt, handle, CURLOPT_SSLCERT, certFile)
+        }
+        if let keyFile = options.keyFile {
+            _ = pb_curl_setopt_str(LibCurl.api.setopt, handle, CURLOPT_SSLKEY, keyFile)
         }
     }
 

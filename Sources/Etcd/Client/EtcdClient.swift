@@ -59,6 +59,12 @@ public final class EtcdClient: Sendable {
         try RangeResponse(json: call("/v3/kv/range", request.json, retrySafe: true))
     }
 
+    /// Runs a read within `timeout` instead of ``EtcdOptions/requestTimeout`` (a caller that
+    /// must answer a person soon, such as a host list for `propctl status`).
+    public func range(_ request: RangeRequest, timeout: Duration) throws(EtcdError) -> RangeResponse {
+        try RangeResponse(json: call("/v3/kv/range", request.json, retrySafe: true, timeout: timeout))
+    }
+
     /// Writes `value` to `key`, attached to `lease` if not 0.
     @discardableResult
     public func put(key: [UInt8], value: [UInt8], lease: Int64 = 0) throws(EtcdError) -> PutResponse {
@@ -86,14 +92,24 @@ public final class EtcdClient: Sendable {
     /// Runs a transaction: if every compare holds, the `success` operations, otherwise the
     /// `failure` ones, atomically at one new revision. etcd refuses more than 128 operations per
     /// branch and requests above 1.5 MiB (its defaults).
-    public func txn(compares: [Compare], success: [RequestOp], failure: [RequestOp] = []) throws(EtcdError) -> TxnResponse {
+    ///
+    /// `resendIfConnectionLost`: the compares make a second application impossible (they
+    /// guard every key the success branch writes), so a txn whose connection went away before
+    /// its answer (the member died) is sent again at once to the next member, within the
+    /// request timeout. One that timed out is not: the member may still apply it.
+    ///
+    /// `timeout`: less than ``EtcdOptions/requestTimeout``, for a caller whose own bound has
+    /// partly gone by.
+    public func txn(compares: [Compare], success: [RequestOp], failure: [RequestOp] = [],
+                    resendIfConnectionLost: Bool = false, timeout: Duration? = nil) throws(EtcdError) -> TxnResponse {
         var members: [(String, GatewayJSON)] = []
         if !compares.isEmpty { members.append(("compare", .array(compares.map(\.json)))) }
         if !success.isEmpty { members.append(("success", .array(success.map(\.json)))) }
         if !failure.isEmpty { members.append(("failure", .array(failure.map(\.json)))) }
         // A txn whose branches only read is safe to send twice.
         let readOnly = (success + failure).allSatisfy { if case .range = $0 { return true } else { return false } }
-        return try TxnResponse(json: call("/v3/kv/txn", .object(members), retrySafe: readOnly))
+        return try TxnResponse(json: call("/v3/kv/txn", .object(members), retrySafe: readOnly, timeout: timeout,
+                                          resendIfConnectionLost: resendIfConnectionLost))
     }
 
     /// Discards the history before `revision` (etcd's `/v3/kv/compaction`); watches from an
@@ -182,10 +198,18 @@ public final class EtcdClient: Sendable {
         return token
     }
 
+    /// Drops the auth token after a request that timed out: etcd restored from a backup taken
+    /// before the token was issued holds such a token's requests without answering (its auth
+    /// store waits for a revision it will never reach), so the next call signs in again.
+    func forgetToken() {
+        guard options.credentials != nil else { return }
+        state.withLock { $0.token = nil }
+    }
+
     /// A handle from the pool, or a new one.
     func takeHandle() throws(EtcdError) -> CurlEasy {
         if let handle = state.withLock({ $0.idleHandles.popLast() }) { return handle }
-        return try CurlEasy(caFile: options.caFile)
+        return try CurlEasy(options: options)
     }
 
     /// Gives `handle` back to the pool (or frees it when the pool is full).
@@ -208,9 +232,11 @@ public final class EtcdClient: Sendable {
 
     /// POSTs `body` to `path`, moving through the endpoints as the class documentation says,
     /// and returns the answer's JSON, or throws etcd's error.
-    func call(_ path: String, _ body: GatewayJSON, retrySafe: Bool, authenticated: Bool = true) throws(EtcdError) -> GatewayJSON {
+    func call(_ path: String, _ body: GatewayJSON, retrySafe: Bool, authenticated: Bool = true,
+              timeout: Duration? = nil, resendIfConnectionLost: Bool = false) throws(EtcdError) -> GatewayJSON {
         let clock = ContinuousClock()
-        let deadline = clock.now + options.requestTimeout
+        let requestTimeout = timeout ?? options.requestTimeout
+        let deadline = clock.now + requestTimeout
         let text = body.text
         var token = authenticated ? try self.token() : nil
         var renewedToken = false
@@ -224,7 +250,7 @@ public final class EtcdClient: Sendable {
             let remaining = deadline - clock.now
             guard remaining > .zero else {
                 throw EtcdError(reachedOne ? .timedOut : .unavailable,
-                                "etcd did not answer \(path) within \(options.requestTimeout): \(failures.joined(separator: "; "))",
+                                "etcd did not answer \(path) within \(requestTimeout): \(failures.joined(separator: "; "))",
                                 endpoints: endpoints)
             }
             // A read shares what is left among the endpoints still to try in this pass, so one
@@ -240,8 +266,11 @@ public final class EtcdClient: Sendable {
                 }
                 let code = Int(json["code"]?.int64 ?? 0)
                 let message = json["message"]?.stringValue ?? json["error"]?.stringValue ?? "HTTP status \(status)"
-                if code == EtcdError.GRPCStatus.unauthenticated, authenticated, options.credentials != nil, !renewedToken {
-                    // The token expired (simple tokens last --auth-token-ttl): get a new one once.
+                if code == EtcdError.GRPCStatus.unauthenticated || EtcdError.meansStaleToken(message), authenticated,
+                   options.credentials != nil, !renewedToken {
+                    // The token expired (simple tokens last --auth-token-ttl), or etcd was
+                    // restored from a backup and its auth store is older than the token: get a
+                    // new one once.
                     renewedToken = true
                     token = try self.token(renew: true)
                     continue
@@ -260,8 +289,11 @@ public final class EtcdClient: Sendable {
                 failures.append("\(endpoint): \(reason)")
             case let .lost(reason, timedOut):
                 reachedOne = true
+                if timedOut, authenticated { forgetToken() }
                 failures.append("\(endpoint): \(reason)")
-                guard retrySafe else {
+                guard retrySafe || (resendIfConnectionLost && !timedOut) else {
+                    // The next call goes to another member at once: this one may be gone or hung.
+                    prefer(index + 1)
                     throw EtcdError(timedOut ? .timedOut : .unavailable,
                                     "etcd at \(endpoint) took \(path) but gave no answer (\(reason)); it may or may not have been applied",
                                     endpoints: [endpoint])

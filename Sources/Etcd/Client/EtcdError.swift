@@ -44,6 +44,13 @@ public struct EtcdError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The message.
     public var description: String { message }
 
+    /// Whether etcd's `message` says the auth token predates its auth store ("revision of auth
+    /// store is old", gRPC 3 rather than 16): the cluster was restored from a backup taken before
+    /// the token was issued. A new token is needed, as after an expiry.
+    static func meansStaleToken(_ message: String) -> Bool {
+        message.contains("revision of auth store is old")
+    }
+
     /// gRPC status codes etcd uses that the client acts on.
     enum GRPCStatus {
         static let invalidArgument = 3

@@ -21,6 +21,11 @@ public struct EtcdOptions: Sendable {
     public var connectTimeout: Duration = .seconds(1)
     /// A PEM file of the CA that signed the members' certificates (`https://` endpoints).
     public var caFile: String?
+    /// A PEM client certificate to present (`CURLOPT_SSLCERT`), for members that require one
+    /// (`--client-cert-auth`); with ``keyFile``.
+    public var certFile: String?
+    /// The PEM private key of ``certFile`` (`CURLOPT_SSLKEY`).
+    public var keyFile: String?
     /// etcd credentials; nil when the cluster has auth off.
     public var credentials: Credentials?
     /// How long a watch waits before it reconnects after an interruption (doubled after each

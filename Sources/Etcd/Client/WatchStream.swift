@@ -69,6 +69,8 @@ final class WatchRunner: @unchecked Sendable {
     private var pendingError: EtcdError?
     /// Reconnections since a watch was last created.
     private var failuresInARow = 0
+    /// Whether the current transfer still waits for etcd's `created` answer.
+    private var awaitingCreated = false
 
     init(client: EtcdClient, key: [UInt8], rangeEnd: [UInt8]?, fromRevision: Int64,
          onUpdate: @escaping @Sendable (WatchUpdate) -> Void) {
@@ -125,7 +127,7 @@ final class WatchRunner: @unchecked Sendable {
         }
         let handle: CurlEasy
         do {
-            handle = try CurlEasy(caFile: client.options.caFile)
+            handle = try CurlEasy(options: client.options)
         } catch {
             onUpdate(.failed(error))
             return
@@ -167,6 +169,9 @@ final class WatchRunner: @unchecked Sendable {
         if client.options.progressNotify { request.append(("progress_notify", .bool(true))) }
         lineBuffer.removeAll(keepingCapacity: true)
         pendingError = nil
+        awaitingCreated = true
+        let clock = ContinuousClock()
+        let started = clock.now
         let unmanaged = Unmanaged.passUnretained(self)
         handle.prepare(url: currentEndpoint + "/v3/watch", body: GatewayJSON.object([("create_request", .object(request))]).text,
                        token: token, extraHeaders: ["Grpc-Metadata-hasleader: true"], timeout: nil,
@@ -178,6 +183,14 @@ final class WatchRunner: @unchecked Sendable {
         while running > 0 {
             guard LibCurl.api.multiPerform(multi, &running) == CURLM_OK else { break }
             if running == 0 || isCancelled || finished || pendingError != nil { break }
+            // A request that connected while the member was coming back (a restore, a restart)
+            // can sit unanswered for good: no created within the request timeout, try again.
+            if awaitingCreated, clock.now - started > client.options.requestTimeout {
+                client.forgetToken()
+                pendingError = EtcdError(.timedOut, "etcd at \(currentEndpoint) did not confirm the watch within \(client.options.requestTimeout)",
+                                         endpoints: [currentEndpoint])
+                break
+            }
             var ignored: Int32 = 0
             _ = LibCurl.api.multiPoll(multi, nil, 0, 1000, &ignored)
         }
@@ -251,7 +264,7 @@ final class WatchRunner: @unchecked Sendable {
                 return
             }
             let reason = result["cancel_reason"]?.stringValue ?? "no reason given"
-            if reason.contains("invalid auth token") {
+            if reason.contains("invalid auth token") || EtcdError.meansStaleToken(reason) {
                 // The token expired: reconnect with a new one.
                 pendingError = EtcdError(.authentication, "etcd watch on \(currentEndpoint): \(reason)",
                                          endpoints: [currentEndpoint], grpcCode: EtcdError.GRPCStatus.unauthenticated)
@@ -262,6 +275,7 @@ final class WatchRunner: @unchecked Sendable {
             return
         }
         if result["created"]?.boolValue == true {
+            awaitingCreated = false
             client.prefer(endpointIndex)
             failuresInARow = 0
             // A watch "from now" resumes after the revision it was created at.

@@ -85,6 +85,10 @@ public final class Fleet: @unchecked Sendable {
     private var announcedCursor: Int64
     private var lastRevisionSignal = DispatchTime(uptimeNanoseconds: 1)
     private var revisionSignalDue = false
+    /// Whether a full read after etcd went back in time (``FleetRewind``) is under way.
+    private var rewinding = false
+    /// "etcd cannot be reached" while it stays so: one line, then one per ``LogThrottle`` period.
+    private var unreachableLog = LogThrottle(seconds: 10)
 
     // The presence queue's.
     private var lease: Int64 = 0
@@ -103,6 +107,10 @@ public final class Fleet: @unchecked Sendable {
         /// The touched keys' entries as the call left them.
         var after: [Key: PropertyModel.Entry?]
         var plan: FleetLayout.Transaction
+        /// Until when it may wait for FleetState `connected` (see ``write(_:compareAndSet:rerunAfterCommit:reply:_:)``).
+        var deadline = DispatchTime.distantFuture
+        /// The cursor when its txn was sent: etcd's answer cannot be at an older revision.
+        var cursorAtSend: Int64 = 0
     }
 
     /// A fleet for `service`, from the revisions and cursor its store loaded. Call ``start()``
@@ -187,6 +195,65 @@ public final class Fleet: @unchecked Sendable {
         Service.log("fleet: \(next.rawValue)")
         service.tree.noteChange(path: Key.rootPath, interface: Service.managerInterface, property: "FleetState", oldValue: .string(old.rawValue))
         service.tree.connection.scheduleRound()
+        switch next {
+        case .connected:
+            unreachableLog.reset()
+            sendNextWrite()
+        case .unavailable:
+            // Writes waiting for the connection: etcd cannot be reached, they get that answer now.
+            failQueued(because: "FleetState became unavailable while the write waited for the connection")
+        case .connecting:
+            // Writes queued behind one with etcd now wait for the connection, within the bound.
+            let deadline = DispatchTime.now() + connectionWait
+            for index in queued.indices where queued[index].deadline > deadline { queued[index].deadline = deadline }
+            if !queued.isEmpty { expireWaitingWrites(at: deadline) }
+        case .off:
+            break
+        }
+    }
+
+    /// How long a write waits for FleetState `connected`: the request timeout, the bound of
+    /// every fleet write.
+    private var connectionWait: DispatchTimeInterval {
+        let (seconds, attoseconds) = client.options.requestTimeout.components
+        return .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
+    }
+
+    /// Queues `write` (first, for a retry or a write that met etcd going back), to be sent
+    /// once FleetState is `connected` and nothing else of this host's is with etcd; failed if
+    /// no connection comes within ``connectionWait``.
+    private func enqueue(_ write: PendingWrite, first: Bool = false) {
+        var write = write
+        if state != .connected {
+            let deadline = DispatchTime.now() + connectionWait
+            if write.deadline > deadline { write.deadline = deadline }
+            expireWaitingWrites(at: write.deadline)
+        }
+        if first { queued.insert(write, at: 0) } else { queued.append(write) }
+        sendNextWrite()
+    }
+
+    /// At `deadline`, fails the queued writes whose wait for the connection is over.
+    private func expireWaitingWrites(at deadline: DispatchTime) {
+        queue.asyncAfter(deadline: deadline) { [weak self] in
+            guard let self, state != .connected else { return }
+            let now = DispatchTime.now()
+            let expired = queued.filter { $0.deadline <= now }
+            guard !expired.isEmpty else { return }
+            queued.removeAll { $0.deadline <= now }
+            for write in expired {
+                write.call.fail(PropBusError(.unavailable, "cannot write fleet keys: etcd (\(configuration.endpoints.joined(separator: ", "))) is unavailable: FleetState stayed \(state.rawValue) for the request timeout while the write waited; local keys can still be written").dbusError)
+            }
+        }
+    }
+
+    /// Fails the writes queued behind none (nothing of theirs is with etcd).
+    private func failQueued(because reason: String) {
+        let waiting = queued
+        queued = []
+        for write in waiting {
+            write.call.fail(PropBusError(.unavailable, "cannot write fleet keys: etcd (\(configuration.endpoints.joined(separator: ", "))) is unavailable: \(reason); local keys can still be written").dbusError)
+        }
     }
 
     private func advanceCursor(to revision: Int64) {
@@ -273,14 +340,20 @@ public final class Fleet: @unchecked Sendable {
 
     private func handle(_ update: WatchUpdate) {
         switch update {
-        case .created:
-            setState(.connected)
-            // At every connection, not only the first: a definition declared while etcd was
-            // away (a reload) or whose offer failed is offered now, or it stays this host's.
-            pushLocalDefinitions()
+        case .created(_, let revision):
+            if FleetRewind.isSuspicious(revision: revision, cursor: cursor) {
+                // A member behind the others, or etcd gone back in time: a linearizable read tells.
+                confirmRevision(connecting: true)
+                return
+            }
+            connected()
         case .events(let events, _):
             apply(events, through: events.map(\.kv.modRevision).max())
         case .progress(let revision):
+            if FleetRewind.isSuspicious(revision: revision, cursor: cursor) {
+                confirmRevision(connecting: false)
+                return
+            }
             guard revision > cursor else { return }
             service.store.saveFleetCursor(revision)
             if service.commit() == nil {
@@ -308,6 +381,54 @@ public final class Fleet: @unchecked Sendable {
         }
     }
 
+    private func connected() {
+        setState(.connected)
+        // At every connection, not only the first: a definition declared while etcd was
+        // away (a reload) or whose offer failed is offered now, or it stays this host's.
+        pushLocalDefinitions()
+    }
+
+    // MARK: etcd going back in time
+
+    /// Asks etcd with a linearizable read whether it went back in time (``FleetRewind``) after
+    /// a watch reported a revision below the cursor; if not, and `connecting`, the watch's
+    /// connection stands.
+    private func confirmRevision(connecting: Bool) {
+        let generation = watchGeneration, since = cursor
+        read(RangeRequest(key: layout.prefix, prefix: true, countOnly: true), failing: "cannot reach etcd to check its revision",
+             retry: { [weak self] in self?.confirmRevision(connecting: connecting) }) { [self] response in
+            guard generation == watchGeneration, !noticeRewind(response.header, since: since), connecting else { return }
+            connected()
+        }
+    }
+
+    /// Whether `header`, of a linearizable read or a txn sent when the mirror was at `since`,
+    /// shows etcd gone back in time; if so, the mirror is resynchronised to etcd
+    /// (``rewound(_:)``). Also true while such a resynchronisation is under way.
+    @discardableResult
+    private func noticeRewind(_ header: ResponseHeader, since: Int64) -> Bool {
+        if rewinding { return true }
+        guard let rewind = FleetRewind.check(header, cursor: since, clusterID: source.flatMap(FleetRewind.clusterID(ofSource:))) else {
+            return false
+        }
+        rewound(rewind)
+        return true
+    }
+
+    /// etcd went back in time (restored from a backup, or recreated empty): said loudly, then
+    /// FleetState `connecting` while the mirror is read again in full, etcd's state the source
+    /// of truth (``applySnapshot(_:replacing:rewound:)``). Writes meanwhile wait.
+    private func rewound(_ rewind: FleetRewind) {
+        Service.log("fleet: WARNING: etcd went back in time: \(rewind.description) (restored from a backup, or recreated empty?); "
+            + "etcd is the source of truth: reading \(configuration.prefix) in full; fleet keys it lacks keep this host's definition, "
+            + "offered to etcd again, and lose their values")
+        rewinding = true
+        watchGeneration += 1
+        retireWatch()
+        setState(.connecting)
+        resynchronize(rewound: true)
+    }
+
     /// How often ``checkWatch()`` runs.
     static let watchCheckInterval: DispatchTimeInterval = .seconds(3)
 
@@ -330,11 +451,11 @@ public final class Fleet: @unchecked Sendable {
             // Counting is cheap (no values read); the scan for later changes only runs when
             // etcd has moved past the cursor at all.
             guard let definitionCount = try? client.range(definitions), let valueCount = try? client.range(values) else { return }
-            let counts = (definitionCount.count, valueCount.count)
+            let counts = (definitionCount.count, valueCount.count), header = definitionCount.header
             let moved = max(definitionCount.header.revision, valueCount.header.revision) > since
             let pending: Bool? = moved ? (try? client.range(changed)).map { !$0.kvs.isEmpty } : false
             self?.queue.async { [weak self] in
-                guard let self, !stopped, watch != nil, let pending else { return }
+                guard let self, !stopped, watch != nil, !noticeRewind(header, since: since), let pending else { return }
                 let mirrored = (revisions.values.filter { $0.definition > 0 }.count, revisions.values.filter { $0.value > 0 }.count)
                 let countsDiffer = counts.0 != Int64(mirrored.0) || counts.1 != Int64(mirrored.1)
                 guard pending || (countsDiffer && restartedAtCursor != since), cursor == since else {
@@ -363,16 +484,24 @@ public final class Fleet: @unchecked Sendable {
     /// Resumes from the cursor, once etcd says it is the fleet the mirror belongs to (one
     /// count-only read); another fleet is read in full instead (``applySnapshot(_:replacing:)``).
     private func resume() {
+        let since = cursor
         read(RangeRequest(key: layout.prefix, prefix: true, countOnly: true),
              failing: "cannot reach etcd to resume from revision \(cursor)",
              retry: { [weak self] in self?.resume() }) { [self] response in
             let current = sourceName(response.header)
+            // The same prefix in another cluster (a restore with a new token), or a revision
+            // below the mirror's: the fleet went back in time.
+            if let rewind = FleetRewind.check(source: source, prefix: configuration.prefix, answeredBy: response.header) {
+                rewound(rewind)
+                return
+            }
             if let source, source != current {
                 Service.log("fleet: the mirror belongs to \(source), not \(current): reading \(current) in full instead of resuming")
                 resynchronize()
                 return
             }
             if source == nil { recordSource(current) }
+            if noticeRewind(response.header, since: since) { return }
             startWatch(from: cursor + 1)
         }
     }
@@ -388,9 +517,13 @@ public final class Fleet: @unchecked Sendable {
                 guard let self, !stopped else { return }
                 switch result {
                 case .success(let response):
+                    unreachableLog.reset()
                     body(response)
                 case .failure(let error):
-                    Service.log("fleet: \(failing): \(error.message); trying again in 1 s")
+                    if let held = unreachableLog.admit(at: DispatchTime.now().uptimeNanoseconds) {
+                        let more = held > 0 ? " (\(held) more failed tries since the last line)" : ""
+                        Service.log("fleet: \(failing): \(error.message); trying again every second\(more)")
+                    }
                     setState(.unavailable)
                     queue.asyncAfter(deadline: .now() + 1) { retry() }
                 }
@@ -406,13 +539,18 @@ public final class Fleet: @unchecked Sendable {
 
     /// Reads the whole prefix at one revision, applies the difference with the mirror as one
     /// round, then watches from the next revision.
-    private func resynchronize() {
+    ///
+    /// `rewound`: etcd went back in time (``rewound(_:)``); so does a snapshot below the cursor.
+    private func resynchronize(rewound: Bool = false) {
+        let since = cursor
         read(RangeRequest(key: layout.prefix, prefix: true), failing: "cannot read \(configuration.prefix) from etcd",
-             retry: { [weak self] in self?.resynchronize() }) { [self] response in
+             retry: { [weak self] in self?.resynchronize(rewound: rewound) }) { [self] response in
             let current = sourceName(response.header)
-            let replacing = source.map { $0 != current } ?? false
+            let rewound = rewound || FleetRewind.check(response.header, cursor: since, clusterID: nil) != nil
+            let replacing = !rewound && (source.map { $0 != current } ?? false)
             // Not committed: a full read again is scheduled, and no watch may go past it.
-            guard applySnapshot(response, replacing: replacing) else { return }
+            guard applySnapshot(response, replacing: replacing, rewound: rewound) else { return }
+            rewinding = false
             recordSource(current)
             startWatch(from: response.header.revision + 1)
         }
@@ -425,11 +563,45 @@ public final class Fleet: @unchecked Sendable {
     /// revisions mean nothing here. Every key it had from that fleet and this one lacks goes, and
     /// this fleet's keys are applied whatever the old revisions say; keys never in any fleet
     /// (declared here) stay, and are offered to this one.
-    private func applySnapshot(_ response: RangeResponse, replacing: Bool = false) -> Bool {
+    ///
+    /// `rewound`: etcd went back in time (``rewound(_:)``); its revisions started again, so the
+    /// mirror's mean nothing and the cursor goes back to the snapshot's. Every key etcd holds is
+    /// applied as it holds it; a fleet key it lacks keeps this host's definition (offered to etcd
+    /// again once watching, by ``pushLocalDefinitions()``: the first host's offer wins) and loses
+    /// its value, which no host can prove was the fleet's last.
+    private func applySnapshot(_ response: RangeResponse, replacing: Bool = false, rewound: Bool = false) -> Bool {
         let revision = response.header.revision
         var events = response.kvs.map { WatchEvent(kind: .put, kv: $0) }
         let present = Set(response.kvs.map(\.key))
         let kept = revisions
+        if rewound {
+            for entry in service.model.list() where entry.definition.scope == .fleet && entry.storedValue != nil {
+                let key = entry.definition.key
+                if !present.contains(layout.valueKey(key)) {
+                    events.append(WatchEvent(kind: .delete, kv: KeyValue(key: layout.valueKey(key), modRevision: revision)))
+                }
+            }
+            let keptCursor = cursor
+            for key in revisions.keys { service.store.removeFleetRevisions(for: key) }
+            revisions = [:]
+            cursor = revision
+            guard apply(events, through: revision, snapshot: true) else {
+                revisions = kept
+                cursor = keptCursor
+                return false
+            }
+            // Saved even when nothing changed here (an empty etcd, no values): a restart resumes
+            // from etcd's revision, not the old one.
+            let forgotten = revisions.filter { $0.value.value <= 0 && $0.value.definition <= 0 }.map(\.key)
+            for key in forgotten { service.store.removeFleetRevisions(for: key) }
+            service.store.saveFleetCursor(cursor)
+            if service.commit() == nil {
+                for key in forgotten { revisions[key] = nil }
+                cursorUnsaved = false
+            }
+            announceRevision()
+            return true
+        }
         for (key, known) in revisions.sorted(by: { $0.key < $1.key }) {
             if (replacing ? known.definition != 0 : known.definition > 0), !present.contains(layout.definitionKey(key)) {
                 events.append(WatchEvent(kind: .delete, kv: KeyValue(key: layout.definitionKey(key), modRevision: revision)))
@@ -694,7 +866,8 @@ public final class Fleet: @unchecked Sendable {
         guard case .fleet(let before, let after, let read) = try bridged({ () throws(PropBusError) in try probe(body) }) else {
             return .reply(reply())
         }
-        guard state == .connected else {
+        // Connecting (just started, or reading etcd again): the write waits for the connection.
+        guard state == .connected || state == .connecting else {
             let keys = Set(before.keys).union(after.keys).filter {
                 (before[$0] ?? nil)?.definition.scope == .fleet || (after[$0] ?? nil)?.definition.scope == .fleet
             }
@@ -702,19 +875,18 @@ public final class Fleet: @unchecked Sendable {
         }
         let write = PendingWrite(call: call, compareAndSet: compareAndSet, rerunAfterCommit: rerunAfterCommit, attempt: 1, reply: reply, body: body,
                                  after: [:], plan: FleetLayout.Transaction())
-        if inFlight == nil, queued.isEmpty {
+        if state == .connected, inFlight == nil, queued.isEmpty {
             // Its turn is now: the probe just run is the mirror as it is.
             try bridged { () throws(PropBusError) in try send(write, before: before, after: after, read: read) }
         } else {
-            queued.append(write)
-            sendNextWrite()
+            enqueue(write)
         }
         return .deferred
     }
 
     /// Starts the next queued write unless one is with etcd.
     private func sendNextWrite() {
-        while inFlight == nil, !queued.isEmpty { start(queued.removeFirst()) }
+        while state == .connected, inFlight == nil, !queued.isEmpty { start(queued.removeFirst()) }
     }
 
     /// Runs the write's model work again on the mirror as it is now and sends its txn, or
@@ -745,17 +917,37 @@ public final class Fleet: @unchecked Sendable {
         var sent = write
         sent.after = after
         sent.plan = plan
+        sent.cursorAtSend = cursor
+        // Its wait is over: a retry after a conflict gets the whole request timeout, as any write.
+        sent.deadline = .distantFuture
         let id = nextID
         nextID += 1
         pending[id] = sent
         inFlight = id
         let client = client
+        // A plain write that compares every value it replaces cannot be applied twice: sent again
+        // at once when its member dies under it. Not a CompareAndSet: were the first one applied,
+        // the second's failed compare would answer Conflict for the caller's own write.
+        let resendable = !write.compareAndSet && write.attempt <= Self.attemptsComparingValues
+        // A write that waited for the connection has what is left of its bound, not a new one.
+        let timeout = Self.remaining(until: write.deadline)
         etcdQueue.async { [weak self] in
-            let result = Result { () throws(EtcdError) in try client.txn(compares: plan.compares, success: plan.success, failure: plan.failure) }
+            let result = Result { () throws(EtcdError) in
+                try client.txn(compares: plan.compares, success: plan.success, failure: plan.failure,
+                               resendIfConnectionLost: resendable, timeout: timeout)
+            }
             // sync: libdispatch runs it right here when the D-Bus queue is idle, saving a
             // thread wake-up per write. Safe: the D-Bus queue never waits for this queue.
             self?.queue.sync { [weak self] in self?.finish(id, result) }
         }
+    }
+
+    /// The time left until `deadline` (at least 100 ms, so a txn can be sent at all), or nil for
+    /// a write that never waited.
+    static func remaining(until deadline: DispatchTime) -> Duration? {
+        guard deadline != .distantFuture else { return nil }
+        let now = DispatchTime.now().uptimeNanoseconds, end = deadline.uptimeNanoseconds
+        return max(.nanoseconds(Int64(end > now ? end - now : 0)), .milliseconds(100))
     }
 
     private func unavailable(_ keys: [Key], because reason: String) -> PropBusError {
@@ -767,6 +959,8 @@ public final class Fleet: @unchecked Sendable {
         guard let write = pending.removeValue(forKey: id) else { return }
         if inFlight == id { inFlight = nil }
         defer {
+            // A txn etcd accepted at a revision below the mirror's: applied, then etcd is read again.
+            if case .success(let answer) = result, answer.succeeded { noticeRewind(answer.header, since: write.cursorAtSend) }
             releaseHeld()
             sendNextWrite()
         }
@@ -790,6 +984,12 @@ public final class Fleet: @unchecked Sendable {
             return
         case .success(let answer):
             response = answer
+        }
+        if !response.succeeded, noticeRewind(response.header, since: write.cursorAtSend) {
+            // The compares failed because etcd went back in time, not because another host
+            // wrote: the write waits for the mirror to be read again, and is sent then.
+            enqueue(write, first: true)
+            return
         }
         guard response.succeeded else {
             // Another host changed a compared key first: the failure branch read them all.
@@ -824,8 +1024,7 @@ public final class Fleet: @unchecked Sendable {
             queue.asyncAfter(deadline: .now() + .microseconds(Int.random(in: 0...(500 * retry.attempt)))) { [weak self] in
                 guard let self, let write = pending.removeValue(forKey: paused) else { return }
                 inFlight = nil
-                start(write)
-                sendNextWrite()
+                enqueue(write, first: true)
             }
             return
         }
@@ -891,17 +1090,20 @@ public final class Fleet: @unchecked Sendable {
         service.tree.flushNow()
     }
 
-    /// FleetState `unavailable` after a write could not reach etcd, and a read every second
-    /// until one answers; then `connected` again, if the watch is up.
+    /// FleetState `unavailable` after a write could not reach etcd, and a read at once, then
+    /// every second, until one answers; then `connected` again, if the watch is up.
     private func markUnreachable() {
         guard state == .connected else { return }
         setState(.unavailable)
         probeUntilReachable()
     }
 
-    private func probeUntilReachable() {
+    ///
+    /// The first read goes at once (to the next member: the client moved past the one that
+    /// failed): after a leader change etcd answers again well before a second has passed.
+    private func probeUntilReachable(after delay: DispatchTimeInterval = .seconds(0)) {
         let client = client, key = layout.hostsPrefix
-        queue.asyncAfter(deadline: .now() + 1) { [weak self] in
+        queue.asyncAfter(deadline: .now() + delay) { [weak self] in
             guard let self, !stopped, state == .unavailable, watch != nil else { return }
             etcdQueue.async { [weak self] in
                 let reachable = (try? client.range(RangeRequest(key: key, prefix: true, countOnly: true))) != nil
@@ -912,7 +1114,7 @@ public final class Fleet: @unchecked Sendable {
                         // As on the watch's connection: what a reload declared meanwhile.
                         pushLocalDefinitions()
                     } else {
-                        probeUntilReachable()
+                        probeUntilReachable(after: .seconds(1))
                     }
                 }
             }
@@ -951,14 +1153,24 @@ public final class Fleet: @unchecked Sendable {
         }
     }
 
-    /// `Manager.ListFleetHosts`: the hosts whose presence key exists.
+    /// How long `Manager.ListFleetHosts` waits for etcd: a person waits for `propctl status --fleet`.
+    static let hostListTimeout: Duration = .seconds(1)
+
+    /// `Manager.ListFleetHosts`: the hosts whose presence key exists. Without a connection it
+    /// fails at once, and any failure is one short line (not every endpoint's attempts).
     func listHosts(_ call: MethodCall) -> MethodResult {
+        guard state == .connected else {
+            call.fail(PropBusError(.unavailable, "the fleet's host list cannot be read now: FleetState is \(state.rawValue)").dbusError)
+            return .deferred
+        }
         let id = nextID
         nextID += 1
         hostQueries[id] = call
         let client = client, layout = layout
         etcdQueue.async { [weak self] in
-            let result = Result { () throws(EtcdError) in try client.range(key: layout.hostsPrefix, prefix: true) }
+            let result = Result { () throws(EtcdError) in
+                try client.range(RangeRequest(key: layout.hostsPrefix, prefix: true), timeout: Self.hostListTimeout)
+            }
             self?.queue.async { [weak self] in
                 guard let self, let call = hostQueries.removeValue(forKey: id) else { return }
                 switch result {
@@ -968,7 +1180,12 @@ public final class Fleet: @unchecked Sendable {
                     }.sorted()
                     call.reply([.array(of: .string, names.map { .string($0) })])
                 case .failure(let error):
-                    call.fail(PropBusError(.unavailable, "cannot list the fleet's hosts: etcd (\(configuration.endpoints.joined(separator: ", "))) is unavailable: \(error.message)").dbusError)
+                    let reason = switch error.code {
+                    case .unavailable: "etcd cannot be reached"
+                    case .timedOut: "etcd did not answer within \(Self.hostListTimeout)"
+                    default: error.message.count > 160 ? String(error.message.prefix(160)) + "…" : error.message
+                    }
+                    call.fail(PropBusError(.unavailable, "the fleet's host list cannot be read now: \(reason)").dbusError)
                 }
             }
         }

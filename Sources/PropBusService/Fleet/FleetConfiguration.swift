@@ -4,7 +4,8 @@ import PropBus
 import SystemKit
 
 /// Where the fleet's etcd is and how to reach it: `--fleet etcd://HOST:PORT[,HOST:PORT…]/PREFIX`
-/// (`etcds://` for TLS), `--fleet-ca FILE`, `--fleet-credentials FILE` (issue 14).
+/// (`etcds://` for TLS), `--fleet-ca FILE`, `--fleet-cert FILE --fleet-key FILE`,
+/// `--fleet-credentials FILE` (issues 14, 25).
 public struct FleetConfiguration: Sendable, Equatable {
     /// The members, `host:port` each.
     public var members: [String]
@@ -14,6 +15,10 @@ public struct FleetConfiguration: Sendable, Equatable {
     public var tls: Bool
     /// `--fleet-ca`: the CA that signed the members' certificates.
     public var caFile: String?
+    /// `--fleet-cert`: this host's client certificate, for members that require one.
+    public var certFile: String?
+    /// `--fleet-key`: the private key of ``certFile``; not readable by everyone.
+    public var keyFile: String?
     /// `--fleet-credentials`: a file holding `USER:PASSWORD` on its first line.
     public var credentialsFile: String?
     /// This host's name in `PREFIX/hosts/` (the host name unless `--fleet-host`).
@@ -46,25 +51,24 @@ public struct FleetConfiguration: Sendable, Equatable {
             members.append(String(member))
         }
         return FleetConfiguration(members: members, prefix: "/" + prefix + "/", tls: tls, caFile: nil,
-                                  credentialsFile: nil, hostName: Self.localHostName())
+                                  certFile: nil, keyFile: nil, credentialsFile: nil, hostName: Self.localHostName())
     }
 
     /// The members' URLs for ``EtcdClient``.
-    public var endpoints: [String] { members.map { (tls || caFile != nil ? "https://" : "http://") + $0 } }
+    public var endpoints: [String] { members.map { (tls || caFile != nil || certFile != nil ? "https://" : "http://") + $0 } }
 
     /// The client's options: the CA, and the credentials read from their file, which must not be
     /// readable by everyone (it holds a password).
     public func etcdOptions() throws(FleetConfigurationError) -> EtcdOptions {
         var options = EtcdOptions()
         options.caFile = caFile
+        options.certFile = certFile
+        if let keyFile {
+            try Self.requireNotWorldReadable(keyFile, option: "--fleet-key", holding: "a private key")
+            options.keyFile = keyFile
+        }
         if let credentialsFile {
-            var info = stat()
-            guard stat(credentialsFile, &info) == 0 else {
-                throw FleetConfigurationError("cannot read --fleet-credentials \(credentialsFile): \(String(cString: strerror(errno)))")
-            }
-            guard info.st_mode & 0o004 == 0 else {
-                throw FleetConfigurationError("--fleet-credentials \(credentialsFile) is readable by everyone (mode \(String(info.st_mode & 0o777, radix: 8))); it holds a password: chmod 0600 (or 0640 with group propbus)")
-            }
+            try Self.requireNotWorldReadable(credentialsFile, option: "--fleet-credentials", holding: "a password")
             let bytes: [UInt8]
             do { bytes = try FileSystem.contents(of: credentialsFile) } catch {
                 throw FleetConfigurationError("cannot read --fleet-credentials \(credentialsFile): \(error)")
@@ -76,6 +80,17 @@ public struct FleetConfiguration: Sendable, Equatable {
             options.credentials = .init(user: String(line[..<colon]), password: String(line[line.index(after: colon)...]))
         }
         return options
+    }
+
+    /// Refuses a secret's file that everyone may read.
+    private static func requireNotWorldReadable(_ file: String, option: String, holding secret: String) throws(FleetConfigurationError) {
+        var info = stat()
+        guard stat(file, &info) == 0 else {
+            throw FleetConfigurationError("cannot read \(option) \(file): \(String(cString: strerror(errno)))")
+        }
+        guard info.st_mode & 0o004 == 0 else {
+            throw FleetConfigurationError("\(option) \(file) is readable by everyone (mode \(String(info.st_mode & 0o777, radix: 8))); it holds \(secret): chmod 0600 (or 0640 with group propbus)")
+        }
     }
 
     /// `gethostname(2)`.

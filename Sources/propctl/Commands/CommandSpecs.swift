@@ -273,7 +273,9 @@ enum PropctlSpec {
         discussion: """
             The fleet row is FleetState (off, connecting, connected or unavailable) and the last \
             etcd revision the daemon applied (FleetRevision). With --fleet, also the hosts whose \
-            propbusd is connected to the same etcd prefix (their presence keys, PREFIX/hosts/NAME).
+            propbusd is connected to the same etcd prefix (their presence keys, PREFIX/hosts/NAME); \
+            when etcd cannot answer now, the status is still printed and one line on stderr says \
+            that the host list cannot be read now (exit status 1), within about a second.
             """,
         options: [
             .flag("fleet", help: "Also list the hosts of the fleet that are up."),

@@ -44,12 +44,19 @@ enum StatusCommand: Subcommand {
         // An older propbusd has no ListUsage: then there is nothing to show.
         let usage = QuotaUsage.decode((try? await client.manager("ListUsage"))?.first)
         var hosts: [String] = []
+        // Without etcd the status is still shown, with the fleet row; the host list's failure
+        // is one line on stderr, after it.
+        var hostsFailure: CommandFailure?
         if parsed.flag("fleet") {
             guard fleetState != "off" else {
                 throw CommandFailure(.unavailable, "propbusd runs without --fleet: there is no fleet to list")
             }
-            if case .array(_, let items)? = try await client.manager("ListFleetHosts").first {
-                hosts = items.compactMap(\.stringValue)
+            do {
+                if case .array(_, let items)? = try await client.manager("ListFleetHosts").first {
+                    hosts = items.compactMap(\.stringValue)
+                }
+            } catch {
+                hostsFailure = error
             }
         }
         if parsed.flag("json") {
@@ -65,7 +72,8 @@ enum StatusCommand: Subcommand {
                     .object([("id", .unsignedInteger(execution.id)), ("key", .string(execution.key)), ("caller", .string(execution.caller))])
                 })),
                 ("usage", QuotaUsage.json(usage)),
-            ] + (parsed.flag("fleet") ? [("fleet_hosts", .array(hosts.map { .string($0) }))] : []))))
+            ] + (parsed.flag("fleet") && hostsFailure == nil ? [("fleet_hosts", .array(hosts.map { .string($0) }))] : []))))
+            if let hostsFailure { throw hostsFailure }
             return
         }
         Output.line(Output.table(header: ["FIELD", "VALUE"], rows: [
@@ -73,7 +81,7 @@ enum StatusCommand: Subcommand {
             ["properties", String(properties.count)], ["groups", String(groups.count)], ["commands", String(commands.count)],
             ["fleet", fleetState == "off" ? "off" : "\(fleetState), etcd revision \(fleetRevision)"],
         ]))
-        if parsed.flag("fleet") {
+        if parsed.flag("fleet"), hostsFailure == nil {
             Output.line("")
             Output.line(Output.table(header: ["HOST"], rows: hosts.map { [$0] }))
         }
@@ -102,9 +110,12 @@ enum StatusCommand: Subcommand {
                 [String(execution.id), execution.key, execution.caller]
             }))
         }
-        guard !usage.isEmpty else { return }
-        Output.line("")
-        Output.line(QuotaUsage.table(usage))
+        if !usage.isEmpty {
+            Output.line("")
+            Output.line(QuotaUsage.table(usage))
+        }
+        // Last, after everything that could be shown: one line on stderr, and the exit status.
+        if let hostsFailure { throw hostsFailure }
     }
 }
 

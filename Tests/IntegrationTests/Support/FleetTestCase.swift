@@ -17,6 +17,9 @@ class FleetTestCase: XCTestCase {
     /// Whether an own etcd serves clients over https only (a throwaway CA; the hosts get
     /// `--fleet-ca`).
     var etcdTLS: Bool { false }
+    /// Whether an own TLS etcd also requires client certificates (`--client-cert-auth`; the
+    /// hosts get `--fleet-cert` and `--fleet-key`).
+    var etcdClientCertificates: Bool { false }
     /// Whether setUp starts A's and B's daemons (else the test calls ``startHosts()``).
     var startsDaemons: Bool { true }
     /// The hosts' buses: `.system` (with the project's policy, reachable by `nobody`) for
@@ -50,6 +53,12 @@ class FleetTestCase: XCTestCase {
                 tls = try EtcdCluster.makeCertificates(in: certificates)
                 options.caFile = tls?.caFile
                 hostArguments = ["--fleet-ca", tls!.caFile]
+                if etcdClientCertificates {
+                    tls?.requireClientCertificates = true
+                    options.certFile = tls?.clientCertFile
+                    options.keyFile = tls?.clientKeyFile
+                    hostArguments += ["--fleet-cert", tls!.clientCertFile, "--fleet-key", tls!.clientKeyFile]
+                }
             }
             let cluster = try EtcdCluster(size: etcdSize, tls: tls)
             self.cluster = cluster

@@ -1,0 +1,91 @@
+import Etcd
+
+/// etcd gone back in time under a mirror, as an answer's header shows it: restored from a
+/// backup (a lower revision, and another cluster id unless the restore kept the cluster's own
+/// token), or recreated empty (a revision that starts again at 1).
+///
+/// Pure, so the decision is tested with plain values; ``Fleet`` acts on it by reading etcd in
+/// full, as the source of truth (``Fleet/resynchronize(rewound:)``).
+enum FleetRewind: Equatable, Sendable {
+    /// An answer at a revision below the last one the mirror applied.
+    case revisionBelowMirror(etcd: Int64, mirror: Int64)
+    /// Another cluster answers on the fleet's endpoints.
+    case otherCluster(etcd: UInt64, mirror: UInt64)
+
+    /// What `header` says against a mirror at `cursor` belonging to cluster `clusterID` (nil
+    /// while no answer recorded one). Only answers that reflect every committed change may be
+    /// asked: a linearizable read's or a txn's. A watch's header comes from the member that
+    /// serves it, which may lag behind: a revision there below the cursor is a reason to ask
+    /// with a read, not a verdict (see ``isSuspicious(revision:cursor:)``).
+    static func check(_ header: ResponseHeader, cursor: Int64, clusterID: UInt64?) -> FleetRewind? {
+        if let clusterID, header.clusterID != 0, header.clusterID != clusterID {
+            return .otherCluster(etcd: header.clusterID, mirror: clusterID)
+        }
+        // 0: an answer without a header (a gateway error page), which tells nothing.
+        if header.revision > 0, header.revision < cursor {
+            return .revisionBelowMirror(etcd: header.revision, mirror: cursor)
+        }
+        return nil
+    }
+
+    /// Whether a watch's revision (its creation, a progress notification) is below the cursor,
+    /// so a linearizable read should tell whether etcd went back.
+    static func isSuspicious(revision: Int64, cursor: Int64) -> Bool {
+        revision > 0 && revision < cursor
+    }
+
+    /// What a start's first answer says against the mirror's recorded `source` (`PREFIX@HEX`):
+    /// the same prefix in another cluster is the fleet gone back in time (a restore with a new
+    /// token); another prefix is another fleet (nil here: the caller replaces the mirror).
+    static func check(source: String?, prefix: String, answeredBy header: ResponseHeader) -> FleetRewind? {
+        guard let source, let at = source.lastIndex(of: "@"), source[..<at] == prefix,
+              let recorded = clusterID(ofSource: source), header.clusterID != 0, header.clusterID != recorded else { return nil }
+        return .otherCluster(etcd: header.clusterID, mirror: recorded)
+    }
+
+    /// The cluster id in a mirror's recorded source (`PREFIX@HEX`, see ``Fleet``).
+    static func clusterID(ofSource source: String) -> UInt64? {
+        guard let at = source.lastIndex(of: "@") else { return nil }
+        return UInt64(source[source.index(after: at)...], radix: 16)
+    }
+
+    /// For the log: what etcd's answer showed.
+    var description: String {
+        switch self {
+        case .revisionBelowMirror(let etcd, let mirror):
+            "etcd answers at revision \(etcd), below the mirror's \(mirror)"
+        case .otherCluster(let etcd, let mirror):
+            "etcd answers as cluster \(String(etcd, radix: 16)), not the mirror's \(String(mirror, radix: 16))"
+        }
+    }
+}
+
+/// Lets a line that would repeat through at most once per period, counting the ones held back
+/// (a host started while etcd is unreachable retries every second). Pure: the caller passes
+/// the time; ``Fleet`` keeps one on its queue.
+struct LogThrottle: Sendable {
+    /// Nanoseconds between two lines let through.
+    let period: UInt64
+    private var last: UInt64?
+    private var suppressed = 0
+
+    init(seconds: UInt64) { period = seconds * 1_000_000_000 }
+
+    /// The number of lines held back since the last one, when this one may go out at `now`
+    /// (uptime nanoseconds); nil when it is held back.
+    mutating func admit(at now: UInt64) -> Int? {
+        if let last, now &- last < period {
+            suppressed += 1
+            return nil
+        }
+        last = now
+        defer { suppressed = 0 }
+        return suppressed
+    }
+
+    /// After a success: the next failure is news and goes out at once.
+    mutating func reset() {
+        last = nil
+        suppressed = 0
+    }
+}
