@@ -1,7 +1,7 @@
 import DBus
 import Dispatch
 import PropBus
-import PropBusSystem
+import PropBusExec
 
 extension Service {
     /// The path and interface at which handler clients export `Run` (and `Cancel`).

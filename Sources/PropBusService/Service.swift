@@ -2,6 +2,8 @@ import DBus
 import Dispatch
 import Glibc
 import PropBus
+import PropBusExec
+import PropBusModelFiles
 import PropBusSystem
 
 /// The daemon's brain: exports a ``PropertyModel`` over D-Bus.

@@ -2,6 +2,7 @@ import DBus
 import Dispatch
 import Glibc
 import PropBus
+import PropBusModelFiles
 import PropBusSystem
 import PropBusService
 import SystemKit

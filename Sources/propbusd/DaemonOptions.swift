@@ -1,6 +1,7 @@
 import CommandLineKit
 import DBus
 import PropBus
+import PropBusModelFiles
 import PropBusSystem
 import PropBusService
 

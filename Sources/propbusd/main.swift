@@ -2,6 +2,7 @@ import CommandLineKit
 import Dispatch
 import Glibc
 import PropBus
+import PropBusExec
 import PropBusSystem
 
 // Not an option users see: scripts/install and the tests build propbusd(8) from DaemonOptions.

@@ -381,7 +381,7 @@ extension ModelFile {
     public static func configDirectory(environment: [String: String], systemBus: Bool) -> String {
         if systemBus { return "/etc/propbus/models" }
         if let config = environment["XDG_CONFIG_HOME"], config.hasPrefix("/") { return config + "/propbus/models" }
-        return StateDirectory.home(environment: environment) + "/.config/propbus/models"
+        return Environment.home(in: environment) + "/.config/propbus/models"
     }
 
     /// The `*.json` files of `directory`, sorted by name; none when it does not exist.

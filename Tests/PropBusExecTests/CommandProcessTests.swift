@@ -6,7 +6,7 @@ import Synchronization
 import XCTest
 
 @testable import PropBus
-@testable import PropBusSystem
+@testable import PropBusExec
 
 /// `CommandProcess` (SPEC §6 `exec`): spawning, I/O, limits and stopping the whole group.
 final class CommandProcessTests: XCTestCase {
