@@ -70,7 +70,7 @@ let package = Package(
         .target(name: "PropBusExec", dependencies: ["PropBus", "DBusValues", "CLinux", "SystemKit"]),
         // Model files: parsing, checking and applying them to the model (also propctl `codegen`'s).
         .target(name: "PropBusModelFiles", dependencies: ["PropBus", "DBusValues", "SystemKit"]),
-        .target(name: "PropBusService", dependencies: ["DBus", "PropBus", "PropBusSystem", "PropBusExec", "PropBusModelFiles", "Etcd"]),
+        .target(name: "PropBusService", dependencies: ["DBus", "PropBus", "PropBusSystem", "PropBusExec", "PropBusModelFiles", "Etcd", "SystemKit"]),
         // Release builds link the Swift runtime statically (issue 13): a program starts like a C
         // program instead of loading and relocating a dozen Swift libraries, and touches fewer
         // pages. Debug builds (the tests) keep the shared runtime.
@@ -95,7 +95,7 @@ let package = Package(
         .testTarget(name: "DBusTests", dependencies: ["DBus", "DBusValues", "CDBus", "BusTestSupport"]),
         .testTarget(name: "PropBusTests", dependencies: ["PropBus", "DBusValues"]),
         // The service in this process on a private bus, with stores in memory.
-        .testTarget(name: "PropBusServiceTests", dependencies: ["PropBusService", "PropBus", "DBus", "BusTestSupport"]),
+        .testTarget(name: "PropBusServiceTests", dependencies: ["PropBusService", "PropBus", "DBus", "Etcd", "BusTestSupport"]),
         .testTarget(name: "PropBusSystemTests", dependencies: ["PropBusSystem", "PropBusModelFiles", "PropBus", "DBusValues"]),
         .testTarget(name: "PropBusExecTests", dependencies: ["PropBusExec", "PropBus", "DBusValues"]),
         .testTarget(name: "CommandLineKitTests", dependencies: ["CommandLineKit"]),
