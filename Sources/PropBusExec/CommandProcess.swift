@@ -138,7 +138,7 @@ public final class CommandProcess: Sendable {
     /// The largest input also passed in `PROPBUS_INPUT`: the kernel limits one environment string.
     public static let maximumEnvironmentInput = 64 * 1024
 
-    /// Starts one execution of `command` the way SPEC §6 gives it to a program: `input` as text
+    /// Starts one execution of `command` the way docs/commands.md gives it to a program: `input` as text
     /// (scalars plain, containers as JSON) on stdin and, when it fits in one environment string,
     /// in `PROPBUS_INPUT`, with `PROPBUS_COMMAND` and `PROPBUS_EXECUTION_ID` set.
     public static func execute(_ argv: [String], command: Key, execution id: UInt64, input: DBusValue, outputLimit: Int,

@@ -4,7 +4,7 @@ import PropBus
 import SystemKit
 
 /// A JSON declaration of groups with their properties, commands and bindings, like a GSettings
-/// schema (SPEC §4, "Model files"). The format is documented in `docs/model-files.md`.
+/// schema. The format is documented in `docs/model-files.md`.
 ///
 /// Declarations are applied at every start: properties are registered again (keeping their
 /// stored values), bindings are made again. Every error names the file, the key and the problem.
@@ -18,7 +18,7 @@ public struct ModelFile: Sendable {
         public var options: [String: DBusValue]
     }
 
-    /// A command (SPEC §6), created with `CreateCommand` options.
+    /// A command (docs/commands.md), created with `CreateCommand` options.
     public struct CommandDeclaration: Sendable {
         public var key: Key
         /// `CreateCommand` options.

@@ -28,7 +28,7 @@ public final class Service: @unchecked Sendable {
         public var maximumBindingsPerClient = 64
         /// Seconds between SIGTERM and SIGKILL when an execution is cancelled or times out.
         public var killGrace = 2.0
-        /// Who may write and read what (SPEC §7); ``AccessPolicy/open`` (everything allowed,
+        /// Who may write and read what (docs/security.md); ``AccessPolicy/open`` (everything allowed,
         /// no credential lookups) unless `--system` or `--system-access`.
         public var access = AccessPolicy.open
         /// The bytes of replies one uid may be sent within 10 s (`--max-reply-bytes-per-uid`,

@@ -318,7 +318,8 @@ final class Daemon: @unchecked Sendable {
         watchdog = timer
     }
 
-    /// SIGTERM/SIGINT, in the order of SPEC §10. Runs on the queue between dispatch rounds, so
+    /// SIGTERM/SIGINT, in docs/install.md's order (STOPPING=1, refuse new calls, end executions,
+    /// commit, release the name, checkpoint). Runs on the queue between dispatch rounds, so
     /// every call handled so far has been committed and answered.
     private func stop() {
         dispatchPrecondition(condition: .onQueue(queue))

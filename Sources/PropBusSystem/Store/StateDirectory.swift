@@ -2,7 +2,7 @@ import Glibc
 import PropBus
 import SystemKit
 
-/// Where the daemon keeps its store (SPEC §4).
+/// Where the daemon keeps its store (docs/dbus-api.md, "Persistence").
 public enum StateDirectory {
     /// The state directory, in order: `$STATE_DIRECTORY` (systemd's `StateDirectory=`; the first
     /// of a colon-separated list), `--state-dir`, then `$XDG_STATE_HOME/propbus` (default
