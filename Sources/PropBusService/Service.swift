@@ -176,11 +176,8 @@ public final class Service: @unchecked Sendable {
         return what + "suspended: \(reason)"
     }
 
-    /// A line on stderr (the journal under systemd), in one unbuffered `write(2)`.
-    static func log(_ text: String) {
-        let line = Array("propbusd: \(text)\n".utf8)
-        _ = line.withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
-    }
+    /// A line in the daemon's ``Log``.
+    static func log(_ text: String) { Log.info(text) }
 
     /// Makes the round's writes durable before its replies and signals go out.
     ///
