@@ -37,7 +37,8 @@ final class SourceTreeTests: XCTestCase {
             all += try files(in: directory, extensions: ["swift", "md", "sh", ""])
         }
         XCTAssertFalse(all.isEmpty)
-        let citing = lines(containing: "SPEC §", in: all).filter { !$0.hasPrefix("Tests/IntegrationTests/SourceTreeTests.swift") }
+        let citing = (lines(containing: "SPEC §", in: all) + lines(containing: "contract's §", in: all))
+            .filter { !$0.hasPrefix("Tests/IntegrationTests/SourceTreeTests.swift") }
         XCTAssertEqual(citing, [], citing.joined(separator: "\n"))
     }
 
