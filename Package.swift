@@ -62,19 +62,24 @@ let package = Package(
         .target(name: "PropBusClient", dependencies: ["DBus", "DBusValues"]),
         // The core model: no libdbus, no SQLite.
         .target(name: "PropBus", dependencies: ["DBusValues"]),
-        // The core's adapters to the system: the SQLite store, the state directory, model files,
-        // the process runner and the user and group databases.
+        // The core's adapters to the system: the SQLite store, the state directory and the user
+        // and group databases.
         .target(name: "PropBusSystem", dependencies: ["PropBus", "DBusValues", "CSQLite", "CLinux", "SystemKit"]),
-        .target(name: "PropBusService", dependencies: ["DBus", "PropBus", "PropBusSystem", "Etcd"]),
+        // Running commands' programs: one poll loop for every run, and what they leave behind.
+        // No SQLite, so propctl (`serve`) can use it without linking the store.
+        .target(name: "PropBusExec", dependencies: ["PropBus", "DBusValues", "CLinux", "SystemKit"]),
+        // Model files: parsing, checking and applying them to the model (also propctl `codegen`'s).
+        .target(name: "PropBusModelFiles", dependencies: ["PropBus", "DBusValues", "SystemKit"]),
+        .target(name: "PropBusService", dependencies: ["DBus", "PropBus", "PropBusSystem", "PropBusExec", "PropBusModelFiles", "Etcd", "SystemKit"]),
         // Release builds link the Swift runtime statically (issue 13): a program starts like a C
         // program instead of loading and relocating a dozen Swift libraries, and touches fewer
         // pages. Debug builds (the tests) keep the shared runtime.
         .executableTarget(
-            name: "propbusd", dependencies: ["CommandLineKit", "DBus", "PropBus", "PropBusSystem", "PropBusService", "SystemKit"],
+            name: "propbusd", dependencies: ["CommandLineKit", "DBus", "PropBus", "PropBusSystem", "PropBusExec", "PropBusModelFiles", "PropBusService", "SystemKit"],
             linkerSettings: staticRuntimeInRelease
         ),
         .executableTarget(
-            name: "propctl", dependencies: ["CommandLineKit", "DBus", "PropBus", "PropBusSystem", "SystemKit"],
+            name: "propctl", dependencies: ["CommandLineKit", "DBus", "PropBus", "PropBusExec", "PropBusModelFiles", "SystemKit"],
             linkerSettings: staticRuntimeInRelease
         ),
         // The second note's Flickr search view model written with the client library; built with
@@ -90,8 +95,9 @@ let package = Package(
         .testTarget(name: "DBusTests", dependencies: ["DBus", "DBusValues", "CDBus", "BusTestSupport"]),
         .testTarget(name: "PropBusTests", dependencies: ["PropBus", "DBusValues"]),
         // The service in this process on a private bus, with stores in memory.
-        .testTarget(name: "PropBusServiceTests", dependencies: ["PropBusService", "PropBus", "DBus", "BusTestSupport"]),
-        .testTarget(name: "PropBusSystemTests", dependencies: ["PropBusSystem", "PropBus", "DBusValues"]),
+        .testTarget(name: "PropBusServiceTests", dependencies: ["PropBusService", "PropBus", "DBus", "Etcd", "BusTestSupport"]),
+        .testTarget(name: "PropBusSystemTests", dependencies: ["PropBusSystem", "PropBusModelFiles", "PropBus", "DBusValues"]),
+        .testTarget(name: "PropBusExecTests", dependencies: ["PropBusExec", "PropBus", "DBusValues"]),
         .testTarget(name: "CommandLineKitTests", dependencies: ["CommandLineKit"]),
         .testTarget(name: "PropctlTests", dependencies: ["propctl", "CommandLineKit", "PropBus", "DBus"]),
         .testTarget(name: "PropbusdTests", dependencies: ["propbusd", "CommandLineKit"]),

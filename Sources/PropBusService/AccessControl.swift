@@ -1,31 +1,35 @@
 import DBus
 import PropBus
 
-/// SPEC §7: every write, create, delete and bind is checked against the caller's credentials
+/// Every write, create, delete and bind is checked against the caller's credentials
 /// (``MethodCall/credentials``) with the service's ``AccessPolicy``; secret values are shown
 /// only to their writers. With the policy off (the session bus) every check passes.
 extension Service {
     /// The tree's ``ObjectTree/accessCheck``: what a method's description declares it needs.
     /// With the policy off every check passes, so nothing is looked up.
     func check(_ access: MethodAccess, _ call: MethodCall) throws(DBusError) {
+        // `.create` passes write rights on an existing key, the default writers' rights for a
+        // new one; `.privileged` always the default writers' (what has no writers list).
         guard options.access.isEnabled else { return }
         switch access {
         case .none: return
         case .read(let names): for name in try call.names(names) { try authorizeRead(existing: name, by: call) }
-        case .write(let names): for name in try call.names(names) { try authorizeWrite(existing: name, by: call) }
-        case .create(let names): for name in try call.names(names) { try authorizeCreate(name, by: call) }
-        case .writeCommand(let names):
+        case .write(let names, .command):
             for name in try call.names(names) {
                 // An unknown command passes: the handler reports it as it would to anyone.
                 guard let key = try? Key(name), let definition = commands.definition(of: key) else { continue }
                 try authorizeWrite(name, writers: definition.writers, by: call)
             }
+        case .write(let names, _):
+            // A key that does not exist passes: the handler reports it as it would to anyone.
+            for name in try call.names(names) { try authorizeWrite(existing: name, by: call) }
+        case .create(let names): for name in try call.names(names) { try authorizeCreate(name, by: call) }
         case .privileged(let names): for name in try call.names(names) { try authorizeWrite(name, writers: nil, by: call) }
         case .custom(let check): try check(call)
         }
     }
 
-    /// Throws `AccessDenied` naming `key` unless the caller of `call` may write it (SPEC §7).
+    /// Throws `AccessDenied` naming `key` unless the caller of `call` may write it (docs/security.md, "Writing").
     ///
     /// `writers` is the `writers` option of the property or command, if it has one.
     func authorizeWrite(_ key: String, writers: [String]?, by call: MethodCall) throws(DBusError) {
@@ -105,4 +109,10 @@ extension Service {
     private func existingEntry(_ keyText: String) -> PropertyModel.Entry? {
         (try? Key(keyText)).flatMap { model.entry(for: $0) }
     }
+}
+
+extension NameKind {
+    /// A command's key: write rights on it are checked against the command's own `writers`
+    /// option, and an unknown command passes (its handler reports it as it would to anyone).
+    static let command = NameKind("command")
 }

@@ -1,7 +1,7 @@
 import DBus
 import Dispatch
 import PropBus
-import PropBusSystem
+import PropBusExec
 
 extension Service {
     /// The path and interface at which handler clients export `Run` (and `Cancel`).
@@ -14,7 +14,7 @@ extension Service {
     /// a second call in the same round is refused with `NotEnabled`.
     func startExecution(of key: Key, input: DBusValue, call: MethodCall, waits: Bool) throws(DBusError) -> UInt64 {
         // The caller's write rights on the command were checked by the tree: Execute and Start
-        // declare them (``MethodAccess/writeCommand(_:)``).
+        // declare them (``MethodAccess/write(_:kind:)`` of kind ``NameKind/command``).
         guard let definition = commands.definition(of: key) else { throw .unknownObject("no command named \(key)") }
         // The program or handler would get the daemon's own duplicate, a number that means
         // nothing to it (and the daemon would hand out its descriptors).

@@ -14,15 +14,15 @@ extension Service {
             }
         }
         return InterfaceDescription(Self.commandInterface, methods: [
-            MethodDescription("Execute", in: [("input", .variant)], out: [("result", .variant)], access: .writeCommand(.fixed(key.text))) { [unowned self] call throws(DBusError) in
+            MethodDescription("Execute", in: [("input", .variant)], out: [("result", .variant)], access: .write(.fixed(key.text), kind: .command)) { [unowned self] call throws(DBusError) in
                 _ = try startExecution(of: key, input: try call.variant("input"), call: call, waits: true)
                 return .deferred
             },
-            MethodDescription("Start", in: [("input", .variant)], out: [("id", .uint64)], access: .writeCommand(.fixed(key.text))) { [unowned self] call throws(DBusError) in
+            MethodDescription("Start", in: [("input", .variant)], out: [("id", .uint64)], access: .write(.fixed(key.text), kind: .command)) { [unowned self] call throws(DBusError) in
                 let id = try startExecution(of: key, input: try call.variant("input"), call: call, waits: false)
                 return .reply([.uint64(id)])
             },
-            MethodDescription("Cancel", in: [("id", .uint64)], access: .writeCommand(.fixed(key.text))) { [unowned self] call throws(DBusError) in
+            MethodDescription("Cancel", in: [("id", .uint64)], access: .write(.fixed(key.text), kind: .command)) { [unowned self] call throws(DBusError) in
                 let id = try call.uint64("id")
                 guard commands.execution(id, of: key) != nil else {
                     throw .invalidArgs("command \(key) has no running execution \(id)")
@@ -98,7 +98,7 @@ extension Service {
                 }
                 return .reply([.array(of: .structure([.uint64, .string, .string]), items)])
             },
-            MethodDescription("RegisterHandler", in: [("key", .string)], access: .writeCommand(.argument("key"))) { [unowned self] call throws(DBusError) in
+            MethodDescription("RegisterHandler", in: [("key", .string)], access: .write(.argument("key"), kind: .command)) { [unowned self] call throws(DBusError) in
                 let keyText = try call.string("key")
                 _ = try bridged { () throws(PropBusError) in try commands.command(keyText) }
                 publish(try bridged { () throws(PropBusError) in try commands.registerHandler(keyText, owner: call.sender) })

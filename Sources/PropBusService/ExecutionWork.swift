@@ -1,7 +1,7 @@
 import DBus
 import Dispatch
 import PropBus
-import PropBusSystem
+import PropBusExec
 
 /// The work behind one accepted execution, as the service tracks it until it ends.
 struct ExecutionWork {

@@ -1,7 +1,7 @@
 import DBus
 import Dispatch
 import PropBus
-import PropBusSystem
+import PropBusModelFiles
 
 extension Service {
     /// Reload, ListUnclaimed and Prune of the Manager interface: the model-file lifecycle.

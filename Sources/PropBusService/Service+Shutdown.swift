@@ -1,7 +1,8 @@
 import DBus
 import Dispatch
 
-/// The service's part of the daemon's shutdown (SPEC §10); the daemon calls these in order, on
+/// The service's part of the daemon's shutdown (the order docs/install.md gives: stop accepting
+/// calls, end executions, commit, release the name); the daemon calls these in order, on
 /// the connection's queue, between dispatch rounds.
 extension Service {
     /// The answer to calls that arrive once the daemon is stopping. `NoServer`, which clients

@@ -2,6 +2,8 @@ import DBus
 import Dispatch
 import Glibc
 import PropBus
+import PropBusExec
+import PropBusModelFiles
 import PropBusSystem
 
 /// The daemon's brain: exports a ``PropertyModel`` over D-Bus.
@@ -26,7 +28,7 @@ public final class Service: @unchecked Sendable {
         public var maximumBindingsPerClient = 64
         /// Seconds between SIGTERM and SIGKILL when an execution is cancelled or times out.
         public var killGrace = 2.0
-        /// Who may write and read what (SPEC §7); ``AccessPolicy/open`` (everything allowed,
+        /// Who may write and read what (docs/security.md); ``AccessPolicy/open`` (everything allowed,
         /// no credential lookups) unless `--system` or `--system-access`.
         public var access = AccessPolicy.open
         /// The bytes of replies one uid may be sent within 10 s (`--max-reply-bytes-per-uid`,
@@ -174,11 +176,8 @@ public final class Service: @unchecked Sendable {
         return what + "suspended: \(reason)"
     }
 
-    /// A line on stderr (the journal under systemd), in one unbuffered `write(2)`.
-    static func log(_ text: String) {
-        let line = Array("propbusd: \(text)\n".utf8)
-        _ = line.withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
-    }
+    /// A line in the daemon's ``Log``.
+    static func log(_ text: String) { Log.info(text) }
 
     /// Makes the round's writes durable before its replies and signals go out.
     ///

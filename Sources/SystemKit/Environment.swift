@@ -20,4 +20,12 @@ public enum Environment {
     public static func value(_ name: String) -> String? {
         getenv(name).map { String(cString: $0) }
     }
+
+    /// `$HOME` in `environment`, else the user's home directory from the password database
+    /// (`getpwuid`), else `/`.
+    public static func home(in environment: [String: String]) -> String {
+        if let home = environment["HOME"], !home.isEmpty { return home }
+        if let entry = getpwuid(getuid()), let directory = entry.pointee.pw_dir { return String(cString: directory) }
+        return "/"
+    }
 }

@@ -2,6 +2,7 @@ import DBus
 import Dispatch
 import Glibc
 import PropBus
+import PropBusModelFiles
 import PropBusSystem
 import PropBusService
 import SystemKit
@@ -69,7 +70,7 @@ final class Daemon: @unchecked Sendable {
             fleetCursor = loaded.fleetCursor
             fleetSource = loaded.fleetSource
             let model = PropertyModel(store: store, loaded: loaded, limits: options.limits)
-            for reason in model.refusedAtLoad { Diagnostics.write("propbusd: \(reason)\n") }
+            for reason in model.refusedAtLoad { Log.info(reason) }
             // Stored bindings and commands act with their principals' rights of today, from their
             // first sync and first predicate on (the service sets the same checks again from the
             // policy it is given).
@@ -81,7 +82,7 @@ final class Daemon: @unchecked Sendable {
             // A predicate may read a key that is gone (or comes with a model file below): the
             // command then starts disabled rather than being lost.
             for (key, error) in commands.recreate(loaded.commands, allowingMissingKeys: true) {
-                Diagnostics.write("propbusd: stored command \(key) could not be created again: \(error.message)\n")
+                Log.info("stored command \(key) could not be created again: \(error.message)")
             }
             let systemBus = if case .system = options.bus { true } else { false }
             let directory = ModelFile.configDirectory(environment: environment, systemBus: systemBus)
@@ -103,13 +104,13 @@ final class Daemon: @unchecked Sendable {
                 // A store from before Bind refused them: such a binding would write a fleet key
                 // on this host only, whenever an execution starts or ends.
                 for (binding, reason) in model.unbindStateDrivingFleetKeys().ended {
-                    Diagnostics.write("propbusd: dropped stored binding \(binding.id) (\(binding.key) ↔ \(binding.to)): \(reason)\n")
+                    Log.info("dropped stored binding \(binding.id) (\(binding.key) ↔ \(binding.to)): \(reason)")
                 }
             }
             // Stored bindings start as they were made: the leading side wins (except over a fleet
             // key: that write would have to go to etcd, and the fleet's value stands).
             for (binding, error) in model.resynchronizeBindings(sparingFleetKeys: options.fleet != nil).failures {
-                Diagnostics.write("propbusd: binding \(binding.id) (\(binding.key) ↔ \(binding.to)) could not be synchronized at startup: \(error.message)\n")
+                Log.info("binding \(binding.id) (\(binding.key) ↔ \(binding.to)) could not be synchronized at startup: \(error.message)")
             }
             // The declarations stay buffered in the store until the name is owned (start()).
             model.commitRound()
@@ -193,7 +194,8 @@ final class Daemon: @unchecked Sendable {
                 throw PropBusError(error.code, error.message + "\npropbusd: start it with --recover to move the damaged files aside (they are kept) and start empty")
             }
             let moved = try SQLiteStore.moveAside(path)
-            Diagnostics.write("propbusd: \(error.message)\npropbusd: --recover: kept the damaged files as \(moved.joined(separator: ", ")); starting with an empty store\n")
+            Log.info(error.message)
+            Log.info("--recover: kept the damaged files as \(moved.joined(separator: ", ")); starting with an empty store")
             return try SQLiteStore(path: path)
         }
     }
@@ -317,7 +319,8 @@ final class Daemon: @unchecked Sendable {
         watchdog = timer
     }
 
-    /// SIGTERM/SIGINT, in the order of SPEC §10. Runs on the queue between dispatch rounds, so
+    /// SIGTERM/SIGINT, in docs/install.md's order (STOPPING=1, refuse new calls, end executions,
+    /// commit, release the name, checkpoint). Runs on the queue between dispatch rounds, so
     /// every call handled so far has been committed and answered.
     private func stop() {
         dispatchPrecondition(condition: .onQueue(queue))
@@ -345,7 +348,7 @@ final class Daemon: @unchecked Sendable {
             try service.commitBeforeExit()
             status = 0
         } catch {
-            Diagnostics.write("propbusd: the final commit failed, the last changes are lost: \(error.name): \(error.message)\n")
+            Log.info("the final commit failed, the last changes are lost: \(error.name): \(error.message)")
             status = 1
         }
         // A clean exit leaves a checkpointed store: no WAL for the next start to replay.
@@ -372,7 +375,7 @@ final class Daemon: @unchecked Sendable {
     }
 
     static func fail(_ message: String, code: Int32) -> Never {
-        Diagnostics.write("propbusd: \(message)\n")
+        Log.info(message)
         exit(code)
     }
 }

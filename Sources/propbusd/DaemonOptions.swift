@@ -1,6 +1,7 @@
 import CommandLineKit
 import DBus
 import PropBus
+import PropBusModelFiles
 import PropBusSystem
 import PropBusService
 
@@ -22,7 +23,7 @@ struct DaemonOptions {
     var maximumExecutions = 64
     /// `--quota NAME=N`: per-uid quotas other than the defaults (with access control only).
     var quotas: [Quota: UInt64] = [:]
-    /// `--system-access`: check callers as on the system bus, whatever the bus (SPEC §7).
+    /// `--system-access`: check callers as on the system bus, whatever the bus (docs/security.md).
     var systemAccess = false
     /// `--strict-models`: a bad model file stops the start instead of being skipped.
     var strictModels = false
@@ -37,7 +38,7 @@ struct DaemonOptions {
     private var fleetCredentials: String?
     private var fleetHost: String?
 
-    /// Whether callers are checked (SPEC §7): on the system bus, or with `--system-access`.
+    /// Whether callers are checked (docs/security.md): on the system bus, or with `--system-access`.
     var enforcesAccess: Bool {
         if case .system = bus { return true }
         return systemAccess

@@ -2,6 +2,8 @@ import CommandLineKit
 import Dispatch
 import Glibc
 import PropBus
+import PropBusExec
+import PropBusService
 import PropBusSystem
 
 // Not an option users see: scripts/install and the tests build propbusd(8) from DaemonOptions.
@@ -25,7 +27,7 @@ case .success(.run(let options)):
     // Orphans of executions (a program that called setsid, then exited) come back to the
     // daemon instead of init, so that they can be ended with their execution.
     if !LeftoverProcesses.becomeSubreaper() {
-        Diagnostics.write("propbusd: cannot become a child subreaper (prctl: \(String(cString: strerror(errno)))); descendants that leave their process group may outlive their execution\n")
+        Log.info("cannot become a child subreaper (prctl: \(String(cString: strerror(errno)))); descendants that leave their process group may outlive their execution")
     }
     let daemon = Daemon(options: options, notifier: notifier)
     daemon.openStore()
@@ -34,6 +36,6 @@ case .success(.run(let options)):
 case .failure(let error):
     // The same three lines as propctl: the problem, the usage line, where the help is.
     let text = (error as? UsageError).map { HelpGenerator(root: DaemonOptions.spec).errorText(for: $0) } ?? "propbusd: \(error)"
-    Diagnostics.write(text + "\n")
+    Log.write(text + "\n")
     exit(64)
 }

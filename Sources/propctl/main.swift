@@ -2,7 +2,8 @@ import CommandLineKit
 import Glibc
 import PropBus
 
-// propctl: parse with the declarative spec, run one subcommand, exit with SPEC §9's codes.
+// propctl: parse with the declarative spec, run one subcommand, exit with its codes (0, 1 for a
+// D-Bus error, 64 usage, 69 service unavailable: ``CommandFailure/ExitCode``).
 let parser = CommandLineParser(root: PropctlSpec.root)
 
 // Not an option users see: scripts/install and the tests build propctl(1) from the same spec.

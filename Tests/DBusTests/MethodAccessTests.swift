@@ -41,7 +41,7 @@ final class MethodAccessTests: XCTestCase {
             }, at: "/obj")
             // The policy of this test: nobody may write keys under "locked.".
             tree.accessCheck = { access, call throws(DBusError) in
-                guard case .write(let names) = access else { return }
+                guard case .write(let names, _) = access else { return }
                 for name in try call.names(names) {
                     state.checked.append(name)
                     if name.hasPrefix("locked.") {

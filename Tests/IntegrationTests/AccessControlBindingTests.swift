@@ -2,7 +2,7 @@ import DBus
 import Foundation
 import XCTest
 
-/// SPEC §7 for daemon-side bindings: `Bind` needs writer rights on every key the binding writes
+/// Access control (docs/security.md) for daemon-side bindings: `Bind` needs writer rights on every key the binding writes
 /// and reader rights on every key it reads (transforms included); `Unbind` needs the binding's
 /// connection or writer rights on what it writes.
 final class AccessControlBindingTests: AccessControlTestCase, @unchecked Sendable {

@@ -2,7 +2,7 @@ import DBus
 import Foundation
 import XCTest
 
-/// SPEC §7 for commands: executing needs writer rights on the command, and only the default
+/// Access control (docs/security.md) for commands: executing needs writer rights on the command, and only the default
 /// writers may create or delete one (its argv runs as the daemon's user).
 final class AccessControlCommandTests: AccessControlTestCase, @unchecked Sendable {
     private let path = "/org/propbus/PropBus1/jobs/echo"

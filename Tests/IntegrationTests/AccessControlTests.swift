@@ -2,7 +2,7 @@ import DBus
 import Foundation
 import XCTest
 
-/// SPEC §7 on a system bus: `nobody` reads, but writes only what a property's `writers` grants;
+/// Access control (docs/security.md) on a system bus: `nobody` reads, but writes only what a property's `writers` grants;
 /// secret values reach only their writers; root may do everything.
 final class AccessControlTests: AccessControlTestCase, @unchecked Sendable {
     override func setUp() async throws {

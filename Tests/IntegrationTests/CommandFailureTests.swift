@@ -3,7 +3,7 @@ import Foundation
 import PropBus
 import XCTest
 
-/// Executions that fail, time out or are cancelled (SPEC §6): each is reported once, with the
+/// Executions that fail, time out or are cancelled (docs/commands.md): each is reported once, with the
 /// right error, and the command stays usable. Limits hold.
 final class CommandFailureTests: DaemonTestCase {
     override var daemonArguments: [String] { ["--max-executions", "3", "--max-value-size", "4096"] }

@@ -3,7 +3,7 @@ import Foundation
 import PropBus
 import XCTest
 
-/// Commands through the real daemon (SPEC §6): enabled state, the executing lifecycle, signals.
+/// Commands through the real daemon (docs/commands.md): enabled state, the executing lifecycle, signals.
 final class CommandTests: DaemonTestCase {
     private func assertState(_ key: String, _ name: String, _ expected: DBusValue, _ message: String = "",
                              file: StaticString = #filePath, line: UInt = #line) async throws {

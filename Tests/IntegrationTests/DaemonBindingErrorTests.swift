@@ -2,7 +2,7 @@ import DBus
 import Foundation
 import XCTest
 
-/// SPEC §5.1 atomic propagation and the errors of Bind/Unbind: a Set and everything it
+/// Atomic propagation (docs/channels.md) and the errors of Bind/Unbind: a Set and everything it
 /// propagates either all happen or none does, with no signal, and every refusal names what it
 /// refused and why.
 final class DaemonBindingErrorTests: DaemonBindingTestCase, @unchecked Sendable {
@@ -207,7 +207,7 @@ final class DaemonBindingErrorTests: DaemonBindingTestCase, @unchecked Sendable 
         XCTAssertEqual(listed, [])
     }
 
-    /// SPEC §8: every error message names the key and says what was expected. With two
+    /// Every error message names the key and says what was expected. With two
     /// expressions in one call, the message must also say which one is wrong.
     func testExpressionErrorsNameTheOptionAndTheBinding() async throws {
         try await create([("ui.power.label", "s", .string("Off")), ("dev.power.digit", "s", .string("0"))])

@@ -2,7 +2,7 @@ import DBus
 import Foundation
 import XCTest
 
-/// SPEC §5.1 lifetimes: a non-persistent binding ends with its creator's connection, a
+/// Binding lifetimes (docs/channels.md): a non-persistent binding ends with its creator's connection, a
 /// persistent one is stored and survives restarts; the per-connection limit; and the API as
 /// busctl and gdbus users drive it.
 final class DaemonBindingLifecycleTests: DaemonBindingTestCase, @unchecked Sendable {

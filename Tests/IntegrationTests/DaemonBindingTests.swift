@@ -12,7 +12,7 @@ struct ListedBinding: Equatable, CustomStringConvertible {
     var description: String { "\(path) \(key) ← \(to) \(options)" }
 }
 
-/// A daemon test case with helpers for daemon-side bindings (SPEC §5.1).
+/// A daemon test case with helpers for daemon-side bindings (docs/channels.md).
 ///
 /// "No signal" is proven as in ``PropertiesChangedTests``: `test.marker.tick` changes after the
 /// operations under test, and since the daemon's signals reach a subscriber in the order it sent
@@ -148,7 +148,7 @@ class DaemonBindingTestCase: DaemonTestCase, @unchecked Sendable {
     }
 }
 
-/// SPEC §5.1: a binding's initial sync, two-way propagation without echo, transforms, directions,
+/// docs/channels.md: a binding's initial sync, two-way propagation without echo, transforms, directions,
 /// chains and cycles, Apply and Reset, and the binding objects.
 final class DaemonBindingTests: DaemonBindingTestCase, @unchecked Sendable {
     // MARK: Bind time

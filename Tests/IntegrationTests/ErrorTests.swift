@@ -2,7 +2,7 @@ import DBus
 import PropBus
 import XCTest
 
-/// Every SPEC §8 error this daemon can raise today: the right D-Bus name, a message naming the
+/// Every error of docs/dbus-api.md's "Errors" this daemon can raise today: the right D-Bus name, a message naming the
 /// key and saying what was expected, and nothing changed.
 final class ErrorTests: DaemonTestCase {
     private let invalidKey = PropBusAPI.error("InvalidKey")
@@ -23,7 +23,7 @@ final class ErrorTests: DaemonTestCase {
     }
 
     func testNonASCIICharacterInAKeyIsNamedWholeNotAsOneOfItsBytes() async throws {
-        // SPEC §2: the message quotes "the offending character"; 'ü' is one character of two bytes.
+        // A refused key's message quotes the offending character whole; 'ü' is one character of two bytes.
         await assertDBusError(invalidKey, containing: ["'ü'", "[A-Za-z0-9_]+"]) {
             try await self.client.create("ui.sch\u{00FC}ler.on", "b", default: .boolean(false))
         }

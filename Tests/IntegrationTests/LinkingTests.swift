@@ -32,4 +32,13 @@ final class LinkingTests: XCTestCase {
             XCTAssertEqual(unwanted, [], "\(binary) links \(unwanted.joined(separator: ", "))")
         }
     }
+
+    /// propctl is a client: the store is the daemon's, so the CLI links no SQLite (it spawns
+    /// `serve` handlers and reads model files through targets that do not depend on the store).
+    func testPropctlDoesNotLinkSQLite() async throws {
+        let libraries = try await sharedLibraries(BuildProducts.propctl)
+        XCTAssertFalse(libraries.isEmpty)
+        let unwanted = libraries.filter { $0.hasPrefix("libsqlite3") }
+        XCTAssertEqual(unwanted, [], "propctl links \(unwanted.joined(separator: ", "))")
+    }
 }

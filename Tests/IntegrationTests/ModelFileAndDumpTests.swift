@@ -2,7 +2,7 @@ import DBus
 import Foundation
 import XCTest
 
-/// SPEC §4 model files and §9 dump/load, through the real binaries.
+/// Model files (docs/model-files.md) and propctl dump/load, through the real binaries.
 final class ModelFileAndDumpTests: DaemonTestCase, @unchecked Sendable {
     private var example: String {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

@@ -3,7 +3,7 @@ import DBus
 import Foundation
 import XCTest
 
-/// SPEC §4: acknowledged writes are durable, a damaged store is never silently replaced, and a
+/// docs/dbus-api.md, "Persistence": acknowledged writes are durable, a damaged store is never silently replaced, and a
 /// failed commit leaves the daemon as it was.
 final class PersistenceTests: DaemonTestCase, @unchecked Sendable {
     /// Where the daemon keeps its store: the fixture points `$STATE_DIRECTORY` into the bus's directory.

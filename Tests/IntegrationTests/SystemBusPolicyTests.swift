@@ -2,7 +2,7 @@ import DBus
 import Foundation
 import XCTest
 
-/// The system bus policy `systemd/org.propbus.PropBus1.conf` (SPEC §7): anyone may call the
+/// The system bus policy `systemd/org.propbus.PropBus1.conf` (docs/security.md): anyone may call the
 /// daemon's interfaces, whose writes the daemon checks itself, and the file never denies
 /// anything beyond the daemon's own name.
 final class SystemBusPolicyTests: AccessControlTestCase, @unchecked Sendable {

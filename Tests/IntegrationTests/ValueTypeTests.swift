@@ -1,7 +1,7 @@
 import DBus
 import XCTest
 
-/// Every SPEC §2 type works through `busctl`, `dbus-send` and `gdbus` exactly as a user would
+/// Every property type (docs/dbus-api.md) works through `busctl`, `dbus-send` and `gdbus` exactly as a user would
 /// type it, and reads back as the same D-Bus value through the project's own client.
 final class ValueTypeTests: DaemonTestCase {
     /// One property type, with a value to set through each tool and what reads back.

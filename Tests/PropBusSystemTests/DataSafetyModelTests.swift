@@ -1,5 +1,6 @@
 import DBusValues
 import Foundation
+import PropBusModelFiles
 import XCTest
 
 @testable import PropBus

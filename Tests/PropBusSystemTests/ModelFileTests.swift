@@ -1,6 +1,7 @@
 import DBusValues
 import Foundation
 import PropBus
+import PropBusModelFiles
 import PropBusSystem
 import XCTest
 

@@ -1,6 +1,6 @@
 import DBusValues
 import PropBus
-import PropBusSystem
+import PropBusModelFiles
 import XCTest
 
 /// A model file is refused when it declares what the model refuses (issue 10's value checks,

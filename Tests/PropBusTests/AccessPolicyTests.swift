@@ -2,7 +2,7 @@ import DBusValues
 import PropBus
 import XCTest
 
-/// SPEC §7's rules as a pure function of the caller's credentials: no bus, no user database.
+/// docs/security.md's rules as a pure function of the caller's credentials: no bus, no user database.
 final class AccessPolicyTests: XCTestCase {
     // MARK: Helpers
 

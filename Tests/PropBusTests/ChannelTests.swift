@@ -3,7 +3,7 @@ import Foundation
 import PropBus
 import XCTest
 
-/// The channel rules of SPEC §5.1 on the core model, without a bus.
+/// The channel rules (docs/channels.md) on the core model, without a bus.
 final class ChannelTests: XCTestCase {
     private var model: PropertyModel!
 

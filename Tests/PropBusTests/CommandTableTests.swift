@@ -3,7 +3,7 @@ import XCTest
 
 @testable import PropBus
 
-/// The command rules of SPEC §6 on the core (`CommandTable` over a `PropertyModel`), without a bus.
+/// The command rules (docs/commands.md) on the core (`CommandTable` over a `PropertyModel`), without a bus.
 final class CommandTableTests: XCTestCase {
     private var store: FailingStore!
     private var model: PropertyModel!
@@ -462,7 +462,7 @@ final class CommandTableTests: XCTestCase {
         XCTAssertEqual(try value("ui.activity"), .boolean(false))
     }
 
-    /// Like any read-only `to` (SPEC §5.1, since 909664d): a two-way binding onto a state key is
+    /// Like any read-only `to` (since 909664d): a two-way binding onto a state key is
     /// made, the key follows the state, and a write to the key fails atomically with ReadOnly.
     func testTwoWayBindingOntoAStateKeyFollowsItAndRefusesWrites() throws {
         _ = try model.create(key: "ui.activity", type: "b", defaultValue: .boolean(false))

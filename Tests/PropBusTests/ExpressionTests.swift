@@ -77,7 +77,7 @@ final class ExpressionTests: XCTestCase {
         try Expression(parsing: text).resultType(valueType: value) { self.keys[$0]?.type }
     }
 
-    // MARK: SPEC §5.2 examples
+    // MARK: docs/expressions.md examples
 
     func testOnOffMapsToOneZeroBothWays() throws {
         let toKey = try Expression(parsing: #"value == "1" ? "On" : "Off""#)

@@ -15,7 +15,7 @@ final class KeyTests: XCTestCase {
         } catch {
             XCTAssertEqual(error.code, .invalidKey, file: file, line: line)
             XCTAssertEqual(error.name, "org.propbus.PropBus1.Error.InvalidKey", file: file, line: line)
-            // SPEC §2: the message quotes the rule, and names the key.
+            // A refusal quotes the rule, and names the key.
             XCTAssertTrue(error.message.hasSuffix(Key.rule), error.message, file: file, line: line)
             XCTAssertTrue(error.message.hasPrefix("invalid key '\(text)': "), error.message, file: file, line: line)
             return error.message
@@ -98,7 +98,7 @@ final class KeyTests: XCTestCase {
     func testNonASCIICharactersAreRefusedAndQuotedWhole() {
         guard let message = invalidKeyMessage("ui.café") else { return }
         XCTAssertTrue(message.contains("is not allowed"), message)
-        // SPEC §2 asks for the offending character: the whole character, not its first byte.
+        // A refusal names the offending character: the whole character, not its first byte.
         XCTAssertTrue(message.contains("character 'é'"), message)
         XCTAssertFalse(message.contains("\\x"), message)
         for text in ["ü.x", "x.日本", "x.🎛️"] {

@@ -1,7 +1,7 @@
 import PropBus
 import XCTest
 
-/// The API names are written once (``PropBusAPI``); this pins them to SPEC §3's spelling, so a
+/// The API names are written once (``PropBusAPI``); this pins them to docs/dbus-api.md's spelling, so a
 /// change there is a visible contract change and not a silent rename of both sides at once.
 final class PropBusAPITests: XCTestCase {
     func testNamesAreTheSpecs() {

@@ -6,7 +6,7 @@ import XCTest
 final class PropctlSpecTests: XCTestCase {
     private let root = PropctlSpec.root
 
-    /// The contract's subcommands, the verbs of issue 15, `reload` and `prune` of SPEC §12, and
+    /// The contract's subcommands, the verbs of issue 15, `reload` and `prune` (docs/model-files.md), and
     /// `codegen` (typed Swift accessors for the client library).
     func testSubcommandsAreThoseOfTheContract() {
         XCTAssertEqual(root.subcommands.map(\.name),

@@ -85,7 +85,7 @@ public final class Connection: @unchecked Sendable {
     ///
     /// The `Hello` call is asynchronous, so no thread blocks on the bus.
     public static func connect(to bus: BusAddress, queue: DispatchQueue? = nil) async throws(DBusError) -> Connection {
-        let queue = queue ?? DispatchQueue(label: "org.propbus.dbus.connection")
+        let queue = queue ?? DispatchQueue(label: "DBus.Connection")
         let opened: Result<Connection, DBusError> = await withCheckedContinuation { continuation in
             queue.async {
                 continuation.resume(returning: Result { () throws(DBusError) in try Connection(bus: bus, queue: queue) })

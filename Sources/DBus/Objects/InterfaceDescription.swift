@@ -125,7 +125,7 @@ public struct PropertyDescription {
 }
 
 /// An interface's properties: a fixed list, or a table computed per object (for objects whose
-/// properties are defined at run time, such as propbus groups).
+/// properties are defined at run time).
 public enum PropertyTable {
     case fixed([PropertyDescription])
     case dynamic(names: () -> [String], lookup: (String) -> PropertyDescription?)

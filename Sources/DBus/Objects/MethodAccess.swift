@@ -2,23 +2,22 @@
 /// tree's ``ObjectTree/accessCheck`` before the handler runs, so that no handler can forget it
 /// and a denied call never reaches one.
 ///
-/// The tree knows only where the names come from; what "write rights on a name" means (writers
-/// lists, groups, the daemon's user) is the access check's business.
+/// The tree knows only where the names come from and which kind of right is asked; what "read",
+/// "write" or "create" rights on a name mean is the service's access check's business.
 public enum MethodAccess {
     /// Anyone may call.
     case none
-    /// Read rights on each name (a name that does not exist passes: the handler reports it).
+    /// Read rights on each name.
     case read(AccessedNames)
-    /// Write rights on each name, by its own writers list (a name that does not exist passes).
-    case write(AccessedNames)
-    /// Create each name: write rights on it if it exists, the default writers' rights if not.
+    /// Write rights on each name, a name of `kind` (a service with more than one namespace of
+    /// names, each with its own rights, tells them apart by kind).
+    case write(AccessedNames, kind: NameKind = .standard)
+    /// Create each name (which may exist already).
     case create(AccessedNames)
-    /// Write rights on each command, by the command's writers list (an unknown one passes).
-    case writeCommand(AccessedNames)
-    /// The default writers' rights, for what has no writers list of its own (the names say what
-    /// in the error).
+    /// Rights that belong to the service rather than to any one name (the names say what is
+    /// protected, in the error).
     case privileged(AccessedNames)
-    /// A check that depends on more than names (Bind's keys depend on its options).
+    /// A check that depends on more than names (on other arguments, say).
     case custom((MethodCall) throws(DBusError) -> Void)
 
     /// Whether the call needs any privilege.
@@ -28,15 +27,28 @@ public enum MethodAccess {
     }
 }
 
+/// Which namespace the names of a ``MethodAccess/write(_:kind:)`` belong to: the tree passes it
+/// on to the access check unread, so a service gives it its own meanings.
+public struct NameKind: Hashable, Sendable {
+    /// The service's own name for the kind.
+    public var name: String
+
+    /// A kind called `name`.
+    public init(_ name: String) { self.name = name }
+
+    /// The service's main namespace.
+    public static let standard = NameKind("")
+}
+
 /// Where the names a ``MethodAccess`` speaks of come from.
 public enum AccessedNames {
     /// One argument: a string, each string of an array, or each key of a string-keyed dictionary
-    /// in the order sent; `prefix` is put before each (a group's `Values` methods name keys
-    /// without their group).
+    /// in the order sent; `prefix` is put before each (for methods of an object that name what
+    /// they act on relative to that object).
     case argument(String, prefix: String = "")
     /// Several arguments, in this order (the first denial is the one reported).
     case arguments([String])
-    /// A name fixed when the description is made (the command an object stands for, or a
+    /// A name fixed when the description is made (the thing an object stands for, or a
     /// description of what is protected).
     case fixed(String)
 }

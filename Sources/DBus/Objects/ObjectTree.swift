@@ -196,8 +196,8 @@ public final class ObjectTree: @unchecked Sendable {
         let interfaces = object.interfaces()
         let names = interfaces.map(\.name)
         // A plain proxy on `path` keeps its cached values until they are invalidated on `path`
-        // itself: every property the object has, and those noted this round (a group's last key,
-        // deleted just before its object goes, is no longer among its names).
+        // itself: every property the object has, and those noted this round (a last property
+        // removed just before its object goes is no longer among its names).
         var gone: [(interface: String, properties: [String])] = []
         for interface in interfaces {
             var properties = propertyNames(interface)

@@ -101,7 +101,7 @@ final class StandardInterfaces {
             MethodDescription("GetAll", in: [("interface_name", .string)], out: [("props", .dictionary(key: .string, value: .variant))]) { [unowned tree] call throws(DBusError) in
                 if try call.string("interface_name").isEmpty {
                     // An empty name means every interface, as GDBus and sd-bus treat it.
-                    // A name two interfaces share (a command's state) is listed once, as a
+                    // A name two interfaces share is listed once, as a
                     // dictionary must: the first interface's value.
                     let interfaces = tree.allInterfaces(at: call.path)
                     return .stream(ReplyBody { writer in

@@ -1,4 +1,4 @@
-/// The names of propbusd's D-Bus API (SPEC §3), written once.
+/// The names of propbusd's D-Bus API (docs/dbus-api.md), written once.
 ///
 /// The daemon exports them, propctl calls them and the tests address them: every copy reads
 /// them from here, so a rename can't leave one side speaking the old name.

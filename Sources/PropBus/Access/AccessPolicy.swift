@@ -1,6 +1,6 @@
 import DBusValues
 
-/// Who may write and read which property (SPEC §7), decided from a caller's credentials.
+/// Who may write and read which property (docs/security.md), decided from a caller's credentials.
 ///
 /// - Root and the daemon's own user may do everything.
 /// - Without a `writers` option, writers are root and the members of the `propbus` group

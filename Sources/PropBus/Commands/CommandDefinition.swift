@@ -1,6 +1,6 @@
 import DBusValues
 
-/// A command's fixed description (SPEC §6): what runs, when it is enabled, and how.
+/// A command's fixed description (docs/commands.md): what runs, when it is enabled, and how.
 public struct CommandDefinition: Hashable, Sendable {
     /// What an execution does.
     public enum Work: Hashable, Sendable {
@@ -21,7 +21,7 @@ public struct CommandDefinition: Hashable, Sendable {
     /// Whether the definition survives restarts (`persistent`, default true, like properties).
     public var persistent = true
     public var description = ""
-    /// Who may execute it (SPEC §7), as for properties.
+    /// Who may execute it (docs/security.md), as for properties.
     public var writers: [String]?
     /// The uid that created it: charged with it (``Quota/commands``), and the principal whose
     /// rights its `enabled_when` reads with; `nil`: the daemon's own (a model file) or created

@@ -1,6 +1,6 @@
 import DBusValues
 
-/// The daemon's commands (SPEC §6): definitions, running executions and registered handlers,
+/// The daemon's commands (docs/commands.md): definitions, running executions and registered handlers,
 /// with `Enabled`, `Executing` and `Executions` kept as read-only keys of the model.
 ///
 /// This is RACCommand's bookkeeping without the work itself: the service runs processes and
@@ -359,7 +359,8 @@ public final class CommandTable {
         commands.keys.sorted().flatMap(update)
     }
 
-    /// Whether a command may run now (SPEC §6).
+    /// Whether a command may run now: its `enabled` predicate holds and, for a serial command, no
+    /// execution of it runs.
     private func isEnabled(_ command: Command) -> Bool {
         let predicate = command.definition.enabledWhen.map { readDenial(command.definition) == nil && holds($0) } ?? true
         return predicate && (command.definition.concurrent || command.running.isEmpty)

@@ -17,7 +17,7 @@ public struct PropBusError: Error, Hashable, Sendable, CustomStringConvertible {
 
     public var description: String { "\(name): \(message)" }
 
-    /// The error codes of SPEC §8, plus the standard D-Bus names propbus uses.
+    /// The error codes of the API (docs/dbus-api.md, "Errors"), plus the standard D-Bus names propbus uses.
     public enum Code: String, Sendable, CaseIterable {
         case invalidKey = "InvalidKey"
         case unknownKey = "UnknownKey"

@@ -1,6 +1,6 @@
 import DBusValues
 
-/// An expression of SPEC §5.2, used for binding transforms and command predicates.
+/// An expression (docs/expressions.md), used for binding transforms and command predicates.
 ///
 /// ```
 /// value == "1" ? "On" : "Off"

@@ -1,6 +1,6 @@
 import DBusValues
 
-/// A built-in function (SPEC §5.2).
+/// A built-in function (docs/expressions.md, "Functions").
 enum ExpressionFunction: String, Sendable, CaseIterable {
     case length, lower, upper, trim, string, int, double, bool, contains, startsWith, endsWith, min, max
 

@@ -92,7 +92,7 @@ struct ExpressionLexer {
         return String(run)
     }
 
-    /// A name, a key (validated by SPEC §2's rules), or a keyword.
+    /// A name, a key (validated by ``Key``'s rule), or a keyword.
     private mutating func word() throws(PropBusError) -> String {
         let column = index + 1
         let run = wordRun()

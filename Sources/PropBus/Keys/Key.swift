@@ -1,6 +1,8 @@
 import DBusValues
 
-/// A property key, `group.name`, validated against SPEC §2.
+/// A property key, `group.name`, validated against ``rule``: group segments of `[A-Za-z0-9_]+`
+/// joined by `.`, a name of `[A-Za-z_][A-Za-z0-9_]*`, at most 255 bytes; a refusal quotes the
+/// offending character whole.
 ///
 /// The group maps to an object path below the root (`ui.switch` →
 /// `/org/propbus/PropBus1/ui/switch`) and the name is a D-Bus property of that object.

@@ -15,7 +15,7 @@ public struct PropertyDefinition: Hashable, Sendable {
     public var persistent = true
     /// Whether clients may set it (`writable`, default true).
     public var writable = true
-    /// Whether only writers may read it (SPEC §7).
+    /// Whether only writers may read it (a secret: others get it redacted, docs/security.md).
     public var secret = false
     private var rare: Rare?
 
@@ -37,7 +37,7 @@ public struct PropertyDefinition: Hashable, Sendable {
         get { rare?.fields.choices }
         set { updateRare { $0.choices = newValue } }
     }
-    /// Who may write (SPEC §7); stored now, enforced with access control.
+    /// Who may write (docs/security.md); stored now, enforced with access control.
     public var writers: [String]? {
         get { rare?.fields.writers }
         set { updateRare { $0.writers = newValue } }

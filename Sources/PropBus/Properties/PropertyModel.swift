@@ -99,7 +99,7 @@ public final class PropertyModel {
     private var reservedAtCommit: UInt64 = 0
     /// How many revisions one reservation covers: one small write per this many transient changes.
     static let revisionBlock: UInt64 = 4096
-    /// The daemon-side channels (SPEC §5).
+    /// The daemon-side channels (docs/channels.md).
     public private(set) var bindings = BindingTable()
     /// The bindings as they were at the last commit, once the round changed them.
     private var bindingsAtCommit: BindingTable?
@@ -826,7 +826,7 @@ public final class PropertyModel {
 
     // MARK: Bindings
 
-    /// Makes `key` follow `to` (SPEC §5.1). `key` takes `to`'s mapped value now, and nothing is
+    /// Makes `key` follow `to` (docs/channels.md, "The rule"). `key` takes `to`'s mapped value now, and nothing is
     /// written to `to` (for `direction=to`, the other way round: `to` takes `key`'s value).
     ///
     /// - Parameters:

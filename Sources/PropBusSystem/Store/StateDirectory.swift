@@ -2,7 +2,7 @@ import Glibc
 import PropBus
 import SystemKit
 
-/// Where the daemon keeps its store (SPEC §4).
+/// Where the daemon keeps its store (docs/dbus-api.md, "Persistence").
 public enum StateDirectory {
     /// The state directory, in order: `$STATE_DIRECTORY` (systemd's `StateDirectory=`; the first
     /// of a colon-separated list), `--state-dir`, then `$XDG_STATE_HOME/propbus` (default
@@ -14,14 +14,7 @@ public enum StateDirectory {
         if let option, !option.isEmpty { return option }
         if systemBus { return "/var/lib/propbus" }
         if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/propbus" }
-        return home(environment: environment) + "/.local/state/propbus"
-    }
-
-    /// `$HOME`, else the user's home directory from the password database (`getpwuid`).
-    public static func home(environment: [String: String]) -> String {
-        if let home = environment["HOME"], !home.isEmpty { return home }
-        if let entry = getpwuid(getuid()), let directory = entry.pointee.pw_dir { return String(cString: directory) }
-        return "/"
+        return Environment.home(in: environment) + "/.local/state/propbus"
     }
 
     /// Creates `path` and its parents (mode 0700 for new directories: settings can be private).

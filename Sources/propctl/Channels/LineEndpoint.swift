@@ -60,40 +60,29 @@ final class LineEndpoint: LocalEndpoint, @unchecked Sendable {
     /// and stdout; its stderr is propctl's.
     static func coprocess(_ arguments: [String], reads: Bool, framing: Framing = .lines,
                           maximumLineLength: Int = defaultMaximumLineLength) throws(CommandFailure) -> LineEndpoint {
-        var toChild: [Int32] = [-1, -1]
-        var fromChild: [Int32] = [-1, -1]
-        guard pipe(&toChild) == 0, pipe(&fromChild) == 0 else {
-            throw CommandFailure(.dbusError, "cannot create pipes for --exec: \(String(cString: strerror(errno)))")
+        guard case .success(let toChild) = Subprocess.pipe() else {
+            throw CommandFailure(.dbusError, "cannot create pipes for --exec: \(Errno.current)")
         }
-        // Close-on-exec everywhere, so a later coprocess or child never holds these pipes open.
-        for descriptor in toChild + fromChild { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        // dup2 clears close-on-exec on the copies; the originals close themselves at exec.
-        posix_spawn_file_actions_adddup2(&actions, toChild[0], STDIN_FILENO)
-        posix_spawn_file_actions_adddup2(&actions, fromChild[1], STDOUT_FILENO)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
+        guard case .success(let fromChild) = Subprocess.pipe() else {
+            let failure = Errno.current
+            close(toChild.read)
+            close(toChild.write)
+            throw CommandFailure(.dbusError, "cannot create pipes for --exec: \(failure)")
+        }
         // propctl ignores SIGPIPE for itself; the coprocess gets the default back.
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        sigaddset(&defaults, SIGPIPE)
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF))
-        let argv = arguments.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var child: pid_t = 0
-        let result = posix_spawnp(&child, arguments[0], &actions, &attributes, argv, environ)
-        close(toChild[0])
-        close(fromChild[1])
-        guard result == 0 else {
-            close(toChild[1])
-            close(fromChild[0])
-            throw CommandFailure(.usage, "cannot start \(arguments[0]) for --exec: \(String(cString: strerror(result)))")
+        let spawned = Subprocess.spawn(arguments, redirections: [(STDIN_FILENO, toChild.read), (STDOUT_FILENO, fromChild.write)],
+                                       defaultSignals: [SIGPIPE])
+        close(toChild.read)
+        close(fromChild.write)
+        let child: pid_t
+        switch spawned {
+        case .success(let pid): child = pid
+        case .failure(let code):
+            close(toChild.write)
+            close(fromChild.read)
+            throw CommandFailure(.usage, "cannot start \(arguments[0]) for --exec: \(code)")
         }
-        return LineEndpoint(label: "coprocess \(arguments.joined(separator: " "))", input: fromChild[0], output: toChild[1],
+        return LineEndpoint(label: "coprocess \(arguments.joined(separator: " "))", input: fromChild.read, output: toChild.write,
                             reads: reads, coprocess: child, framing: framing, maximumLineLength: maximumLineLength)
     }
 

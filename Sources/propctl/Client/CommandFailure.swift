@@ -1,7 +1,7 @@
 import DBus
 import PropBus
 
-/// A failed command: what to print on stderr and the exit status (SPEC §9).
+/// A failed command: what to print on stderr and the exit status (``ExitCode``).
 struct CommandFailure: Error {
     /// `sysexits.h` values used by propctl.
     enum ExitCode: Int32 {

@@ -1,6 +1,6 @@
 import DBus
 import PropBus
-import PropBusSystem
+import PropBusExec
 
 /// Serves `org.propbus.PropBus1.Handler` for one command: each `Run` spawns the argv (without a
 /// shell) and replies with what it printed; `Cancel` stops that process group.

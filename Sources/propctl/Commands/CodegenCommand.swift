@@ -1,7 +1,7 @@
 import CommandLineKit
 import DBus
 import PropBus
-import PropBusSystem
+import PropBusModelFiles
 
 /// `propctl codegen swift MODEL.json`: prints a Swift file with a typed accessor per key and
 /// command of a model file, for the `PropBusClient` library; doc comments come from the

@@ -2,7 +2,7 @@ import DBus
 import Foundation
 import PropBus
 
-/// Calls on commands (SPEC §3.3, §6), as any D-Bus client would make them.
+/// Calls on commands (docs/dbus-api.md, docs/commands.md), as any D-Bus client would make them.
 extension Client {
     static let commandInterface = "org.propbus.PropBus1.Command"
 

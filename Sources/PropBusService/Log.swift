@@ -1,25 +1,40 @@
 import Dispatch
 import Glibc
 
-/// The daemon's log: one line per event on stderr, which the journal keeps (the unit supplies
+/// The daemon's one log: lines on stderr, which the journal keeps (the unit supplies
 /// `SYSLOG_IDENTIFIER`, so lines carry no timestamp or name of their own beyond the
-/// `propbusd:` prefix that also reads well on a terminal).
-enum Log {
-    /// Start, ready, reload and stop: one line each.
-    static func info(_ message: String) {
-        Diagnostics.write("propbusd: \(message)\n")
+/// `propbusd:` prefix that also reads well on a terminal). The service and the daemon both write
+/// through it.
+public enum Log {
+    /// One event (start, ready, reload, stop, a binding suspended, a fleet change): one line.
+    public static func info(_ message: String) {
+        write("propbusd: \(message)\n")
     }
 
     /// Store failures, at most one line every ``interval`` seconds, with the number left out in
     /// between, so a full disk under heavy writes cannot flood the journal.
-    static func storeFailure(_ message: String) {
+    public static func storeFailure(_ message: String) {
         limiter.run { suppressed in
             let more = suppressed > 0 ? " (\(suppressed) more store failures since the last line)" : ""
-            Diagnostics.write("propbusd: store failure: \(message)\(more)\n")
+            write("propbusd: store failure: \(message)\(more)\n")
         }
     }
 
-    static let interval: UInt64 = 10
+    /// Writes `text` (which ends with a newline) to stderr as it is, unbuffered and in one
+    /// `write(2)` where the pipe takes it, so it is neither lost when the daemon exits right
+    /// after nor interleaved with another thread's line.
+    public static func write(_ text: String) {
+        var bytes = Array(text.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes.withUnsafeMutableBytes { Glibc.write(2, $0.baseAddress! + offset, $0.count - offset) }
+            guard written > 0 else { return }
+            offset += written
+        }
+    }
+
+    /// The shortest time between two store failure lines, in seconds.
+    public static let interval: UInt64 = 10
 
     private static let limiter = RateLimiter(seconds: interval)
 }

@@ -6,9 +6,9 @@ import Synchronization
 import XCTest
 
 @testable import PropBus
-@testable import PropBusSystem
+@testable import PropBusExec
 
-/// `CommandProcess` (SPEC §6 `exec`): spawning, I/O, limits and stopping the whole group.
+/// `CommandProcess` (a command's `exec`, docs/commands.md): spawning, I/O, limits and stopping the whole group.
 final class CommandProcessTests: XCTestCase {
     private var directory: String!
 

@@ -1,7 +1,5 @@
-import DBusValues
-import PropBus
-
-/// The store's encoding of a ``DBusValue``: compact, self-describing and exact.
+/// The byte encoding of a ``DBusValue`` that the store and the fleet share: compact,
+/// self-describing and exact.
 ///
 /// Layout: a format byte (1), the value's signature (one length byte, then its ASCII text), then
 /// the payload. Payloads are little-endian; doubles are stored by bit pattern, so every double
@@ -185,12 +183,14 @@ public enum ValueCodec {
     }
 }
 
-/// A stored value that cannot be decoded.
+/// Encoded bytes that cannot be decoded (or, from a store, decode to what it does not hold).
 public struct ValueCodecError: Error, Sendable, CustomStringConvertible {
     /// What is wrong, with the byte offset.
     public var reason: String
 
-    init(_ reason: String) { self.reason = reason }
+    /// An error saying `reason`.
+    public init(_ reason: String) { self.reason = reason }
 
+    /// The reason.
     public var description: String { reason }
 }

@@ -4,7 +4,7 @@ import Synchronization
 import XCTest
 
 @testable import PropBus
-@testable import PropBusSystem
+@testable import PropBusExec
 
 /// How the daemon finds what an execution left behind: its children in /proc, each one's
 /// `PROPBUS_EXECUTION_ID`, and zombies to reap.

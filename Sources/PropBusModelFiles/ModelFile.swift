@@ -4,7 +4,7 @@ import PropBus
 import SystemKit
 
 /// A JSON declaration of groups with their properties, commands and bindings, like a GSettings
-/// schema (SPEC §4, "Model files"). The format is documented in `docs/model-files.md`.
+/// schema. The format is documented in `docs/model-files.md`.
 ///
 /// Declarations are applied at every start: properties are registered again (keeping their
 /// stored values), bindings are made again. Every error names the file, the key and the problem.
@@ -18,7 +18,7 @@ public struct ModelFile: Sendable {
         public var options: [String: DBusValue]
     }
 
-    /// A command (SPEC §6), created with `CreateCommand` options.
+    /// A command (docs/commands.md), created with `CreateCommand` options.
     public struct CommandDeclaration: Sendable {
         public var key: Key
         /// `CreateCommand` options.
@@ -381,7 +381,7 @@ extension ModelFile {
     public static func configDirectory(environment: [String: String], systemBus: Bool) -> String {
         if systemBus { return "/etc/propbus/models" }
         if let config = environment["XDG_CONFIG_HOME"], config.hasPrefix("/") { return config + "/propbus/models" }
-        return StateDirectory.home(environment: environment) + "/.config/propbus/models"
+        return Environment.home(in: environment) + "/.config/propbus/models"
     }
 
     /// The `*.json` files of `directory`, sorted by name; none when it does not exist.

@@ -100,58 +100,37 @@ public final class CommandProcess: Sendable {
     private static func spawn(_ argv: [String], input: [UInt8], environment: [String: String], outputLimit: Int, errorTailLimit: Int,
                               loop: CommandIOLoop, token: UInt64,
                               completion: @escaping @Sendable (Outcome) -> Void) throws(PropBusError) -> CommandProcess {
-        var stdinPipe: [Int32] = [-1, -1], stdoutPipe: [Int32] = [-1, -1], stderrPipe: [Int32] = [-1, -1]
-        func failure(_ what: String, _ code: Int32) -> PropBusError {
-            PropBusError(.executionFailed, "\(what): \(String(cString: strerror(code)))")
+        func failure(_ what: String, _ code: Errno) -> PropBusError {
+            PropBusError(.executionFailed, "\(what): \(code)")
         }
-        guard pipe(&stdinPipe) == 0 else { throw failure("cannot create a pipe", errno) }
-        guard pipe(&stdoutPipe) == 0 else {
-            closeAll(stdinPipe)
-            throw failure("cannot create a pipe", errno)
+        var opened: [Int32] = []
+        func makePipe() throws(PropBusError) -> (read: Int32, write: Int32) {
+            switch Subprocess.pipe() {
+            case .success(let ends):
+                opened += [ends.read, ends.write]
+                return ends
+            case .failure(let code):
+                closeAll(opened)
+                throw failure("cannot create a pipe", code)
+            }
         }
-        guard pipe(&stderrPipe) == 0 else {
-            closeAll(stdinPipe + stdoutPipe)
-            throw failure("cannot create a pipe", errno)
-        }
-        // Close-on-exec, so no other command inherits these ends. (pipe2 is not exported to
-        // Swift; spawns all happen on the caller's one queue, so nothing spawns in between.)
-        for descriptor in stdinPipe + stdoutPipe + stderrPipe { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, stdinPipe[0], STDIN_FILENO)
-        posix_spawn_file_actions_adddup2(&actions, stdoutPipe[1], STDOUT_FILENO)
-        posix_spawn_file_actions_adddup2(&actions, stderrPipe[1], STDERR_FILENO)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
+        let stdinPipe = try makePipe(), stdoutPipe = try makePipe(), stderrPipe = try makePipe()
         // The daemon ignores SIGPIPE and libdispatch blocks the signals it watches; the command
         // must start with default dispositions and an empty mask, or SIGTERM would not stop it.
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for signal in [SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2] { sigaddset(&defaults, signal) }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        var mask = sigset_t()
-        sigemptyset(&mask)
-        posix_spawnattr_setsigmask(&attributes, &mask)
-        posix_spawnattr_setpgroup(&attributes, 0)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP))
-
-        let variables = Environment.current.merging(environment) { $1 }
-        let argvC = argv.map { strdup($0) } + [nil]
-        let envC = variables.map { strdup($0.key + "=" + $0.value) } + [nil]
-        defer {
-            argvC.forEach { free($0) }
-            envC.forEach { free($0) }
+        let spawned = Subprocess.spawn(
+            argv, redirections: [(STDIN_FILENO, stdinPipe.read), (STDOUT_FILENO, stdoutPipe.write), (STDERR_FILENO, stderrPipe.write)],
+            environment: Environment.current.merging(environment) { $1 },
+            defaultSignals: [SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2],
+            emptySignalMask: true, ownProcessGroup: true)
+        closeAll([stdinPipe.read, stdoutPipe.write, stderrPipe.write])
+        let pid: pid_t
+        switch spawned {
+        case .success(let child): pid = child
+        case .failure(let code):
+            closeAll([stdinPipe.write, stdoutPipe.read, stderrPipe.read])
+            throw failure("cannot start \(argv[0])", code)
         }
-        var pid: pid_t = 0
-        let result = posix_spawnp(&pid, argv[0], &actions, &attributes, argvC, envC)
-        closeAll([stdinPipe[0], stdoutPipe[1], stderrPipe[1]])
-        guard result == 0 else {
-            closeAll([stdinPipe[1], stdoutPipe[0], stderrPipe[0]])
-            throw failure("cannot start \(argv[0])", result)
-        }
-        loop.add(ProcessRun(token: token, pid: pid, input: input, streams: (stdinPipe[1], stdoutPipe[0], stderrPipe[0]),
+        loop.add(ProcessRun(token: token, pid: pid, input: input, streams: (stdinPipe.write, stdoutPipe.read, stderrPipe.read),
                             outputLimit: outputLimit, errorTailLimit: errorTailLimit, completion: completion))
         return CommandProcess(pid: pid, loop: loop, token: token)
     }
@@ -159,7 +138,7 @@ public final class CommandProcess: Sendable {
     /// The largest input also passed in `PROPBUS_INPUT`: the kernel limits one environment string.
     public static let maximumEnvironmentInput = 64 * 1024
 
-    /// Starts one execution of `command` the way SPEC §6 gives it to a program: `input` as text
+    /// Starts one execution of `command` the way docs/commands.md gives it to a program: `input` as text
     /// (scalars plain, containers as JSON) on stdin and, when it fits in one environment string,
     /// in `PROPBUS_INPUT`, with `PROPBUS_COMMAND` and `PROPBUS_EXECUTION_ID` set.
     public static func execute(_ argv: [String], command: Key, execution id: UInt64, input: DBusValue, outputLimit: Int,
