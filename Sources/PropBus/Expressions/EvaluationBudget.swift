@@ -17,11 +17,13 @@ public struct EvaluationBudget: Sendable {
     /// The work granted at the start, for the refusal's message.
     public let work: Int
 
-    /// A budget for strings up to `maximumSize` bytes and `work` units in all; by default 64
-    /// times the size limit, which any real transform (or chain of them) stays far below.
+    /// A budget for strings up to `maximumSize` bytes and `work` units in all; by default 32
+    /// times the size limit: any real transform (or chain of them) stays far below, and a
+    /// refused one holds the daemon's one queue for about as long as reading 32 values of
+    /// the largest size (some 50–100 ms), so another client's call waits no longer.
     public init(maximumSize: Int = 1 << 20, work: Int? = nil) {
         self.maximumSize = maximumSize
-        self.work = work ?? (64 * maximumSize + 65536)
+        self.work = work ?? (32 * maximumSize + 65536)
         remaining = self.work
     }
 
