@@ -51,7 +51,7 @@ enum PropctlSpec {
             given. One key prints exactly; with several, control characters in values are \
             escaped (\\n, \\t, \\\\) so that each stays on its line. --json is always exact.
             """,
-        positionals: [.init("KEY", help: "A key such as ui.switch.on.", repeating: true)],
+        positionals: [.init("KEY", help: "A key such as ui.switch.on.", repeating: true, completion: .dynamic("key"))],
         examples: [
             .init("Read one key", "propctl get ui.switch.on"),
             .init("Read several keys as one JSON object", "propctl --json get settings.volume settings.tags"),
@@ -67,7 +67,7 @@ enum PropctlSpec {
             JSON. Setting the value a key already has changes nothing and emits no signal.
             """,
         positionals: [
-            .init("KEY", help: "The key to change, e.g. ui.switch.on."),
+            .init("KEY", help: "The key to change, e.g. ui.switch.on.", completion: .dynamic("key")),
             .init("VALUE", help: "The new value: plain text for a scalar, JSON for a container."),
         ],
         examples: [
@@ -87,7 +87,7 @@ enum PropctlSpec {
             Manager.Apply: all of them or, if one is refused, none.
             """,
         options: [.flag("recursive", short: "r", help: "Reset every key of a group and its subgroups.")],
-        positionals: [.init("KEY", display: "KEY|PREFIX", help: "The key to reset, or with --recursive the group.")],
+        positionals: [.init("KEY", display: "KEY|PREFIX", help: "The key to reset, or with --recursive the group.", completion: .dynamic("key"))],
         examples: [
             .init("Go back to the default volume", "propctl reset settings.volume"),
             .init("Reset every setting", "propctl reset --recursive settings"),
@@ -104,7 +104,7 @@ enum PropctlSpec {
             from its default. On a terminal the output is an aligned table, otherwise \
             tab-separated; control characters in values are escaped (\\n, \\t, \\\\), never in --json.
             """,
-        positionals: [.init("PREFIX", help: "List only this group and its subgroups, e.g. settings.", optional: true)],
+        positionals: [.init("PREFIX", help: "List only this group and its subgroups, e.g. settings.", optional: true, completion: .dynamic("key"))],
         examples: [
             .init("List everything", "propctl list"),
             .init("List the settings group as JSON", "propctl --json list settings"),
@@ -125,7 +125,7 @@ enum PropctlSpec {
         options: [.flag("timestamps", help: "Start each line with the time of the change.")],
         positionals: [
             .init("KEY", display: "KEY|PREFIX", help: "A key, or a group of keys, to watch.",
-                  optional: true, repeating: true),
+                  optional: true, repeating: true, completion: .dynamic("key")),
         ],
         examples: [
             .init("Follow one switch", "propctl watch ui.switch.on"),
@@ -151,7 +151,8 @@ enum PropctlSpec {
             .value("maximum", valueName: "VALUE", help: "The largest value accepted (numeric types)."),
             .value("choice", valueName: "VALUE", help: "Accept only this value.", repeatable: true),
             .value("value", valueName: "VALUE", help: "An initial value, set only if none is stored."),
-            .value("scope", valueName: "SCOPE", help: "local (the default) or fleet: shared by every host through etcd (propbusd --fleet)."),
+            .value("scope", valueName: "SCOPE", help: "local (the default) or fleet: shared by every host through etcd (propbusd --fleet).",
+                   completion: .choices(["local", "fleet"])),
             .value("writers", valueName: "LIST", help: "Who may write it with access control on: user names, @groups and uids, comma-separated (repeatable; '' for root and the daemon only).", repeatable: true),
             .flag("secret", help: "Readable only by its writers, with access control on; never sent in signals."),
         ],
@@ -171,7 +172,7 @@ enum PropctlSpec {
     static let delete = CommandSpec(
         name: "delete",
         abstract: "Remove a key and its stored value.",
-        positionals: [.init("KEY", help: "The key to remove.")],
+        positionals: [.init("KEY", help: "The key to remove.", completion: .dynamic("key"))],
         examples: [.init("Remove a key", "propctl delete settings.volume")]
     )
 
@@ -213,21 +214,23 @@ enum PropctlSpec {
             --persist the binding is stored and propctl exits at once.
             """,
         options: [
-            .value("file", valueName: "PATH", help: "Bind the content of the file at PATH, watched with inotify."),
+            .value("file", valueName: "PATH", help: "Bind the content of the file at PATH, watched with inotify.", completion: .file),
             .flag("in-place", help: "Write PATH in place, not by rename (sysfs-like files)."),
             .value("exec", valueName: "CMD", help: "Bind the lines of the coprocess /bin/sh -c CMD (with ARG...: CMD ARG... without a shell)."),
             .flag("stdio", help: "Bind lines read from stdin and written to stdout."),
-            .value("framing", valueName: "FORMAT", help: "With --exec or --stdio: lines (the default) or json (one JSON string per line)."),
+            .value("framing", valueName: "FORMAT", help: "With --exec or --stdio: lines (the default) or json (one JSON string per line).",
+                   completion: .choices(["lines", "json"])),
             .value("max-line", valueName: "BYTES", help: "With --exec or --stdio: the longest line read (default 8388608); a longer one is dropped with an error."),
-            .value("to", valueName: "KEY2", help: "Make KEY follow KEY2 inside propbusd."),
+            .value("to", valueName: "KEY2", help: "Make KEY follow KEY2 inside propbusd.", completion: .dynamic("key")),
             .flag("persist", help: "With --to: store the binding so that it survives restarts."),
             .value("map", valueName: "EXPR", help: "Compute the local value from the key's value."),
             .value("unmap", valueName: "EXPR", help: "Compute the key's value from the local value."),
-            .value("direction", valueName: "DIR", help: "both (the default), from (key to local) or to (local to key)."),
+            .value("direction", valueName: "DIR", help: "both (the default), from (key to local) or to (local to key).",
+                   completion: .choices(["both", "from", "to"])),
             .flag("verbose", short: "v", help: "Say on stderr what happens to every change, also those not propagated and why."),
         ],
         positionals: [
-            .init("KEY", help: "The key to bind, e.g. ui.switch.on."),
+            .init("KEY", help: "The key to bind, e.g. ui.switch.on.", completion: .dynamic("key")),
             .init("ARG", help: "With --exec, the coprocess's arguments (put -- before them).", optional: true, repeating: true),
         ],
         exclusiveOptions: [["file", "exec", "stdio", "to"]],
@@ -246,7 +249,7 @@ enum PropctlSpec {
         name: "bindings",
         abstract: "List the daemon-side bindings.",
         discussion: "One row per binding: its object path, the key, the key it follows and its options (state=suspended and a reason when its maker lost a right it needs). With PREFIX, only the bindings with a key starting with PREFIX at either end.",
-        positionals: [.init("PREFIX", help: "List only bindings of keys starting with this, e.g. settings.", optional: true)],
+        positionals: [.init("PREFIX", help: "List only bindings of keys starting with this, e.g. settings.", optional: true, completion: .dynamic("key"))],
         examples: [
             .init("List the bindings", "propctl bindings"),
             .init("List those of one group", "propctl bindings ui."),
