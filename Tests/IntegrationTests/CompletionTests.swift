@@ -107,7 +107,7 @@ final class CompletionTests: DaemonTestCase {
         }
         for term in ["64", "69", "DBUS_SESSION_BUS_ADDRESS", "DBUS_SYSTEM_BUS_ADDRESS", "/run/dbus/system_bus_socket",
                      "/usr/share/bash-completion/completions/propctl"] {
-            XCTAssertTrue(text.contains("       \(term)\n"), "no \(term) item: \(text)")
+            XCTAssertTrue(text.contains("\n       \(term)"), "no \(term) item: \(text)")
         }
         // --help says the same exit statuses, from the same entries.
         let help = try await runCommand(BuildProducts.propctl, ["--help"], environment: bus.environment)

@@ -11,12 +11,6 @@ enum PropctlSpec {
             according to the property's D-Bus type: scalars as plain text (true, 42, 3.5, hello), \
             containers as JSON (["a","b"], {"k": 1}). Put -- before a value that starts with a \
             dash but is not a number.
-
-            Exit status:
-              0   success
-              1   the daemon answered with a D-Bus error, or a value is invalid
-              64  the command line is wrong
-              69  the propbus service is unavailable
             """,
         options: [
             .flag("system", help: "Use the system bus."),
@@ -39,7 +33,25 @@ enum PropctlSpec {
         // gsettings, dconf and busctl verbs.
         familiarWords: ["monitor": "watch", "ls": "list", "rm": "delete", "show": "describe", "info": "describe",
                         "range": "describe --field range", "writable": "describe --field writable",
-                        "read": "get", "write": "set", "get-property": "get", "set-property": "set", "introspect": "describe"]
+                        "read": "get", "write": "set", "get-property": "get", "set-property": "set", "introspect": "describe"],
+        exitStatuses: [
+            .init("0", "success"),
+            .init("1", "the daemon answered with a D-Bus error, or a value is invalid"),
+            .init("64", "the command line is wrong"),
+            .init("69", "the propbus service is unavailable"),
+        ],
+        environment: [
+            .init("DBUS_SESSION_BUS_ADDRESS", "The session bus, used by default and with --user (libdbus reads it)."),
+            .init("XDG_RUNTIME_DIR", "Without DBUS_SESSION_BUS_ADDRESS, the session bus is XDG_RUNTIME_DIR/bus."),
+            .init("DBUS_SYSTEM_BUS_ADDRESS", "The system bus of --system, instead of /run/dbus/system_bus_socket."),
+            .init("PROPBUS_INPUT", "Set by propctl serve for the program it runs: the execution's input, also on its stdin."),
+        ],
+        files: [
+            .init("/run/dbus/system_bus_socket", "The system bus of --system."),
+            .init("/etc/propbus/models, $XDG_CONFIG_HOME/propbus/models",
+                  "Model files propbusd reads at start and on propctl reload (system and session bus)."),
+            .init("/usr/share/bash-completion/completions/propctl", "The bash completion (propctl completion bash); zsh's is /usr/share/zsh/vendor-completions/_propctl, fish's /usr/share/fish/vendor_completions.d/propctl.fish."),
+        ]
     )
 
     /// `propctl get KEY...`
