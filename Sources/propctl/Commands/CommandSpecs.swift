@@ -116,9 +116,17 @@ enum PropctlSpec {
             from its default. On a terminal the output is an aligned table, otherwise \
             tab-separated; control characters in values are escaped (\\n, \\t, \\\\), never in --json.
             """,
+        options: [
+            .flag("groups", help: "Print only the groups holding the keys, one per line."),
+            .flag("names", help: "Print only the keys' names, one per line."),
+            .flag("changed", help: "Only keys whose value differs from their default (marked *)."),
+        ],
         positionals: [.init("PREFIX", help: "List only this group and its subgroups, e.g. settings.", optional: true, completion: .dynamic("key"))],
+        exclusiveOptions: [["groups", "names"]],
         examples: [
             .init("List everything", "propctl list"),
+            .init("The groups, like gsettings list-schemas", "propctl list --groups"),
+            .init("The keys of a group that were changed, names only", "propctl list --changed --names settings"),
             .init("List the settings group as JSON", "propctl --json list settings"),
         ]
     )
