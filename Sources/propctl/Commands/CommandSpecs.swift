@@ -138,7 +138,9 @@ enum PropctlSpec {
         discussion: """
             First the current value of every watched key, then one line per change: the key \
             and its new value (control characters escaped, never in --json). Without arguments \
-            every key is watched; a group name watches the group and its subgroups, as list does. \
+            every key is watched; a group name watches the group and its subgroups, as list does, \
+            keys created later in new subgroups included. A deleted key prints KEY (deleted), \
+            in --json {"key": KEY, "deleted": true}. \
             When propbusd restarts, every watched key is printed again; when the bus goes away, \
             watch exits with status 69.
             """,
