@@ -18,6 +18,21 @@ public struct CommandSpec: Hashable, Sendable {
         }
     }
 
+    /// One item of a list of the manual page (EXIT STATUS, ENVIRONMENT, FILES): a term, e.g.
+    /// `64` or `DBUS_SESSION_BUS_ADDRESS`, and what it means.
+    public struct Entry: Hashable, Sendable {
+        /// The exit status, variable or path.
+        public var term: String
+        /// What it means, one sentence or a few.
+        public var text: String
+
+        /// Creates an entry.
+        public init(_ term: String, _ text: String) {
+            self.term = term
+            self.text = text
+        }
+    }
+
     /// The word that selects the command, e.g. `set`; the program name for the root.
     public var name: String
     /// One sentence saying what the command does.
@@ -37,6 +52,13 @@ public struct CommandSpec: Hashable, Sendable {
     /// Words users bring from other tools (`ls`, `monitor`) and what to type here instead: an
     /// unknown subcommand that is one of them is answered with it rather than a near spelling.
     public var familiarWords: [String: String]
+    /// The exit statuses and what each means: `--help` shows them after the discussion, the
+    /// manual page as EXIT STATUS.
+    public var exitStatuses: [Entry]
+    /// The environment variables the program reads (the manual page's ENVIRONMENT).
+    public var environment: [Entry]
+    /// The files the program reads or installs (the manual page's FILES).
+    public var files: [Entry]
 
     /// Creates a command declaration.
     public init(
@@ -48,7 +70,10 @@ public struct CommandSpec: Hashable, Sendable {
         subcommands: [CommandSpec] = [],
         exclusiveOptions: [[String]] = [],
         examples: [Example] = [],
-        familiarWords: [String: String] = [:]
+        familiarWords: [String: String] = [:],
+        exitStatuses: [Entry] = [],
+        environment: [Entry] = [],
+        files: [Entry] = []
     ) {
         self.name = name
         self.abstract = abstract
@@ -59,6 +84,9 @@ public struct CommandSpec: Hashable, Sendable {
         self.exclusiveOptions = exclusiveOptions
         self.examples = examples
         self.familiarWords = familiarWords
+        self.exitStatuses = exitStatuses
+        self.environment = environment
+        self.files = files
     }
 
     /// The direct subcommand called `name`, if any.

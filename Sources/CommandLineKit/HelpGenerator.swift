@@ -38,6 +38,12 @@ public struct HelpGenerator: Sendable {
                 wrapPreservingIndent(String($0))
             })
         }
+        if !command.exitStatuses.isEmpty {
+            let width = (command.exitStatuses.map(\.term.count).max() ?? 0) + 2
+            sections.append(["Exit status:"] + command.exitStatuses.map { entry in
+                "  " + entry.term + String(repeating: " ", count: width - entry.term.count) + entry.text
+            })
+        }
 
         var rows: [[Row]] = []
         var headings: [String] = []

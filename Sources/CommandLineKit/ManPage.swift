@@ -47,6 +47,13 @@ public struct ManPage: Sendable {
                 lines += [".PP", Self.escape(example.summary) + ":", ".RS 4", ".EX", Self.escape(example.commandLine), ".EE", ".RE"]
             }
         }
+        for (title, entries) in [("EXIT STATUS", root.exitStatuses), ("ENVIRONMENT", root.environment), ("FILES", root.files)]
+        where !entries.isEmpty {
+            lines.append(".SH \"\(title)\"")
+            for entry in entries {
+                lines += [".TP", "\\fB\(Self.escape(entry.term))\\fR", Self.escape(entry.text)]
+            }
+        }
         if !seeAlso.isEmpty {
             lines += [".SH \"SEE ALSO\"", seeAlso.map { page -> String in
                 let parts = page.split(separator: "(")

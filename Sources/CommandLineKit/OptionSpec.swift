@@ -21,9 +21,12 @@ public struct OptionSpec: Hashable, Sendable {
     public var help: String
     /// Whether the option may be given more than once, collecting every value.
     public var isRepeatable: Bool
+    /// What shells complete for the value.
+    public var completion: CompletionHint
 
     /// Creates an option. Short names must not be digits, so that `-5` always reads as a number.
-    public init(long: String, short: Character? = nil, kind: Kind, help: String, isRepeatable: Bool = false) {
+    public init(long: String, short: Character? = nil, kind: Kind, help: String, isRepeatable: Bool = false,
+                completion: CompletionHint = .none) {
         precondition(!long.isEmpty && !long.hasPrefix("-"), "give the long name without dashes: \(long)")
         precondition(short.map { !$0.isNumber && $0 != "-" } ?? true, "a short option cannot be a digit or '-'")
         self.long = long
@@ -31,6 +34,7 @@ public struct OptionSpec: Hashable, Sendable {
         self.kind = kind
         self.help = help
         self.isRepeatable = isRepeatable
+        self.completion = completion
     }
 
     /// A flag such as `--json`.
@@ -38,11 +42,14 @@ public struct OptionSpec: Hashable, Sendable {
         OptionSpec(long: long, short: short, kind: .flag, help: help)
     }
 
-    /// An option taking a value such as `--address ADDR`; `repeatable` collects every occurrence.
+    /// An option taking a value such as `--address ADDR`; `repeatable` collects every occurrence,
+    /// `completion` says what shells offer for the value.
     public static func value(
-        _ long: String, short: Character? = nil, valueName: String, help: String, repeatable: Bool = false
+        _ long: String, short: Character? = nil, valueName: String, help: String, repeatable: Bool = false,
+        completion: CompletionHint = .none
     ) -> OptionSpec {
-        OptionSpec(long: long, short: short, kind: .value(name: valueName), help: help, isRepeatable: repeatable)
+        OptionSpec(long: long, short: short, kind: .value(name: valueName), help: help, isRepeatable: repeatable,
+                   completion: completion)
     }
 
     /// The standard `-h, --help` flag. The parser answers it with `ParseResult.help` wherever it

@@ -13,14 +13,19 @@ public struct PositionalSpec: Hashable, Sendable {
     public var isOptional: Bool
     /// Whether it collects every remaining word.
     public var isRepeating: Bool
+    /// What shells complete for it.
+    public var completion: CompletionHint
 
-    /// Creates a positional. `display` overrides the name shown in help.
-    public init(_ name: String, display: String? = nil, help: String, optional: Bool = false, repeating: Bool = false) {
+    /// Creates a positional. `display` overrides the name shown in help; `completion` says what
+    /// shells offer for it.
+    public init(_ name: String, display: String? = nil, help: String, optional: Bool = false, repeating: Bool = false,
+                completion: CompletionHint = .none) {
         self.name = name
         self.displayName = display ?? name
         self.help = help
         self.isOptional = optional
         self.isRepeating = repeating
+        self.completion = completion
     }
 
     /// The positional as it appears in a usage line: `KEY`, `[PREFIX]`, `KEY...`, `[KEY...]`.

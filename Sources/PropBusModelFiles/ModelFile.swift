@@ -42,6 +42,9 @@ public struct ModelFile: Sendable {
     public private(set) var bindings: [BindingDeclaration] = []
     /// Types already parsed, by their text: a file's keys mostly share a few.
     private var parsedTypes: [String: DBusType] = [:]
+    /// The problems found so far, one per declaration: the file is read to its end, so one
+    /// reload reports every mistake, not only the first.
+    private var problems: [String] = []
 
     /// The largest model file read by default (`propbusd --max-model-file-size`): parsing
     /// and checking need about five times the file's size at their peak.
@@ -87,16 +90,24 @@ public struct ModelFile: Sendable {
             switch member.key {
             case "groups":
                 guard let groups = member.value.objectMembers else { throw fail(nil, "\"groups\" must be an object of group names") }
-                for group in groups { try readGroup(group.key, group.value) }
+                for group in groups { collect { (file: inout ModelFile) throws(PropBusError) in try file.readGroup(group.key, group.value) } }
             case "bindings":
                 guard let items = member.value.arrayValue else { throw fail(nil, "\"bindings\" must be an array") }
-                for (index, item) in items.enumerated() { try readBinding(index, item) }
+                for (index, item) in items.enumerated() {
+                    collect { (file: inout ModelFile) throws(PropBusError) in try file.readBinding(index, item) }
+                }
             case "version", "description":
                 continue
             default:
-                throw fail(nil, "unknown field \"\(member.key)\"; expected \"groups\", \"bindings\", \"description\" or \"version\"")
+                problems.append(fail(nil, "unknown field \"\(member.key)\"; expected \"groups\", \"bindings\", \"description\" or \"version\"").message)
             }
         }
+        if !problems.isEmpty { throw PropBusError(.invalidArgs, problems.joined(separator: "\n")) }
+    }
+
+    /// Runs one declaration's check, keeping its problem and going on with the next.
+    private mutating func collect(_ check: (inout ModelFile) throws(PropBusError) -> Void) {
+        do { try check(&self) } catch { problems.append(error.message) }
     }
 
     /// An error as compilers write them: `FILE:LINE:COLUMN: KEY: PROBLEM`, pointing at the
@@ -172,9 +183,9 @@ public struct ModelFile: Sendable {
             guard let items = member.value.objectMembers else { throw fail(group, "\"\(member.key)\" must be an object of names") }
             switch member.key {
             case "properties":
-                for item in items { try readProperty(group + "." + item.key, item.value) }
+                for item in items { collect { (file: inout ModelFile) throws(PropBusError) in try file.readProperty(group + "." + item.key, item.value) } }
             case "commands":
-                for item in items { try readCommand(group + "." + item.key, item.value) }
+                for item in items { collect { (file: inout ModelFile) throws(PropBusError) in try file.readCommand(group + "." + item.key, item.value) } }
             default:
                 throw fail(group, "unknown field \"\(member.key)\"; expected \"properties\" or \"commands\"")
             }

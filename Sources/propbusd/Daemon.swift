@@ -126,7 +126,8 @@ final class Daemon: @unchecked Sendable {
     private func logSkippedModelFiles() {
         for skipped in modelFiles.skipped {
             // The reason starts with file:line:column, as compilers write it.
-            Log.info("skipped model file \(skipped.reason)")
+            // One line per problem: a file with several mistakes reports them all at once.
+            for problem in skipped.reason.split(separator: "\n") { Log.info("skipped model file \(problem)") }
         }
     }
 

@@ -19,6 +19,20 @@ final class ClientChannelBindToTests: DaemonTestCase, @unchecked Sendable {
         return listed.stdout.split(separator: "\n").map { $0.split(separator: "\t").map(String.init) }
     }
 
+    /// Transforms hold blanks and quotes: each option is NAME='TEXT' (shell-quoted), the options
+    /// separated by a blank, so they read apart and paste back into a shell.
+    func testBindingsPrintsTransformsQuotedAndSeparated() async throws {
+        try await client.create("ui.valueA", "s", default: .string("Off"))
+        try await client.create("model.valueB", "s", default: .string("1"))
+        let bind = try await propctl(["bind", "ui.valueA", "--to", "model.valueB", "--persist",
+                                      "--map", #"value == "1" ? "On" : "Off""#, "--unmap", #"value == "On" ? "1" : "0""#])
+        XCTAssertEqual(bind.status, 0, "\(bind)")
+        let rows = try await bindingRows()
+        XCTAssertEqual(rows.first?.last,
+                       #"direction=both persistent=true state=active to_key='value == "1" ? "On" : "Off"' to_target='value == "On" ? "1" : "0"'"#,
+                       "\(rows)")
+    }
+
     func testPersistentBindingPrintsItsPathIsListedAndUnbinds() async throws {
         try await client.create("ui.switch.on", "b", default: .boolean(false))
         try await client.create("settings.someBoolKey", "b", default: .boolean(true))

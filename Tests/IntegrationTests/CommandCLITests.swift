@@ -9,6 +9,15 @@ final class CommandCLITests: DaemonTestCase {
         try await tool(BuildProducts.propctl, ["--address", bus.address] + arguments, timeout: timeout)
     }
 
+    /// A propctl user is told the propctl verb, not only the D-Bus method.
+    func testDeletingACommandsStateKeyNamesTheVerbThatDeletesIt() async throws {
+        try await client.createCommand("jobs.upper", ["exec": .array(of: .string, [.string("true")])])
+        let delete = try await propctl(["delete", "jobs.upper.Executing"])
+        XCTAssertEqual(delete.status, 1, "\(delete)")
+        XCTAssertTrue(delete.stderr.contains("propctl delete-command jobs.upper"), delete.stderr)
+        XCTAssertFalse(delete.stderr.contains("DeleteCommand(\""), delete.stderr)
+    }
+
     private func state(_ key: String, _ name: String) async -> DBusValue? {
         try? await client.commandProperty(key, name)
     }

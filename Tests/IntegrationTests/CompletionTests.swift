@@ -99,6 +99,21 @@ final class CompletionTests: DaemonTestCase {
         XCTAssertTrue(text.contains("propbusd(8)"), text)
     }
 
+    func testPropctlManPageHasExitStatusEnvironmentAndFiles() async throws {
+        let page = try await runCommand(BuildProducts.propctl, ["--generate-man-page"], environment: bus.environment)
+        let text = try await render(page.stdout)
+        for section in ["EXIT STATUS", "ENVIRONMENT", "FILES"] {
+            XCTAssertTrue(text.contains("\n\(section)\n"), "no \(section): \(text)")
+        }
+        for term in ["64", "69", "DBUS_SESSION_BUS_ADDRESS", "DBUS_SYSTEM_BUS_ADDRESS", "/run/dbus/system_bus_socket",
+                     "/usr/share/bash-completion/completions/propctl"] {
+            XCTAssertTrue(text.contains("\n       \(term)"), "no \(term) item: \(text)")
+        }
+        // --help says the same exit statuses, from the same entries.
+        let help = try await runCommand(BuildProducts.propctl, ["--help"], environment: bus.environment)
+        XCTAssertTrue(help.stdout.contains("Exit status:\n  0   success\n"), help.stdout)
+    }
+
     func testPropbusdManPageListsEveryDaemonOption() async throws {
         let page = try await runCommand(BuildProducts.propbusd, ["--generate-man-page"], environment: bus.environment)
         XCTAssertEqual(page.status, 0, "\(page)")

@@ -216,6 +216,35 @@ final class PropctlEndToEndTests: DaemonTestCase {
 
     // MARK: watch
 
+    /// `watch GROUP` follows the group as it grows and shrinks: a key created in a new subgroup
+    /// is printed, and a deleted key is reported as deleted (a line, and in --json an object).
+    func testWatchOfAGroupSeesNewSubgroupsAndDeletions() async throws {
+        try await client.create("settings.a", "i", default: .int32(1))
+        try await client.create("settings.marker", "i", default: .int32(0))
+        for json in [false, true] {
+            let watch = try ChildProcess(BuildProducts.propctl, ["--address", bus.address] + (json ? ["--json"] : []) + ["watch", "settings"],
+                                         environment: bus.environment)
+            defer { watch.signal(SIGKILL) }
+            let listening = await eventually(timeout: 10) { self.lines(watch.stdout).count >= 2 || !watch.isRunning }
+            XCTAssertTrue(listening && watch.isRunning, "watch printed nothing: \(watch.stderr)")
+            let sub = json ? "settings.json.sub.key" : "settings.sub.key"
+            try await client.create(sub, "s", default: .string("new"))
+            try await client.delete("settings.a")
+            // A barrier: the marker's line comes after whatever the two changes printed.
+            try await client.set("settings.marker", .int32(json ? 2 : 1))
+            _ = await eventually(timeout: 10) { self.lines(watch.stdout).contains { $0.contains("marker") && $0.contains(json ? "2" : " 1") } }
+            let printed = Array(lines(watch.stdout).dropFirst(json ? 3 : 2))
+            if json {
+                XCTAssertEqual(printed, [#"{"key":"settings.json.sub.key","value":"new"}"#, #"{"key":"settings.a","deleted":true}"#,
+                                         #"{"key":"settings.marker","value":2}"#], "\(watch.stdout)")
+                try await client.create("settings.a", "i", default: .int32(1))
+            } else {
+                XCTAssertEqual(printed, ["settings.sub.key new", "settings.a (deleted)", "settings.marker 1"], "\(watch.stdout)")
+                try await client.create("settings.a", "i", default: .int32(1))
+            }
+        }
+    }
+
     func testWatchOfAKeyPrintsItsValueThenOneLinePerChange() async throws {
         try await client.create("ui.switch.on", "b", default: .boolean(false))
         let watch = try ChildProcess(BuildProducts.propctl, ["--address", bus.address, "watch", "ui.switch.on"], environment: bus.environment)

@@ -246,6 +246,31 @@ final class PropctlVerbTests: DaemonTestCase {
         XCTAssertEqual(only?.metadata["writers"], .array(of: .string, []), "an empty list leaves root and the daemon only")
     }
 
+    /// What gsettings list-schemas/list-keys and dconf users reach for: groups, names, changes.
+    func testListGroupsNamesAndChangedValuesOnly() async throws {
+        try await client.create("settings.a", "i", default: .int32(1))
+        try await client.create("settings.b", "i", default: .int32(1))
+        try await client.create("settings.audio.volume", "i", default: .int32(5))
+        try await client.create("ui.theme", "s", default: .string("dark"))
+        try await client.set("settings.b", .int32(2))
+        try await client.set("settings.audio.volume", .int32(5))   // set, but to the default
+        let groups = try await propctl(["list", "--groups"])
+        XCTAssertEqual(groups.status, 0, "\(groups)")
+        XCTAssertEqual(lines(groups.stdout), ["settings", "settings.audio", "ui"], groups.stdout)
+        let under = try await propctl(["list", "--groups", "settings"])
+        XCTAssertEqual(lines(under.stdout), ["settings", "settings.audio"], under.stdout)
+        let names = try await propctl(["list", "--names", "settings"])
+        XCTAssertEqual(lines(names.stdout), ["settings.a", "settings.audio.volume", "settings.b"], names.stdout)
+        let changed = try await propctl(["list", "--changed"])
+        XCTAssertEqual(lines(changed.stdout), ["settings.b\ti\t2\t*"], changed.stdout)
+        let changedNames = try await propctl(["list", "--changed", "--names"])
+        XCTAssertEqual(lines(changedNames.stdout), ["settings.b"], changedNames.stdout)
+        let asJSON = try await propctl(["--json", "list", "--names", "ui"])
+        XCTAssertEqual(json(asJSON.stdout) as? [String], ["ui.theme"], asJSON.stdout)
+        let both = try await propctl(["list", "--groups", "--names"])
+        XCTAssertEqual(both.status, 64, "\(both)")
+    }
+
     func testListMarksValuesThatDifferFromTheirDefault() async throws {
         try await client.create("settings.a", "i", default: .int32(1))
         try await client.create("settings.b", "i", default: .int32(1))

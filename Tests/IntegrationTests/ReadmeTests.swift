@@ -112,6 +112,9 @@ final class ReadmeTests: XCTestCase {
         environment["XDG_CONFIG_HOME"] = work.appendingPathComponent("config").path
         environment["XDG_STATE_HOME"] = work.appendingPathComponent("state-home").path
         environment["LC_ALL"] = "C.UTF-8"
+        // The tour's scratch directory (mktemp -d) goes in the work directory too.
+        environment["TMPDIR"] = work.path
+        let before = Set((try? FileManager.default.contentsOfDirectory(atPath: work.path)) ?? [])
         // bash -c cd …: the documents' relative paths resolve in the work directory.
         let result = try await runCommand("/bin/bash", ["-c", "cd \"$1\" && exec bash readme.sh", "bash", work.path],
                                           environment: environment, timeout: 120)
@@ -124,6 +127,11 @@ final class ReadmeTests: XCTestCase {
             if let end = text.range(of: "\n@@END@@") { text = String(text[..<end.lowerBound]) }
             outputs[number] = text
         }
+        // A user runs the tour in a clone: it must leave no file there (the scratch directory
+        // it makes with mktemp -d holds them; state, log and script are this test's stand-ins).
+        let made = Set((try? FileManager.default.contentsOfDirectory(atPath: work.path)) ?? []).subtracting(before)
+            .subtracting(["readme.sh", "propbusd.log", "state", "config", "state-home"]).filter { !$0.hasPrefix("tmp.") }
+        XCTAssertEqual(made.sorted(), [], "the blocks left files in the clone", file: file, line: line)
         for (number, step) in steps.enumerated() where !step.expected.isEmpty {
             let printed = (outputs[number] ?? "").split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
                 .filter { !$0.isEmpty }.map(Self.folded)

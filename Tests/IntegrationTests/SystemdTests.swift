@@ -279,7 +279,7 @@ final class SystemdTests: XCTestCase {
             ("/etc/dbus-1/system.d/org.propbus.PropBus1.conf", 0o644),
             ("/opt/propbus/lib/sysusers.d/propbus.conf", 0o644),
             ("/opt/propbus/lib/tmpfiles.d/propbus.conf", 0o644),
-            ("/opt/propbus/share/doc/propbus/install.md", 0o644),
+            ("/opt/propbus/share/doc/propbus/docs/install.md", 0o644),
             ("/opt/propbus/share/man/man1/propctl.1.gz", 0o644),
             ("/opt/propbus/share/man/man8/propbusd.8.gz", 0o644),
             ("/opt/propbus/share/bash-completion/completions/propctl", 0o644),
@@ -295,7 +295,7 @@ final class SystemdTests: XCTestCase {
         func read(_ path: String) throws -> String { try String(contentsOfFile: root + path, encoding: .utf8) }
         let system = try read("/opt/propbus/lib/systemd/system/propbusd.service")
         XCTAssertTrue(system.contains("\nExecStart=/opt/propbus/bin/propbusd --system\n"), system)
-        XCTAssertTrue(system.contains("Documentation=man:propbusd(8) man:propctl(1) file:///opt/propbus/share/doc/propbus/install.md"), system)
+        XCTAssertTrue(system.contains("Documentation=man:propbusd(8) man:propctl(1) file:///opt/propbus/share/doc/propbus/docs/install.md"), system)
         let user = try read("/opt/propbus/lib/systemd/user/propbusd.service")
         XCTAssertTrue(user.contains("\nExecStart=/opt/propbus/bin/propbusd --session\n"), user)
         let systemActivation = try read("/opt/propbus/share/dbus-1/system-services/org.propbus.PropBus1.service")

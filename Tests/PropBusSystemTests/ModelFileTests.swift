@@ -16,6 +16,27 @@ final class ModelFileTests: XCTestCase {
         }
     }
 
+    /// A file with two mistakes reports both at once, each with its line, so one reload shows
+    /// everything to fix; never a value.
+    func testEveryMistakeOfAFileIsReportedInOneError() {
+        let text = """
+            {"groups": {"ui": {"properties": {
+              "volume": {"type": "i", "default": "loud-secret"},
+              "theme": {"type": "s", "colour": "dark"}
+            }}},
+             "bindings": [{"key": "ui.theme"}]}
+            """
+        XCTAssertThrowsError(try load(text)) { error in
+            let message = (error as? PropBusError)?.message ?? "\(error)"
+            let lines = message.split(separator: "\n").map(String.init)
+            XCTAssertEqual(lines.count, 3, message)
+            XCTAssertTrue(lines.first?.hasPrefix("test.json:2:") ?? false && lines[0].contains("ui.volume: \"default\""), message)
+            XCTAssertTrue(lines.count > 1 && lines[1].hasPrefix("test.json:3:") && lines[1].contains("ui.theme: unknown field \"colour\""), message)
+            XCTAssertTrue(lines.count > 2 && lines[2].contains("binding"), message)
+            XCTAssertFalse(message.contains("loud-secret"), "a value was quoted: \(message)")
+        }
+    }
+
     func testASharedDefinitionIsDeclaredOnlyAsItIsAndItsValueIsLeftOut() throws {
         let model = try PropertyModel(store: MemoryStore())
         _ = try model.create(key: "f.level", type: "i", defaultValue: .int32(50), options: ["scope": .string("fleet")])

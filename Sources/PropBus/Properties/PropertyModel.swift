@@ -621,7 +621,7 @@ public final class PropertyModel {
         let key = try Key(keyText)
         guard let existing = entries[key] else { throw .unknownKey(keyText) }
         if let command = existing.definition.stateOf {
-            throw PropBusError(.readOnly, "\(key) is the state of command \(command); it goes with DeleteCommand(\"\(command)\")")
+            throw PropBusError(.readOnly, "\(key) is the state of command \(command); it goes with its command: propctl delete-command \(command) (Manager.DeleteCommand)")
         }
         remember(key)
         let entry = remove(key)!

@@ -33,7 +33,17 @@ enum BindingsCommand: Subcommand {
         }
         guard !bindings.isEmpty else { return }
         Output.line(Output.table(header: ["PATH", "KEY", "TO", "OPTIONS"], rows: bindings.map { binding in
-            [binding.path, binding.key, binding.to, binding.options.map { "\($0.0)=\(ValueText.format($0.1))" }.joined(separator: " ")]
+            [binding.path, binding.key, binding.to, binding.options.map { "\($0.0)=\(shellQuoted(ValueText.format($0.1)))" }.joined(separator: " ")]
         }))
+    }
+
+    /// `text` as a shell word: as it is when it has no blank, quote or other special character,
+    /// else in single quotes, so a transform's spaces and quotes read apart from the next option.
+    static func shellQuoted(_ text: String) -> String {
+        let plain = !text.isEmpty && text.unicodeScalars.allSatisfy { scalar in
+            (scalar.value < 128 && (scalar.properties.isAlphabetic || ("0"..."9").contains(Character(scalar))))
+                || "._/:@%+,-".unicodeScalars.contains(scalar)
+        }
+        return plain ? text : "'" + text.replacingAll("'", with: "'\\''") + "'"
     }
 }

@@ -11,12 +11,6 @@ enum PropctlSpec {
             according to the property's D-Bus type: scalars as plain text (true, 42, 3.5, hello), \
             containers as JSON (["a","b"], {"k": 1}). Put -- before a value that starts with a \
             dash but is not a number.
-
-            Exit status:
-              0   success
-              1   the daemon answered with a D-Bus error, or a value is invalid
-              64  the command line is wrong
-              69  the propbus service is unavailable
             """,
         options: [
             .flag("system", help: "Use the system bus."),
@@ -39,7 +33,25 @@ enum PropctlSpec {
         // gsettings, dconf and busctl verbs.
         familiarWords: ["monitor": "watch", "ls": "list", "rm": "delete", "show": "describe", "info": "describe",
                         "range": "describe --field range", "writable": "describe --field writable",
-                        "read": "get", "write": "set", "get-property": "get", "set-property": "set", "introspect": "describe"]
+                        "read": "get", "write": "set", "get-property": "get", "set-property": "set", "introspect": "describe"],
+        exitStatuses: [
+            .init("0", "success"),
+            .init("1", "the daemon answered with a D-Bus error, or a value is invalid"),
+            .init("64", "the command line is wrong"),
+            .init("69", "the propbus service is unavailable"),
+        ],
+        environment: [
+            .init("DBUS_SESSION_BUS_ADDRESS", "The session bus, used by default and with --user (libdbus reads it)."),
+            .init("XDG_RUNTIME_DIR", "Without DBUS_SESSION_BUS_ADDRESS, the session bus is XDG_RUNTIME_DIR/bus."),
+            .init("DBUS_SYSTEM_BUS_ADDRESS", "The system bus of --system, instead of /run/dbus/system_bus_socket."),
+            .init("PROPBUS_INPUT", "Set by propctl serve for the program it runs: the execution's input, also on its stdin."),
+        ],
+        files: [
+            .init("/run/dbus/system_bus_socket", "The system bus of --system."),
+            .init("/etc/propbus/models, $XDG_CONFIG_HOME/propbus/models",
+                  "Model files propbusd reads at start and on propctl reload (system and session bus)."),
+            .init("/usr/share/bash-completion/completions/propctl", "The bash completion (propctl completion bash); zsh's is /usr/share/zsh/vendor-completions/_propctl, fish's /usr/share/fish/vendor_completions.d/propctl.fish."),
+        ]
     )
 
     /// `propctl get KEY...`
@@ -51,7 +63,7 @@ enum PropctlSpec {
             given. One key prints exactly; with several, control characters in values are \
             escaped (\\n, \\t, \\\\) so that each stays on its line. --json is always exact.
             """,
-        positionals: [.init("KEY", help: "A key such as ui.switch.on.", repeating: true)],
+        positionals: [.init("KEY", help: "A key such as ui.switch.on.", repeating: true, completion: .dynamic("key"))],
         examples: [
             .init("Read one key", "propctl get ui.switch.on"),
             .init("Read several keys as one JSON object", "propctl --json get settings.volume settings.tags"),
@@ -67,7 +79,7 @@ enum PropctlSpec {
             JSON. Setting the value a key already has changes nothing and emits no signal.
             """,
         positionals: [
-            .init("KEY", help: "The key to change, e.g. ui.switch.on."),
+            .init("KEY", help: "The key to change, e.g. ui.switch.on.", completion: .dynamic("key")),
             .init("VALUE", help: "The new value: plain text for a scalar, JSON for a container."),
         ],
         examples: [
@@ -87,7 +99,7 @@ enum PropctlSpec {
             Manager.Apply: all of them or, if one is refused, none.
             """,
         options: [.flag("recursive", short: "r", help: "Reset every key of a group and its subgroups.")],
-        positionals: [.init("KEY", display: "KEY|PREFIX", help: "The key to reset, or with --recursive the group.")],
+        positionals: [.init("KEY", display: "KEY|PREFIX", help: "The key to reset, or with --recursive the group.", completion: .dynamic("key"))],
         examples: [
             .init("Go back to the default volume", "propctl reset settings.volume"),
             .init("Reset every setting", "propctl reset --recursive settings"),
@@ -104,9 +116,17 @@ enum PropctlSpec {
             from its default. On a terminal the output is an aligned table, otherwise \
             tab-separated; control characters in values are escaped (\\n, \\t, \\\\), never in --json.
             """,
-        positionals: [.init("PREFIX", help: "List only this group and its subgroups, e.g. settings.", optional: true)],
+        options: [
+            .flag("groups", help: "Print only the groups holding the keys, one per line."),
+            .flag("names", help: "Print only the keys' names, one per line."),
+            .flag("changed", help: "Only keys whose value differs from their default (marked *)."),
+        ],
+        positionals: [.init("PREFIX", help: "List only this group and its subgroups, e.g. settings.", optional: true, completion: .dynamic("key"))],
+        exclusiveOptions: [["groups", "names"]],
         examples: [
             .init("List everything", "propctl list"),
+            .init("The groups, like gsettings list-schemas", "propctl list --groups"),
+            .init("The keys of a group that were changed, names only", "propctl list --changed --names settings"),
             .init("List the settings group as JSON", "propctl --json list settings"),
         ]
     )
@@ -118,14 +138,16 @@ enum PropctlSpec {
         discussion: """
             First the current value of every watched key, then one line per change: the key \
             and its new value (control characters escaped, never in --json). Without arguments \
-            every key is watched; a group name watches the group and its subgroups, as list does. \
+            every key is watched; a group name watches the group and its subgroups, as list does, \
+            keys created later in new subgroups included. A deleted key prints KEY (deleted), \
+            in --json {"key": KEY, "deleted": true}. \
             When propbusd restarts, every watched key is printed again; when the bus goes away, \
             watch exits with status 69.
             """,
         options: [.flag("timestamps", help: "Start each line with the time of the change.")],
         positionals: [
             .init("KEY", display: "KEY|PREFIX", help: "A key, or a group of keys, to watch.",
-                  optional: true, repeating: true),
+                  optional: true, repeating: true, completion: .dynamic("key")),
         ],
         examples: [
             .init("Follow one switch", "propctl watch ui.switch.on"),
@@ -151,7 +173,8 @@ enum PropctlSpec {
             .value("maximum", valueName: "VALUE", help: "The largest value accepted (numeric types)."),
             .value("choice", valueName: "VALUE", help: "Accept only this value.", repeatable: true),
             .value("value", valueName: "VALUE", help: "An initial value, set only if none is stored."),
-            .value("scope", valueName: "SCOPE", help: "local (the default) or fleet: shared by every host through etcd (propbusd --fleet)."),
+            .value("scope", valueName: "SCOPE", help: "local (the default) or fleet: shared by every host through etcd (propbusd --fleet).",
+                   completion: .choices(["local", "fleet"])),
             .value("writers", valueName: "LIST", help: "Who may write it with access control on: user names, @groups and uids, comma-separated (repeatable; '' for root and the daemon only).", repeatable: true),
             .flag("secret", help: "Readable only by its writers, with access control on; never sent in signals."),
         ],
@@ -171,7 +194,7 @@ enum PropctlSpec {
     static let delete = CommandSpec(
         name: "delete",
         abstract: "Remove a key and its stored value.",
-        positionals: [.init("KEY", help: "The key to remove.")],
+        positionals: [.init("KEY", help: "The key to remove.", completion: .dynamic("key"))],
         examples: [.init("Remove a key", "propctl delete settings.volume")]
     )
 
@@ -213,21 +236,23 @@ enum PropctlSpec {
             --persist the binding is stored and propctl exits at once.
             """,
         options: [
-            .value("file", valueName: "PATH", help: "Bind the content of the file at PATH, watched with inotify."),
+            .value("file", valueName: "PATH", help: "Bind the content of the file at PATH, watched with inotify.", completion: .file),
             .flag("in-place", help: "Write PATH in place, not by rename (sysfs-like files)."),
             .value("exec", valueName: "CMD", help: "Bind the lines of the coprocess /bin/sh -c CMD (with ARG...: CMD ARG... without a shell)."),
             .flag("stdio", help: "Bind lines read from stdin and written to stdout."),
-            .value("framing", valueName: "FORMAT", help: "With --exec or --stdio: lines (the default) or json (one JSON string per line)."),
+            .value("framing", valueName: "FORMAT", help: "With --exec or --stdio: lines (the default) or json (one JSON string per line).",
+                   completion: .choices(["lines", "json"])),
             .value("max-line", valueName: "BYTES", help: "With --exec or --stdio: the longest line read (default 8388608); a longer one is dropped with an error."),
-            .value("to", valueName: "KEY2", help: "Make KEY follow KEY2 inside propbusd."),
+            .value("to", valueName: "KEY2", help: "Make KEY follow KEY2 inside propbusd.", completion: .dynamic("key")),
             .flag("persist", help: "With --to: store the binding so that it survives restarts."),
             .value("map", valueName: "EXPR", help: "Compute the local value from the key's value."),
             .value("unmap", valueName: "EXPR", help: "Compute the key's value from the local value."),
-            .value("direction", valueName: "DIR", help: "both (the default), from (key to local) or to (local to key)."),
+            .value("direction", valueName: "DIR", help: "both (the default), from (key to local) or to (local to key).",
+                   completion: .choices(["both", "from", "to"])),
             .flag("verbose", short: "v", help: "Say on stderr what happens to every change, also those not propagated and why."),
         ],
         positionals: [
-            .init("KEY", help: "The key to bind, e.g. ui.switch.on."),
+            .init("KEY", help: "The key to bind, e.g. ui.switch.on.", completion: .dynamic("key")),
             .init("ARG", help: "With --exec, the coprocess's arguments (put -- before them).", optional: true, repeating: true),
         ],
         exclusiveOptions: [["file", "exec", "stdio", "to"]],
@@ -246,7 +271,7 @@ enum PropctlSpec {
         name: "bindings",
         abstract: "List the daemon-side bindings.",
         discussion: "One row per binding: its object path, the key, the key it follows and its options (state=suspended and a reason when its maker lost a right it needs). With PREFIX, only the bindings with a key starting with PREFIX at either end.",
-        positionals: [.init("PREFIX", help: "List only bindings of keys starting with this, e.g. settings.", optional: true)],
+        positionals: [.init("PREFIX", help: "List only bindings of keys starting with this, e.g. settings.", optional: true, completion: .dynamic("key"))],
         examples: [
             .init("List the bindings", "propctl bindings"),
             .init("List those of one group", "propctl bindings ui."),

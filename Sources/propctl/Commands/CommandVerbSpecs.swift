@@ -41,7 +41,7 @@ extension PropctlSpec {
     static let deleteCommand = CommandSpec(
         name: "delete-command",
         abstract: "Delete a command; its running executions fail with Cancelled.",
-        positionals: [.init("KEY", help: "The command to delete.")],
+        positionals: [.init("KEY", help: "The command to delete.", completion: .dynamic("command"))],
         examples: [.init("Delete a command", "propctl delete-command jobs.upper")]
     )
 
@@ -56,7 +56,7 @@ extension PropctlSpec {
             'propctl exec' prints its execution's id on stderr.
             """,
         positionals: [
-            .init("KEY", help: "The command, e.g. viewmodel.executeSearch."),
+            .init("KEY", help: "The command, e.g. viewmodel.executeSearch.", completion: .dynamic("command")),
             .init("ID", help: "The execution id.", optional: true),
         ],
         examples: [
@@ -78,8 +78,9 @@ extension PropctlSpec {
 
             --field NAME prints that one field alone, for scripts: booleans as true or false,             a range as its lower and upper bound separated by a space (empty when unbounded             there), other values as get prints them; an absent field prints an empty line.
             """,
-        options: [.value("field", valueName: "NAME", help: "Print only this field: \(DescribeCommand.fields.joined(separator: ", ")).")],
-        positionals: [.init("KEY", help: "The key to describe.")],
+        options: [.value("field", valueName: "NAME", help: "Print only this field: \(DescribeCommand.fields.joined(separator: ", ")).",
+                         completion: .choices(DescribeCommand.fields))],
+        positionals: [.init("KEY", help: "The key to describe.", completion: .dynamic("key"))],
         examples: [
             .init("Describe a key", "propctl describe settings.volume"),
             .init("Whether clients may write it, as true or false", "propctl describe settings.volume --field writable"),
@@ -96,7 +97,7 @@ extension PropctlSpec {
             and keys by asking the running daemon (propctl list). scripts/install puts the \
             scripts where each shell looks for them.
             """,
-        positionals: [.init("SHELL", help: "bash, zsh or fish.")],
+        positionals: [.init("SHELL", help: "bash, zsh or fish.", completion: .choices(["bash", "zsh", "fish"]))],
         examples: [
             .init("Print the bash script (try it with: source <(propctl completion bash))", "propctl completion bash"),
             .init("Print the fish script, for ~/.config/fish/completions/propctl.fish", "propctl completion fish"),

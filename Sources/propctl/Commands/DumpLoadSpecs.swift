@@ -14,9 +14,10 @@ extension PropctlSpec {
             """,
         options: [
             .flag("definitions", help: "Include each key's definition, for load --create."),
-            .value("format", valueName: "FORMAT", help: "json (one document, the default) or lines (one key per line)."),
+            .value("format", valueName: "FORMAT", help: "json (one document, the default) or lines (one key per line).",
+                   completion: .choices(["json", "lines"])),
         ],
-        positionals: [.init("PREFIX", help: "Only this group and its subgroups, e.g. settings.", optional: true)],
+        positionals: [.init("PREFIX", help: "Only this group and its subgroups, e.g. settings.", optional: true, completion: .dynamic("key"))],
         examples: [
             .init("Print every key under settings", "propctl dump settings"),
             .init("Dump everything on the system bus", "propctl --system dump"),
@@ -37,7 +38,7 @@ extension PropctlSpec {
             values are then refused, those keys are deleted again.
             """,
         options: [.flag("create", help: "Create missing keys from their definitions first.")],
-        positionals: [.init("FILE", help: "The document (JSON or lines); - reads standard input.")],
+        positionals: [.init("FILE", help: "The document (JSON or lines); - reads standard input.", completion: .file)],
         examples: [
             .init("Restore settings", "propctl load settings.json"),
             .init("Read the document from standard input", "propctl load -"),

@@ -19,7 +19,7 @@ extension PropctlSpec {
             .flag("no-wait", help: "Start the execution and print its id without waiting."),
         ],
         positionals: [
-            .init("KEY", help: "The command, e.g. viewmodel.executeSearch."),
+            .init("KEY", help: "The command, e.g. viewmodel.executeSearch.", completion: .dynamic("command")),
             .init("INPUT", help: "The execution's input (default: the empty string).", optional: true),
         ],
         examples: [
@@ -42,7 +42,7 @@ extension PropctlSpec {
             until SIGINT or SIGTERM, and registers again when propbusd restarts.
             """,
         positionals: [
-            .init("KEY", help: "The handler command to serve."),
+            .init("KEY", help: "The handler command to serve.", completion: .dynamic("command")),
             .init("CMD", help: "The program run for each execution (put -- before it)."),
             .init("ARG", help: "Its arguments.", optional: true, repeating: true),
         ],

@@ -2,12 +2,24 @@ import CommandLineKit
 import DBus
 import PropBus
 
-/// `propctl list [PREFIX]`: keys, types and values, as a table or JSON. A `*` in a fourth
-/// column marks a key whose value differs from its default.
+/// `propctl list [--groups|--names] [--changed] [PREFIX]`: keys, types and values, as a table
+/// or JSON. A `*` in a fourth column marks a key whose value differs from its default.
 enum ListCommand: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let client = try await PropbusClient.connect(parsed)
-        let items = try await client.selection(parsed.positional("PREFIX") ?? "")
+        var items = try await client.selection(parsed.positional("PREFIX") ?? "")
+        if parsed.flag("changed") { items = items.filter(isModified) }
+        // Names only, one per line, for scripts and for a user looking for a key
+        // (gsettings list-keys, list-schemas; dconf list).
+        if parsed.flag("names") || parsed.flag("groups") {
+            let names = parsed.flag("names") ? items.map(\.key).sorted() : groups(of: items.map(\.key))
+            if parsed.flag("json") {
+                Output.line(Output.json(.array(names.map { .string($0) })))
+            } else if !names.isEmpty {
+                Output.line(names.joined(separator: "\n"))
+            }
+            return
+        }
         if parsed.flag("json") {
             Output.line(Output.json(.array(items.map(json))))
             return
@@ -17,6 +29,11 @@ enum ListCommand: Subcommand {
         Output.line(Output.table(header: ["KEY", "TYPE", "VALUE", ""], rows: items.map { item in
             [item.key, item.type, Output.escaped(ValueText.format(item.value)), isModified(item) ? "*" : ""]
         }))
+    }
+
+    /// The groups holding `keys` (a key's name without its last component), sorted, once each.
+    static func groups(of keys: [String]) -> [String] {
+        Set(keys.compactMap { key in key.lastIndex(of: ".").map { String(key[..<$0]) } }).sorted()
     }
 
     /// Whether the value differs from the registered default (gsettings' "modified").

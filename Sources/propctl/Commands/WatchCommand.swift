@@ -1,5 +1,6 @@
 import CommandLineKit
 import DBus
+import Dispatch
 import Glibc
 import PropBus
 import SystemKit
@@ -17,9 +18,12 @@ enum WatchCommand: Subcommand {
         for pattern in patterns where pattern.isEmpty || !pattern.utf8.allSatisfy({ ObjectPath.isElementByte($0) || $0 == UInt8(ascii: ".") }) {
             throw CommandFailure(.usage, "'\(pattern)' is neither a key nor a key prefix; \(Key.rule)")
         }
-        let printer = WatchPrinter(patterns: patterns.map(KeyPrefix.init), json: parsed.flag("json"), timestamps: parsed.flag("timestamps"))
         let client = try await PropbusClient.connect(parsed)
         let connection = client.connection
+        let printer = WatchPrinter(patterns: patterns.map(KeyPrefix.init), json: parsed.flag("json"), timestamps: parsed.flag("timestamps"),
+                                   queue: connection.queue) { key throws(CommandFailure) in
+            try await client.value(of: PropbusClient.key(key))
+        }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             connection.queue.async {
                 connection.whenDisconnected {
@@ -77,18 +81,37 @@ enum WatchCommand: Subcommand {
 
 /// Formats and prints changes; confined to the connection's queue.
 ///
-/// `@unchecked Sendable`: only touched on that queue (signal handlers and `start`).
+/// A property named as invalidated (a deleted key, or one whose signal carries no value) is
+/// read back: a value is printed as a change, "no such key" as `KEY (deleted)`. Later changes
+/// wait in `pending` meanwhile, so lines keep the order of the signals.
+///
+/// `@unchecked Sendable`: only touched on that queue (signal handlers, `start`, the reads'
+/// completions, which hop back onto it).
 final class WatchPrinter: @unchecked Sendable {
+    /// A line to print: a value, or a key to read back first.
+    private enum Event {
+        case value(String, DBusValue)
+        case invalidated(String)
+    }
+
     let patterns: [KeyPrefix]
     let json: Bool
     let timestamps: Bool
+    private let queue: DispatchQueue
+    private let read: @Sendable (String) async throws(CommandFailure) -> DBusValue
     private var started = false
     private var buffered: [(String, DBusValue)] = []
+    /// Events after `start`, in signal order; bounded by how fast the daemon answers one Get.
+    private var pending: [Event] = []
+    private var reading = false
 
-    init(patterns: [KeyPrefix], json: Bool, timestamps: Bool) {
+    init(patterns: [KeyPrefix], json: Bool, timestamps: Bool, queue: DispatchQueue,
+         read: @escaping @Sendable (String) async throws(CommandFailure) -> DBusValue) {
         self.patterns = patterns
         self.json = json
         self.timestamps = timestamps
+        self.queue = queue
+        self.read = read
     }
 
     /// Whether `key` is one of the watched keys or below a watched prefix.
@@ -117,7 +140,52 @@ final class WatchPrinter: @unchecked Sendable {
             let key = group + "." + name
             guard watches(key) else { continue }
             let value = entry.value.unwrappingVariantOnce
-            if started { print(key, value) } else { buffered.append((key, value)) }
+            if started { pending.append(.value(key, value)) } else { buffered.append((key, value)) }
+        }
+        // Before start, the initial read shows what an invalidation would have said.
+        if started, case .array(_, let names) = args[2] {
+            for name in names.compactMap(\.stringValue) where watches(group + "." + name) {
+                pending.append(.invalidated(group + "." + name))
+            }
+        }
+        drain()
+    }
+
+    /// Prints pending events in order, up to the first one that needs a read.
+    private func drain() {
+        while !reading, !pending.isEmpty {
+            switch pending.removeFirst() {
+            case .value(let key, let value):
+                print(key, value)
+            case .invalidated(let key):
+                reading = true
+                let read = self.read
+                Task {
+                    let result: Result<DBusValue, CommandFailure>
+                    do throws(CommandFailure) { result = .success(try await read(key)) } catch { result = .failure(error) }
+                    self.queue.async {
+                        self.reading = false
+                        switch result {
+                        case .success(let value): self.print(key, value)
+                        case .failure(let failure) where failure.message.contains(PropBusError.Code.unknownKey.dbusName):
+                            self.printDeleted(key)
+                        case .failure: break   // a secret the caller may not read: nothing to show
+                        }
+                        self.drain()
+                    }
+                }
+            }
+        }
+    }
+
+    private func printDeleted(_ key: String) {
+        let time = timestamps ? WallClockTime.now().iso8601 : nil
+        if json {
+            var members: [(String, JSONValue)] = [("key", .string(key)), ("deleted", .bool(true))]
+            if let time { members.append(("time", .string(time))) }
+            Output.line(Output.json(.object(members)))
+        } else {
+            Output.line([time, key, "(deleted)"].compactMap { $0 }.joined(separator: " "))
         }
     }
 
