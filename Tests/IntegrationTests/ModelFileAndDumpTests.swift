@@ -141,3 +141,44 @@ final class DumpOfACommandGroupTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertEqual(level, .int32(1))
     }
 }
+
+/// A backup is whole (issue 21): `dump --definitions` carries the persistent bindings and the
+/// commands of what it dumps, `load --create` makes them again, and `delete` says which
+/// bindings end with the key.
+final class WholeBackupTests: DaemonTestCase, @unchecked Sendable {
+    private func propctl(_ arguments: [String], stdin: String? = nil) async throws -> CommandResult {
+        try await runCommand(BuildProducts.propctl, ["--address", bus.address] + arguments, environment: bus.environment,
+                             stdin: stdin, timeout: 15)
+    }
+
+    func testTheReadmesBackupSequenceKeepsThePersistentBindingAndTheCommand() async throws {
+        try await client.create("model.valueB", "s", default: .string("0"))
+        try await client.create("ui.valueA", "s", default: .string("Off"))
+        let bound = try await propctl(["bind", "ui.valueA", "--to", "model.valueB", "--persist",
+                                       "--map", #"value == "1" ? "On" : "Off""#, "--unmap", #"value == "On" ? "1" : "0""#])
+        XCTAssertEqual(bound.status, 0, "\(bound)")
+        let made = try await propctl(["create-command", "ui.refresh", "--", "/bin/echo", "refreshed"])
+        XCTAssertEqual(made.status, 0, "\(made)")
+        for format in ["json", "lines"] {
+            let dump = try await propctl(["dump", "--definitions", "--format", format, "ui"])
+            XCTAssertEqual(dump.status, 0, "\(dump)")
+            let deleted = try await propctl(["delete", "ui.valueA"])
+            XCTAssertEqual(deleted.status, 0, "\(deleted)")
+            XCTAssertTrue(deleted.stderr.contains("ends the binding") && deleted.stderr.contains("ui.valueA") && deleted.stderr.contains("model.valueB"),
+                          "delete says which binding ends: \(deleted)")
+            _ = try await propctl(["delete-command", "ui.refresh"])
+            let load = try await propctl(["load", "--create", "-"], stdin: dump.stdout)
+            XCTAssertEqual(load.status, 0, "\(format): \(load)")
+            try await client.set("model.valueB", .string("1"))
+            let followed = try await client.get("ui.valueA")
+            XCTAssertEqual(followed, .string("On"), "\(format): the binding came back with the key")
+            try await client.set("model.valueB", .string("0"))
+            let run = try await propctl(["exec", "ui.refresh"])
+            XCTAssertEqual(run.stdout, "refreshed\n", "\(format): the command came back: \(run)")
+            let again = try await propctl(["load", "--create", "-"], stdin: dump.stdout)
+            XCTAssertEqual(again.status, 0, "loading it twice changes nothing: \(again)")
+            let bindings = try await propctl(["--json", "bindings"])
+            XCTAssertEqual(bindings.stdout.components(separatedBy: "\"path\"").count - 1, 1, "one binding, not two: \(bindings)")
+        }
+    }
+}
