@@ -160,6 +160,34 @@ struct PropbusClient {
         }
     }
 
+    /// A binding as `Manager.ListBindingsPage` lists it.
+    struct ListedBinding {
+        var path: String
+        var key: String
+        var to: String
+        var options: [String: DBusValue]
+    }
+
+    /// Every binding with an end starting with `prefix` (a string prefix), page after page, so
+    /// any number of bindings can be listed (`Manager.ListBindingsPage`).
+    func bindings(prefix: String = "") async throws(CommandFailure) -> [ListedBinding] {
+        var rows: [DBusValue] = []
+        var after: UInt64 = 0
+        repeat {
+            let reply = try await manager("ListBindingsPage", [.string(prefix), .uint64(after), .uint32(0)])
+            guard reply.count == 2, case .array(_, let page) = reply[0], case .uint64(let next) = reply[1] else {
+                throw CommandFailure(.dbusError, "propbusd answered ListBindingsPage with \(reply)")
+            }
+            rows += page
+            after = next
+        } while after != 0
+        return rows.compactMap { row in
+            guard case .structure(let fields) = row, fields.count == 4, let path = fields[0].stringValue,
+                  let key = fields[1].stringValue, let to = fields[2].stringValue else { return nil }
+            return ListedBinding(path: path, key: key, to: to, options: (fields[3].stringKeyedEntries ?? [:]).mapValues(\.unwrappingVariantOnce))
+        }
+    }
+
     /// Every command with its options and state (`Manager.ListCommands`).
     func commands() async throws(CommandFailure) -> [(key: String, info: [String: DBusValue])] {
         let reply = try await manager("ListCommands")

@@ -7,22 +7,9 @@ import PropBus
 enum BindingsCommand: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let client = try await PropbusClient.connect(parsed)
-        let prefix = parsed.positional("PREFIX") ?? ""
-        var rows: [DBusValue] = []
-        var after: UInt64 = 0
-        repeat {
-            let reply = try await client.manager("ListBindingsPage", [.string(prefix), .uint64(after), .uint32(0)])
-            guard reply.count == 2, case .array(_, let page) = reply[0], case .uint64(let next) = reply[1] else {
-                throw CommandFailure(.dbusError, "propbusd answered ListBindingsPage with \(reply)")
-            }
-            rows += page
-            after = next
-        } while after != 0
-        let bindings = rows.compactMap { row -> (path: String, key: String, to: String, options: [(String, DBusValue)])? in
-            guard case .structure(let fields) = row, fields.count == 4, let path = fields[0].stringValue,
-                  let key = fields[1].stringValue, let to = fields[2].stringValue else { return nil }
-            let options = (fields[3].stringKeyedEntries ?? [:]).mapValues(\.unwrappingVariantOnce).sorted { $0.key < $1.key }
-            return (path, key, to, options.map { ($0.key, $0.value) })
+        let bindings = try await client.bindings(prefix: parsed.positional("PREFIX") ?? "").map { binding in
+            (path: binding.path, key: binding.key, to: binding.to,
+             options: binding.options.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
         }
         if parsed.flag("json") {
             Output.line(Output.json(.array(bindings.map { binding in

@@ -14,14 +14,50 @@ enum DumpCommand: Subcommand {
         let items = try await client.selection(parsed.positional("PREFIX") ?? "")
         let definitions = parsed.flag("definitions")
         let entries = items.map { item in (item.key, entry(item, definitions: definitions)) }
+        // A whole backup: what `load --create` needs to make the selection's persistent
+        // bindings and commands again (a deleted key ends its bindings).
+        let selection = KeyPrefix(parsed.positional("PREFIX") ?? "")
+        let bindings = definitions ? try await persistentBindings(client, touching: selection) : []
+        let commands = definitions ? try await commandEntries(client, in: selection) : []
         if format == "lines" {
             // One key per line, sorted: a diff of two dumps shows exactly the keys that changed.
             for (key, entry) in entries {
                 Output.line(JSONValue.object([("key", .string(key))] + (entry.objectMembers ?? []).map { ($0.key, $0.value) }).serialized(pretty: false))
             }
+            for binding in bindings { Output.line(JSONValue.object([("binding", binding)]).serialized(pretty: false)) }
+            for (key, options) in commands {
+                Output.line(JSONValue.object([("command", .string(key)), ("options", options)]).serialized(pretty: false))
+            }
             return
         }
-        Output.line(JSONValue.object([("properties", .object(entries))]).serialized(pretty: true))
+        var document: [(String, JSONValue)] = [("properties", .object(entries))]
+        if definitions {
+            document.append(("bindings", .array(bindings)))
+            document.append(("commands", .object(commands)))
+        }
+        Output.line(JSONValue.object(document).serialized(pretty: true))
+    }
+
+    /// The persistent bindings with an end in `selection`: key, to and their Bind options.
+    static func persistentBindings(_ client: PropbusClient, touching selection: KeyPrefix) async throws(CommandFailure) -> [JSONValue] {
+        try await client.bindings().filter { binding in
+            binding.options["persistent"]?.boolValue == true && (selection.matches(binding.key) || selection.matches(binding.to))
+        }.map { binding in
+            let options = ["direction", "to_key", "to_target"].compactMap { name in
+                binding.options[name].map { (name, ValueText.jsonValue($0)) }
+            }
+            return .object([("key", .string(binding.key)), ("to", .string(binding.to)), ("options", .object(options))])
+        }
+    }
+
+    /// The commands in `selection`, with the options `CreateCommand` takes.
+    static func commandEntries(_ client: PropbusClient, in selection: KeyPrefix) async throws(CommandFailure) -> [(String, JSONValue)] {
+        try await client.commands().filter { selection.matches($0.key) }.map { command in
+            let options = CommandDefinition.optionNames.compactMap { name in
+                command.info[name].map { (name, ValueText.jsonValue($0)) }
+            }
+            return (command.key, .object(options))
+        }
     }
 
     /// The document entry of one key.

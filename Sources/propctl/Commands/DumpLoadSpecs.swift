@@ -9,8 +9,11 @@ extension PropctlSpec {
             (is_set); keys reading their default have "is_set": false. 'propctl load' reads it back. \
             With --definitions each key also gets its "definition" (default, range, choices, \
             description, persistent, writable, writers, secret), from which 'propctl load \
-            --create' creates keys the daemon does not have. --format lines writes one JSON \
-            object per key and line, sorted by key, which diffs well; load reads both formats.
+            --create' creates keys the daemon does not have, and the document also holds the \
+            persistent bindings with an end among the keys dumped and the commands among them \
+            (their CreateCommand options), which load --create makes again: a whole backup. \
+            --format lines writes one JSON object per key and line, sorted by key, which diffs \
+            well (then a line per binding and per command); load reads both formats.
             """,
         options: [
             .flag("definitions", help: "Include each key's definition, for load --create."),
@@ -34,8 +37,10 @@ extension PropctlSpec {
             applied in one Manager.Apply call, so if one value is refused nothing changes, and the \
             error names the key. Keys whose value is already the same are left alone; keys with \
             "is_set": false are reset to their default. With --create, keys missing from the \
-            daemon are first created from their "definition" (dump --definitions); if the \
-            values are then refused, those keys are deleted again.
+            daemon are first created from their "definition" (dump --definitions), and so are \
+            the document's commands the daemon lacks; if the values are then refused, those keys \
+            and commands are deleted again. Then the document's persistent bindings are made \
+            (binding the same keys the same way again returns the existing binding).
             """,
         options: [.flag("create", help: "Create missing keys from their definitions first.")],
         positionals: [.init("FILE", help: "The document (JSON or lines); - reads standard input.", completion: .file)],

@@ -32,51 +32,111 @@ enum LoadCommand: Subcommand {
 
         let client = try await PropbusClient.connect(parsed)
         var current = Dictionary(try await client.list(prefix: "").map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
-        var created: [String] = []
+        var created: [String] = [], createdCommands: [String] = []
         if parsed.flag("create") {
-            for member in document where current[member.key] == nil {
+            for member in document.properties where current[member.key] == nil {
                 guard let definition = member.value["definition"] else { continue }
                 try await create(member.key, member.value, definition, path: path, client)
                 created.append(member.key)
             }
-            if !created.isEmpty {
+            let existing = Set(try await client.commands().map(\.key))
+            for command in document.commands where !existing.contains(command.key) {
+                do {
+                    _ = try await client.manager("CreateCommand", [.string(command.key), .vardict(try commandOptions(command, path: path))])
+                    createdCommands.append(command.key)
+                } catch {
+                    for key in createdCommands { _ = try? await client.manager("DeleteCommand", [.string(key)]) }
+                    for key in created { _ = try? await client.manager("DeleteProperty", [.string(key)]) }
+                    throw error
+                }
+            }
+            if !created.isEmpty || !createdCommands.isEmpty {
                 current = Dictionary(try await client.list(prefix: "").map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
             }
         }
         do {
-            try await apply(document, current: current, path: path, client: client, json: parsed.flag("json"), created: created.count)
+            try await apply(document.properties, current: current, path: path, client: client, json: parsed.flag("json"), created: created.count)
         } catch {
-            // All or nothing: keys created for a document that was refused go again.
+            // All or nothing: keys and commands created for a document that was refused go again.
+            for key in createdCommands { _ = try? await client.manager("DeleteCommand", [.string(key)]) }
             for key in created { _ = try? await client.manager("DeleteProperty", [.string(key)]) }
             throw error
         }
+        // Binding the same persistent pair again returns the existing binding: loading twice
+        // makes one. The leading side (`to`) wins, as the values just loaded agree.
+        if parsed.flag("create") {
+            for binding in document.bindings {
+                guard let key = binding["key"]?.stringValue, let to = binding["to"]?.stringValue else {
+                    throw CommandFailure(.usage, "\(path): a binding needs \"key\" and \"to\"")
+                }
+                var options: [String: DBusValue] = ["persistent": .boolean(true)]
+                for member in binding["options"]?.objectMembers ?? [] {
+                    guard let text = member.value.stringValue else { continue }
+                    options[member.key] = .string(text)
+                }
+                _ = try await client.manager("Bind", [.string(key), .string(to), .vardict(options)])
+            }
+        }
     }
 
-    /// The `{key: entry}` members of a document: `dump`'s JSON, or its lines format.
-    private static func read(_ text: String, path: String) throws(CommandFailure) -> [JSONValue.Member] {
+    /// What a `dump` document holds: its keys, and with `--definitions` the persistent bindings
+    /// and commands of what it dumped.
+    private struct Document {
+        var properties: [JSONValue.Member] = []
+        var bindings: [JSONValue] = []
+        var commands: [JSONValue.Member] = []
+    }
+
+    /// A command's options in a document, as `CreateCommand` takes them.
+    private static func commandOptions(_ command: JSONValue.Member, path: String) throws(CommandFailure) -> [String: DBusValue] {
+        var options: [String: DBusValue] = [:]
+        for member in command.value.objectMembers ?? [] {
+            let value: DBusValue?
+            switch member.key {
+            case "exec", "writers": value = member.value.arrayValue.map { .array(of: .string, $0.compactMap(\.stringValue).map { .string($0) }) }
+            case "handler", "concurrent", "persistent": value = member.value.boolValue.map { .boolean($0) }
+            case "timeout": value = member.value.doubleValue.map { .double($0) }
+            case "enabled_when", "description": value = member.value.stringValue.map { .string($0) }
+            default: continue   // What a newer daemon lists besides its options.
+            }
+            guard let value else { throw CommandFailure(.usage, "\(path): command \(command.key): option \(member.key) has the wrong type") }
+            options[member.key] = value
+        }
+        return options
+    }
+
+    /// A document: `dump`'s JSON, or its lines format.
+    private static func read(_ text: String, path: String) throws(CommandFailure) -> Document {
         let trimmed = text.drop { $0 == " " || $0 == "\n" || $0 == "\t" }
+        var document = Document()
         if trimmed.hasPrefix("{\"key\"") || trimmed.hasPrefix("{ \"key\"") {
-            var members: [JSONValue.Member] = []
             for (index, line) in text.split(separator: "\n").enumerated() where !line.allSatisfy({ $0 == " " }) {
-                do {
-                    let object = try JSONValue.parse(String(line))
-                    guard let key = object["key"]?.stringValue, let fields = object.objectMembers else {
-                        throw CommandFailure(.usage, "\(path):\(index + 1): expected {\"key\": …, \"type\": …, \"value\": …}")
-                    }
-                    members.append(JSONValue.Member(key, .object(fields.filter { $0.key != "key" }.map { ($0.key, $0.value) })))
-                } catch let error as CommandFailure {
-                    throw error
-                } catch {
+                let object: JSONValue
+                do { object = try JSONValue.parse(String(line)) } catch {
                     throw CommandFailure(.usage, "\(path):\(index + 1): invalid JSON: \(error)")
                 }
+                if let binding = object["binding"] {
+                    document.bindings.append(binding)
+                } else if let command = object["command"]?.stringValue {
+                    let options: JSONValue = object["options"] ?? .object([(String, JSONValue)]())
+                    document.commands.append(JSONValue.Member(command, options))
+                } else if let key = object["key"]?.stringValue, let fields = object.objectMembers {
+                    document.properties.append(JSONValue.Member(key, .object(fields.filter { $0.key != "key" }.map { ($0.key, $0.value) })))
+                } else {
+                    throw CommandFailure(.usage, "\(path):\(index + 1): expected {\"key\": …, \"type\": …, \"value\": …}")
+                }
             }
-            return members
+            return document
         }
         do {
-            guard let members = try JSONValue.parse(text)["properties"]?.objectMembers else {
+            let parsed = try JSONValue.parse(text)
+            guard let members = parsed["properties"]?.objectMembers else {
                 throw CommandFailure(.usage, "\(path): expected {\"properties\": {KEY: {\"type\": …, \"value\": …}}}, as 'propctl dump' writes")
             }
-            return members
+            document.properties = members
+            document.bindings = parsed["bindings"]?.arrayValue ?? []
+            document.commands = parsed["commands"]?.objectMembers ?? []
+            return document
         } catch let error as CommandFailure {
             throw error
         } catch {
