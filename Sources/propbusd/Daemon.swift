@@ -62,7 +62,9 @@ final class Daemon: @unchecked Sendable {
                 lock = try StateDirectoryLock(directory: directory)
                 let path = directory + "/" + SQLiteStore.fileName
                 Log.info("version \(Service.version) starting: store \(path), bus \(Self.describe(options.bus))")
-                store = try openDatabase(path)
+                let database = try openDatabase(path)
+                database.historyOptions = options.history
+                store = database
             }
             let loaded = try store.load()
             fleetRevisions = loaded.fleetRevisions

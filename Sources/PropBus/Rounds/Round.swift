@@ -47,7 +47,8 @@ public final class Round {
     /// pending writes, the model its entries and bindings, the table its definitions.
     public func end() -> Rollback? {
         do {
-            try store.commit()
+            // The round's changes as a value: the store records them (history) with the values.
+            try store.commit(model.takeWriteSet())
             model.commitRound()
             commands?.commitRound()
             return nil

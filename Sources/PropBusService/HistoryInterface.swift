@@ -1,0 +1,75 @@
+import DBus
+import PropBus
+import PropBusSystem
+
+extension Service {
+    /// The Manager's history methods (`ListHistory`).
+    func historyMethods() -> [MethodDescription] {
+        [
+            // Paged like ListBindingsPage: a prefix, a cursor (a revision) and a limit; no
+            // reply passes the message limit.
+            MethodDescription("ListHistory", in: [("prefix", .string), ("after", .uint64), ("limit", .uint32), ("filter", .dictionary(key: .string, value: .variant))],
+                              out: [("changes", .array(Self.historyRow)), ("next", .uint64)]) { [unowned self] call throws(DBusError) in
+                let prefix = try call.string("prefix"), after = try call.uint64("after"), limit = try call.uint32("limit")
+                let filter = try call.dictionary("filter").mapValues(\.unwrappingVariant)
+                guard let store = store as? SQLiteStore, store.historyOptions.isEnabled else {
+                    throw PropBusError(.unavailable, "propbusd keeps no history (it runs with --no-history or without a store)").dbusError
+                }
+                let until = filter["until"].flatMap { if case .uint64(let v) = $0 { v } else { nil } }
+                let user: UInt32? = filter["uid"].flatMap { if case .uint32(let v) = $0 { v } else { nil } }
+                let userName = filter["user"]?.stringValue
+                // Read in chunks until a page is full: filters may drop rows.
+                let pageLimit = limit == 0 ? 1000 : min(Int(limit), 1000)
+                var chosen: [HistoryRecord] = []
+                var cursor = after
+                var exhausted = false
+                while chosen.count < pageLimit, !exhausted {
+                    let chunk = try bridged { () throws(PropBusError) in try store.history(prefix: prefix, after: cursor, limit: pageLimit) }
+                    exhausted = chunk.count < pageLimit
+                    for record in chunk {
+                        if let until, record.revision > until { exhausted = true; break }
+                        cursor = record.revision
+                        if let user, record.caller?.userID != user { continue }
+                        if let userName, record.caller?.userName != userName { continue }
+                        chosen.append(record)
+                    }
+                }
+                let page = Page(chosen, limit: UInt32(pageLimit), maximumMessageSize: model.limits.maximumMessageSize) { [unowned self] in historyRow($0, for: call) }
+                let next = page.last?.revision ?? (exhausted ? 0 : cursor)
+                return .reply([.array(of: Self.historyRow, page.rows), .uint64(next)])
+            },
+        ]
+    }
+
+    /// One change of one key in `ListHistory`: an `a{sv}` (names in docs/history.md).
+    static let historyRow = DBusType.dictionary(key: .string, value: .variant)
+
+    /// `record` as `call`'s caller may see it: a secret key's values only for its writers,
+    /// a deleted key's only for privileged callers (its rules are gone with it).
+    func historyRow(_ record: HistoryRecord, for call: MethodCall) -> DBusValue {
+        let mayReadValues: Bool
+        if let definition = model.entry(for: record.key)?.definition {
+            mayReadValues = mayRead(definition, by: call)
+        } else {
+            mayReadValues = options.access.isPrivileged(call.credentials)
+        }
+        var row: [String: DBusValue] = [
+            "change": .uint64(record.change), "revision": .uint64(record.revision), "time": .int64(record.time),
+            "key": .string(record.key.text), "kind": .string(record.kind), "via": .string(record.via),
+            "transient": .boolean(record.transient),
+        ]
+        if let old = record.oldValue { row["old"] = mayReadValues ? old : .string("<redacted>") }
+        if let new = record.newValue { row["new"] = mayReadValues ? new : .string("<redacted>") }
+        if !mayReadValues { row["redacted"] = .boolean(true) }
+        if let caller = record.caller {
+            row["bus_name"] = .string(caller.busName)
+            if let uid = caller.userID { row["uid"] = .uint32(uid) }
+            if let name = caller.userName { row["user"] = .string(name) }
+            if let pid = caller.processID { row["pid"] = .uint32(pid) }
+            if let comm = caller.command { row["comm"] = .string(comm) }
+            if let exe = caller.executable { row["exe"] = .string(exe) }
+            if let unit = caller.unit { row["unit"] = .string(unit) }
+        }
+        return .vardict(row)
+    }
+}
