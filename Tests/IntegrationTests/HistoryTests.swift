@@ -1,0 +1,65 @@
+import DBus
+import Foundation
+import XCTest
+
+/// Change history as a user meets it, on a system-like bus with --system-access: who changed a
+/// key, when, from what, through propctl; secret values only for their writers; and history
+/// that never disagrees with the values, across SIGTERM and kill -9.
+final class HistoryTests: AccessControlTestCase, @unchecked Sendable {
+    private func historyJSON(_ arguments: [String], asNobody: Bool = false) async throws -> [[String: Any]] {
+        let result = asNobody ? try await propctlAsNobody(["--json", "history"] + arguments)
+                              : try await tool(BuildProducts.propctl, ["--address", bus.address, "--json", "history"] + arguments)
+        XCTAssertEqual(result.status, 0, "\(result)")
+        let parsed = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]]
+        return try XCTUnwrap(parsed, result.stdout)
+    }
+
+    func testHistoryNamesTheCallerOfASetAndItsOldAndNewValue() async throws {
+        try await client.create("settings.volume", "i", default: .int32(50), options: ["writers": .variant(.array(of: .string, [.string("nobody")]))])
+        assertSucceeded(try await propctlAsNobody(["set", "settings.volume", "40"]))
+        let rows = try await historyJSON(["settings.volume"])
+        let set = try XCTUnwrap(rows.last, "\(rows)")
+        XCTAssertEqual(set["via"] as? String, "Set")
+        XCTAssertEqual(set["old"] as? Int, 50)
+        XCTAssertEqual(set["new"] as? Int, 40)
+        XCTAssertEqual(set["uid"] as? Int, 65534)
+        XCTAssertEqual(set["user"] as? String, "nobody")
+        XCTAssertEqual(set["comm"] as? String, "propctl")
+        XCTAssertNotNil(set["pid"] as? Int)
+        XCTAssertTrue((set["bus_name"] as? String)?.hasPrefix(":") == true, "\(set)")
+        XCTAssertNotNil(set["revision"] as? Int)
+        XCTAssertEqual(rows.first?["kind"] as? String, "created")
+        XCTAssertEqual(rows.first?["uid"] as? Int, 0)
+    }
+
+    func testOneApplyIsOneChangeAndASecretsValuesAreRedactedForOthers() async throws {
+        try await client.create("vault.token", "s", default: .string(""), options: ["secret": .variant(.boolean(true))])
+        try await client.create("vault.note", "s", default: .string(""))
+        try await client.call(PropBusAPI.manager, "Apply", [
+            .dictionary(key: .string, value: .variant, [DictionaryEntry(.string("vault.token"), .variant(.string("hunter2"))),
+                                                        DictionaryEntry(.string("vault.note"), .variant(.string("rotated")))]),
+            .array(of: .string, []),
+        ])
+        let mine = try await historyJSON(["vault"]).filter { $0["via"] as? String == "Apply" }
+        XCTAssertEqual(mine.count, 2)
+        XCTAssertEqual(Set(mine.compactMap { $0["change"] as? Int }).count, 1, "one Apply is one change: \(mine)")
+        XCTAssertTrue(mine.contains { $0["new"] as? String == "hunter2" }, "the writer sees the value")
+        let theirs = try await historyJSON(["vault"], asNobody: true).filter { $0["via"] as? String == "Apply" }
+        let token = try XCTUnwrap(theirs.first { $0["key"] as? String == "vault.token" })
+        XCTAssertEqual(token["new"] as? String, "<redacted>")
+        XCTAssertEqual(theirs.first { $0["key"] as? String == "vault.note" }?["new"] as? String, "rotated")
+    }
+
+    func testHistoryAndValuesAgreeAfterKill9() async throws {
+        try await client.create("app.count", "u", default: .uint32(0))
+        for value in 1...20 { try await client.set("app.count", .uint32(UInt32(value))) }
+        daemon.process.signal(SIGKILL)
+        _ = await daemon.process.waitForExit(timeout: 10)
+        _ = await eventually { !((try? await client.nameHasOwner()) ?? true) }
+        daemon = try await Daemon.start(on: bus, arguments: daemonArguments, watcher: client)
+        let rows = try await historyJSON(["app.count"])
+        XCTAssertEqual(rows.compactMap { $0["new"] as? Int }, Array(0...20), "every acknowledged write, none other")
+        let value = try await client.get("app.count")
+        XCTAssertEqual(value, .uint32(20))
+    }
+}
