@@ -26,7 +26,7 @@ enum PropctlSpec {
             .help,
             .version,
         ],
-        subcommands: [get, set, reset, list, watch, describe, create, delete, bind, bindings, unbind,
+        subcommands: [get, set, reset, list, watch, describe, create, delete, bind, bindings, unbind, history,
                       exec, serve, cancel, createCommand, deleteCommand, dump, load, status, reload, prune, codegen, completion],
         exclusiveOptions: [["system", "user", "address"]],
         examples: [
@@ -251,6 +251,23 @@ enum PropctlSpec {
             .init("List the bindings", "propctl bindings"),
             .init("List those of one group", "propctl bindings ui."),
             .init("List them as JSON", "propctl --json bindings"),
+        ]
+    )
+
+    /// `propctl history [KEY|GROUP]`
+    static let history = CommandSpec(
+        name: "history",
+        abstract: "Show who changed keys, when, and from what.",
+        discussion: "One row per key per committed change: its revision, the time, the old and new value, how it was made (Set, Apply, Reset, a binding, a model file, …) and by whom (user, command, pid, bus name). Values of secret keys show as <redacted> to callers who may not read them. See docs/history.md.",
+        options: [
+            .value("since", valueName: "@REV", help: "Only changes at or after revision REV."),
+            .value("until", valueName: "@REV", help: "Only changes at or before revision REV."),
+            .value("by", valueName: "USER", help: "Only changes made by USER (a name or a uid)."),
+        ],
+        positionals: [.init("KEY", help: "A key, or a group for every key under it; all keys when left out.", optional: true)],
+        examples: [
+            .init("Who changed the volume", "propctl history settings.volume"),
+            .init("Every change of a group since revision 40, as JSON", "propctl --json history settings --since @40"),
         ]
     )
 

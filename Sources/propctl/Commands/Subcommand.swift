@@ -18,6 +18,7 @@ enum Subcommands {
         "bind": BindCommand.self,
         "bindings": BindingsCommand.self,
         "unbind": UnbindCommand.self,
+        "history": HistoryCommand.self,
         "dump": DumpCommand.self,
         "load": LoadCommand.self,
         "status": StatusCommand.self,
