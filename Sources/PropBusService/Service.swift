@@ -223,11 +223,11 @@ public final class Service: @unchecked Sendable {
     /// Runs a write call's model work and publishes it, or, with the fleet on and fleet keys
     /// written, sends it to etcd first and answers later (see ``Fleet/write(_:compareAndSet:attempt:reply:_:)``).
     /// `reply` is evaluated once the writes are in the model.
-    func write(_ call: MethodCall, compareAndSet: Bool = false, rerunAfterCommit: Bool = false, reply: @escaping () -> [DBusValue] = { [] },
+    func write(_ call: MethodCall, compareAndSet: Bool = false, rerunAfterCommit: Bool = false, via: String? = nil, reply: @escaping () -> [DBusValue] = { [] },
                _ body: @escaping () throws(PropBusError) -> [PropertyChange]) throws(DBusError) -> MethodResult {
         // The round's write set names the call as the origin of what it changes (history);
         // what the daemon does after it is its own again.
-        model.origin = origin(of: call)
+        model.origin = origin(of: call, via: via)
         defer { model.origin = .daemon }
         guard let fleet else {
             publish(try bridged(body))

@@ -62,4 +62,41 @@ final class HistoryTests: AccessControlTestCase, @unchecked Sendable {
         let value = try await client.get("app.count")
         XCTAssertEqual(value, .uint32(20))
     }
+
+    private func propctl(_ arguments: [String]) async throws -> CommandResult {
+        try await tool(BuildProducts.propctl, ["--address", bus.address] + arguments)
+    }
+
+    func testRevertToARevisionRestoresTheValueInOneChangeViaRevert() async throws {
+        try await client.create("settings.volume", "i", default: .int32(50))
+        try await client.create("settings.muted", "b", default: .boolean(false))
+        let before = try await historyJSON(["settings"])
+        let created = before.last?["revision"] as? Int
+        try await client.set("settings.volume", .int32(40))
+        try await client.set("settings.muted", .boolean(true))
+        let revert = try await propctl(["revert", "settings", "--to", "@\(try XCTUnwrap(created))"])
+        XCTAssertEqual(revert.status, 0, "\(revert)")
+        let volume = try await client.get("settings.volume"), muted = try await client.get("settings.muted")
+        XCTAssertEqual(volume, .int32(50))
+        XCTAssertEqual(muted, .boolean(false), "muted did not exist yet at that revision: its value then was its default, as created")
+        let reverts = try await historyJSON(["settings"]).filter { $0["via"] as? String == "Revert" }
+        XCTAssertEqual(reverts.count, 2, "\(reverts)")
+        XCTAssertEqual(Set(reverts.compactMap { $0["change"] as? Int }).count, 1, "one atomic change")
+    }
+
+    func testRevertOfAChangeOverwrittenSinceIsAConflictNamingWhoUnlessForced() async throws {
+        try await client.create("settings.volume", "i", default: .int32(50), options: ["writers": .variant(.array(of: .string, [.string("nobody")]))])
+        try await client.set("settings.volume", .int32(40))
+        let rows = try await historyJSON(["settings.volume"])
+        let change = try XCTUnwrap(rows.last?["change"] as? Int)
+        assertSucceeded(try await propctlAsNobody(["set", "settings.volume", "30"]))
+        let refused = try await propctl(["revert", "--change", "\(change)"])
+        XCTAssertEqual(refused.status, 1)
+        XCTAssertTrue(refused.stderr.contains("Conflict") && refused.stderr.contains("nobody changed it since"), refused.stderr)
+        let unchanged = try await client.get("settings.volume")
+        XCTAssertEqual(unchanged, .int32(30))
+        assertSucceeded(try await propctl(["revert", "--change", "\(change)", "--force"]))
+        let reverted = try await client.get("settings.volume")
+        XCTAssertEqual(reverted, .int32(50))
+    }
 }

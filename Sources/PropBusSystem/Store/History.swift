@@ -130,6 +130,51 @@ final class HistoryTable {
         if excess > 0 { transientRecords.removeFirst(excess) }
     }
 
+    static let columns = "change, revision, time, key, kind, old_value, new_value, via, uid, user, pid, comm, exe, unit, bus_name"
+
+    private static func record(from query: SQLiteStatement) -> HistoryRecord? {
+        guard let key = try? Key(query.text(3) ?? "") else { return nil }
+        var caller: WriteSet.Caller?
+        if !query.isNull(14) {
+            caller = WriteSet.Caller(
+                via: query.text(7) ?? "", busName: query.text(14) ?? "",
+                userID: query.isNull(8) ? nil : UInt32(truncatingIfNeeded: query.integer(8)), userName: query.text(9),
+                processID: query.isNull(10) ? nil : UInt32(truncatingIfNeeded: query.integer(10)),
+                command: query.text(11), executable: query.text(12), unit: query.text(13))
+        }
+        return HistoryRecord(
+            change: UInt64(bitPattern: query.integer(0)), revision: UInt64(bitPattern: query.integer(1)), time: query.integer(2),
+            key: key, kind: query.text(4) ?? "",
+            oldValue: query.isNull(5) ? nil : try? ValueCodec.decode(query.blob(5)),
+            newValue: query.isNull(6) ? nil : try? ValueCodec.decode(query.blob(6)),
+            via: query.text(7) ?? "", caller: caller, transient: false)
+    }
+
+    /// The records of one change (``HistoryRecord/change``), persistent and transient.
+    func records(ofChange change: UInt64) throws(SQLiteError) -> [HistoryRecord] {
+        var found = transientRecords.filter { $0.change == change }
+        if let database {
+            let query = try database.prepare("SELECT \(Self.columns) FROM history WHERE change = ?1 ORDER BY id")
+            try query.bind([.integer(Int64(bitPattern: change))])
+            while try query.step() { if let record = Self.record(from: query) { found.append(record) } }
+        }
+        return found
+    }
+
+    /// `key`'s last record at or before `revision` (what it held then), and its latest record.
+    func records(of key: Key, atOrBefore revision: UInt64) throws(SQLiteError) -> (then: HistoryRecord?, latest: HistoryRecord?) {
+        var then = transientRecords.last { $0.key == key && $0.revision <= revision }
+        var latest = transientRecords.last { $0.key == key }
+        if let database {
+            let query = try database.prepare("SELECT \(Self.columns) FROM history WHERE key = ?1 AND revision <= ?2 ORDER BY revision DESC LIMIT 1")
+            try query.bind([.text(key.text), .integer(Int64(bitPattern: min(revision, UInt64(Int64.max))))])
+            while try query.step() { if let record = Self.record(from: query), record.revision >= (then?.revision ?? 0) { then = record } }
+            try query.bind([.text(key.text), .integer(Int64.max)])
+            while try query.step() { if let record = Self.record(from: query), record.revision >= (latest?.revision ?? 0) { latest = record } }
+        }
+        return (then, latest)
+    }
+
     /// Up to `limit` records of keys starting with `prefix` (a key, or a group with its dot)
     /// whose revision is above `after`, oldest first; persistent and transient ones together.
     func records(prefix: String, after: UInt64, limit: Int) throws(SQLiteError) -> [HistoryRecord] {
@@ -141,23 +186,7 @@ final class HistoryTable {
                 FROM history WHERE key >= ?1 AND key < ?2 AND revision > ?3 ORDER BY revision, id LIMIT ?4
                 """)
             try query.bind([.text(prefix), .text(prefix + "\u{10FFFF}"), .integer(Int64(bitPattern: after)), .integer(Int64(limit))])
-            while try query.step() {
-                guard let key = try? Key(query.text(3) ?? "") else { continue }
-                var caller: WriteSet.Caller?
-                if !query.isNull(14) {
-                    caller = WriteSet.Caller(
-                        via: query.text(7) ?? "", busName: query.text(14) ?? "",
-                        userID: query.isNull(8) ? nil : UInt32(truncatingIfNeeded: query.integer(8)), userName: query.text(9),
-                        processID: query.isNull(10) ? nil : UInt32(truncatingIfNeeded: query.integer(10)),
-                        command: query.text(11), executable: query.text(12), unit: query.text(13))
-                }
-                found.append(HistoryRecord(
-                    change: UInt64(bitPattern: query.integer(0)), revision: UInt64(bitPattern: query.integer(1)), time: query.integer(2),
-                    key: key, kind: query.text(4) ?? "",
-                    oldValue: query.isNull(5) ? nil : try? ValueCodec.decode(query.blob(5)),
-                    newValue: query.isNull(6) ? nil : try? ValueCodec.decode(query.blob(6)),
-                    via: query.text(7) ?? "", caller: caller, transient: false))
-            }
+            while try query.step() { if let record = Self.record(from: query) { found.append(record) } }
         }
         for record in transientRecords where record.revision > after && record.key.text.hasPrefix(prefix) {
             found.append(record)
@@ -191,6 +220,20 @@ extension SQLiteStore {
         CREATE INDEX history_key ON history (key, revision);
         CREATE INDEX history_change ON history (change);
         """
+
+    /// The records of one change, for `Revert`.
+    public func history(ofChange change: UInt64) throws(PropBusError) -> [HistoryRecord] {
+        do { return try historyTable.records(ofChange: change) } catch {
+            throw PropBusError(.storeFailed, "cannot read the history in the store \(path): \(error)")
+        }
+    }
+
+    /// `key`'s record at or before `revision` and its latest one, for `Revert`.
+    public func history(of key: Key, atOrBefore revision: UInt64) throws(PropBusError) -> (then: HistoryRecord?, latest: HistoryRecord?) {
+        do { return try historyTable.records(of: key, atOrBefore: revision) } catch {
+            throw PropBusError(.storeFailed, "cannot read the history in the store \(path): \(error)")
+        }
+    }
 
     /// Up to `limit` changes of keys starting with `prefix` after revision `after`, oldest first
     /// (``HistoryRecord``); transient keys' from memory.

@@ -26,7 +26,7 @@ enum PropctlSpec {
             .help,
             .version,
         ],
-        subcommands: [get, set, reset, list, watch, describe, create, delete, bind, bindings, unbind, history,
+        subcommands: [get, set, reset, list, watch, describe, create, delete, bind, bindings, unbind, history, revert,
                       exec, serve, cancel, createCommand, deleteCommand, dump, load, status, reload, prune, codegen, completion],
         exclusiveOptions: [["system", "user", "address"]],
         examples: [
@@ -268,6 +268,23 @@ enum PropctlSpec {
         examples: [
             .init("Who changed the volume", "propctl history settings.volume"),
             .init("Every change of a group since revision 40, as JSON", "propctl --json history settings --since @40"),
+        ]
+    )
+
+    /// `propctl revert`
+    static let revert = CommandSpec(
+        name: "revert",
+        abstract: "Put keys back as they were, from history.",
+        discussion: "With --to, each KEY (or every key of a GROUP) gets the value it had at that revision; with --change, the keys one change wrote get the values it replaced, only if they still hold what it wrote (else Conflict, naming who changed them since) unless --force. Atomic: one Apply, one PropertiesChanged per object, recorded in history via Revert.",
+        options: [
+            .value("to", valueName: "@REV", help: "The revision whose values to restore."),
+            .value("change", valueName: "REV", help: "The change to undo (its revision, as history shows it)."),
+            .flag("force", help: "Undo the change even if its keys were changed since."),
+        ],
+        positionals: [.init("KEY", help: "A key, or a group for every key under it (with --to).", optional: true, repeating: true)],
+        examples: [
+            .init("Put the volume back as it was at revision 12", "propctl revert settings.volume --to @12"),
+            .init("Undo change 40", "propctl revert --change 40"),
         ]
     )
 
