@@ -40,7 +40,10 @@ extension Service {
             },
             // Undo through history: one Apply of the old values, recorded via Revert.
             MethodDescription("Revert", in: [("keys", .array(.string)), ("revision", .uint64), ("change", .uint64), ("force", .boolean)],
-                              out: [("reverted", .array(.string))], writes: true) { [unowned self] call throws(DBusError) in
+                              out: [("reverted", .array(.string))], writes: true,
+                              // The keys are known only from history (a change's keys, a group's): each
+                              // is checked like a Set of it in the handler, before anything changes.
+                              access: .custom { _ throws(DBusError) in }) { [unowned self] call throws(DBusError) in
                 let keys = try call.strings("keys"), revision = try call.uint64("revision")
                 let change = try call.uint64("change"), force = try call.argument("force").boolValue ?? false
                 guard let store = store as? SQLiteStore, store.historyOptions.isEnabled else {
