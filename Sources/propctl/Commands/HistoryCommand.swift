@@ -1,7 +1,7 @@
 import CommandLineKit
 import DBus
-import Glibc
 import PropBus
+import SystemKit
 
 /// `propctl history [KEY|GROUP]`: `Manager.ListHistory`, page after page, as a table or JSON.
 enum HistoryCommand: Subcommand {
@@ -14,7 +14,7 @@ enum HistoryCommand: Subcommand {
         var filter: [String: DBusValue] = [:]
         var after: UInt64 = 0
         if let since = parsed.option("since") { after = try revision(since, "--since").map { $0 == 0 ? 0 : $0 - 1 } ?? 0 }
-        if let until = parsed.option("until"), let revision = try revision(until, "--until") { filter["until"] = .variant(.uint64(revision)) }
+        if let until = parsed.option("until"), let last = try revision(until, "--until") { filter["until"] = .variant(.uint64(last)) }
         if let user = parsed.option("by") {
             filter[UInt32(user) == nil ? "user" : "uid"] = .variant(UInt32(user).map { .uint32($0) } ?? .string(user))
         }
@@ -38,7 +38,7 @@ enum HistoryCommand: Subcommand {
         }
         guard !rows.isEmpty else { return }
         Output.line(Output.table(header: ["REV", "TIME", "KEY", "CHANGE", "VIA", "WHO"], rows: rows.map { row in
-            let time = row["time"].flatMap { if case .int64(let ns) = $0 { WallClockText.iso8601(nanoseconds: ns) } else { nil } } ?? ""
+            let time = row["time"].flatMap { if case .int64(let ns) = $0 { WallClockTime(seconds: Int(ns / 1_000_000_000), nanoseconds: Int(ns % 1_000_000_000)).iso8601 } else { nil } } ?? ""
             let old = row["old"].map(ValueText.format) ?? "∅"
             let new = row["new"].map(ValueText.format) ?? "∅"
             var who = row["user"]?.stringValue ?? row["uid"].map(ValueText.format) ?? ""
@@ -49,27 +49,12 @@ enum HistoryCommand: Subcommand {
         }))
     }
 
-    /// `@REV` as a revision; a bare number is taken as one too.
-    private static func revision(_ text: String, _ option: String) throws(CommandFailure) -> UInt64? {
+    /// `@REV` as a revision; a bare number is taken as one too (`history`, `revert`).
+    static func revision(_ text: String, _ option: String) throws(CommandFailure) -> UInt64? {
         let digits = text.hasPrefix("@") ? String(text.dropFirst()) : text
         guard let revision = UInt64(digits) else {
             throw CommandFailure(.usage, "\(option) expects a revision, @REV (e.g. @42), got '\(text)'")
         }
         return revision
-    }
-}
-
-/// Nanoseconds since the epoch as ISO 8601 UTC with milliseconds (`gmtime_r`).
-enum WallClockText {
-    static func iso8601(nanoseconds: Int64) -> String {
-        var seconds = time_t(nanoseconds / 1_000_000_000)
-        var utc = tm()
-        gmtime_r(&seconds, &utc)
-        func pad(_ value: Int32, _ width: Int) -> String {
-            let digits = String(value)
-            return String(repeating: "0", count: max(0, width - digits.count)) + digits
-        }
-        let millis = Int32((nanoseconds / 1_000_000) % 1000)
-        return "\(pad(utc.tm_year + 1900, 4))-\(pad(utc.tm_mon + 1, 2))-\(pad(utc.tm_mday, 2))T\(pad(utc.tm_hour, 2)):\(pad(utc.tm_min, 2)):\(pad(utc.tm_sec, 2)).\(pad(millis, 3))Z"
     }
 }

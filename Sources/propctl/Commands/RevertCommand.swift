@@ -11,15 +11,9 @@ enum RevertCommand: Subcommand {
         guard (to == nil) != (change == nil), (to == nil) || !keys.isEmpty else {
             throw CommandFailure(.usage, "revert expects KEY… --to @REV, or --change REV")
         }
-        func revision(_ text: String, _ option: String) throws(CommandFailure) -> UInt64 {
-            guard let value = UInt64(text.hasPrefix("@") ? String(text.dropFirst()) : text) else {
-                throw CommandFailure(.usage, "\(option) expects a revision, @REV (e.g. @42), got '\(text)'")
-            }
-            return value
-        }
         var toRevision: UInt64 = 0, changeRevision: UInt64 = 0
-        if let to { toRevision = try revision(to, "--to") }
-        if let change { changeRevision = try revision(change, "--change") }
+        if let to { toRevision = try HistoryCommand.revision(to, "--to") ?? 0 }
+        if let change { changeRevision = try HistoryCommand.revision(change, "--change") ?? 0 }
         let client = try await PropbusClient.connect(parsed)
         let reply = try await client.manager("Revert", [
             .array(of: .string, keys.map(DBusValue.string)), .uint64(toRevision), .uint64(changeRevision), .boolean(parsed.flag("force")),
