@@ -50,7 +50,7 @@ final class HistoryTests: AccessControlTestCase, @unchecked Sendable {
         XCTAssertEqual(theirs.first { $0["key"] as? String == "vault.note" }?["new"] as? String, "rotated")
     }
 
-    func testHistoryAndValuesAgreeAfterKill9() async throws {
+    func testHistoryAndValuesAgreeAfterKill9AndSIGTERM() async throws {
         try await client.create("app.count", "u", default: .uint32(0))
         for value in 1...20 { try await client.set("app.count", .uint32(UInt32(value))) }
         daemon.process.signal(SIGKILL)
@@ -61,6 +61,11 @@ final class HistoryTests: AccessControlTestCase, @unchecked Sendable {
         XCTAssertEqual(rows.compactMap { $0["new"] as? Int }, Array(0...20), "every acknowledged write, none other")
         let value = try await client.get("app.count")
         XCTAssertEqual(value, .uint32(20))
+        // And across a clean stop (SIGTERM) too.
+        try await client.set("app.count", .uint32(21))
+        try await restartDaemon(arguments: daemonArguments)
+        let after = try await historyJSON(["app.count"])
+        XCTAssertEqual(after.compactMap { $0["new"] as? Int }, Array(0...21))
     }
 
     private func propctl(_ arguments: [String]) async throws -> CommandResult {
