@@ -104,4 +104,19 @@ final class HistoryTests: AccessControlTestCase, @unchecked Sendable {
         let reverted = try await client.get("settings.volume")
         XCTAssertEqual(reverted, .int32(50))
     }
+
+    func testBlameShowsOneLinePerKeyWithItsLatestChange() async throws {
+        try await client.create("settings.volume", "i", default: .int32(50))
+        try await client.create("settings.muted", "b", default: .boolean(false))
+        try await client.set("settings.volume", .int32(40))
+        try await client.set("settings.volume", .int32(30))
+        let result = try await propctl(["--json", "blame", "settings"])
+        XCTAssertEqual(result.status, 0, "\(result)")
+        let rows = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]])
+        XCTAssertEqual(rows.compactMap { $0["key"] as? String }, ["settings.muted", "settings.volume"])
+        XCTAssertEqual(rows.last?["new"] as? Int, 30)
+        XCTAssertEqual(rows.last?["via"] as? String, "Set")
+        let table = try await propctl(["blame", "settings"])
+        XCTAssertEqual(table.stdout.split(separator: "\n").count, 2, "one line per key: \(table.stdout)")
+    }
 }

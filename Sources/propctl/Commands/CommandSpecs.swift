@@ -26,7 +26,7 @@ enum PropctlSpec {
             .help,
             .version,
         ],
-        subcommands: [get, set, reset, list, watch, describe, create, delete, bind, bindings, unbind, history, revert,
+        subcommands: [get, set, reset, list, watch, describe, create, delete, bind, bindings, unbind, history, blame, revert,
                       exec, serve, cancel, createCommand, deleteCommand, dump, load, status, reload, prune, codegen, completion],
         exclusiveOptions: [["system", "user", "address"]],
         examples: [
@@ -269,6 +269,15 @@ enum PropctlSpec {
             .init("Who changed the volume", "propctl history settings.volume"),
             .init("Every change of a group since revision 40, as JSON", "propctl --json history settings --since @40"),
         ]
+    )
+
+    /// `propctl blame GROUP`
+    static let blame = CommandSpec(
+        name: "blame",
+        abstract: "Show who last changed each key of a group.",
+        discussion: "One row per key: its latest change in history (revision, time, old and new value, via, who). See docs/history.md.",
+        positionals: [.init("KEY", help: "A group (or a key).")],
+        examples: [.init("Who set what under settings", "propctl blame settings")]
     )
 
     /// `propctl revert`

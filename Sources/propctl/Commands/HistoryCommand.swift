@@ -5,7 +5,10 @@ import SystemKit
 
 /// `propctl history [KEY|GROUP]`: `Manager.ListHistory`, page after page, as a table or JSON.
 enum HistoryCommand: Subcommand {
-    static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
+    static func run(_ parsed: ParsedCommand) async throws(CommandFailure) { try await run(parsed, blame: false) }
+
+    /// `history`, or with `blame` (`propctl blame GROUP`) only each key's latest change.
+    static func run(_ parsed: ParsedCommand, blame: Bool) async throws(CommandFailure) {
         let client = try await PropbusClient.connect(parsed)
         // A key, or a group (every key under it): asked as a prefix, then kept to the key and
         // what lies under it (settings.volume is not settings.volumeMax).
@@ -13,9 +16,9 @@ enum HistoryCommand: Subcommand {
         let prefix = named
         var filter: [String: DBusValue] = [:]
         var after: UInt64 = 0
-        if let since = parsed.option("since") { after = try revision(since, "--since").map { $0 == 0 ? 0 : $0 - 1 } ?? 0 }
-        if let until = parsed.option("until"), let last = try revision(until, "--until") { filter["until"] = .variant(.uint64(last)) }
-        if let user = parsed.option("by") {
+        if !blame, let since = parsed.option("since") { after = try revision(since, "--since").map { $0 == 0 ? 0 : $0 - 1 } ?? 0 }
+        if !blame, let until = parsed.option("until"), let last = try revision(until, "--until") { filter["until"] = .variant(.uint64(last)) }
+        if !blame, let user = parsed.option("by") {
             filter[UInt32(user) == nil ? "user" : "uid"] = .variant(UInt32(user).map { .uint32($0) } ?? .string(user))
         }
         var rows: [[String: DBusValue]] = []
@@ -29,6 +32,12 @@ enum HistoryCommand: Subcommand {
         } while after != 0
         if !named.isEmpty {
             rows = rows.filter { row in row["key"]?.stringValue.map { $0 == named || $0.hasPrefix(named + ".") } ?? false }
+        }
+        // blame: per key, its latest change only.
+        if blame {
+            var latest: [String: [String: DBusValue]] = [:]
+            for row in rows { if let key = row["key"]?.stringValue { latest[key] = row } }
+            rows = latest.sorted { $0.key < $1.key }.map(\.value)
         }
         if parsed.flag("json") {
             Output.line(Output.json(.array(rows.map { row in
@@ -57,4 +66,9 @@ enum HistoryCommand: Subcommand {
         }
         return revision
     }
+}
+
+/// `propctl blame GROUP`: each key's latest change (value, revision, when, who, via).
+enum BlameCommand: Subcommand {
+    static func run(_ parsed: ParsedCommand) async throws(CommandFailure) { try await HistoryCommand.run(parsed, blame: true) }
 }

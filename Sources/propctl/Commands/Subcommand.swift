@@ -19,6 +19,7 @@ enum Subcommands {
         "bindings": BindingsCommand.self,
         "unbind": UnbindCommand.self,
         "history": HistoryCommand.self,
+        "blame": BlameCommand.self,
         "revert": RevertCommand.self,
         "dump": DumpCommand.self,
         "load": LoadCommand.self,
