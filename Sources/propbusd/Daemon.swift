@@ -159,6 +159,9 @@ final class Daemon: @unchecked Sendable {
             notifier.notify("READY=1\nSTATUS=Serving \(service.propertyCount) properties as \(Service.busName)")
         }
         let report: ModelFileSet.Report
+        // History says these changes came from a reload (Manager.Reload or SIGHUP).
+        model.origin = .reload
+        defer { model.origin = .daemon }
         do {
             report = try modelFiles.load(files: files, into: model, commands: commands, store: store, strict: false)
         } catch {

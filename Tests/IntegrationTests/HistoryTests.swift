@@ -119,4 +119,18 @@ final class HistoryTests: AccessControlTestCase, @unchecked Sendable {
         let table = try await propctl(["blame", "settings"])
         XCTAssertEqual(table.stdout.split(separator: "\n").count, 2, "one line per key: \(table.stdout)")
     }
+
+    func testChangesOfAReloadAreRecordedViaReload() async throws {
+        let models = bus.directory.appendingPathComponent("models-history")
+        try FileManager.default.createDirectory(at: models, withIntermediateDirectories: true)
+        let file = models.appendingPathComponent("app.json")
+        try #"{"groups": {"app": {"properties": {"mode": {"type": "s", "default": "a"}}}}}"#.write(to: file, atomically: true, encoding: .utf8)
+        try await restartDaemon(arguments: daemonArguments + ["--model", file.path])
+        try #"{"groups": {"app": {"properties": {"mode": {"type": "s", "default": "b"}}}}}"#.write(to: file, atomically: true, encoding: .utf8)
+        try await client.call(PropBusAPI.manager, "Reload")
+        let rows = try await historyJSON(["app.mode"])
+        XCTAssertEqual(rows.first?["via"] as? String, "startup", "\(rows)")
+        XCTAssertEqual(rows.last?["via"] as? String, "reload", "\(rows)")
+        XCTAssertEqual(rows.last?["new"] as? String, "b")
+    }
 }

@@ -209,9 +209,16 @@ public final class PropertyModel {
         reservedAtCommit = reservedRevision
         bindingsAtCommit = nil
         keysReadThisRound.removeAll(keepingCapacity: true)
+    }
+
+    /// Forgets the round's write set once the store has it (or the round was rolled back).
+    /// Apart from ``commitRound()``, which a model-file load also calls to begin its own undo
+    /// log: the changes before it are still the round's, and history must see them.
+    public func endWriteSet() {
         closedChanges.removeAll()
         openBefore.removeAll(keepingCapacity: true)
         openKeys.removeAll(keepingCapacity: true)
+        openKeysAtCall = 0
         // What follows the round until someone says otherwise is the daemon's own doing.
         openOrigin = .daemon
     }
@@ -250,7 +257,7 @@ public final class PropertyModel {
     }
 
     /// What the round did so far, change by change; the round hands it to the store's commit.
-    /// Keeps recording: the round's commit (``commitRound()``) forgets it.
+    /// Keeps recording: ``endWriteSet()`` forgets it.
     public func takeWriteSet() -> WriteSet {
         closeChange()
         return WriteSet(changes: closedChanges, revision: revision)
@@ -273,6 +280,7 @@ public final class PropertyModel {
         revision = revisionAtCommit
         reservedRevision = reservedAtCommit
         commitRound()
+        endWriteSet()
         return touched
     }
 

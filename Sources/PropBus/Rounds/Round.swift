@@ -50,6 +50,7 @@ public final class Round {
             // The round's changes as a value: the store records them (history) with the values.
             try store.commit(model.takeWriteSet())
             model.commitRound()
+            model.endWriteSet()
             commands?.commitRound()
             return nil
         } catch {
