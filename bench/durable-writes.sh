@@ -11,6 +11,7 @@
 #   --no-strace   skip the fsync count (a second, traced run per case)
 #   env PROPBUSD  use this propbusd binary instead of building one in release mode
 #   env BIN       the same, $BIN/propbusd
+#   env PROPBUSD_ARGS  more propbusd options, e.g. "--no-history" (history's cost: run with and without)
 #
 # For each store size and each service: 1 sequential writer, then 16 concurrent writers (one
 # connection each), every write waiting for its reply. A second run of each case under
@@ -86,7 +87,7 @@ rows=()
 for level in $levels; do
   # propbusd, with a fresh store of $level keys
   state="$tmp/propbus-$level"
-  "$propbusd" --address "$ADDR" --state-dir "$state" --max-properties 200000 & pb=$!
+  "$propbusd" --address "$ADDR" --state-dir "$state" --max-properties 200000 ${PROPBUSD_ARGS:-} & pb=$!
   pids+=("$pb")
   wait_owner org.propbus.PropBus1
   "$client" "$ADDR" preload-propbus "$level"
@@ -120,7 +121,7 @@ startup="-"
 if [ -d "$tmp/propbus-10000" ]; then
   times=() rss=()
   for _ in 1 2 3 4 5; do
-    read -r ms pid < <(bench/build/ready-client "$ADDR" org.propbus.PropBus1 -- "$propbusd" --address "$ADDR" --state-dir "$tmp/propbus-10000" --max-properties 200000)
+    read -r ms pid < <(bench/build/ready-client "$ADDR" org.propbus.PropBus1 -- "$propbusd" --address "$ADDR" --state-dir "$tmp/propbus-10000" --max-properties 200000 ${PROPBUSD_ARGS:-})
     pids+=("$pid")
     sleep 0.3
     rss+=("$(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status")")

@@ -54,7 +54,7 @@ extension Service {
                 }
                 return fleet.listHosts(call)
             },
-        ] + bindingMethods() + commandMethods() + modelFileMethods() + usageMethods(), properties: .fixed([
+        ] + bindingMethods() + commandMethods() + modelFileMethods() + usageMethods() + historyMethods(), properties: .fixed([
             PropertyDescription("FleetState", type: .string) { [unowned self] in .string((fleet?.state ?? .off).rawValue) },
             PropertyDescription("FleetRevision", type: .uint64) { [unowned self] in .uint64(UInt64(max(fleet?.cursor ?? 0, 0))) },
             PropertyDescription("Version", type: .string, changeSignal: .const) { .string(Self.version) },

@@ -35,6 +35,9 @@ public final class Service: @unchecked Sendable {
         /// see ``ReplyBytesQuota``); root and the daemon's user are exempt, and without access
         /// checks (no credentials) nobody is charged.
         public var maximumReplyBytesPerUID = 32 << 20
+        /// Whether history records callers' processes (`comm`, `exe`, unit, user name): off
+        /// with `--no-history`, when nothing would read them.
+        public var recordsCallers = true
 
         public init(maximumBindingsPerClient: Int = 64, killGrace: Double = 2.0, access: AccessPolicy = .open,
                     maximumReplyBytesPerUID: Int = 32 << 20) {
@@ -219,13 +222,27 @@ public final class Service: @unchecked Sendable {
     /// Runs a write call's model work and publishes it, or, with the fleet on and fleet keys
     /// written, sends it to etcd first and answers later (see ``Fleet/write(_:compareAndSet:attempt:reply:_:)``).
     /// `reply` is evaluated once the writes are in the model.
-    func write(_ call: MethodCall, compareAndSet: Bool = false, rerunAfterCommit: Bool = false, reply: @escaping () -> [DBusValue] = { [] },
+    func write(_ call: MethodCall, compareAndSet: Bool = false, rerunAfterCommit: Bool = false, via: String? = nil, reply: @escaping () -> [DBusValue] = { [] },
                _ body: @escaping () throws(PropBusError) -> [PropertyChange]) throws(DBusError) -> MethodResult {
+        // The round's write set names the call as the origin of what it changes (history);
+        // what the daemon does after it is its own again.
+        model.origin = origin(of: call, via: via)
+        defer { model.origin = .daemon }
         guard let fleet else {
             publish(try bridged(body))
             return .reply(reply())
         }
         return try fleet.write(call, compareAndSet: compareAndSet, rerunAfterCommit: rerunAfterCommit, reply: reply, body)
+    }
+
+    /// Who made `call`, for the round's write set: the method, the bus name, and with the
+    /// caller's credentials (access checks on) its uid, user name, pid and process, read from
+    /// `/proc` now (the process may be gone by the time someone reads history).
+    func origin(of call: MethodCall, via: String? = nil) -> WriteSet.Origin {
+        let caller = WriteSet.Caller(via: via ?? call.message.member ?? "call", busName: call.sender,
+                                     userID: call.credentials?.userID, processID: call.credentials?.processID)
+        let described = options.recordsCallers ? CallerProcess.describe(caller) : caller
+        return via == "Revert" ? .revert(described) : .call(described)
     }
 
     /// Lets rounds commit again and commits what was held back (see ``holdsCommits``).

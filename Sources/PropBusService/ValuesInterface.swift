@@ -36,6 +36,8 @@ extension Service {
                         throw .propertyReadOnly(error.message)
                     }
                 }
+                model.origin = origin(of: call)
+                defer { model.origin = .daemon }
                 publish(try bridged { () throws(PropBusError) in try model.set(key.text, to: value) })
             }
             var description = PropertyDescription(

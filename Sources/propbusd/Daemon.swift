@@ -63,7 +63,9 @@ final class Daemon: @unchecked Sendable {
                 lock = try StateDirectoryLock(directory: directory)
                 let path = directory + "/" + SQLiteStore.fileName
                 Log.info("version \(Service.version) starting: store \(path), bus \(Self.describe(options.bus))")
-                store = try openDatabase(path)
+                let database = try openDatabase(path)
+                database.historyOptions = options.history
+                store = database
             }
             let loaded = try store.load()
             fleetRevisions = loaded.fleetRevisions
@@ -159,6 +161,9 @@ final class Daemon: @unchecked Sendable {
             notifier.notify("READY=1\nSTATUS=Serving \(service.propertyCount) properties as \(Service.busName)")
         }
         let report: ModelFileSet.Report
+        // History says these changes came from a reload (Manager.Reload or SIGHUP).
+        model.origin = .reload
+        defer { model.origin = .daemon }
         do {
             report = try modelFiles.load(files: files, into: model, commands: commands, store: store, strict: false)
         } catch {

@@ -17,6 +17,8 @@ struct DaemonOptions {
     /// `--in-memory`: keep nothing on disk.
     var inMemory = false
     var service = Service.Options()
+    /// Change history (`--no-history`, `--history-max-rows`, `--history-max-age`).
+    var history = HistoryOptions()
     /// Model files given with `--model`, read after those of the config directory.
     var models: [String] = []
     /// `--max-executions`: command executions running at once, across all commands.
@@ -88,6 +90,16 @@ struct DaemonOptions {
         .value("max-reply-bytes-per-uid", "BYTES",
                help: "Refuse replies past BYTES sent to one uid within 10 s, so a caller that never reads cannot stall the bus for everyone; root and the daemon's user are exempt (default 33554432).") { o, v throws(UsageError) in
             o.service.maximumReplyBytesPerUID = try positive(v, "--max-reply-bytes-per-uid")
+        },
+        .flag("no-history", help: "Keep no change history (see docs/history.md); by default every committed change is recorded with its caller.") {
+            $0.history.isEnabled = false
+            $0.service.recordsCallers = false
+        },
+        .value("history-max-rows", "N", help: "Keep at most N rows of change history, pruning the oldest in small batches with later commits (default 1000000).") { o, v throws(UsageError) in
+            o.history.maximumRows = try positive(v, "--history-max-rows")
+        },
+        .value("history-max-age", "SECONDS", help: "Prune change history older than SECONDS (default: kept until --history-max-rows).") { o, v throws(UsageError) in
+            o.history.maximumAge = try positive(v, "--history-max-age")
         },
         .value("max-executions", "N", help: "Refuse more than N command executions running at once (default 64).") { o, v throws(UsageError) in
             o.maximumExecutions = try positive(v, "--max-executions")

@@ -105,7 +105,7 @@ final class ServiceInProcessTests: XCTestCase, @unchecked Sendable {
             XCTAssertEqual(unchecked, [], "methods that write but declare no privilege")
             return methods.filter(\.access.isNone).map(\.name).sorted()
         }
-        XCTAssertEqual(open, ["ListBindings", "ListBindingsPage", "ListCommands", "ListExecutions", "ListFleetHosts", "ListProperties", "ListUsage", "UnregisterHandler"])
+        XCTAssertEqual(open, ["ListBindings", "ListBindingsPage", "ListCommands", "ListExecutions", "ListFleetHosts", "ListHistory", "ListProperties", "ListUsage", "UnregisterHandler"])
     }
 
     /// Issue 26, defect 1: the description a group's table builds per lookup (every Set, every

@@ -46,6 +46,9 @@ final class HelpGeneratorTests: XCTestCase {
                                   another key.
               bindings            List the daemon-side bindings.
               unbind              Remove a daemon-side binding.
+              history             Show who changed keys, when, and from what.
+              blame               Show who last changed each key of a group.
+              revert              Put keys back as they were, from history.
               exec                Run a command and print its result.
               serve               Handle a command's executions by running CMD for each one.
               cancel              Cancel one running execution of a command, or all of them.

@@ -11,7 +11,7 @@ final class PropctlSpecTests: XCTestCase {
     func testSubcommandsAreThoseOfTheContract() {
         XCTAssertEqual(root.subcommands.map(\.name),
                        ["get", "set", "reset", "list", "watch", "describe", "create", "delete", "bind", "bindings", "unbind",
-                        "exec", "serve", "cancel", "create-command", "delete-command", "dump", "load", "status", "reload", "prune", "codegen", "completion"])
+                        "history", "blame", "revert", "exec", "serve", "cancel", "create-command", "delete-command", "dump", "load", "status", "reload", "prune", "codegen", "completion"])
         XCTAssertEqual(root.options.map(\.long), ["system", "user", "address", "json", "help", "version"])
     }
 

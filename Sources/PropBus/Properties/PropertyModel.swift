@@ -211,6 +211,58 @@ public final class PropertyModel {
         keysReadThisRound.removeAll(keepingCapacity: true)
     }
 
+    /// Forgets the round's write set once the store has it (or the round was rolled back).
+    /// Apart from ``commitRound()``, which a model-file load also calls to begin its own undo
+    /// log: the changes before it are still the round's, and history must see them.
+    public func endWriteSet() {
+        closedChanges.removeAll()
+        openBefore.removeAll(keepingCapacity: true)
+        openKeys.removeAll(keepingCapacity: true)
+        openKeysAtCall = 0
+        // What follows the round until someone says otherwise is the daemon's own doing.
+        openOrigin = .daemon
+    }
+
+    // MARK: Write sets
+
+    /// Where the changes made from now on come from (a call, a model file, …): setting it ends
+    /// the change recorded so far in the round's ``WriteSet`` and begins another. Reset to
+    /// ``WriteSet/Origin/daemon`` by every commit (``WriteSet/Origin/startup`` until the first).
+    public var origin: WriteSet.Origin {
+        get { openOrigin }
+        set {
+            closeChange()
+            openOrigin = newValue
+        }
+    }
+    private var openOrigin: WriteSet.Origin = .startup
+    /// The changes of the round that ended (their after-states taken when they ended).
+    private var closedChanges: [WriteSet.Change] = []
+    /// The open change's keys, in the order first touched, with their state before it.
+    private var openBefore: [Key: Entry?] = [:]
+    private var openKeys: [Key] = []
+    /// How many of ``openKeys`` were there when the open call began (``beginCall()``).
+    private var openKeysAtCall = 0
+
+    private func closeChange() {
+        guard !openKeys.isEmpty else { return }
+        let recorded = openKeys.compactMap { key -> WriteSet.Entry? in
+            let entry = WriteSet.Entry(key: key, before: openBefore[key] ?? nil, after: entries[key])
+            return entry.isChange ? entry : nil
+        }
+        if !recorded.isEmpty { closedChanges.append(WriteSet.Change(origin: openOrigin, entries: recorded)) }
+        openBefore.removeAll(keepingCapacity: true)
+        openKeys.removeAll(keepingCapacity: true)
+        openKeysAtCall = 0
+    }
+
+    /// What the round did so far, change by change; the round hands it to the store's commit.
+    /// Keeps recording: ``endWriteSet()`` forgets it.
+    public func takeWriteSet() -> WriteSet {
+        closeChange()
+        return WriteSet(changes: closedChanges, revision: revision)
+    }
+
     /// Puts every entry back as it was at the last ``commitRound()``; returns the keys that
     /// were touched since, so the caller can bring its exported objects back in line.
     @discardableResult
@@ -228,6 +280,7 @@ public final class PropertyModel {
         revision = revisionAtCommit
         reservedRevision = reservedAtCommit
         commitRound()
+        endWriteSet()
         return touched
     }
 
@@ -245,6 +298,10 @@ public final class PropertyModel {
     /// ``beginCall()``).
     private func remember(_ key: Key) {
         if undoLog[key] == nil { undoLog[key] = .some(entries[key]) }
+        if openBefore.index(forKey: key) == nil {
+            openBefore.updateValue(entries[key], forKey: key)
+            openKeys.append(key)
+        }
         if callLog != nil, callLog![key] == nil { callLog![key] = .some(entries[key]) }
     }
 
@@ -267,6 +324,7 @@ public final class PropertyModel {
         callRevision = revision
         callReadKeys = keysReadThisRound
         keysReadThisRound = []
+        openKeysAtCall = openKeys.count
     }
 
     /// The call's changes so far: each touched key's entry before the call (`nil`: it did not
@@ -293,6 +351,9 @@ public final class PropertyModel {
             }
         }
         for (key, stored) in callUnclaimed { unclaimedValues[key] = stored }
+        // The call's changes leave the write set too (they come back with the fleet's answer).
+        for key in openKeys[openKeysAtCall...] { openBefore[key] = nil }
+        openKeys.removeSubrange(openKeysAtCall...)
         if let callBindings { bindings = callBindings }
         revision = callRevision
         keysReadThisRound = callReadKeys

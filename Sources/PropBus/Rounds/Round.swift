@@ -47,8 +47,10 @@ public final class Round {
     /// pending writes, the model its entries and bindings, the table its definitions.
     public func end() -> Rollback? {
         do {
-            try store.commit()
+            // The round's changes as a value: the store records them (history) with the values.
+            try store.commit(model.takeWriteSet())
             model.commitRound()
+            model.endWriteSet()
             commands?.commitRound()
             return nil
         } catch {

@@ -51,6 +51,9 @@ public protocol PropertyStore: AnyObject {
     func saveFleetSource(_ source: String)
     /// Makes everything recorded since the last commit durable.
     func commit() throws(PropBusError)
+    /// Makes everything recorded since the last commit durable, with what the round did as a
+    /// value (a store that keeps history records it in the same transaction).
+    func commit(_ writeSet: WriteSet) throws(PropBusError)
     /// Drops everything recorded since the last commit.
     func rollback()
 }
@@ -63,6 +66,7 @@ extension PropertyStore {
     public func reserveRevisions(through ceiling: UInt64) { saveRevision(ceiling) }
     public func retireDefinition(_ key: Key) {}
     public func savepoint() -> StoreSavepoint { StoreSavepoint {} }
+    public func commit(_ writeSet: WriteSet) throws(PropBusError) { try commit() }
 }
 
 /// Uncommitted writes as they were at one moment.

@@ -33,6 +33,9 @@ final class SQLiteDatabase {
 
     deinit { sqlite3_close_v2(handle) }
 
+    /// The rows the last statement inserted, changed or deleted.
+    var changes: Int32 { sqlite3_changes(handle) }
+
     /// `sqlite3_exec` for statements without results.
     func execute(_ sql: String) throws(SQLiteError) {
         let status = sqlite3_exec(handle, sql, nil, nil, nil)
@@ -91,6 +94,7 @@ final class SQLiteStatement {
             case .text(let s): status = sqlite3_bind_text(handle, position, s, -1, Self.transient)
             case .blob(let bytes):
                 status = bytes.withUnsafeBytes { sqlite3_bind_blob(handle, position, $0.baseAddress, Int32($0.count), Self.transient) }
+            case .null: status = sqlite3_bind_null(handle, position)
             }
             guard status == SQLITE_OK else { throw database.error(status) }
         }
@@ -138,4 +142,5 @@ enum SQLiteValue {
     case integer(Int64)
     case text(String)
     case blob([UInt8])
+    case null
 }

@@ -12,14 +12,14 @@ import PropBus
 /// Single owner, like the model: the service confines it to its connection's queue.
 public final class SQLiteStore: PropertyStore {
     /// The schema version this release writes (`PRAGMA user_version`).
-    public static let schemaVersion: Int64 = 4
+    public static let schemaVersion: Int64 = 5
     /// The database file name inside the state directory.
     public static let fileName = "propbus.db"
     /// `PRAGMA application_id` of a propbus store ('PBUS'), so that another application's
     /// SQLite file at the same path is recognised and refused rather than altered.
     public static let applicationID: Int32 = 0x5042_5553
     /// The tables a propbus store holds; a database with other tables belongs to someone else.
-    static let tableNames: Set<String> = ["definitions", "stored_values", "meta", "bindings", "commands", "fleet_keys"]
+    static let tableNames: Set<String> = ["definitions", "stored_values", "meta", "bindings", "commands", "fleet_keys", "history"]
 
     /// The database file.
     public let path: String
@@ -44,6 +44,12 @@ public final class SQLiteStore: PropertyStore {
     private var pendingReservation: UInt64?
     /// The revision ceiling this connection last committed.
     private var committedCeiling: UInt64?
+    /// The round being committed, for history (``commit(_:)``).
+    private var pendingWriteSet: WriteSet?
+    /// Change history: what is kept and for how long (`--no-history`, `--history-max-rows`, …).
+    public var historyOptions = HistoryOptions()
+    /// History's statements and its in-memory part (transient keys); `nil` until opened.
+    let historyTable = HistoryTable()
 
     private enum Pending<T> {
         case save(T)
@@ -131,6 +137,7 @@ public final class SQLiteStore: PropertyStore {
                 // each time was a visible part of that.
                 begin: try database.prepare("BEGIN IMMEDIATE"),
                 commit: try database.prepare("COMMIT"))
+            try historyTable.attach(database)
         } catch let error as PropBusError {
             throw error
         } catch let error as SQLiteError {
@@ -214,6 +221,7 @@ public final class SQLiteStore: PropertyStore {
                     definition_revision INTEGER NOT NULL
                 ) WITHOUT ROWID;
                 """,
+            4: historySchema,
         ]
         try database.execute("BEGIN IMMEDIATE")
         do {
@@ -401,9 +409,20 @@ public final class SQLiteStore: PropertyStore {
             || pendingNextBindingID != nil || !pendingCommands.isEmpty || pendingApplicationID
     }
 
+    /// Commits with the round's changes, which history records in the same transaction as
+    /// the values (transient keys' in memory).
+    public func commit(_ writeSet: WriteSet) throws(PropBusError) {
+        pendingWriteSet = writeSet.isEmpty ? nil : writeSet
+        defer { pendingWriteSet = nil }
+        try commit()
+    }
+
     public func commit() throws(PropBusError) {
         if database == nil {
-            guard hasPendingWrites || pendingReservation != nil else { return }
+            guard hasPendingWrites || pendingReservation != nil else {
+                if let pendingWriteSet, historyOptions.isEnabled { historyTable.recordTransient(pendingWriteSet, options: historyOptions) }
+                return
+            }
             try open()
         }
         guard hasPendingWrites else {
@@ -424,6 +443,7 @@ public final class SQLiteStore: PropertyStore {
                     throw PropBusError(.storeFailed, "cannot reserve revisions up to \(reservation) in the store \(path): \(error)")
                 }
             }
+            if let pendingWriteSet, historyOptions.isEnabled { historyTable.recordTransient(pendingWriteSet, options: historyOptions) }
             return
         }
         let mirrorOnly = nextCommitIsMirrorOnly
@@ -484,6 +504,8 @@ public final class SQLiteStore: PropertyStore {
                 }
             }
             if let pendingFleetCursor { try statements.saveFleetCursor.run([.integer(pendingFleetCursor)]) }
+            // In the same transaction as the values: history and values never disagree.
+            if let pendingWriteSet, historyOptions.isEnabled { try historyTable.record(pendingWriteSet, options: historyOptions) }
             if let pendingFleetSource {
                 // Rare (a fleet's first contact, or a move): not worth a prepared statement.
                 try database.prepare("INSERT OR REPLACE INTO meta (name, value) VALUES ('fleet_source', ?1)").run([.text(pendingFleetSource)])
@@ -494,6 +516,7 @@ public final class SQLiteStore: PropertyStore {
             throw PropBusError(.storeFailed, "cannot commit to the store \(path): \(error)")
         }
         if let ceiling { committedCeiling = ceiling }
+        if let pendingWriteSet, historyOptions.isEnabled { historyTable.recordTransient(pendingWriteSet, options: historyOptions) }
         pendingApplicationID = false
         pendingReservation = nil
         clearPending()

@@ -20,7 +20,7 @@ enum PropctlSpec {
             .help,
             .version,
         ],
-        subcommands: [get, set, reset, list, watch, describe, create, delete, bind, bindings, unbind,
+        subcommands: [get, set, reset, list, watch, describe, create, delete, bind, bindings, unbind, history, blame, revert,
                       exec, serve, cancel, createCommand, deleteCommand, dump, load, status, reload, prune, codegen, completion],
         exclusiveOptions: [["system", "user", "address"]],
         examples: [
@@ -276,6 +276,49 @@ enum PropctlSpec {
             .init("List the bindings", "propctl bindings"),
             .init("List those of one group", "propctl bindings ui."),
             .init("List them as JSON", "propctl --json bindings"),
+        ]
+    )
+
+    /// `propctl history [KEY|GROUP]`
+    static let history = CommandSpec(
+        name: "history",
+        abstract: "Show who changed keys, when, and from what.",
+        discussion: "One row per key per committed change: its revision, the time, the old and new value, how it was made (Set, Apply, Reset, a binding, a model file, …) and by whom (user, command, pid, bus name). Values of secret keys show as <redacted> to callers who may not read them. See docs/history.md.",
+        options: [
+            .value("since", valueName: "@REV", help: "Only changes at or after revision REV."),
+            .value("until", valueName: "@REV", help: "Only changes at or before revision REV."),
+            .value("by", valueName: "USER", help: "Only changes made by USER (a name or a uid)."),
+        ],
+        positionals: [.init("KEY", help: "A key, or a group for every key under it; all keys when left out.", optional: true)],
+        examples: [
+            .init("Who changed the volume", "propctl history settings.volume"),
+            .init("Every change of a group since revision 40, as JSON", "propctl --json history settings --since @40"),
+        ]
+    )
+
+    /// `propctl blame GROUP`
+    static let blame = CommandSpec(
+        name: "blame",
+        abstract: "Show who last changed each key of a group.",
+        discussion: "One row per key: its latest change in history (revision, time, old and new value, via, who). See docs/history.md.",
+        positionals: [.init("KEY", help: "A group (or a key).")],
+        examples: [.init("Who set what under settings", "propctl blame settings")]
+    )
+
+    /// `propctl revert`
+    static let revert = CommandSpec(
+        name: "revert",
+        abstract: "Put keys back as they were, from history.",
+        discussion: "With --to, each KEY (or every key of a GROUP) gets the value it had at that revision; with --change, the keys one change wrote get the values it replaced, only if they still hold what it wrote (else Conflict, naming who changed them since) unless --force. Atomic: one Apply, one PropertiesChanged per object, recorded in history via Revert.",
+        options: [
+            .value("to", valueName: "@REV", help: "The revision whose values to restore."),
+            .value("change", valueName: "REV", help: "The change to undo (its revision, as history shows it)."),
+            .flag("force", help: "Undo the change even if its keys were changed since."),
+        ],
+        positionals: [.init("KEY", help: "A key, or a group for every key under it (with --to).", optional: true, repeating: true)],
+        examples: [
+            .init("Put the volume back as it was at revision 12", "propctl revert settings.volume --to @12"),
+            .init("Undo change 40", "propctl revert --change 40"),
         ]
     )
 

@@ -1,0 +1,140 @@
+import DBusValues
+
+/// What one committed round did, as a value: each change (one call, one model file, one
+/// remote update …) with its origin and every key it touched, before and after.
+///
+/// The model produces it from what the round already tracks (``PropertyModel/takeWriteSet()``)
+/// and the store's commit receives it (``PropertyStore/commit(_:)``): history is a consumer of
+/// this value, not another journal. Plain data: no references into the model.
+public struct WriteSet: Sendable {
+    /// Who made a change through a D-Bus call, as the daemon saw it at the time of the call.
+    public struct Caller: Sendable, Hashable {
+        /// The method (`Set`, `Apply`, `Reset`, `CompareAndSet`, `CreateProperty`, …).
+        public var via: String
+        /// The caller's unique bus name.
+        public var busName: String
+        /// The caller's uid, when known (always with access checks; looked up otherwise).
+        public var userID: UInt32?
+        /// The caller's user name, from the user database.
+        public var userName: String?
+        /// The caller's pid, when the bus knows it.
+        public var processID: UInt32?
+        /// `/proc/PID/comm` at the time of the call.
+        public var command: String?
+        /// `/proc/PID/exe` at the time of the call.
+        public var executable: String?
+        /// The systemd unit the caller runs in (`/proc/PID/cgroup`).
+        public var unit: String?
+
+        public init(via: String, busName: String, userID: UInt32? = nil, userName: String? = nil, processID: UInt32? = nil,
+                    command: String? = nil, executable: String? = nil, unit: String? = nil) {
+            self.via = via
+            self.busName = busName
+            self.userID = userID
+            self.userName = userName
+            self.processID = processID
+            self.command = command
+            self.executable = executable
+            self.unit = unit
+        }
+    }
+
+    /// Where a change came from.
+    public enum Origin: Sendable, Hashable {
+        /// A D-Bus call.
+        case call(Caller)
+        /// A `Revert` call: the values a key had before, written back.
+        case revert(Caller)
+        /// A binding propagating from `key`.
+        case binding(from: Key)
+        /// A command's state keys following its executions.
+        case commandState
+        /// A model file's declarations.
+        case modelFile(path: String)
+        /// `Manager.Reload` or SIGHUP.
+        case reload
+        /// A fleet key changed by another host (`nil`: not known).
+        case fleet(host: String?)
+        /// What the daemon loaded or declared before it owned its name.
+        case startup
+        /// Anything else the daemon did on its own (a binding ended with its owner's connection).
+        case daemon
+
+        /// The word history shows in its `via` column.
+        public var via: String {
+            switch self {
+            case .call(let caller): return caller.via
+            case .revert: return "Revert"
+            case .binding(let key): return "binding from \(key.text)"
+            case .commandState: return "command state"
+            case .modelFile(let path): return "model file \(path)"
+            case .reload: return "reload"
+            case .fleet(let host): return host.map { "fleet change from \($0)" } ?? "fleet change"
+            case .startup: return "startup"
+            case .daemon: return "daemon"
+            }
+        }
+
+        /// The caller, for origins that are calls.
+        public var caller: Caller? {
+            switch self {
+            case .call(let caller), .revert(let caller): return caller
+            default: return nil
+            }
+        }
+    }
+
+    /// One key's state before and after a change (`nil`: it did not exist).
+    public struct Entry: Sendable {
+        public var key: Key
+        public var before: PropertyModel.Entry?
+        public var after: PropertyModel.Entry?
+
+        public init(key: Key, before: PropertyModel.Entry?, after: PropertyModel.Entry?) {
+            self.key = key
+            self.before = before
+            self.after = after
+        }
+
+        /// Whether the key's value or definition differs between before and after.
+        public var isChange: Bool {
+            switch (before, after) {
+            case (nil, nil): return false
+            case (let old?, let new?):
+                return old.definition != new.definition || old.storedValue != new.storedValue || old.revision != new.revision
+            default: return true
+            }
+        }
+
+        /// Whether the key is kept in memory only (transient), after the change or, when
+        /// deleted, before it.
+        public var isTransient: Bool { !((after ?? before)?.definition.persistent ?? true) }
+    }
+
+    /// What one origin did within the round, in the order it did it.
+    public struct Change: Sendable {
+        public var origin: Origin
+        public var entries: [Entry]
+
+        public init(origin: Origin, entries: [Entry]) {
+            self.origin = origin
+            self.entries = entries
+        }
+
+        /// The change's id in history: its highest revision (one Apply of several keys is one change).
+        public var id: UInt64 { entries.reduce(0) { max($0, $1.after?.revision ?? $1.before?.revision ?? 0) } }
+    }
+
+    /// The round's changes, in the order they were made.
+    public var changes: [Change]
+    /// The model's revision once the round committed.
+    public var revision: UInt64
+
+    public init(changes: [Change] = [], revision: UInt64 = 0) {
+        self.changes = changes
+        self.revision = revision
+    }
+
+    /// Whether the round changed no key.
+    public var isEmpty: Bool { changes.allSatisfy(\.entries.isEmpty) }
+}

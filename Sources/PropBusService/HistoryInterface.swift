@@ -1,0 +1,137 @@
+import DBus
+import PropBus
+import PropBusSystem
+
+extension Service {
+    /// The Manager's history methods (`ListHistory`).
+    func historyMethods() -> [MethodDescription] {
+        [
+            // Paged like ListBindingsPage: a prefix, a cursor (a revision) and a limit; no
+            // reply passes the message limit.
+            MethodDescription("ListHistory", in: [("prefix", .string), ("after", .uint64), ("limit", .uint32), ("filter", .dictionary(key: .string, value: .variant))],
+                              out: [("changes", .array(Self.historyRow)), ("next", .uint64)]) { [unowned self] call throws(DBusError) in
+                let prefix = try call.string("prefix"), after = try call.uint64("after"), limit = try call.uint32("limit")
+                let filter = try call.dictionary("filter").mapValues(\.unwrappingVariant)
+                guard let store = store as? SQLiteStore, store.historyOptions.isEnabled else {
+                    throw PropBusError(.unavailable, "propbusd keeps no history (it runs with --no-history or without a store)").dbusError
+                }
+                let until = filter["until"].flatMap { if case .uint64(let v) = $0 { v } else { nil } }
+                let user: UInt32? = filter["uid"].flatMap { if case .uint32(let v) = $0 { v } else { nil } }
+                let userName = filter["user"]?.stringValue
+                // Read in chunks until a page is full: filters may drop rows.
+                let pageLimit = limit == 0 ? 1000 : min(Int(limit), 1000)
+                var chosen: [HistoryRecord] = []
+                var cursor = after
+                var exhausted = false
+                while chosen.count < pageLimit, !exhausted {
+                    let chunk = try bridged { () throws(PropBusError) in try store.history(prefix: prefix, after: cursor, limit: pageLimit) }
+                    exhausted = chunk.count < pageLimit
+                    for record in chunk {
+                        if let until, record.revision > until { exhausted = true; break }
+                        cursor = record.revision
+                        if let user, record.caller?.userID != user { continue }
+                        if let userName, record.caller?.userName != userName { continue }
+                        chosen.append(record)
+                    }
+                }
+                let page = Page(chosen, limit: UInt32(pageLimit), maximumMessageSize: model.limits.maximumMessageSize) { [unowned self] in historyRow($0, for: call) }
+                let next = page.last?.revision ?? (exhausted ? 0 : cursor)
+                return .reply([.array(of: Self.historyRow, page.rows), .uint64(next)])
+            },
+            // Undo through history: one Apply of the old values, recorded via Revert.
+            MethodDescription("Revert", in: [("keys", .array(.string)), ("revision", .uint64), ("change", .uint64), ("force", .boolean)],
+                              out: [("reverted", .array(.string))], writes: true,
+                              // The keys are known only from history (a change's keys, a group's): each
+                              // is checked like a Set of it in the handler, before anything changes.
+                              access: .custom { _ throws(DBusError) in }) { [unowned self] call throws(DBusError) in
+                let keys = try call.strings("keys"), revision = try call.uint64("revision")
+                let change = try call.uint64("change"), force = try call.argument("force").boolValue ?? false
+                guard let store = store as? SQLiteStore, store.historyOptions.isEnabled else {
+                    throw PropBusError(.unavailable, "propbusd keeps no history (it runs with --no-history or without a store): there is nothing to revert to").dbusError
+                }
+                let assignments = try bridged { () throws(PropBusError) in
+                    change != 0 ? try revertChange(change, force: force, in: store) : try revertKeys(keys, to: revision, in: store)
+                }
+                for (key, _) in assignments { try authorizeWrite(existing: key, by: call) }
+                let reverted = assignments.map(\.0)
+                return try write(call, via: "Revert", reply: { [.array(of: .string, reverted.map(DBusValue.string))] }) { [unowned self] () throws(PropBusError) in
+                    try model.apply(set: assignments, reset: [])
+                }
+            },
+        ]
+    }
+
+    /// The values `keys` (keys, or groups for every key under them) held at `revision`, for
+    /// those that hold something else now.
+    private func revertKeys(_ keys: [String], to revision: UInt64, in store: SQLiteStore) throws(PropBusError) -> [(String, DBusValue)] {
+        guard !keys.isEmpty else { throw PropBusError(.invalidArgs, "Revert expects keys (or groups) with a revision, or a change") }
+        var chosen: [Key] = []
+        for text in keys {
+            if let key = try? Key(text), model.entry(for: key) != nil { chosen.append(key); continue }
+            var found: [Key] = []
+            model.forEachEntry(withPrefix: text + ".") { found.append($0.definition.key) }
+            guard !found.isEmpty else { throw PropBusError(.unknownKey, "no property or group named \(text)") }
+            chosen += found
+        }
+        var assignments: [(String, DBusValue)] = []
+        for key in chosen {
+            guard let then = try store.history(of: key, atOrBefore: revision).then, let value = then.newValue else {
+                throw PropBusError(.unknownKey, "history holds no value of \(key.text) at or before revision \(revision)")
+            }
+            if model.entry(for: key)?.value != value { assignments.append((key.text, value)) }
+        }
+        return assignments
+    }
+
+    /// The values change `change` replaced, if its keys still hold what it wrote (else
+    /// `Conflict` naming who changed them since, unless `force`).
+    private func revertChange(_ change: UInt64, force: Bool, in store: SQLiteStore) throws(PropBusError) -> [(String, DBusValue)] {
+        let records = try store.history(ofChange: change)
+        guard !records.isEmpty else { throw PropBusError(.unknownKey, "history holds no change \(change) (pruned, or never made)") }
+        var assignments: [(String, DBusValue)] = []
+        for record in records {
+            guard let old = record.oldValue, record.newValue != nil, model.entry(for: record.key) != nil else {
+                throw PropBusError(.conflict, "change \(change) \(record.kind) \(record.key.text); Revert puts back values, not properties")
+            }
+            if !force, model.entry(for: record.key)?.value != record.newValue {
+                let latest = try store.history(of: record.key, atOrBefore: UInt64.max).latest
+                let who = latest?.caller.map { caller in caller.userName ?? caller.userID.map { "uid \($0)" } ?? caller.busName } ?? "the daemon"
+                throw PropBusError(.conflict, "\(record.key.text) no longer holds what change \(change) wrote: \(who) changed it since (revision \(latest?.revision ?? 0), via \(latest?.via ?? "?")); use --force to revert anyway")
+            }
+            assignments.append((record.key.text, old))
+        }
+        return assignments
+    }
+
+    /// One change of one key in `ListHistory`: an `a{sv}` (names in docs/history.md).
+    static let historyRow = DBusType.dictionary(key: .string, value: .variant)
+
+    /// `record` as `call`'s caller may see it: a secret key's values only for its writers,
+    /// a deleted key's only for privileged callers (its rules are gone with it).
+    func historyRow(_ record: HistoryRecord, for call: MethodCall) -> DBusValue {
+        let mayReadValues: Bool
+        if let definition = model.entry(for: record.key)?.definition {
+            mayReadValues = mayRead(definition, by: call)
+        } else {
+            mayReadValues = options.access.isPrivileged(call.credentials)
+        }
+        var row: [String: DBusValue] = [
+            "change": .uint64(record.change), "revision": .uint64(record.revision), "time": .int64(record.time),
+            "key": .string(record.key.text), "kind": .string(record.kind), "via": .string(record.via),
+            "transient": .boolean(record.transient),
+        ]
+        if let old = record.oldValue { row["old"] = mayReadValues ? old : .string("<redacted>") }
+        if let new = record.newValue { row["new"] = mayReadValues ? new : .string("<redacted>") }
+        if !mayReadValues { row["redacted"] = .boolean(true) }
+        if let caller = record.caller {
+            row["bus_name"] = .string(caller.busName)
+            if let uid = caller.userID { row["uid"] = .uint32(uid) }
+            if let name = caller.userName { row["user"] = .string(name) }
+            if let pid = caller.processID { row["pid"] = .uint32(pid) }
+            if let comm = caller.command { row["comm"] = .string(comm) }
+            if let exe = caller.executable { row["exe"] = .string(exe) }
+            if let unit = caller.unit { row["unit"] = .string(unit) }
+        }
+        return .vardict(row)
+    }
+}

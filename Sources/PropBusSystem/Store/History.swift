@@ -1,0 +1,247 @@
+import DBusValues
+import Glibc
+import PropBus
+
+/// What change history keeps, and for how long (`propbusd --no-history`, `--history-max-rows`,
+/// `--history-max-age`).
+public struct HistoryOptions: Sendable {
+    /// Whether changes are recorded at all.
+    public var isEnabled = true
+    /// The most rows the store keeps; the oldest go first.
+    public var maximumRows = 1_000_000
+    /// Rows older than this many seconds go (`nil`: kept until ``maximumRows``).
+    public var maximumAge: Int?
+    /// The most changes of transient keys kept in memory (they are never written to disk).
+    public var maximumTransientRows = 10_000
+    /// The most old rows one commit deletes: pruning rides with later commits in small
+    /// batches, so no call waits for a big delete.
+    public var pruneBatch = 256
+
+    public init() {}
+}
+
+/// One key's change, as history shows it.
+public struct HistoryRecord: Sendable {
+    /// The change it belongs to (one Apply of several keys is one change): its highest revision.
+    public var change: UInt64
+    /// The key's revision after the change (for a deletion: the round's revision).
+    public var revision: UInt64
+    /// When it was committed, in nanoseconds since the epoch.
+    public var time: Int64
+    public var key: Key
+    /// `created`, `changed`, `redefined` or `deleted`.
+    public var kind: String
+    /// The value before and after (`nil`: the key did not exist).
+    public var oldValue: DBusValue?
+    public var newValue: DBusValue?
+    public var via: String
+    public var caller: WriteSet.Caller?
+    /// Whether the key was transient (this record lives in memory only).
+    public var transient: Bool
+}
+
+/// The SQL side of history (the `history` table) and its in-memory part for transient keys.
+///
+/// Owned by its ``SQLiteStore``, confined like it to the service's queue.
+final class HistoryTable {
+    private var insert: SQLiteStatement?
+    private var pruneOldest: SQLiteStatement?
+    private var pruneOlderThan: SQLiteStatement?
+    private var database: SQLiteDatabase?
+    /// Rows in the table, counted once at open and kept up to date.
+    private var rowCount = 0
+    /// Transient keys' changes, oldest first, bounded by ``HistoryOptions/maximumTransientRows``.
+    private(set) var transientRecords: [HistoryRecord] = []
+
+    func attach(_ database: SQLiteDatabase) throws(SQLiteError) {
+        self.database = database
+        insert = try database.prepare("""
+            INSERT INTO history (change, revision, time, key, kind, old_value, new_value, via, uid, user, pid, comm, exe, unit, bus_name)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+            """)
+        pruneOldest = try database.prepare("DELETE FROM history WHERE id IN (SELECT id FROM history ORDER BY id LIMIT ?1)")
+        pruneOlderThan = try database.prepare("DELETE FROM history WHERE id IN (SELECT id FROM history WHERE time < ?1 ORDER BY id LIMIT ?2)")
+        rowCount = Int(try database.textRows("SELECT count(*) FROM history").first ?? "0") ?? 0
+    }
+
+    static func now() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+    }
+
+    /// The records of `writeSet`'s changes, persistent or transient ones.
+    static func records(of writeSet: WriteSet, transient: Bool, time: Int64) -> [HistoryRecord] {
+        var records: [HistoryRecord] = []
+        for change in writeSet.changes {
+            let id = change.id
+            for entry in change.entries where entry.isTransient == transient {
+                let kind: String
+                switch (entry.before, entry.after) {
+                case (nil, _): kind = "created"
+                case (_, nil): kind = "deleted"
+                case (let old?, let new?): kind = old.value == new.value && old.definition != new.definition ? "redefined" : "changed"
+                }
+                records.append(HistoryRecord(
+                    change: id, revision: entry.after?.revision ?? writeSet.revision, time: time, key: entry.key, kind: kind,
+                    oldValue: entry.before?.value, newValue: entry.after?.value, via: change.origin.via,
+                    caller: change.origin.caller, transient: transient))
+            }
+        }
+        return records
+    }
+
+    /// Writes the persistent keys' changes; call inside the commit's transaction. Prunes a
+    /// small batch of the oldest rows when over the bounds.
+    func record(_ writeSet: WriteSet, options: HistoryOptions) throws(SQLiteError) {
+        guard let insert else { return }
+        let time = Self.now()
+        for record in Self.records(of: writeSet, transient: false, time: time) {
+            let caller = record.caller
+            try insert.run([
+                .integer(Int64(bitPattern: record.change)), .integer(Int64(bitPattern: record.revision)), .integer(record.time),
+                .text(record.key.text), .text(record.kind),
+                record.oldValue.map { .blob(ValueCodec.encode($0)) } ?? .null,
+                record.newValue.map { .blob(ValueCodec.encode($0)) } ?? .null,
+                .text(record.via),
+                caller?.userID.map { .integer(Int64($0)) } ?? .null, caller?.userName.map { .text($0) } ?? .null,
+                caller?.processID.map { .integer(Int64($0)) } ?? .null, caller?.command.map { .text($0) } ?? .null,
+                caller?.executable.map { .text($0) } ?? .null, caller?.unit.map { .text($0) } ?? .null,
+                caller.map { .text($0.busName) } ?? .null,
+            ])
+            rowCount += 1
+        }
+        if rowCount > options.maximumRows, let pruneOldest, let database {
+            try pruneOldest.run([.integer(Int64(min(rowCount - options.maximumRows, options.pruneBatch)))])
+            rowCount -= Int(database.changes)
+        }
+        if let age = options.maximumAge, let pruneOlderThan, let database {
+            try pruneOlderThan.run([.integer(time - Int64(age) * 1_000_000_000), .integer(Int64(options.pruneBatch))])
+            rowCount -= Int(database.changes)
+        }
+    }
+
+    /// Keeps the transient keys' changes in memory (after the commit: nothing to undo).
+    func recordTransient(_ writeSet: WriteSet, options: HistoryOptions) {
+        let records = Self.records(of: writeSet, transient: true, time: Self.now())
+        guard !records.isEmpty else { return }
+        transientRecords.append(contentsOf: records)
+        let excess = transientRecords.count - options.maximumTransientRows
+        if excess > 0 { transientRecords.removeFirst(excess) }
+    }
+
+    static let columns = "change, revision, time, key, kind, old_value, new_value, via, uid, user, pid, comm, exe, unit, bus_name"
+
+    private static func record(from query: SQLiteStatement) -> HistoryRecord? {
+        guard let key = try? Key(query.text(3) ?? "") else { return nil }
+        var caller: WriteSet.Caller?
+        if !query.isNull(14) {
+            caller = WriteSet.Caller(
+                via: query.text(7) ?? "", busName: query.text(14) ?? "",
+                userID: query.isNull(8) ? nil : UInt32(truncatingIfNeeded: query.integer(8)), userName: query.text(9),
+                processID: query.isNull(10) ? nil : UInt32(truncatingIfNeeded: query.integer(10)),
+                command: query.text(11), executable: query.text(12), unit: query.text(13))
+        }
+        return HistoryRecord(
+            change: UInt64(bitPattern: query.integer(0)), revision: UInt64(bitPattern: query.integer(1)), time: query.integer(2),
+            key: key, kind: query.text(4) ?? "",
+            oldValue: query.isNull(5) ? nil : try? ValueCodec.decode(query.blob(5)),
+            newValue: query.isNull(6) ? nil : try? ValueCodec.decode(query.blob(6)),
+            via: query.text(7) ?? "", caller: caller, transient: false)
+    }
+
+    /// The records of one change (``HistoryRecord/change``), persistent and transient.
+    func records(ofChange change: UInt64) throws(SQLiteError) -> [HistoryRecord] {
+        var found = transientRecords.filter { $0.change == change }
+        if let database {
+            let query = try database.prepare("SELECT \(Self.columns) FROM history WHERE change = ?1 ORDER BY id")
+            try query.bind([.integer(Int64(bitPattern: change))])
+            while try query.step() { if let record = Self.record(from: query) { found.append(record) } }
+        }
+        return found
+    }
+
+    /// `key`'s last record at or before `revision` (what it held then), and its latest record.
+    func records(of key: Key, atOrBefore revision: UInt64) throws(SQLiteError) -> (then: HistoryRecord?, latest: HistoryRecord?) {
+        var then = transientRecords.last { $0.key == key && $0.revision <= revision }
+        var latest = transientRecords.last { $0.key == key }
+        if let database {
+            let query = try database.prepare("SELECT \(Self.columns) FROM history WHERE key = ?1 AND revision <= ?2 ORDER BY revision DESC LIMIT 1")
+            try query.bind([.text(key.text), .integer(Int64(bitPattern: min(revision, UInt64(Int64.max))))])
+            while try query.step() { if let record = Self.record(from: query), record.revision >= (then?.revision ?? 0) { then = record } }
+            try query.bind([.text(key.text), .integer(Int64.max)])
+            while try query.step() { if let record = Self.record(from: query), record.revision >= (latest?.revision ?? 0) { latest = record } }
+        }
+        return (then, latest)
+    }
+
+    /// Up to `limit` records of keys starting with `prefix` (a key, or a group with its dot)
+    /// whose revision is above `after`, oldest first; persistent and transient ones together.
+    func records(prefix: String, after: UInt64, limit: Int) throws(SQLiteError) -> [HistoryRecord] {
+        var found: [HistoryRecord] = []
+        if let database {
+            // The key index answers a key or a prefix: a range of keys, not a scan.
+            let query = try database.prepare("""
+                SELECT change, revision, time, key, kind, old_value, new_value, via, uid, user, pid, comm, exe, unit, bus_name
+                FROM history WHERE key >= ?1 AND key < ?2 AND revision > ?3 ORDER BY revision, id LIMIT ?4
+                """)
+            try query.bind([.text(prefix), .text(prefix + "\u{10FFFF}"), .integer(Int64(bitPattern: after)), .integer(Int64(limit))])
+            while try query.step() { if let record = Self.record(from: query) { found.append(record) } }
+        }
+        for record in transientRecords where record.revision > after && record.key.text.hasPrefix(prefix) {
+            found.append(record)
+        }
+        found.sort { $0.revision < $1.revision }
+        return Array(found.prefix(limit))
+    }
+}
+
+extension SQLiteStore {
+    /// The `history` table (schema version 5): one row per key per change.
+    static let historySchema = """
+        CREATE TABLE history (
+            id INTEGER PRIMARY KEY,
+            change INTEGER NOT NULL,
+            revision INTEGER NOT NULL,
+            time INTEGER NOT NULL,
+            key TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            old_value BLOB,
+            new_value BLOB,
+            via TEXT NOT NULL,
+            uid INTEGER,
+            user TEXT,
+            pid INTEGER,
+            comm TEXT,
+            exe TEXT,
+            unit TEXT,
+            bus_name TEXT
+        );
+        CREATE INDEX history_key ON history (key, revision);
+        CREATE INDEX history_change ON history (change);
+        """
+
+    /// The records of one change, for `Revert`.
+    public func history(ofChange change: UInt64) throws(PropBusError) -> [HistoryRecord] {
+        do { return try historyTable.records(ofChange: change) } catch {
+            throw PropBusError(.storeFailed, "cannot read the history in the store \(path): \(error)")
+        }
+    }
+
+    /// `key`'s record at or before `revision` and its latest one, for `Revert`.
+    public func history(of key: Key, atOrBefore revision: UInt64) throws(PropBusError) -> (then: HistoryRecord?, latest: HistoryRecord?) {
+        do { return try historyTable.records(of: key, atOrBefore: revision) } catch {
+            throw PropBusError(.storeFailed, "cannot read the history in the store \(path): \(error)")
+        }
+    }
+
+    /// Up to `limit` changes of keys starting with `prefix` after revision `after`, oldest first
+    /// (``HistoryRecord``); transient keys' from memory.
+    public func history(prefix: String, after: UInt64, limit: Int) throws(PropBusError) -> [HistoryRecord] {
+        do {
+            return try historyTable.records(prefix: prefix, after: after, limit: limit)
+        } catch {
+            throw PropBusError(.storeFailed, "cannot read the history in the store \(path): \(error)")
+        }
+    }
+}

@@ -1,0 +1,107 @@
+import DBusValues
+import Foundation
+import XCTest
+
+@testable import PropBus
+@testable import PropBusSystem
+
+/// The round's WriteSet and its first consumer: the store's history, written with the values.
+final class HistoryStoreTests: XCTestCase {
+    private var directory: URL!
+
+    override func setUpWithError() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("propbus-history-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    private var path: String { directory.appendingPathComponent(SQLiteStore.fileName).path }
+    private let alice = WriteSet.Caller(via: "Apply", busName: ":1.42", userID: 1000, userName: "alice", processID: 4242, command: "propctl")
+
+    private func end(_ model: PropertyModel, _ store: PropertyStore) {
+        XCTAssertNil(Round(model: model, commands: nil, store: store).end())
+    }
+
+    func testOneApplyIsOneChangeOfSeveralKeysWithItsCaller() throws {
+        let store = try SQLiteStore(path: path)
+        let model = try PropertyModel(store: store)
+        _ = try model.create(key: "settings.volume", type: "i", defaultValue: .int32(50), options: [:])
+        _ = try model.create(key: "settings.muted", type: "b", defaultValue: .boolean(false), options: [:])
+        end(model, store)
+        model.origin = .call(alice)
+        _ = try model.apply(set: [("settings.volume", .int32(40)), ("settings.muted", .boolean(true))], reset: [])
+        model.origin = .daemon
+        end(model, store)
+
+        let records = try store.history(prefix: "settings.", after: 0, limit: 100).filter { $0.via == "Apply" }
+        XCTAssertEqual(records.map(\.key.text).sorted(), ["settings.muted", "settings.volume"])
+        XCTAssertEqual(Set(records.map(\.change)).count, 1, "one Apply is one change")
+        let volume = try XCTUnwrap(records.first { $0.key.text == "settings.volume" })
+        XCTAssertEqual(volume.oldValue, .int32(50))
+        XCTAssertEqual(volume.newValue, .int32(40))
+        XCTAssertEqual(volume.kind, "changed")
+        XCTAssertEqual(volume.caller, alice)
+        XCTAssertEqual(volume.revision, model.entry(for: try Key("settings.volume"))?.revision)
+        let created = try store.history(prefix: "settings.volume", after: 0, limit: 100).first
+        XCTAssertEqual(created?.kind, "created")
+        XCTAssertEqual(created?.via, "startup", "what comes before the first commit is the start-up's")
+    }
+
+    func testHistorySurvivesReopeningAndARolledBackRoundLeavesNone() throws {
+        do {
+            let store = try SQLiteStore(path: path)
+            let model = try PropertyModel(store: store)
+            _ = try model.create(key: "a.x", type: "i", defaultValue: .int32(0), options: [:])
+            end(model, store)
+            model.origin = .call(alice)
+            _ = try model.set("a.x", to: .int32(1))
+            end(model, store)
+            // A round the store never commits: neither its value nor its history row remains.
+            _ = try model.set("a.x", to: .int32(2))
+            Round(model: model, commands: nil, store: store).rollback(because: PropBusError(.storeFailed, "test"))
+        }
+        let store = try SQLiteStore(path: path)
+        let model = try PropertyModel(store: store)
+        XCTAssertEqual(model.entry(for: try Key("a.x"))?.value, .int32(1))
+        let records = try store.history(prefix: "a.x", after: 0, limit: 100)
+        XCTAssertEqual(records.map(\.newValue), [.int32(0), .int32(1)])
+        XCTAssertEqual(records.last?.caller?.userName, "alice")
+    }
+
+    func testTransientKeysHistoryStaysInMemoryBounded() throws {
+        let store = try SQLiteStore(path: path)
+        store.historyOptions.maximumTransientRows = 3
+        let model = try PropertyModel(store: store)
+        _ = try model.create(key: "t.x", type: "i", defaultValue: .int32(0), options: ["persistent": .boolean(false)])
+        end(model, store)
+        for value in 1...5 {
+            _ = try model.set("t.x", to: .int32(Int32(value)))
+            end(model, store)
+        }
+        let records = try store.history(prefix: "t.", after: 0, limit: 100)
+        XCTAssertEqual(records.map(\.newValue), [.int32(3), .int32(4), .int32(5)])
+        XCTAssertTrue(records.allSatisfy(\.transient))
+        XCTAssertEqual(try SQLiteStore(path: path).history(prefix: "t.", after: 0, limit: 100).count, 0, "never on disk")
+    }
+
+    func testRowsArePrunedInSmallBatchesAndNoHistoryRecordsNothing() throws {
+        let store = try SQLiteStore(path: path)
+        store.historyOptions.maximumRows = 4
+        store.historyOptions.pruneBatch = 2
+        let model = try PropertyModel(store: store)
+        _ = try model.create(key: "p.x", type: "i", defaultValue: .int32(0), options: [:])
+        end(model, store)
+        for value in 1...10 {
+            _ = try model.set("p.x", to: .int32(Int32(value)))
+            end(model, store)
+        }
+        XCTAssertEqual(try store.history(prefix: "p.", after: 0, limit: 100).map(\.newValue), [.int32(7), .int32(8), .int32(9), .int32(10)])
+        store.historyOptions.isEnabled = false
+        _ = try model.set("p.x", to: .int32(11))
+        end(model, store)
+        XCTAssertEqual(try store.history(prefix: "p.", after: 0, limit: 100).count, 4)
+    }
+}
