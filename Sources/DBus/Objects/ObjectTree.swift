@@ -158,7 +158,7 @@ public final class ObjectTree: @unchecked Sendable {
                     for (interface, dictionary) in dictionaries {
                         guard case .dictionary(let keyType, let valueType, let entries) = dictionary else { continue }
                         // Only what PropertiesChanged may carry: no `const` or unsignalled property.
-                        let signalled = signalledProperties(interface)
+                        let signalled = signalledProperties(interface, inBroadcast: Set(entries.compactMap(\.key.stringValue)))
                         let shown = entries.filter { $0.key.stringValue.map { signalled[$0] == .emits } ?? false }
                         let hidden = signalled.filter { $0.value == .invalidates }.map(\.key).sorted()
                         guard !shown.isEmpty || !hidden.isEmpty,
@@ -583,17 +583,18 @@ public final class ObjectTree: @unchecked Sendable {
     /// The `a{sv}` a `GetAll` of `interface` returns: readable properties whose getter succeeds
     /// and that `call`'s sender may read; for a broadcast (`call` is `nil`), only unrestricted ones.
     /// How each readable property of `interface` is signalled. A computed table says only which
-    /// are restricted: those are invalidated by name, the others emitted with their values.
-    func signalledProperties(_ interface: InterfaceDescription) -> [String: ChangeSignal] {
+    /// are restricted: those are the ones a broadcast (`inBroadcast`, the names its property
+    /// dictionary carries) leaves out, invalidated by name; the others are emitted with their
+    /// values, which are not read again.
+    func signalledProperties(_ interface: InterfaceDescription, inBroadcast: Set<String>) -> [String: ChangeSignal] {
         switch interface.properties {
         case .fixed(let list):
             return Dictionary(list.filter { $0.access != .write }.map { ($0.name, $0.changeSignal) }, uniquingKeysWith: { first, _ in first })
         case .dynamic(let names, let lookup):
             return Dictionary(names().compactMap(lookup).map { ($0.name, $0.changeSignal) }, uniquingKeysWith: { first, _ in first })
         case .computed(let table):
-            var result: [String: ChangeSignal] = [:]
-            table.forEach { name, _, restricted in result[name] = restricted ? .invalidates : .emits }
-            return result
+            return Dictionary(table.names().map { ($0, inBroadcast.contains($0) ? ChangeSignal.emits : .invalidates) },
+                              uniquingKeysWith: { first, _ in first })
         }
     }
 
