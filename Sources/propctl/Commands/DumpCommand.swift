@@ -40,7 +40,8 @@ enum DumpCommand: Subcommand {
 
     /// The persistent bindings with an end in `selection`: key, to and their Bind options.
     static func persistentBindings(_ client: PropbusClient, touching selection: KeyPrefix) async throws(CommandFailure) -> [JSONValue] {
-        try await client.bindings().filter { binding in
+        // Every key the selection matches starts with its text: the daemon narrows by that.
+        try await client.bindings(prefix: selection.text).filter { binding in
             binding.options["persistent"]?.boolValue == true && (selection.matches(binding.key) || selection.matches(binding.to))
         }.map { binding in
             let options = ["direction", "to_key", "to_target"].compactMap { name in

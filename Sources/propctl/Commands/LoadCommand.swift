@@ -39,7 +39,7 @@ enum LoadCommand: Subcommand {
                 try await create(member.key, member.value, definition, path: path, client)
                 created.append(member.key)
             }
-            let existing = Set(try await client.commands().map(\.key))
+            let existing = document.commands.isEmpty ? [] : Set(try await client.commands().map(\.key))
             for command in document.commands where !existing.contains(command.key) {
                 do {
                     _ = try await client.manager("CreateCommand", [.string(command.key), .vardict(try commandOptions(command, path: path))])
