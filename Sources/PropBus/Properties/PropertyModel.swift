@@ -42,6 +42,14 @@ public final class PropertyModel {
         }
         /// Rare, so out of line: one pointer in every entry instead of a value and a string.
         private var hiddenBox: HiddenBox?
+        /// What the layers above and below the user's give this key (``ValueLayers``); `nil`
+        /// when none does, which is the common case.
+        public var layers: ValueLayers? {
+            get { layersBox?.layers }
+            set { layersBox = newValue.flatMap { $0.isEmpty ? nil : LayersBox($0) } }
+        }
+        /// Rare, so out of line, as ``hidden``.
+        private var layersBox: LayersBox?
 
         public init(definition: PropertyDefinition, storedValue: DBusValue?, revision: UInt64, hidden: HiddenValue? = nil) {
             self.definition = definition
@@ -55,8 +63,23 @@ public final class PropertyModel {
             init(_ hidden: HiddenValue) { self.hidden = hidden }
         }
 
-        /// The value clients see.
-        public var value: DBusValue { storedValue ?? definition.defaultValue }
+        private final class LayersBox: Sendable {
+            let layers: ValueLayers
+            init(_ layers: ValueLayers) { self.layers = layers }
+        }
+
+        /// The value clients see: the user's (``storedValue``) unless a layer above it holds
+        /// one, else the layers below it and the definition's default.
+        public var value: DBusValue {
+            guard let layers = layersBox?.layers else { return storedValue ?? definition.defaultValue }
+            return layers.effective(stored: storedValue, defaultValue: definition.defaultValue).value
+        }
+
+        /// The layer ``value`` comes from.
+        public var valueLayer: ValueLayer {
+            guard let layers = layersBox?.layers else { return storedValue == nil ? .default : .user }
+            return layers.effective(stored: storedValue, defaultValue: definition.defaultValue).layer
+        }
     }
 
     /// A stored value kept out of sight, and why.
@@ -438,7 +461,7 @@ public final class PropertyModel {
     /// whole entry, retaining every reference its definition holds, which was most of the time a
     /// GetManagedObjects of 10k properties took.
     public func readableValue(for key: Key) -> (value: DBusValue, secret: Bool)? {
-        entries.read(key) { entry in (entry.storedValue ?? entry.definition.defaultValue, entry.definition.secret) }
+        entries.read(key) { entry in (entry.value, entry.definition.secret) }
     }
 
     /// Every entry whose key starts with `prefix`, sorted by key.
