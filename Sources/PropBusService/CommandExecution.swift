@@ -2,6 +2,7 @@ import DBus
 import Dispatch
 import PropBus
 import PropBusExec
+import SystemKit
 
 extension Service {
     /// The path and interface at which handler clients export `Run` (and `Cancel`).
@@ -205,13 +206,7 @@ extension Service {
 
     private func waitForExecutions(until deadline: DispatchTime, then completion: @escaping () -> Void) {
         if running.isEmpty || DispatchTime.now() >= deadline { return completion() }
-        let box = UncheckedCompletion(completion)
-        tree.connection.queue.asyncAfter(deadline: .now() + 0.02) { [self] in waitForExecutions(until: deadline, then: box.body) }
+        let box = LoopBound(completion, on: tree.connection.queue)
+        tree.connection.queue.asyncAfter(deadline: .now() + 0.02) { [self] in waitForExecutions(until: deadline, then: box.value) }
     }
-}
-
-/// Carries a completion handler to the service's own queue, where it was made and is called.
-private struct UncheckedCompletion: @unchecked Sendable {
-    let body: () -> Void
-    init(_ body: @escaping () -> Void) { self.body = body }
 }

@@ -2,6 +2,7 @@ import DBus
 import Dispatch
 import PropBus
 import PropBusModelFiles
+import SystemKit
 
 extension Service {
     /// Reload, ListUnclaimed and Prune of the Manager interface: the model-file lifecycle.
@@ -11,7 +12,7 @@ extension Service {
                               access: .privileged(.fixed("the model files (Reload)"))) { [unowned self] call throws(DBusError) in
                 guard let reloadHandler else { throw .failed("this propbusd reads no model files") }
                 // Answered once the files were read (off the queue) and applied between rounds.
-                let pending = QueueBound(call)
+                let pending = LoopBound(call, on: tree.connection.queue)
                 reloadHandler { result in
                     switch result {
                     case .success(let skipped): pending.value.reply([Self.skippedList(skipped)])
@@ -89,11 +90,4 @@ extension Service {
         let shown = PropertyDefinition.canSendBack(item.value) ? item.value : .string("(not shown: nested \(item.value.nestingDepth) levels deep)")
         return .structure([.string(item.key.text), .variant(shown)])
     }
-}
-
-/// A value handed to a block that runs on the connection's queue, where it was made and where
-/// alone it is used; `@unchecked Sendable` for that reason.
-private struct QueueBound<Value>: @unchecked Sendable {
-    let value: Value
-    init(_ value: Value) { self.value = value }
 }
