@@ -1,10 +1,11 @@
-/// A strict RFC 8259 parser over UTF-8 bytes, behind ``JSONValue/parse(_:)``.
+/// A strict RFC 8259 parser over UTF-8 bytes, behind ``JSONValue/parse(_:)`` and
+/// ``JSONValue/parse(utf8:)``.
 struct JSONParser {
     private let bytes: [UInt8]
     private var index = 0
 
-    init(_ text: String) {
-        bytes = Array(text.utf8)
+    init(_ bytes: [UInt8]) {
+        self.bytes = bytes
     }
 
     /// Parses the whole text as one JSON value with optional surrounding whitespace.
@@ -32,7 +33,7 @@ struct JSONParser {
     }
 
     private var currentScalar: Unicode.Scalar {
-        // The input came from a String, so it is valid UTF-8 and 4 bytes hold a whole scalar.
+        // 4 bytes hold a whole scalar; invalid UTF-8 decodes as U+FFFD.
         String(decoding: bytes[index...].prefix(4), as: UTF8.self).unicodeScalars.first ?? "\u{FFFD}"
     }
 

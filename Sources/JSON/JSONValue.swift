@@ -2,8 +2,8 @@
 /// order.
 ///
 /// Foundation's `JSONSerialization` hands numbers back as `NSNumber`, and on Linux a `1` and a
-/// `true` can come back indistinguishable; propbus needs `b` and `x` to stay apart, so it
-/// parses and prints JSON itself.
+/// `true` can come back indistinguishable; a typed value (a boolean, a 64-bit counter) must
+/// stay what it was, so this module parses and prints JSON itself, without Foundation.
 ///
 /// Numbers are held in one canonical case each: a JSON integer literal that fits `Int64` is
 /// ``integer(_:)``, one that only fits `UInt64` is ``unsignedInteger(_:)``, and everything
@@ -99,7 +99,14 @@ public indirect enum JSONValue: Hashable, Sendable {
 
     /// Parses one JSON document (RFC 8259), surrounded by optional whitespace.
     public static func parse(_ text: String) throws(JSONError) -> JSONValue {
-        var parser = JSONParser(text)
+        var parser = JSONParser(Array(text.utf8))
+        return try parser.parseDocument()
+    }
+
+    /// Parses one JSON document from UTF-8 bytes (a network answer, one line of a stream)
+    /// without making a `String` of the whole first; invalid UTF-8 inside a string becomes U+FFFD.
+    public static func parse(utf8 bytes: some Collection<UInt8>) throws(JSONError) -> JSONValue {
+        var parser = JSONParser(Array(bytes))
         return try parser.parseDocument()
     }
 
@@ -161,6 +168,12 @@ public indirect enum JSONValue: Hashable, Sendable {
 
     private static func writeQuoted(_ string: String, to output: inout String) {
         output += "\""
+        // Most strings (names, base64 payloads of megabytes) need no escape: appended whole.
+        if !string.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            output += string
+            output += "\""
+            return
+        }
         for scalar in string.unicodeScalars {
             switch scalar {
             case "\"": output += "\\\""
