@@ -78,18 +78,18 @@ enum BindCommand: Subcommand {
     /// `--to KEY2`: `Manager.Bind(KEY, KEY2, options)`. Without `--persist` the binding lives as
     /// long as this connection, so propctl stays until interrupted.
     private static func bindInDaemon(_ key: Key, to target: Key, direction: ChannelDirection, _ parsed: ParsedCommand) async throws(CommandFailure) {
-        var options: [String: DBusValue] = ["direction": .string(direction.rawValue)]
-        for (option, name) in [("map", "to_key"), ("unmap", "to_target")] {
+        var options = BindOptions(direction: Binding.Direction(rawValue: direction.rawValue) ?? .both, persistent: parsed.flag("persist"))
+        for option in ["map", "unmap"] {
             guard let text = parsed.option(option) else { continue }
-            do { _ = try Expression(parsing: text) } catch {
+            let expression: Expression
+            do { expression = try Expression(parsing: text) } catch {
                 throw CommandFailure(.usage, "invalid --\(option) expression: \(error.message)")
             }
-            options[name] = .string(text)
+            if option == "map" { options.toKey = expression } else { options.toTarget = expression }
         }
-        let persistent = parsed.flag("persist")
-        if persistent { options["persistent"] = .boolean(true) }
+        let persistent = options.persistent
         let client = try await PropbusClient.connect(parsed)
-        let reply = try await client.manager("Bind", [.string(key.text), .string(target.text), .vardict(options)])
+        let reply = try await client.manager("Bind", [.string(key.text), .string(target.text), .vardict(options.dictionary)])
         guard case .objectPath(let path)? = reply.first else {
             throw CommandFailure(.dbusError, "propbusd answered Bind with \(reply)")
         }
