@@ -103,7 +103,7 @@ let package = Package(
         .testTarget(name: "PropBusSystemTests", dependencies: ["PropBusSystem", "PropBusModelFiles", "PropBus", "DBusValues"]),
         .testTarget(name: "PropBusExecTests", dependencies: ["PropBusExec", "PropBus", "DBusValues"]),
         .testTarget(name: "CommandLineKitTests", dependencies: ["CommandLineKit"]),
-        .testTarget(name: "PropctlTests", dependencies: ["propctl", "CommandLineKit", "PropBus", "DBus"]),
+        .testTarget(name: "PropctlTests", dependencies: ["propctl", "CommandLineKit", "PropBus", "PropBusModelFiles", "DBus"]),
         .testTarget(name: "PropbusdTests", dependencies: ["propbusd", "CommandLineKit"]),
         // Real etcd members on loopback, for EtcdTests and the fleet integration tests.
         .target(name: "EtcdTestSupport", dependencies: ["Etcd"], path: "Tests/EtcdTestSupport"),
