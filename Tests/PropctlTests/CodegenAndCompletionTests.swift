@@ -37,7 +37,7 @@ final class CodegenAndCompletionTests: XCTestCase {
             return XCTFail("propctl completion tcsh did not parse as a command")
         }
         do {
-            try await CompletionCommand.run(parsed)
+            try await CompletionVerb.run(parsed)
             XCTFail("propctl completion tcsh printed a script")
         } catch {
             XCTAssertEqual(error.code, .usage, error.message)

@@ -78,8 +78,8 @@ extension PropctlSpec {
 
             --field NAME prints that one field alone, for scripts: booleans as true or false,             a range as its lower and upper bound separated by a space (empty when unbounded             there), other values as get prints them; an absent field prints an empty line.
             """,
-        options: [.value("field", valueName: "NAME", help: "Print only this field: \(DescribeCommand.fields.joined(separator: ", ")).",
-                         completion: .choices(DescribeCommand.fields))],
+        options: [.value("field", valueName: "NAME", help: "Print only this field: \(DescribeVerb.fields.joined(separator: ", ")).",
+                         completion: .choices(DescribeVerb.fields))],
         positionals: [.init("KEY", help: "The key to describe.", completion: .dynamic("key"))],
         examples: [
             .init("Describe a key", "propctl describe settings.volume"),

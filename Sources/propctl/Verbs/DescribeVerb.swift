@@ -4,7 +4,7 @@ import PropBus
 
 /// `propctl describe KEY [--field NAME]`: everything `ListProperties` knows about one key, like
 /// gsettings' describe, range and writable together.
-enum DescribeCommand: Subcommand {
+enum DescribeVerb: Subcommand {
     /// The fields, in the order they are printed.
     static let fields = ["key", "type", "value", "is_set", "hidden_value", "hidden_reason", "default", "range", "choices",
                          "writable", "writers", "secret", "persistent", "scope", "source", "state_of", "description"]
@@ -23,7 +23,7 @@ enum DescribeCommand: Subcommand {
             throw await client.unknownKey(key.text)
         }
         if parsed.flag("json"), field == nil {
-            Output.line(Output.json(ListCommand.json(item)))
+            Output.line(Output.json(ListVerb.json(item)))
             return
         }
         let rows = describe(item)

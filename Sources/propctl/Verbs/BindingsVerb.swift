@@ -4,7 +4,7 @@ import PropBus
 
 /// `propctl bindings [PREFIX]`: `Manager.ListBindingsPage`, page after page (so any number of
 /// bindings can be listed), as a table or JSON.
-enum BindingsCommand: Subcommand {
+enum BindingsVerb: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let client = try await PropbusClient.connect(parsed)
         let bindings = try await client.bindings(prefix: parsed.positional("PREFIX") ?? "").map { binding in

@@ -3,7 +3,7 @@ import DBus
 import PropBus
 
 /// `propctl reload`: `Manager.Reload`; prints the model files it skipped and fails if any.
-enum ReloadCommand: Subcommand {
+enum ReloadVerb: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let client = try await PropbusClient.connect(parsed)
         let reply = try await client.manager("Reload", [])

@@ -4,7 +4,7 @@ import Glibc
 import PropBus
 
 /// `propctl status`: whether propbusd runs on the selected bus, its version and size.
-enum StatusCommand: Subcommand {
+enum StatusVerb: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let client = try await PropbusClient.connect(parsed)
         let owner: String

@@ -3,7 +3,7 @@ import DBus
 import PropBus
 
 /// `propctl unbind PATH`: `Manager.Unbind`; PATH may be just the binding's number.
-enum UnbindCommand: Subcommand {
+enum UnbindVerb: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let text = parsed.positional("PATH") ?? ""
         let path = text.allSatisfy(\.isNumber) && !text.isEmpty ? "\(Key.rootPath)/bindings/\(text)" : text

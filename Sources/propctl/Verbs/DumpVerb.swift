@@ -4,7 +4,7 @@ import PropBus
 
 /// `propctl dump [PREFIX] [--definitions] [--format json|lines]`: keys, types, values and
 /// is_set, and with `--definitions` what `load --create` needs to create missing keys.
-enum DumpCommand: Subcommand {
+enum DumpVerb: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let format = parsed.option("format") ?? "json"
         guard format == "json" || format == "lines" else {
@@ -71,7 +71,7 @@ enum DumpCommand: Subcommand {
         // A command's state keys come with the command; they cannot be created alone.
         if definitions, item.metadata["state_of"] == nil {
             var definition: [(String, JSONValue)] = []
-            for name in LoadCommand.definitionOptions {
+            for name in LoadVerb.definitionOptions {
                 guard let value = item.metadata[name] else { continue }
                 if case .string("") = value, name == "description" { continue }
                 definition.append((name, ValueText.jsonValue(value)))

@@ -4,7 +4,7 @@ import PropBus
 
 /// `propctl list [--groups|--names] [--changed] [PREFIX]`: keys, types and values, as a table
 /// or JSON. A `*` in a fourth column marks a key whose value differs from its default.
-enum ListCommand: Subcommand {
+enum ListVerb: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let client = try await PropbusClient.connect(parsed)
         var items = try await client.selection(parsed.positional("PREFIX") ?? "")

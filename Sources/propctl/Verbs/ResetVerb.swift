@@ -4,7 +4,7 @@ import PropBus
 
 /// `propctl reset KEY` (`Values.Reset`), or `reset --recursive PREFIX`: every set key of a group
 /// and its subgroups in one `Manager.Apply`, so all of them read their defaults again, or none.
-enum ResetCommand: Subcommand {
+enum ResetVerb: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let text = parsed.positional("KEY") ?? ""
         if parsed.flag("recursive") { return try await resetGroup(text, parsed) }

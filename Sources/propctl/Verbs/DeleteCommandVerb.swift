@@ -2,7 +2,7 @@ import CommandLineKit
 import PropBus
 
 /// `propctl delete-command KEY`: `Manager.DeleteCommand`.
-enum DeleteCommandCommand: Subcommand {
+enum DeleteCommandVerb: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let key = try PropbusClient.key(parsed.positional("KEY") ?? "")
         let client = try await PropbusClient.connect(parsed)

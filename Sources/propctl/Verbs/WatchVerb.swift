@@ -12,7 +12,7 @@ import SystemKit
 /// between the two. Keys and groups follow one rule (``KeyPrefix``). When propbusd restarts
 /// (its name gets a new owner) every watched key is printed again, since values may have
 /// changed while it was away; when the bus itself goes away, watch exits 69.
-enum WatchCommand: Subcommand {
+enum WatchVerb: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let patterns = parsed.positionals("KEY")
         for pattern in patterns where pattern.isEmpty || !pattern.utf8.allSatisfy({ ObjectPath.isElementByte($0) || $0 == UInt8(ascii: ".") }) {

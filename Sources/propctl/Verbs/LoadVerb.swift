@@ -8,7 +8,7 @@ import SystemKit
 /// With `--create`, keys the daemon lacks are created first from their `definition`; if the
 /// Apply is then refused, the keys this load created are deleted again. A command's state keys
 /// in the document are left as the daemon has them.
-enum LoadCommand: Subcommand {
+enum LoadVerb: Subcommand {
     /// The `ListProperties` metadata that `dump --definitions` writes and `CreateProperty` takes.
     static let definitionOptions = ["default", "description", "minimum", "maximum", "choices", "persistent",
                                     "writable", "writers", "secret"]

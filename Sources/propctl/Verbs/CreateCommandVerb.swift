@@ -3,7 +3,7 @@ import DBus
 import PropBus
 
 /// `propctl create-command KEY [options] -- PROGRAM [ARG...]`: `Manager.CreateCommand`.
-enum CreateCommandCommand: Subcommand {
+enum CreateCommandVerb: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let key = try PropbusClient.key(parsed.positional("KEY") ?? "")
         let argv = [parsed.positional("PROGRAM")].compactMap { $0 } + parsed.positionals("ARG")

@@ -3,7 +3,7 @@ import DBus
 import PropBus
 
 /// `propctl set KEY VALUE`: reads VALUE by the key's type, then `Properties.Set`.
-enum SetCommand: Subcommand {
+enum SetVerb: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let key = try PropbusClient.key(parsed.positional("KEY") ?? "")
         let text = parsed.positional("VALUE") ?? ""

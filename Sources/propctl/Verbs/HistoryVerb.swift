@@ -4,7 +4,7 @@ import PropBus
 import SystemKit
 
 /// `propctl history [KEY|GROUP]`: `Manager.ListHistory`, page after page, as a table or JSON.
-enum HistoryCommand: Subcommand {
+enum HistoryVerb: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) { try await run(parsed, blame: false) }
 
     /// `history`, or with `blame` (`propctl blame GROUP`) only each key's latest change.
@@ -69,6 +69,6 @@ enum HistoryCommand: Subcommand {
 }
 
 /// `propctl blame GROUP`: each key's latest change (value, revision, when, who, via).
-enum BlameCommand: Subcommand {
-    static func run(_ parsed: ParsedCommand) async throws(CommandFailure) { try await HistoryCommand.run(parsed, blame: true) }
+enum BlameVerb: Subcommand {
+    static func run(_ parsed: ParsedCommand) async throws(CommandFailure) { try await HistoryVerb.run(parsed, blame: true) }
 }

@@ -3,7 +3,7 @@ import DBus
 import PropBus
 
 /// `propctl cancel KEY [ID]`: `Command.Cancel` of one execution, or of every running one.
-enum CancelCommand: Subcommand {
+enum CancelVerb: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let key = try PropbusClient.key(parsed.positional("KEY") ?? "")
         var ids: [UInt64] = []
@@ -19,7 +19,7 @@ enum CancelCommand: Subcommand {
             ids = try await client.executions().filter { $0.key == key.text }.map(\.id)
         }
         for id in ids {
-            _ = try await client.call(Key.objectPath(ofGroup: key.text), ExecCommand.commandInterface, "Cancel", [.uint64(id)])
+            _ = try await client.call(Key.objectPath(ofGroup: key.text), ExecVerb.commandInterface, "Cancel", [.uint64(id)])
         }
         if parsed.flag("json") {
             Output.line(Output.json(.object([("key", .string(key.text)), ("cancelled", .array(ids.map { .unsignedInteger($0) }))])))

@@ -3,7 +3,7 @@ import DBus
 import PropBus
 
 /// `propctl create KEY TYPE [...]`: `Manager.CreateProperty` with options from flags.
-enum CreateCommand: Subcommand {
+enum CreateVerb: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let key = try PropbusClient.key(parsed.positional("KEY") ?? "")
         let typeText = parsed.positional("TYPE") ?? ""

@@ -6,7 +6,7 @@ import PropBus
 /// `propctl prune [--yes]`: lists the stored values no definition claims (`ListUnclaimedPage`, page after page) and,
 /// with `--yes` (or a "y" at the prompt on a terminal), deletes exactly those (`Prune`).
 /// Otherwise nothing changes: deleting data is never the default.
-enum PruneCommand: Subcommand {
+enum PruneVerb: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let client = try await PropbusClient.connect(parsed)
         // Page after page, each one fitting in a message; each page's keys are then pruned in

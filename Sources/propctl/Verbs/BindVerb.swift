@@ -7,7 +7,7 @@ import SystemKit
 /// `propctl bind KEY <endpoint> [--map EXPR] [--unmap EXPR] [--direction both|from|to]`: a
 /// client-side channel (``ClientChannel``) to a file, a coprocess or stdin/stdout, or with
 /// `--to` a daemon-side binding (`Manager.Bind`).
-enum BindCommand: Subcommand {
+enum BindVerb: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let key = try PropbusClient.key(parsed.positional("KEY") ?? "")
         let direction = try ChannelDirection(option: parsed.option("direction"))

@@ -3,7 +3,7 @@ import DBus
 import PropBus
 
 /// `propctl get KEY...`: one line per key, or one JSON object with `--json`.
-enum GetCommand: Subcommand {
+enum GetVerb: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let keys = try keys(parsed)
         let client = try await PropbusClient.connect(parsed)

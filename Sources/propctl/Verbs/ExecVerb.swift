@@ -9,7 +9,7 @@ import PropBus
 ///
 /// Start rather than Execute, so that the id is known at once: it is printed on stderr, and
 /// SIGINT or SIGTERM cancels exactly that execution before propctl exits (130 or 143).
-enum ExecCommand: Subcommand {
+enum ExecVerb: Subcommand {
     static let commandInterface = PropBusAPI.commandInterface
 
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
@@ -89,7 +89,7 @@ final class ExecutionWaiter: @unchecked Sendable {
     }
 
     private var rule: MatchRule {
-        MatchRule(sender: PropbusClient.busName, path: path, interface: ExecCommand.commandInterface)
+        MatchRule(sender: PropbusClient.busName, path: path, interface: ExecVerb.commandInterface)
     }
 
     /// Subscribes to the command's signals and takes over SIGINT and SIGTERM: before Start, so
@@ -165,7 +165,7 @@ final class ExecutionWaiter: @unchecked Sendable {
     private func cancel() {
         guard let id else { return }
         let client = client, path = path
-        Task { _ = try? await client.call(path, ExecCommand.commandInterface, "Cancel", [.uint64(id)]) }
+        Task { _ = try? await client.call(path, ExecVerb.commandInterface, "Cancel", [.uint64(id)]) }
     }
 
     private func end(_ outcome: Result<DBusValue, DBusError>) {

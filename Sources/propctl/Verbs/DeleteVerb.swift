@@ -3,7 +3,7 @@ import PropBus
 
 /// `propctl delete KEY`: `Manager.DeleteProperty`. The bindings that use the key end with it,
 /// so they are named on stderr (a backup made before keeps them: `dump --definitions`).
-enum DeleteCommand: Subcommand {
+enum DeleteVerb: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let key = try PropbusClient.key(parsed.positional("KEY") ?? "")
         let client = try await PropbusClient.connect(parsed)

@@ -4,7 +4,7 @@ import Glibc
 import PropBus
 
 /// `propctl serve KEY -- CMD [ARG...]`: the handler of a `handler=true` command (``HandlerServer``).
-enum ServeCommand: Subcommand {
+enum ServeVerb: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let key = try PropbusClient.key(parsed.positional("KEY") ?? "")
         guard let program = parsed.positional("CMD"), !program.isEmpty else {

@@ -6,7 +6,7 @@ import PropBusModelFiles
 /// `propctl codegen swift MODEL.json`: prints a Swift file with a typed accessor per key and
 /// command of a model file, for the `PropBusClient` library; doc comments come from the
 /// descriptions, defaults, ranges and choices. Reads the file only; no bus.
-enum CodegenCommand: Subcommand {
+enum CodegenVerb: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let language = parsed.positional("LANGUAGE") ?? ""
         guard language == "swift" else {
