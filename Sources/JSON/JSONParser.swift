@@ -171,21 +171,37 @@ struct JSONParser {
         var output: [UInt8] = []
         var runStart = index
         while true {
+            index = endOfPlainRun(from: index)
             guard let byte = current else { throw failure("unterminated string") }
             switch byte {
             case .quote:
+                defer { index += 1 }
+                // Without escapes the text is decoded straight from the input, not copied first.
+                if output.isEmpty { return String(decoding: bytes[runStart ..< index], as: UTF8.self) }
                 output += bytes[runStart ..< index]
-                index += 1
                 return String(decoding: output, as: UTF8.self)
             case .backslash:
                 output += bytes[runStart ..< index]
                 try parseEscape(into: &output)
                 runStart = index
-            case 0x00 ..< 0x20:
-                throw failure("\(describeCurrent()) must be escaped in a string")
             default:
-                index += 1
+                throw failure("\(describeCurrent()) must be escaped in a string")
             }
+        }
+    }
+
+    /// Where the run of bytes from `start` that a string holds as they are ends: at a quote, a
+    /// backslash, a control character or the end. One tight loop, as a value can be megabytes
+    /// of base64.
+    private func endOfPlainRun(from start: Int) -> Int {
+        bytes.withUnsafeBufferPointer { buffer in
+            var position = start
+            while position < buffer.count {
+                let byte = buffer[position]
+                if byte == .quote || byte == .backslash || byte < 0x20 { break }
+                position += 1
+            }
+            return position
         }
     }
 
