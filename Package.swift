@@ -55,13 +55,16 @@ let package = Package(
         .target(name: "CommandLineKit"),
         // The D-Bus value model, signatures and name validation: pure Swift, no libdbus.
         .target(name: "DBusValues"),
+        // JSON values, exact (64-bit integers, member order), parsed and printed without
+        // Foundation: the one codec of the core, the model files, propctl and the etcd client.
+        .target(name: "JSON"),
         .target(name: "DBus", dependencies: ["DBusValues", "CDBus", "SystemKit"]),
-        .target(name: "Etcd", dependencies: ["CCurl"]),
+        .target(name: "Etcd", dependencies: ["CCurl", "JSON"]),
         // The library for Swift programs that use the daemon: typed properties, channels to
         // @Observable models and commands. Only the D-Bus library: not the core, the store or curl.
         .target(name: "PropBusClient", dependencies: ["DBus", "DBusValues"]),
         // The core model: no libdbus, no SQLite.
-        .target(name: "PropBus", dependencies: ["DBusValues"]),
+        .target(name: "PropBus", dependencies: ["DBusValues", "JSON"]),
         // The core's adapters to the system: the SQLite store, the state directory and the user
         // and group databases.
         .target(name: "PropBusSystem", dependencies: ["PropBus", "DBusValues", "CSQLite", "CLinux", "SystemKit"]),
@@ -88,6 +91,7 @@ let package = Package(
         // bench/client-latency.sh's observer through PropBusClient's `values`.
         .executableTarget(name: "ClientLatencyProbe", dependencies: ["PropBusClient"], path: "bench/ClientLatencyProbe"),
         .testTarget(name: "SystemKitTests", dependencies: ["SystemKit"]),
+        .testTarget(name: "JSONTests", dependencies: ["JSON"]),
         // Links libdbus only to compare the pure validators with libdbus's answers.
         .testTarget(name: "DBusValuesTests", dependencies: ["DBusValues", "CDBus"]),
         // A private dbus-daemon for the in-process test targets.
@@ -99,11 +103,11 @@ let package = Package(
         .testTarget(name: "PropBusSystemTests", dependencies: ["PropBusSystem", "PropBusModelFiles", "PropBus", "DBusValues"]),
         .testTarget(name: "PropBusExecTests", dependencies: ["PropBusExec", "PropBus", "DBusValues"]),
         .testTarget(name: "CommandLineKitTests", dependencies: ["CommandLineKit"]),
-        .testTarget(name: "PropctlTests", dependencies: ["propctl", "CommandLineKit", "PropBus", "DBus"]),
+        .testTarget(name: "PropctlTests", dependencies: ["propctl", "CommandLineKit", "PropBus", "PropBusModelFiles", "DBus"]),
         .testTarget(name: "PropbusdTests", dependencies: ["propbusd", "CommandLineKit"]),
         // Real etcd members on loopback, for EtcdTests and the fleet integration tests.
         .target(name: "EtcdTestSupport", dependencies: ["Etcd"], path: "Tests/EtcdTestSupport"),
-        .testTarget(name: "EtcdTests", dependencies: ["Etcd", "EtcdTestSupport"]),
+        .testTarget(name: "EtcdTests", dependencies: ["Etcd", "EtcdTestSupport", "JSON"]),
         .testTarget(name: "IntegrationTests", dependencies: ["DBus", "PropBus", "PropBusClient", "PropBusSystem", "CSQLite", "Etcd", "EtcdTestSupport"]),
     ]
 )

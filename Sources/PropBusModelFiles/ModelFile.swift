@@ -319,14 +319,13 @@ public struct ModelFile: Sendable {
             switch member.key {
             case "direction", "to_key", "to_target":
                 guard let text = member.value.stringValue else { throw fail(label, "\"\(member.key)\" must be a string") }
-                if member.key != "direction" {
-                    do { _ = try Expression(parsing: text) } catch { throw fail(label, "\"\(member.key)\": \(error.message)") }
-                }
                 options[member.key] = .string(text)
             default:
                 throw fail(label, "unknown field \"\(member.key)\"; expected key, to, direction, to_key, to_target")
             }
         }
+        // Checked as Bind checks them, now: a mistake is reported with the file's others.
+        do { _ = try BindOptions(options: options, binding: "the binding \(key) ↔ \(to)") } catch { throw fail(label, error.message) }
         bindings.append(BindingDeclaration(key: key, to: to, options: options))
     }
 

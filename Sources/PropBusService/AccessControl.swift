@@ -81,16 +81,14 @@ extension Service {
 
     /// `Bind`: the caller must be a writer of every key the binding writes and a reader of every
     /// key it reads, the keys named in its transforms included. Options the model will refuse
-    /// are read leniently here; the model reports them.
+    /// count as both directions here (the strictest); the model reports them.
     func authorizeBind(key: String, to: String, options bindOptions: [String: DBusValue], by call: MethodCall) throws(DBusError) {
         guard options.access.isEnabled else { return }
-        let direction = bindOptions["direction"]?.unwrappingVariant.stringValue.flatMap(Binding.Direction.init(rawValue:)) ?? .both
+        let parsed = (try? BindOptions(options: bindOptions)) ?? BindOptions()
         var writes: [String] = [], reads: [String] = []
-        if direction != .to { writes.append(key); reads.append(to) }
-        if direction != .from { writes.append(to); reads.append(key) }
-        for option in ["to_key", "to_target"] {
-            guard let text = bindOptions[option]?.unwrappingVariant.stringValue,
-                  let expression = try? Expression(parsing: text) else { continue }
+        if parsed.direction != .to { writes.append(key); reads.append(to) }
+        if parsed.direction != .from { writes.append(to); reads.append(key) }
+        for expression in [parsed.toKey, parsed.toTarget].compactMap({ $0 }) {
             reads += expression.referencedKeys.sorted()
         }
         for name in writes { try authorizeWrite(existing: name, by: call) }

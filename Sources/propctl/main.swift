@@ -33,7 +33,7 @@ case .command(let parsed):
     }
     do {
         // A one-shot `get` stays on this thread with blocking calls: no task, queue or thread.
-        if name == "get", try GetCommand.runBlocking(parsed) { exit(0) }
+        if name == "get", try GetVerb.runBlocking(parsed) { exit(0) }
         try await command.run(parsed)
     } catch {
         Output.error("propctl \(name): \(error.message)")

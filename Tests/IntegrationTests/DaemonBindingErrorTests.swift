@@ -166,57 +166,8 @@ final class DaemonBindingErrorTests: DaemonBindingTestCase, @unchecked Sendable 
         XCTAssertEqual(listed, [])
     }
 
-    func testTypesThatCannotBecomeEachOtherAreRefusedAtBindTime() async throws {
-        try await create([("ui.switch.on", "b", .boolean(false)), ("settings.theme", "s", .string("dark"))])
-        await assertDBusError(PropBusAPI.error("TransformFailed"), containing: ["ui.switch.on", "settings.theme", "'string'", "'boolean'"]) {
-            try await self.bindKey("ui.switch.on", to: "settings.theme")
-        }
-        // A transform fixes one direction only; the other still cannot be converted.
-        await assertDBusError(PropBusAPI.error("TransformFailed"), containing: ["ui.switch.on", "settings.theme"]) {
-            try await self.bindKey("ui.switch.on", to: "settings.theme", ["to_key": .string(#"value == "dark""#)])
-        }
-        try await bindKey("ui.switch.on", to: "settings.theme", [
-            "to_key": .string(#"value == "dark""#), "to_target": .string(#"value ? "dark" : "light""#),
-        ])
-        try await assertValues(["ui.switch.on": .boolean(true)])
-        let listed = try await listBindings()
-        XCTAssertEqual(listed.count, 1)
-    }
-
-    func testTransformWithADefiniteTypeErrorIsRefusedAtBindTime() async throws {
-        try await create([("ui.switch.on", "b", .boolean(false)), ("ui.count", "i", .int32(0))])
-        await assertDBusError(PropBusAPI.error("InvalidExpression"), containing: ["column"]) {
-            try await self.bindKey("ui.count", to: "ui.switch.on", ["to_key": .string("value + 1"), "direction": .string("from")])
-        }
-        let listed = try await listBindings()
-        XCTAssertEqual(listed, [])
-    }
-
-    func testMalformedExpressionsAreRejectedNamingTheColumn() async throws {
-        try await create([("ui.power.label", "s", .string("Off")), ("dev.power.digit", "s", .string("0"))])
-        await assertDBusError(PropBusAPI.error("InvalidExpression"), containing: ["column 10", "expected"]) {
-            try await self.bindKey("ui.power.label", to: "dev.power.digit", ["to_key": .string("value == ")])
-        }
-        await assertDBusError(PropBusAPI.error("InvalidExpression"), containing: ["column 7", "'=='"]) {
-            try await self.bindKey("ui.power.label", to: "dev.power.digit", ["to_target": .string(#"value = "On""#)])
-        }
-        await assertDBusError(PropBusAPI.error("InvalidExpression"), containing: ["column"]) {
-            try await self.bindKey("ui.power.label", to: "dev.power.digit", ["to_key": .string(#"value == "1" ? "On""#)])
-        }
-        let listed = try await listBindings()
-        XCTAssertEqual(listed, [])
-    }
-
-    /// Every error message names the key and says what was expected. With two
-    /// expressions in one call, the message must also say which one is wrong.
-    func testExpressionErrorsNameTheOptionAndTheBinding() async throws {
-        try await create([("ui.power.label", "s", .string("Off")), ("dev.power.digit", "s", .string("0"))])
-        await assertDBusError(PropBusAPI.error("InvalidExpression"), containing: ["to_target", "ui.power.label", "dev.power.digit"]) {
-            try await self.bindKey("ui.power.label", to: "dev.power.digit", [
-                "to_key": .string(#"value == "1" ? "On" : "Off""#), "to_target": .string(#"value == "On" ? "1" "0""#),
-            ])
-        }
-    }
+    // Which transforms and types a binding may have, and how a malformed expression is named,
+    // are the core's: PropBusTests.BindOptionsTests pins them on the model.
 
     func testBindArgumentsAreChecked() async throws {
         try await create([("ui.switch.on", "b", .boolean(false)), ("settings.someBoolKey", "b", .boolean(false))])

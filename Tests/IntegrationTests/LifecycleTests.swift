@@ -63,25 +63,28 @@ final class LifecycleTests: DaemonTestCase {
         try await client.call(PropBusAPI.peer, "Ping")
     }
 
-    func testUnknownOptionIsAUsageErrorWith64() async throws {
-        let result = try await runCommand(BuildProducts.propbusd, ["--no-such-option"], environment: bus.environment)
-        XCTAssertEqual(result.status, 64, "\(result)")
-        XCTAssertTrue(result.stderr.contains("--no-such-option"), result.stderr)
-    }
-
-    func testHelpListsTheOptions() async throws {
-        let result = try await runCommand(BuildProducts.propbusd, ["--help"], environment: bus.environment)
-        XCTAssertEqual(result.status, 0, "\(result)")
-        for option in ["--address", "--system", "--session", "--max-value-size", "--max-message-size", "--max-properties"] {
-            XCTAssertTrue(result.stdout.contains(option), "--help lacks \(option):\n\(result.stdout)")
-        }
-    }
-
     func testUnreachableBusExitsNonZeroWithAMessage() async throws {
         let result = try await runCommand(BuildProducts.propbusd, ["--address", "unix:path=\(bus.directory.path)/nothing-here"],
                                           environment: bus.environment)
         XCTAssertFalse(result.timedOut)
         XCTAssertNotEqual(result.status, 0, "\(result)")
         XCTAssertFalse(result.stderr.isEmpty)
+    }
+}
+
+/// What propbusd answers before it connects: its command line, with no bus and no daemon to start.
+final class DaemonCommandLineTests: XCTestCase {
+    func testUnknownOptionIsAUsageErrorWith64() async throws {
+        let result = try await runCommand(BuildProducts.propbusd, ["--no-such-option"], environment: PrivateBus.isolatedEnvironment(address: nil))
+        XCTAssertEqual(result.status, 64, "\(result)")
+        XCTAssertTrue(result.stderr.contains("--no-such-option"), result.stderr)
+    }
+
+    func testHelpListsTheOptions() async throws {
+        let result = try await runCommand(BuildProducts.propbusd, ["--help"], environment: PrivateBus.isolatedEnvironment(address: nil))
+        XCTAssertEqual(result.status, 0, "\(result)")
+        for option in ["--address", "--system", "--session", "--max-value-size", "--max-message-size", "--max-properties"] {
+            XCTAssertTrue(result.stdout.contains(option), "--help lacks \(option):\n\(result.stdout)")
+        }
     }
 }

@@ -157,13 +157,6 @@ final class PropctlEndToEndTests: DaemonTestCase {
         XCTAssertTrue(mismatch.stderr.contains(PropBusAPI.error("TypeMismatch")), mismatch.stderr)
     }
 
-    func testInvalidKeyIsRefusedBeforeReachingTheDaemonQuotingTheRule() async throws {
-        // propctl checks keys itself, so a bad key is a usage error.
-        let invalid = try await propctl(["create", "nodot", "b"])
-        XCTAssertEqual(invalid.status, 64, "\(invalid)")
-        XCTAssertTrue(invalid.stderr.contains("nodot") && invalid.stderr.contains("[A-Za-z0-9_]+"), invalid.stderr)
-    }
-
     func testUnknownKeyErrorNamesTheKey() async throws {
         let result = try await propctl(["get", "no.such"])
         XCTAssertEqual(result.status, 1, "\(result)")
@@ -180,14 +173,6 @@ final class PropctlEndToEndTests: DaemonTestCase {
         }
         let both = try await tool(BuildProducts.propctl, ["--system", "--address", bus.address, "status"])
         XCTAssertEqual(both.status, 64, "\(both)")
-    }
-
-    func testHelpOfEverySubcommandExitsZero() async throws {
-        for subcommand in ["get", "set", "reset", "list", "watch", "create", "delete", "status"] {
-            let result = try await propctl([subcommand, "--help"])
-            XCTAssertEqual(result.status, 0, "\(result)")
-            XCTAssertTrue(result.stdout.contains("propctl \(subcommand)"), result.stdout)
-        }
     }
 
     func testNoDaemonOnTheBusExits69() async throws {
@@ -351,5 +336,28 @@ final class PropctlEndToEndTests: DaemonTestCase {
         _ = try await self.busctl(["set-property", PropBusAPI.busName, PropBusAPI.rootPath + "/settings", PropBusAPI.values, "theme", "s", "blue"])
         let get = try await propctl(["get", "settings.theme"])
         XCTAssertEqual(get.stdout, "blue\n")
+    }
+}
+
+/// What propctl answers before it looks for a bus: the same process, and no daemon to start.
+final class PropctlWithoutADaemonTests: XCTestCase {
+    /// `propctl ARGS…` with no bus in its environment.
+    private func propctlWithoutABus(_ arguments: [String]) async throws -> CommandResult {
+        try await runCommand(BuildProducts.propctl, arguments, environment: PrivateBus.isolatedEnvironment(address: nil))
+    }
+
+    func testInvalidKeyIsRefusedBeforeReachingTheDaemonQuotingTheRule() async throws {
+        // propctl checks keys itself, so a bad key is a usage error.
+        let invalid = try await propctlWithoutABus(["create", "nodot", "b"])
+        XCTAssertEqual(invalid.status, 64, "\(invalid)")
+        XCTAssertTrue(invalid.stderr.contains("nodot") && invalid.stderr.contains("[A-Za-z0-9_]+"), invalid.stderr)
+    }
+
+    func testHelpOfEverySubcommandExitsZero() async throws {
+        for subcommand in ["get", "set", "reset", "list", "watch", "create", "delete", "status"] {
+            let result = try await propctlWithoutABus([subcommand, "--help"])
+            XCTAssertEqual(result.status, 0, "\(result)")
+            XCTAssertTrue(result.stdout.contains("propctl \(subcommand)"), result.stdout)
+        }
     }
 }

@@ -155,15 +155,6 @@ final class ReloadTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertEqual(listed, ["app.x"])
     }
 
-    func testUnitsReloadWithSIGHUP() throws {
-        let systemd = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("systemd")
-        for unit in ["propbusd.service", "propbusd-user.service"] {
-            let text = try String(contentsOf: systemd.appendingPathComponent(unit), encoding: .utf8)
-            XCTAssertTrue(text.contains("\nExecReload=/bin/kill -HUP $MAINPID\n"), unit)
-        }
-    }
-
     func testReloadTellsSystemdReloadingThenReady() async throws {
         await daemon.stop()
         _ = await eventually { !((try? await client.nameHasOwner()) ?? true) }
@@ -194,5 +185,17 @@ final class ReloadTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertTrue(lines.contains { $0.contains("reloaded model files") }, "\(lines)")
         XCTAssertTrue(lines.contains { $0.contains("stopping") }, "\(lines)")
         XCTAssertTrue(lines.contains { $0.contains("stopped") }, "\(lines)")
+    }
+}
+
+/// The units' reload line, read from the files: no daemon needed.
+final class ReloadUnitFileTests: XCTestCase {
+    func testUnitsReloadWithSIGHUP() throws {
+        let systemd = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("systemd")
+        for unit in ["propbusd.service", "propbusd-user.service"] {
+            let text = try String(contentsOf: systemd.appendingPathComponent(unit), encoding: .utf8)
+            XCTAssertTrue(text.contains("\nExecReload=/bin/kill -HUP $MAINPID\n"), unit)
+        }
     }
 }

@@ -4,8 +4,9 @@ import XCTest
 
 /// The system bus policy `systemd/org.propbus.PropBus1.conf` (docs/security.md): anyone may call the
 /// daemon's interfaces, whose writes the daemon checks itself, and the file never denies
-/// anything beyond the daemon's own name.
-final class SystemBusPolicyTests: AccessControlTestCase, @unchecked Sendable {
+/// anything beyond the daemon's own name. Here the policy file as text: read, not loaded into a
+/// bus, so no daemon is started for it.
+final class SystemBusPolicyFileTests: XCTestCase {
     private var policyText: String { get throws { try String(contentsOf: PrivateBus.policyFile, encoding: .utf8) } }
 
     /// The attributes of every element named `element` (`allow`, `deny`) in the policy file.
@@ -49,7 +50,10 @@ final class SystemBusPolicyTests: AccessControlTestCase, @unchecked Sendable {
         XCTAssertEqual(owners.map { $0["own"] }, [PropBusAPI.busName])
         XCTAssertTrue(text.contains("<policy user=\"propbus\">"), text)
     }
+}
 
+/// The same policy loaded into a system-like bus, with the daemon behind it.
+final class SystemBusPolicyTests: AccessControlTestCase, @unchecked Sendable {
     func testTheBusEnforcesThePolicyAndLetsNobodysCallsReachTheDaemon() async throws {
         // Not in the policy: the bus itself refuses, so the policy really is in force here.
         let foreign = try await dbusSendAsNobody([PropBusAPI.rootPath, "org.example.NotPropbus.Hello"])

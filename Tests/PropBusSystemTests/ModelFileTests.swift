@@ -140,6 +140,14 @@ final class ModelFileTests: XCTestCase {
         assertFails(#"{"grops": {}}"#, containing: ["grops"])
     }
 
+    /// A binding's options are read as `Bind` reads them, when the file is read: a direction
+    /// `Bind` would refuse is a mistake of the file, reported with the others, not at apply.
+    func testABindingsOptionsAreCheckedAsBindChecksThemWhenTheFileIsRead() {
+        assertFails(#"{"bindings": [{"key": "a.b", "to": "a.c", "direction": "sideways"}]}"#,
+                    containing: ["bindings[0]", "direction", "both, from, to"])
+        assertFails(#"{"bindings": [{"key": "a.b", "to": "a.c", "to_key": "value +"}]}"#, containing: ["bindings[0]", "to_key"])
+    }
+
     func testApplyErrorsNameTheFileAndKey() throws {
         let file = try load(#"{"groups": {"a": {"properties": {"b": {"type": "i", "default": 50, "maximum": 10}}}}}"#)
         let model = try PropertyModel(store: MemoryStore())

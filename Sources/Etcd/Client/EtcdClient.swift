@@ -1,5 +1,6 @@
 import CCurl
 import Glibc
+import JSON
 import Synchronization
 
 /// A client of an etcd v3 cluster through its HTTP/1.1 JSON gateway (etcd 3.4's `/v3/…`).
@@ -102,7 +103,7 @@ public final class EtcdClient: Sendable {
     /// partly gone by.
     public func txn(compares: [Compare], success: [RequestOp], failure: [RequestOp] = [],
                     resendIfConnectionLost: Bool = false, timeout: Duration? = nil) throws(EtcdError) -> TxnResponse {
-        var members: [(String, GatewayJSON)] = []
+        var members: [(String, JSONValue)] = []
         if !compares.isEmpty { members.append(("compare", .array(compares.map(\.json)))) }
         if !success.isEmpty { members.append(("success", .array(success.map(\.json)))) }
         if !failure.isEmpty { members.append(("failure", .array(failure.map(\.json)))) }
@@ -115,7 +116,7 @@ public final class EtcdClient: Sendable {
     /// Discards the history before `revision` (etcd's `/v3/kv/compaction`); watches from an
     /// older revision are then cancelled with the compact revision.
     public func compact(revision: Int64, physical: Bool = true) throws(EtcdError) {
-        var members: [(String, GatewayJSON)] = [("revision", .int64(revision))]
+        var members: [(String, JSONValue)] = [("revision", .int64(revision))]
         if physical { members.append(("physical", .bool(true))) }
         _ = try call("/v3/kv/compaction", .object(members), retrySafe: false)
     }
@@ -223,7 +224,7 @@ public final class EtcdClient: Sendable {
 
     /// How one attempt on one endpoint ended.
     private enum Attempt {
-        case answered(status: Int, body: GatewayJSON)
+        case answered(status: Int, body: JSONValue)
         /// The request never left: another endpoint may take it, even a write.
         case notSent(String)
         /// Sent, but no (complete) answer: a write's fate is unknown.
@@ -232,8 +233,8 @@ public final class EtcdClient: Sendable {
 
     /// POSTs `body` to `path`, moving through the endpoints as the class documentation says,
     /// and returns the answer's JSON, or throws etcd's error.
-    func call(_ path: String, _ body: GatewayJSON, retrySafe: Bool, authenticated: Bool = true,
-              timeout: Duration? = nil, resendIfConnectionLost: Bool = false) throws(EtcdError) -> GatewayJSON {
+    func call(_ path: String, _ body: JSONValue, retrySafe: Bool, authenticated: Bool = true,
+              timeout: Duration? = nil, resendIfConnectionLost: Bool = false) throws(EtcdError) -> JSONValue {
         let clock = ContinuousClock()
         let requestTimeout = timeout ?? options.requestTimeout
         let deadline = clock.now + requestTimeout
@@ -335,7 +336,7 @@ public final class EtcdClient: Sendable {
             return .lost(reason, timedOut: result == CURLE_OPERATION_TIMEDOUT)
         }
         do {
-            return .answered(status: handle.responseCode, body: try GatewayJSON.parse(sink.body))
+            return .answered(status: handle.responseCode, body: try JSONValue.gatewayMessage(sink.body))
         } catch {
             return .lost("unreadable answer (HTTP \(handle.responseCode)): \(error.message)", timedOut: false)
         }

@@ -1,5 +1,6 @@
 import CCurl
 import Glibc
+import JSON
 import Synchronization
 
 /// A running watch: one long-lived `/v3/watch` request on a thread of its own.
@@ -162,7 +163,7 @@ final class WatchRunner: @unchecked Sendable {
         } catch {
             return error
         }
-        var request: [(String, GatewayJSON)] = [("key", .bytes(key))]
+        var request: [(String, JSONValue)] = [("key", .bytes(key))]
         if let rangeEnd { request.append(("range_end", .bytes(rangeEnd))) }
         let next = shared.withLock { $0.next }
         if next > 0 { request.append(("start_revision", .int64(next))) }
@@ -173,7 +174,7 @@ final class WatchRunner: @unchecked Sendable {
         let clock = ContinuousClock()
         let started = clock.now
         let unmanaged = Unmanaged.passUnretained(self)
-        handle.prepare(url: currentEndpoint + "/v3/watch", body: GatewayJSON.object([("create_request", .object(request))]).text,
+        handle.prepare(url: currentEndpoint + "/v3/watch", body: JSONValue.object([("create_request", .object(request))]).text,
                        token: token, extraHeaders: ["Grpc-Metadata-hasleader: true"], timeout: nil,
                        connectTimeout: client.options.connectTimeout,
                        receive: WatchRunner.receive, sink: unmanaged.toOpaque())
@@ -238,9 +239,9 @@ final class WatchRunner: @unchecked Sendable {
 
     private func handleLine(_ line: [UInt8]) {
         guard !isCancelled, !finished, pendingError == nil else { return }
-        let json: GatewayJSON
+        let json: JSONValue
         do {
-            json = try GatewayJSON.parse(line)
+            json = try JSONValue.gatewayMessage(line)
         } catch {
             pendingError = error
             return

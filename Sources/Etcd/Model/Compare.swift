@@ -1,3 +1,5 @@
+import JSON
+
 /// One condition of a transaction (etcdserverpb.Compare): a key's revision, version, value or
 /// lease against a constant.
 ///
@@ -53,8 +55,8 @@ public struct Compare: Equatable, Sendable {
         Compare(key, .equal, .modRevision(revision))
     }
 
-    var json: GatewayJSON {
-        var members: [(String, GatewayJSON)] = [("key", .bytes(key)), ("result", .string(relation.rawValue))]
+    var json: JSONValue {
+        var members: [(String, JSONValue)] = [("key", .bytes(key)), ("result", .string(relation.rawValue))]
         switch target {
         case let .version(value): members += [("target", .string("VERSION")), ("version", .int64(value))]
         case let .createRevision(value): members += [("target", .string("CREATE")), ("create_revision", .int64(value))]

@@ -1,3 +1,5 @@
+import JSON
+
 /// A deletion of one key, a range or a prefix (etcdserverpb.DeleteRangeRequest).
 public struct DeleteRangeRequest: Equatable, Sendable {
     /// The key, or the first key of the range.
@@ -14,8 +16,8 @@ public struct DeleteRangeRequest: Equatable, Sendable {
         self.prevKV = prevKV
     }
 
-    var json: GatewayJSON {
-        var members: [(String, GatewayJSON)] = [("key", .bytes(key))]
+    var json: JSONValue {
+        var members: [(String, JSONValue)] = [("key", .bytes(key))]
         if let rangeEnd { members.append(("range_end", .bytes(rangeEnd))) }
         if prevKV { members.append(("prev_kv", .bool(true))) }
         return .object(members)

@@ -1,3 +1,5 @@
+import JSON
+
 /// The answer to a ``DeleteRangeRequest``.
 public struct DeleteRangeResponse: Equatable, Sendable {
     /// The revision the deletion created (unchanged if nothing was deleted).
@@ -7,7 +9,7 @@ public struct DeleteRangeResponse: Equatable, Sendable {
     /// The deleted keys, if asked for.
     public var prevKVs: [KeyValue]
 
-    init(json: GatewayJSON) throws(EtcdError) {
+    init(json: JSONValue) throws(EtcdError) {
         header = ResponseHeader(json: json["header"])
         deleted = json["deleted"]?.int64 ?? 0
         var prevKVs: [KeyValue] = []

@@ -1,3 +1,5 @@
+import JSON
+
 /// One key in etcd with its value and revisions (mvccpb.KeyValue).
 ///
 /// Keys and values are bytes: etcd is binary-safe, and the client never assumes UTF-8.
@@ -26,7 +28,7 @@ public struct KeyValue: Equatable, Sendable {
         self.lease = lease
     }
 
-    init(json: GatewayJSON) throws(EtcdError) {
+    init(json: JSONValue) throws(EtcdError) {
         guard let key = json["key"]?.bytes ?? (json["key"] == nil ? [] : nil),
               let value = json["value"]?.bytes ?? (json["value"] == nil ? [] : nil) else {
             throw EtcdError(.malformedResponse, "etcd sent a key or value that is not base64: \(json.text)")

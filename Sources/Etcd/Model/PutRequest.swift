@@ -1,3 +1,5 @@
+import JSON
+
 /// A write of one key (etcdserverpb.PutRequest).
 public struct PutRequest: Equatable, Sendable {
     /// The key.
@@ -17,8 +19,8 @@ public struct PutRequest: Equatable, Sendable {
         self.prevKV = prevKV
     }
 
-    var json: GatewayJSON {
-        var members: [(String, GatewayJSON)] = [("key", .bytes(key)), ("value", .bytes(value))]
+    var json: JSONValue {
+        var members: [(String, JSONValue)] = [("key", .bytes(key)), ("value", .bytes(value))]
         if lease != 0 { members.append(("lease", .int64(lease))) }
         if prevKV { members.append(("prev_kv", .bool(true))) }
         return .object(members)

@@ -1,3 +1,5 @@
+import JSON
+
 /// A read of one key, a range or a prefix (etcdserverpb.RangeRequest).
 public struct RangeRequest: Equatable, Sendable {
     /// The key, or the first key of the range.
@@ -43,8 +45,8 @@ public struct RangeRequest: Equatable, Sendable {
         return [0]
     }
 
-    var json: GatewayJSON {
-        var members: [(String, GatewayJSON)] = [("key", .bytes(key))]
+    var json: JSONValue {
+        var members: [(String, JSONValue)] = [("key", .bytes(key))]
         if let rangeEnd { members.append(("range_end", .bytes(rangeEnd))) }
         if revision != 0 { members.append(("revision", .int64(revision))) }
         if limit != 0 { members.append(("limit", .int64(limit))) }

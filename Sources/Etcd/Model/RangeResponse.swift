@@ -1,3 +1,5 @@
+import JSON
+
 /// The answer to a ``RangeRequest``.
 public struct RangeResponse: Equatable, Sendable {
     /// The revision the read reflects.
@@ -9,7 +11,7 @@ public struct RangeResponse: Equatable, Sendable {
     /// Whether a limit left keys out.
     public var more: Bool
 
-    init(json: GatewayJSON) throws(EtcdError) {
+    init(json: JSONValue) throws(EtcdError) {
         header = ResponseHeader(json: json["header"])
         var kvs: [KeyValue] = []
         for item in json["kvs"]?.elements ?? [] { kvs.append(try KeyValue(json: item)) }

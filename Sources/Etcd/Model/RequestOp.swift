@@ -1,3 +1,5 @@
+import JSON
+
 /// One operation of a transaction's success or failure branch (etcdserverpb.RequestOp).
 public enum RequestOp: Equatable, Sendable {
     /// A read.
@@ -22,7 +24,7 @@ public enum RequestOp: Equatable, Sendable {
         .deleteRange(DeleteRangeRequest(key: key))
     }
 
-    var json: GatewayJSON {
+    var json: JSONValue {
         switch self {
         case let .range(request): return .object([("request_range", request.json)])
         case let .put(request): return .object([("request_put", request.json)])

@@ -1,3 +1,5 @@
+import JSON
+
 /// The header of every etcd response: which store revision the answer reflects.
 public struct ResponseHeader: Equatable, Sendable {
     /// The store's revision when the request was served (for a write, the revision it created).
@@ -17,7 +19,7 @@ public struct ResponseHeader: Equatable, Sendable {
         self.raftTerm = raftTerm
     }
 
-    init(json: GatewayJSON?) {
+    init(json: JSONValue?) {
         func unsigned(_ name: String) -> UInt64 { UInt64(bitPattern: json?[name]?.int64 ?? 0) }
         self.init(revision: json?["revision"]?.int64 ?? 0, clusterID: unsigned("cluster_id"),
                   memberID: unsigned("member_id"), raftTerm: unsigned("raft_term"))

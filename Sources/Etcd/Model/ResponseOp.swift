@@ -1,3 +1,5 @@
+import JSON
+
 /// The answer to one ``RequestOp`` of a transaction, in the same position.
 public enum ResponseOp: Equatable, Sendable {
     /// The answer to a read.
@@ -7,7 +9,7 @@ public enum ResponseOp: Equatable, Sendable {
     /// The answer to a deletion.
     case deleteRange(DeleteRangeResponse)
 
-    init(json: GatewayJSON) throws(EtcdError) {
+    init(json: JSONValue) throws(EtcdError) {
         if let range = json["response_range"] {
             self = .range(try RangeResponse(json: range))
         } else if let put = json["response_put"] {

@@ -1,3 +1,5 @@
+import JSON
+
 /// The answer to a transaction: which branch ran and what each of its operations returned.
 public struct TxnResponse: Equatable, Sendable {
     /// The revision after the transaction (the one its writes created, if any).
@@ -8,7 +10,7 @@ public struct TxnResponse: Equatable, Sendable {
     /// One answer per operation of the branch that ran.
     public var responses: [ResponseOp]
 
-    init(json: GatewayJSON) throws(EtcdError) {
+    init(json: JSONValue) throws(EtcdError) {
         header = ResponseHeader(json: json["header"])
         succeeded = json["succeeded"]?.boolValue ?? false
         var responses: [ResponseOp] = []

@@ -1,3 +1,5 @@
+import JSON
+
 /// One change seen by a watch (mvccpb.Event).
 public struct WatchEvent: Equatable, Sendable {
     /// Whether the key was written or deleted.
@@ -23,10 +25,10 @@ public struct WatchEvent: Equatable, Sendable {
         self.prevKV = prevKV
     }
 
-    init(json: GatewayJSON) throws(EtcdError) {
+    init(json: JSONValue) throws(EtcdError) {
         // proto3 JSON leaves out the enum's zero value: no "type" means PUT.
         kind = json["type"]?.stringValue == "DELETE" ? .delete : .put
-        kv = try KeyValue(json: json["kv"] ?? .object([]))
+        kv = try KeyValue(json: json["kv"] ?? [:])
         prevKV = try json["prev_kv"].map { (item) throws(EtcdError) in try KeyValue(json: item) }
     }
 }

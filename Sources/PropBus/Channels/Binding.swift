@@ -54,13 +54,11 @@ public struct Binding: Sendable, Hashable {
     public var flowsToTarget: Bool { direction != .from }
 
     /// The option names `Bind` accepts.
-    public static let optionNames = ["direction", "to_key", "to_target", "persistent"]
+    public static var optionNames: [String] { BindOptions.names }
 
-    /// The options dictionary of `ListBindings`.
+    /// The options dictionary of `ListBindings`: `Bind`'s, with the owner and the principal.
     public var options: [String: DBusValue] {
-        var result: [String: DBusValue] = ["direction": .string(direction.rawValue), "persistent": .boolean(persistent)]
-        if let toKey { result["to_key"] = .string(toKey.text) }
-        if let toTarget { result["to_target"] = .string(toTarget.text) }
+        var result = bindOptions.dictionary
         // A persistent binding belongs to no connection: it outlives the one that made it.
         if let owner, !persistent { result["owner"] = .string(owner) }
         if let principal { result["principal"] = .uint32(principal) }

@@ -929,33 +929,8 @@ public final class PropertyModel {
         if let reason = Self.stateDrivingFleetKey(keyEntry.definition, toEntry.definition) {
             throw .invalidArgs("cannot bind \(key) to \(to): \(reason)")
         }
-        var binding = Binding(id: 0, key: key, to: to, owner: owner, principal: principal)
-        for (name, raw) in options.sorted(by: { $0.key < $1.key }) {
-            let value = raw.unwrappingVariant
-            switch name {
-            case "direction":
-                guard let text = value.stringValue, let direction = Binding.Direction(rawValue: text) else {
-                    throw .invalidArgs("option 'direction' of the binding \(key) ↔ \(to) must be one of both, from, to; got \(ValueDescription.short(value))")
-                }
-                binding.direction = direction
-            case "to_key", "to_target":
-                guard case .string(let text) = value else {
-                    throw .invalidArgs("option '\(name)' of the binding \(key) ↔ \(to) must be an expression string (s), got '\(value.signature)'")
-                }
-                let expression: Expression
-                do { expression = try Expression(parsing: text) } catch {
-                    throw PropBusError(error.code, "option '\(name)' of the binding \(key) ↔ \(to): \(error.message)")
-                }
-                if name == "to_key" { binding.toKey = expression } else { binding.toTarget = expression }
-            case "persistent":
-                guard let flag = value.boolValue else {
-                    throw .invalidArgs("option 'persistent' of the binding \(key) ↔ \(to) must be a boolean (b), got '\(value.signature)'")
-                }
-                binding.persistent = flag
-            default:
-                throw .invalidArgs("unknown option '\(name)' for Bind; expected one of: \(Binding.optionNames.joined(separator: ", "))")
-            }
-        }
+        var binding = Binding(id: 0, key: key, to: to, options: try BindOptions(options: options, binding: "the binding \(key) ↔ \(to)"),
+                              owner: owner, principal: principal)
         // Binding the same persistent pair again (a setup script run twice) must not stack up
         // identical bindings that outlive everyone: the existing one is the answer.
         if binding.persistent, let existing = bindings.persistentBinding(sameChannelAs: binding) {

@@ -612,17 +612,14 @@ public final class SQLiteStore: PropertyStore {
     }
 
     static func binding(id: UInt64, key: String, to: String, options: [UInt8]) throws -> Binding {
-        guard let entries = try ValueCodec.decode(options).stringKeyedEntries?.mapValues(\.unwrappingVariant) else {
+        guard var entries = try ValueCodec.decode(options).stringKeyedEntries?.mapValues(\.unwrappingVariant) else {
             throw ValueCodecError("options are not an a{sv}")
         }
-        guard let direction = entries["direction"]?.stringValue.flatMap(Binding.Direction.init(rawValue:)) else {
-            throw ValueCodecError("no valid direction")
-        }
+        // Read as Bind reads them: a stored binding is what a Bind made, with its principal.
         var principal: UInt32?
-        if case .uint32(let uid) = entries["principal"] { principal = uid }
-        return Binding(id: id, key: try Key(key), to: try Key(to), direction: direction,
-                       toKey: try entries["to_key"]?.stringValue.map { try Expression(parsing: $0) },
-                       toTarget: try entries["to_target"]?.stringValue.map { try Expression(parsing: $0) },
-                       persistent: true, owner: nil, principal: principal)
+        if case .uint32(let uid) = entries.removeValue(forKey: "principal") { principal = uid }
+        var bindOptions = try BindOptions(options: entries, binding: "the stored binding \(key) ↔ \(to)")
+        bindOptions.persistent = true
+        return Binding(id: id, key: try Key(key), to: try Key(to), options: bindOptions, principal: principal)
     }
 }

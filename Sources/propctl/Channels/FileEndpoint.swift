@@ -70,7 +70,7 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
     /// written over such a change; the change is delivered first.
     private var notified: String?
     /// Where ``collectEvents()`` reads events, kept: it runs after every read of the file too.
-    private var eventBuffer = [UInt8](repeating: 0, count: 64 * 1024)
+    private var events = InotifyEventReader()
 
     /// Whether another program is known to hold the file open: a modification then waits for
     /// its close.
@@ -167,57 +167,50 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
     @discardableResult
     private func collectEvents() -> Bool {
         var seen = false
-        while true {
-            let count = eventBuffer.withUnsafeMutableBytes { read(inotify, $0.baseAddress, $0.count) }
-            if count <= 0 { break }
-            var offset = 0
-            while offset + MemoryLayout<inotify_event>.size <= count {
-                let (watch, mask, length) = eventBuffer.withUnsafeBytes { raw -> (Int32, UInt32, Int) in
-                    let event = raw.loadUnaligned(fromByteOffset: offset, as: inotify_event.self)
-                    return (event.wd, event.mask, Int(event.len))
-                }
-                let nameStart = offset + MemoryLayout<inotify_event>.size
-                let eventName = length == 0 ? "" : String(decoding: eventBuffer[nameStart..<(nameStart + length)].prefix { $0 != 0 }, as: UTF8.self)
-                offset = nameStart + length
-                if mask & UInt32(IN_Q_OVERFLOW) != 0 {
-                    finished()
-                    seen = true
-                    continue
-                }
-                if watch == directoryWatch {
-                    guard eventName == name else { continue }
-                    seen = true
-                    if mask & UInt32(IN_CREATE | IN_MOVED_TO) != 0 { followName() }
-                    if mask & UInt32(IN_CREATE) != 0 { creatorHoldsIt = true }
-                    if mask & UInt32(IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM) != 0 { creatorHoldsIt = false }
-                    if mask & UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM) != 0 { finished() }
-                    if mask & UInt32(IN_MODIFY | IN_ATTRIB | IN_CREATE) != 0 { pendingModified = true }
-                } else if watch == fileWatch {
-                    // Our reads open nothing (they use the descriptor held); an in-place write
-                    // of ours opens and closes the file like any writer.
-                    if mask & UInt32(IN_OPEN) != 0 {
-                        openCount += 1
-                        opensSeen += 1
-                    }
-                    if mask & UInt32(IN_CLOSE_WRITE | IN_CLOSE_NOWRITE) != 0 { openCount = max(0, openCount - 1) }
-                    // Opens and reads change nothing.
-                    guard mask & ~UInt32(IN_OPEN | IN_CLOSE_NOWRITE) != 0 else { continue }
-                    seen = true
-                    if mask & UInt32(IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF) != 0 {
-                        if mask & UInt32(IN_IGNORED) != 0 { fileWatch = -1 }
-                        finished()
-                    }
-                    if mask & UInt32(IN_CLOSE_WRITE) != 0 { finished() }
-                    if mask & UInt32(IN_MODIFY) != 0 { pendingModified = true }
-                    if mask & UInt32(IN_ATTRIB) != 0 {
-                        // The inode lost its last name (a symlink's target deleted or replaced):
-                        // our descriptor keeps it alive, so this stands for IN_DELETE_SELF.
-                        if isUnlinked { finished() } else { pendingModified = true }
-                    }
-                }
-            }
+        events.readAll(from: inotify) { event in
+            if collect(event) { seen = true }
         }
         return seen
+    }
+
+    /// Folds one event into the pending state; whether it was about the file.
+    private func collect(_ event: InotifyEventReader.Event) -> Bool {
+        let mask = event.mask
+        if mask & UInt32(IN_Q_OVERFLOW) != 0 {
+            finished()
+            return true
+        }
+        if event.watch == directoryWatch {
+            guard event.name == name else { return false }
+            if mask & UInt32(IN_CREATE | IN_MOVED_TO) != 0 { followName() }
+            if mask & UInt32(IN_CREATE) != 0 { creatorHoldsIt = true }
+            if mask & UInt32(IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM) != 0 { creatorHoldsIt = false }
+            if mask & UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM) != 0 { finished() }
+            if mask & UInt32(IN_MODIFY | IN_ATTRIB | IN_CREATE) != 0 { pendingModified = true }
+            return true
+        }
+        guard event.watch == fileWatch else { return false }
+        // Our reads open nothing (they use the descriptor held); an in-place write
+        // of ours opens and closes the file like any writer.
+        if mask & UInt32(IN_OPEN) != 0 {
+            openCount += 1
+            opensSeen += 1
+        }
+        if mask & UInt32(IN_CLOSE_WRITE | IN_CLOSE_NOWRITE) != 0 { openCount = max(0, openCount - 1) }
+        // Opens and reads change nothing.
+        guard mask & ~UInt32(IN_OPEN | IN_CLOSE_NOWRITE) != 0 else { return false }
+        if mask & UInt32(IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF) != 0 {
+            if mask & UInt32(IN_IGNORED) != 0 { fileWatch = -1 }
+            finished()
+        }
+        if mask & UInt32(IN_CLOSE_WRITE) != 0 { finished() }
+        if mask & UInt32(IN_MODIFY) != 0 { pendingModified = true }
+        if mask & UInt32(IN_ATTRIB) != 0 {
+            // The inode lost its last name (a symlink's target deleted or replaced):
+            // our descriptor keeps it alive, so this stands for IN_DELETE_SELF.
+            if isUnlinked { finished() } else { pendingModified = true }
+        }
+        return true
     }
 
     private func finished() {
