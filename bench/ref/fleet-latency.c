@@ -3,17 +3,22 @@
  *
  * usage: fleet-latency propagate ADDRESS_A ADDRESS_B PATH NAME N
  *        fleet-latency roundtrip ADDRESS_A PATH NAME N
+ *        fleet-latency fanout PATH NAME N ADDRESS_A ADDRESS...
  *
  * propagate: Properties.Set of the fleet key (type i) on host A's bus, until host B's
  *            PropertiesChanged carrying the same value arrives on B's bus (A's reply is then
  *            collected, outside the measured time).
- * roundtrip: Properties.Set on A until its reply (the txn to etcd and the mirror's commit). */
+ * roundtrip: Properties.Set on A until its reply (the txn to etcd and the mirror's commit).
+ * fanout:    Properties.Set on the first address's host, until PropertiesChanged carrying the
+ *            value has arrived from the host on every address given (the writer's included):
+ *            the time the whole fleet took to see the change. One poll over every bus's fd. */
 #include <dbus/dbus.h>
 #include "bus.h"
 #include "latency.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 
 static const char *values_interface = "org.propbus.PropBus1.Values";
 
@@ -105,10 +110,69 @@ static int roundtrip(const char *address_a, const char *path, const char *name, 
     return 0;
 }
 
+static int fanout(const char *path, const char *name, int n, int count, char **addresses) {
+    DBusConnection **c = calloc((size_t)count, sizeof *c);
+    struct pollfd *fds = calloc((size_t)count, sizeof *fds);
+    int *seen = calloc((size_t)count, sizeof *seen);
+    char rule[512];
+    snprintf(rule, sizeof rule, "type='signal',sender='org.propbus.PropBus1',path='%s',"
+             "interface='org.freedesktop.DBus.Properties',member='PropertiesChanged'", path);
+    for (int h = 0; h < count; h++) {
+        DBusError err;
+        dbus_error_init(&err);
+        c[h] = bench_connect("fleet-latency", addresses[h]);
+        dbus_bus_add_match(c[h], rule, &err);
+        if (dbus_error_is_set(&err)) bench_die("fleet-latency", "AddMatch", &err);
+        if (!dbus_connection_get_unix_fd(c[h], &fds[h].fd)) { fprintf(stderr, "fleet-latency: no fd\n"); return 1; }
+    }
+    long long *lat = calloc((size_t)n, sizeof *lat);
+    dbus_int32_t base = (dbus_int32_t)((now_ns() / 1000) & 0x3fffffff);
+    for (int i = 0; i < n; i++) {
+        dbus_int32_t value = base + i;
+        DBusMessage *m = set_call(path, name, value);
+        DBusPendingCall *pending = NULL;
+        long long start = now_ns();
+        if (!dbus_connection_send_with_reply(c[0], m, &pending, 10000) || !pending) {
+            fprintf(stderr, "fleet-latency: cannot send\n");
+            return 1;
+        }
+        dbus_connection_flush(c[0]);
+        dbus_message_unref(m);
+        memset(seen, 0, (size_t)count * sizeof *seen);
+        int left = count;
+        while (left > 0) {
+            /* What libdbus has already read first, then a poll over the hosts still awaited. */
+            for (int h = 0; h < count; h++) {
+                DBusMessage *in;
+                while ((in = dbus_connection_pop_message(c[h]))) {
+                    if (!seen[h] && carries(in, path, name, value)) { seen[h] = 1; left--; }
+                    dbus_message_unref(in);
+                }
+                fds[h].events = seen[h] ? 0 : POLLIN;
+                fds[h].revents = 0;
+            }
+            if (left == 0) break;
+            if (poll(fds, (nfds_t)count, 10000) <= 0) { fprintf(stderr, "fleet-latency: no signal within 10 s\n"); return 1; }
+            for (int h = 0; h < count; h++) {
+                if (fds[h].revents && !dbus_connection_read_write(c[h], 0)) {
+                    fprintf(stderr, "fleet-latency: %s disconnected\n", addresses[h]);
+                    return 1;
+                }
+            }
+        }
+        lat[i] = now_ns() - start;
+        collect(pending);
+    }
+    report_latencies(lat, n);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 7 && strcmp(argv[1], "propagate") == 0) return propagate(argv[2], argv[3], argv[4], argv[5], atoi(argv[6]));
     if (argc == 6 && strcmp(argv[1], "roundtrip") == 0) return roundtrip(argv[2], argv[3], argv[4], atoi(argv[5]));
+    if (argc >= 6 && strcmp(argv[1], "fanout") == 0) return fanout(argv[2], argv[3], atoi(argv[4]), argc - 5, argv + 5);
     fprintf(stderr, "usage: %s propagate ADDRESS_A ADDRESS_B PATH NAME N\n"
-                    "       %s roundtrip ADDRESS_A PATH NAME N\n", argv[0], argv[0]);
+                    "       %s roundtrip ADDRESS_A PATH NAME N\n"
+                    "       %s fanout PATH NAME N ADDRESS_A ADDRESS...\n", argv[0], argv[0], argv[0]);
     return 64;
 }
