@@ -188,8 +188,9 @@ for n in range(count):
 json.dump({"description": f"bench: {count} {scope} keys", "groups": groups}, open(path, "w"))
 PY
   done
-  memory_of() { # PID: "RSS anonymous" in KiB, once start-up work has settled
-    sleep 1
+  memory_of() { # PID: "RSS anonymous" in KiB, once start-up work has settled (the daemon gives a
+    # burst's freed memory back after a quiet second)
+    sleep 3
     awk '/^Rss:/ { r = $2 } /^Anonymous:/ { a = $2 } END { print r, a }' "/proc/$1/smaps_rollup"
   }
   start_plain() { # NAME ADDRESS [OPTION...]: a daemon without --fleet

@@ -197,10 +197,13 @@ public final class Service: @unchecked Sendable {
         // After the rollback below too, which may export groups again.
         defer { groupsExportedThisRound.removeAll() }
         guard !holdsCommits else { return nil }
+        // A commit that writes counts as work too: 10,000 one-key rounds (a host offering its
+        // model file's fleet keys to etcd) leave as much behind as one round of 10,000 changes.
+        // Rounds that only read do not: a client polling a property would keep a burst's
+        // memory from ever being looked at again.
+        let writes = (store as? SQLiteStore)?.hasPendingWrites ?? false
         guard let rollback = round.end() else {
-            // A commit counts as work too: 10,000 one-key rounds (a host offering its model
-            // file's fleet keys) leave as much behind as one round of 10,000 changes.
-            freeMemory.count(1)
+            if writes { freeMemory.count(1) }
             if freeMemory.becameDue() { scheduleFreeMemoryLook() }
             return nil
         }
