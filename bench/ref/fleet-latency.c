@@ -50,16 +50,33 @@ static void collect(DBusPendingCall *pending) {
     dbus_message_unref(reply);
 }
 
-static int propagate(const char *address_a, const char *address_b, const char *path, const char *name, int n) {
-    DBusConnection *a = bench_connect("fleet-latency", address_a);
-    DBusConnection *b = bench_connect("fleet-latency", address_b);
+/* Sends the Set m on conn and flushes it; its pending call, or death. */
+static DBusPendingCall *send_set(DBusConnection *conn, DBusMessage *m) {
+    DBusPendingCall *pending = NULL;
+    if (!dbus_connection_send_with_reply(conn, m, &pending, 10000) || !pending) {
+        fprintf(stderr, "fleet-latency: cannot send\n");
+        exit(1);
+    }
+    dbus_connection_flush(conn);
+    dbus_message_unref(m);
+    return pending;
+}
+
+/* Subscribes conn to the host's PropertiesChanged on path; dies on failure. */
+static void add_signal_match(DBusConnection *conn, const char *path) {
     DBusError err;
     dbus_error_init(&err);
     char rule[512];
     snprintf(rule, sizeof rule, "type='signal',sender='org.propbus.PropBus1',path='%s',"
              "interface='org.freedesktop.DBus.Properties',member='PropertiesChanged'", path);
-    dbus_bus_add_match(b, rule, &err);
+    dbus_bus_add_match(conn, rule, &err);
     if (dbus_error_is_set(&err)) bench_die("fleet-latency", "AddMatch", &err);
+}
+
+static int propagate(const char *address_a, const char *address_b, const char *path, const char *name, int n) {
+    DBusConnection *a = bench_connect("fleet-latency", address_a);
+    DBusConnection *b = bench_connect("fleet-latency", address_b);
+    add_signal_match(b, path);
     long long *lat = calloc((size_t)n, sizeof *lat);
     /* Values start from the clock so that consecutive runs never write a value already held
      * (a same-value Set sends no signal). */
@@ -67,14 +84,8 @@ static int propagate(const char *address_a, const char *address_b, const char *p
     for (int i = 0; i < n; i++) {
         dbus_int32_t value = base + i;
         DBusMessage *m = set_call(path, name, value);
-        DBusPendingCall *pending = NULL;
         long long start = now_ns();
-        if (!dbus_connection_send_with_reply(a, m, &pending, 10000) || !pending) {
-            fprintf(stderr, "fleet-latency: cannot send\n");
-            return 1;
-        }
-        dbus_connection_flush(a);
-        dbus_message_unref(m);
+        DBusPendingCall *pending = send_set(a, m);
         int seen = 0;
         while (!seen) {
             if (!dbus_connection_read_write(b, 10000)) { fprintf(stderr, "fleet-latency: B disconnected\n"); return 1; }
@@ -114,15 +125,9 @@ static int fanout(const char *path, const char *name, int n, int count, char **a
     DBusConnection **c = calloc((size_t)count, sizeof *c);
     struct pollfd *fds = calloc((size_t)count, sizeof *fds);
     int *seen = calloc((size_t)count, sizeof *seen);
-    char rule[512];
-    snprintf(rule, sizeof rule, "type='signal',sender='org.propbus.PropBus1',path='%s',"
-             "interface='org.freedesktop.DBus.Properties',member='PropertiesChanged'", path);
     for (int h = 0; h < count; h++) {
-        DBusError err;
-        dbus_error_init(&err);
         c[h] = bench_connect("fleet-latency", addresses[h]);
-        dbus_bus_add_match(c[h], rule, &err);
-        if (dbus_error_is_set(&err)) bench_die("fleet-latency", "AddMatch", &err);
+        add_signal_match(c[h], path);
         if (!dbus_connection_get_unix_fd(c[h], &fds[h].fd)) { fprintf(stderr, "fleet-latency: no fd\n"); return 1; }
     }
     /* The Set goes on a connection of its own: popping the listeners' messages would take its
@@ -133,14 +138,8 @@ static int fanout(const char *path, const char *name, int n, int count, char **a
     for (int i = 0; i < n; i++) {
         dbus_int32_t value = base + i;
         DBusMessage *m = set_call(path, name, value);
-        DBusPendingCall *pending = NULL;
         long long start = now_ns();
-        if (!dbus_connection_send_with_reply(writer, m, &pending, 10000) || !pending) {
-            fprintf(stderr, "fleet-latency: cannot send\n");
-            return 1;
-        }
-        dbus_connection_flush(writer);
-        dbus_message_unref(m);
+        DBusPendingCall *pending = send_set(writer, m);
         memset(seen, 0, (size_t)count * sizeof *seen);
         int left = count;
         while (left > 0) {
