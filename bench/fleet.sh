@@ -2,6 +2,8 @@
 # Fleet keys (issue 14): two hosts through one etcd, next to etcd's own latencies.
 #
 #   bench/fleet.sh [--quick] [--in-memory] [--calls N] [--rounds R]
+#   bench/fleet.sh --hosts N [--in-memory] [--calls N]
+#   bench/fleet.sh --memory [--keys K]
 #
 #   --quick      fewer calls and one round (a smoke run, not figures)
 #   --in-memory  hosts keep their mirror in memory (no fsync of their own): what the fleet
@@ -9,6 +11,16 @@
 #   --calls N    calls per measurement (default 500)
 #   --rounds R   rounds of the eight measurements, interleaved (default 3); each row is the
 #                median over rounds of that round's p50 and p99
+#   --hosts N    instead of the rows below: N hosts, each on its own bus, and one row: Set on the
+#                first host → PropertiesChanged from every host (the writer's included), p50/p99
+#                of --calls Sets (bench/ref/fleet-latency.c fanout), with etcd's and the hosts'
+#                CPU per Set
+#   --memory     instead of the rows below: RSS (and its anonymous part, /proc/PID/smaps_rollup)
+#                of a daemon without --fleet, empty and with K local keys (a model file), against
+#                a daemon with --fleet, with no fleet keys, with the same K keys in a model file
+#                as fleet keys (it offers them to etcd), with them mirrored from etcd by a fresh
+#                host (one full read), and that host restarted (resumed from its store)
+#   --keys K     keys of --memory (default 10000), each with a value
 #   env BIN      a directory holding a prebuilt propbusd, instead of a release build
 #
 # One etcd member on loopback (temp data dir, fsync on as always), two private buses, and on each
@@ -33,10 +45,13 @@ cd "$(dirname "$0")/.."
 source bench/lib.sh
 command -v swift >/dev/null || export PATH="$PATH:/opt/swift/usr/bin"
 
-calls=500 rounds=3 store=sqlite
+calls=500 rounds=3 store=sqlite hosts="" memory=0 keys=10000
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) calls=100 rounds=1; shift ;;
+    --hosts) hosts=$2; shift 2 ;;
+    --memory) memory=1; shift ;;
+    --keys) keys=$2; shift 2 ;;
     --in-memory) store=memory; shift ;;
     --calls) calls=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
@@ -88,13 +103,14 @@ done
 ETCDCTL_API=3 etcdctl --endpoints "$ETCD" get probe >/dev/null || { echo "fleet: etcd did not start:" >&2; cat "$tmp/etcd.log" >&2; exit 1; }
 
 NAME=org.propbus.PropBus1 ROOT=/org/propbus/PropBus1
-start_host() { # LETTER ADDRESS
-  local store_option=(--state-dir "$tmp/state-$1")
+start_host() { # LETTER ADDRESS [OPTION...]: host LETTER of the fleet /bench (env FLEET: another --fleet)
+  local name=$1 address=$2 store_option=(--state-dir "$tmp/state-$1")
+  shift 2
   [ "$store" = sqlite ] || store_option=(--in-memory)
-  ADDR=$2 "$bin/propbusd" --address "$2" "${store_option[@]}" \
-    --fleet "etcd://127.0.0.1:$client_port/bench" --fleet-host "$1" 2> "$tmp/propbusd-$1.log" &
+  ADDR=$address "$bin/propbusd" --address "$address" "${store_option[@]}" --max-properties 200000 \
+    --fleet "${FLEET:-etcd://127.0.0.1:$client_port/bench}" --fleet-host "$name" "$@" 2> "$tmp/propbusd-$name.log" &
   pids+=("$!") host_pid=$!
-  ADDR=$2 bench_wait_owner "$NAME"
+  ADDR=$address bench_wait_owner "$NAME"
 }
 start_floor() { # LETTER ADDRESS: a fleet-floor host (it owns the name once its watch is created)
   bench/build/fleet-floor "$2" "$ETCD" /floor/ bench.x 2> "$tmp/floor-$1.log" &
@@ -104,14 +120,157 @@ start_floor() { # LETTER ADDRESS: a fleet-floor host (it owns the name once its 
 fleet_state() { # ADDRESS
   busctl --address="$1" get-property "$NAME" "$ROOT" org.propbus.PropBus1.Manager FleetState 2>/dev/null | cut -d'"' -f2
 }
+wait_connected() { # ADDRESS
+  for _ in $(seq 200); do [ "$(fleet_state "$1")" = connected ] && return; sleep 0.05; done
+  echo "fleet: a host is not connected to etcd:" >&2; cat "$tmp"/propbusd-*.log >&2; exit 1
+}
+ticks() { # PID: utime + stime, in clock ticks (all threads)
+  local stat
+  stat=$(< "/proc/$1/stat") || { echo 0; return; }
+  stat=${stat##*) }  # comm may hold spaces; the fields after it are from state (field 3) on
+  set -- $stat
+  echo $(( ${12} + ${13} ))
+}
+ms() { awk -v us="$1" 'BEGIN { printf "%.2f", us / 1000 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
+met() { awk -v v="$1" -v g="$2" 'BEGIN { print (v <= g ? "yes" : "NO") }'; }
+header_line() { # WHAT: the first line of a saved table
+  echo "bench/fleet.sh $1, hosts' store: $store, $(date -u +%Y-%m-%dT%H:%M:%SZ), git $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $(etcd --version | head -1)"
+}
+
+if [ -n "$hosts" ]; then
+  # N hosts of one fleet, each on a bus of its own (as N machines would be); one fleet key.
+  addresses=() host_pids=()
+  for h in $(seq "$hosts"); do
+    start_bus "h$h"
+    start_host "h$h" "$address"
+    addresses+=("$address") host_pids+=("$host_pid")
+  done
+  for address in "${addresses[@]}"; do wait_connected "$address"; done
+  busctl --address="${addresses[0]}" call "$NAME" "$ROOT" org.propbus.PropBus1.Manager CreateProperty 'ssva{sv}' \
+    bench.x i i 0 1 scope s fleet >/dev/null
+  for address in "${addresses[@]}"; do
+    for _ in $(seq 200); do
+      busctl --address="$address" get-property "$NAME" "$ROOT/bench" org.propbus.PropBus1.Values x >/dev/null 2>&1 && break
+      sleep 0.05
+    done
+  done
+  bench/build/fleet-latency fanout "$ROOT/bench" x 20 "${addresses[@]}" > /dev/null   # warm-up
+  etcd_before=$(ticks "$etcd_pid") hosts_before=0
+  for pid in "${host_pids[@]}"; do hosts_before=$(( hosts_before + $(ticks "$pid") )); done
+  read -r p50 p99 max _ < <(bench/build/fleet-latency fanout "$ROOT/bench" x "$calls" "${addresses[@]}")
+  hosts_after=0
+  for pid in "${host_pids[@]}"; do hosts_after=$(( hosts_after + $(ticks "$pid") )); done
+  tick_us=$(( 1000000 / $(getconf CLK_TCK) ))
+  etcd_cpu=$(( ($(ticks "$etcd_pid") - etcd_before) * tick_us / calls ))
+  hosts_cpu=$(( (hosts_after - hosts_before) * tick_us / calls ))
+  out="bench/out/fleet-hosts-$hosts-$(date -u +%Y%m%d-%H%M%S).txt"
+  {
+    header_line "--hosts $hosts --calls $calls"
+    echo
+    echo "| hosts | Set → PropertiesChanged on every host, p50 | p99 | max | etcd CPU per Set | all hosts' CPU per Set |"
+    echo "| --- | --- | --- | --- | --- | --- |"
+    echo "| $hosts | $(ms "$p50") ms | $(ms "$p99") ms | $(ms "$max") ms | $etcd_cpu µs | $hosts_cpu µs |"
+  } | tee "$out"
+  echo "(saved to $out)" >&2
+  exit 0
+fi
+
+if [ "$memory" = 1 ]; then
+  # The same K keys (type i, each with a value) declared by a model file, local or fleet-scoped.
+  for scope in local fleet; do
+    /usr/bin/python3 - "$tmp/model-$scope.json" "$keys" "$scope" <<'PY'
+import json, sys
+path, count, scope = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+groups = {}
+for n in range(count):
+    groups.setdefault(f"g{n // 100}", {"properties": {}})["properties"][f"p{n % 100}"] = {"type": "i", "default": 0, "value": n, "scope": scope}
+json.dump({"description": f"bench: {count} {scope} keys", "groups": groups}, open(path, "w"))
+PY
+  done
+  memory_of() { # PID: "RSS anonymous" in KiB, once start-up work has settled (the daemon gives a
+    # burst's freed memory back after a quiet second)
+    sleep 3
+    awk '/^Rss:/ { r = $2 } /^Anonymous:/ { a = $2 } END { print r, a }' "/proc/$1/smaps_rollup"
+  }
+  start_plain() { # NAME ADDRESS [OPTION...]: a daemon without --fleet
+    local name=$1 address=$2
+    shift 2
+    ADDR=$address "$bin/propbusd" --address "$address" --state-dir "$tmp/state-$name" --max-properties 200000 "$@" 2> "$tmp/propbusd-$name.log" &
+    pids+=("$!") host_pid=$!
+    ADDR=$address bench_wait_owner "$NAME"
+  }
+  etcd_keys() { # PREFIX: "DEFINITIONS VALUES NEWEST-MOD-REVISION" under PREFIX (etcdctl 3.4 has no --count-only)
+    /usr/bin/python3 - "$ETCD" "$1" <<'PY'
+import base64, json, sys, urllib.request
+etcd, prefix = sys.argv[1], sys.argv[2].encode()
+end = prefix[:-1] + bytes([prefix[-1] + 1])
+body = json.dumps({"key": base64.b64encode(prefix).decode(), "range_end": base64.b64encode(end).decode(), "keys_only": True}).encode()
+kvs = json.load(urllib.request.urlopen(urllib.request.Request(etcd + "/v3/kv/range", body))).get("kvs", [])
+count = lambda part: sum(1 for kv in kvs if base64.b64decode(kv["key"]).startswith(prefix + part))
+print(count(b"defs/"), count(b"keys/"), max([int(kv["mod_revision"]) for kv in kvs] + [0]))
+PY
+  }
+  fleet_revision() { # ADDRESS
+    busctl --address="$1" get-property "$NAME" "$ROOT" org.propbus.PropBus1.Manager FleetRevision 2>/dev/null | cut -d' ' -f2
+  }
+  wait_mirrored() { # ADDRESS PREFIX: until the host has every key etcd holds under PREFIX
+    local definitions values newest
+    for _ in $(seq 600); do
+      read -r definitions values newest < <(etcd_keys "$2")
+      if [ "$definitions" = "$keys" ] && [ "$values" = "$keys" ]; then
+        [ "$(fleet_revision "$1")" -ge "$newest" ] 2>/dev/null && return
+      fi
+      sleep 0.5
+    done
+    echo "fleet: the $keys keys did not reach etcd and the host:" >&2; tail "$tmp"/propbusd-*.log >&2; exit 1
+  }
+  declare -A rss=() anon=()
+  measure_memory() { # ROW PID
+    read -r "rss[$1]" "anon[$1]" < <(memory_of "$2")
+    echo "fleet: $1: ${rss[$1]} KiB RSS" >&2
+  }
+  start_plain local0 "$ADDR_A"; measure_memory local0 "$host_pid"; bench_stop_pid "$host_pid"; ADDR=$ADDR_A bench_wait_gone "$NAME"
+  FLEET=etcd://127.0.0.1:$client_port/empty start_host fleet0 "$ADDR_A"; wait_connected "$ADDR_A"
+  measure_memory fleet0 "$host_pid"; bench_stop_pid "$host_pid"; ADDR=$ADDR_A bench_wait_gone "$NAME"
+  start_plain local "$ADDR_A" --model "$tmp/model-local.json"; measure_memory local "$host_pid"
+  bench_stop_pid "$host_pid"; ADDR=$ADDR_A bench_wait_gone "$NAME"
+  start_plain local "$ADDR_A" --model "$tmp/model-local.json"; measure_memory local-restarted "$host_pid"
+  bench_stop_pid "$host_pid"; ADDR=$ADDR_A bench_wait_gone "$NAME"
+  FLEET=etcd://127.0.0.1:$client_port/mem start_host a "$ADDR_A" --model "$tmp/model-fleet.json"; host_a=$host_pid
+  wait_connected "$ADDR_A"; wait_mirrored "$ADDR_A" /mem/; measure_memory declared "$host_a"
+  FLEET=etcd://127.0.0.1:$client_port/mem start_host b "$ADDR_B"; host_b=$host_pid
+  wait_connected "$ADDR_B"; wait_mirrored "$ADDR_B" /mem/; measure_memory mirrored "$host_b"
+  bench_stop_pid "$host_b"; ADDR=$ADDR_B bench_wait_gone "$NAME"
+  FLEET=etcd://127.0.0.1:$client_port/mem start_host b "$ADDR_B"; host_b=$host_pid
+  wait_connected "$ADDR_B"; wait_mirrored "$ADDR_B" /mem/; measure_memory resumed "$host_b"
+  mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
+  row() { # LABEL ROW REFERENCE-ROW [GOAL]
+    local r; r=$(ratio "${rss[$2]}" "${rss[$3]}")
+    echo "| $1 | $(mib "${rss[$2]}") MiB ($(mib "${anon[$2]}") anonymous) | $(mib "${rss[$3]}") MiB ($(mib "${anon[$3]}")) | $r | ${4:--} | $([ -n "${4:-}" ] && met "$r" "${4#<= }" || echo -) |"
+  }
+  out="bench/out/fleet-memory-$(date -u +%Y%m%d-%H%M%S).txt"
+  {
+    header_line "--memory --keys $keys"
+    echo
+    echo "| daemon | RSS | reference: the same keys local (no --fleet) | ratio | goal | met |"
+    echo "| --- | --- | --- | --- | --- | --- |"
+    row "--fleet, no fleet keys (reference: an empty daemon)" fleet0 local0
+    row "--fleet, $keys fleet keys its model file declares, first start (it offers them to etcd)" declared local "<= 1.5"
+    row "--fleet, the $keys fleet keys mirrored by a fresh host (one full read; reference: restarted)" mirrored local-restarted "<= 1.5"
+    row "--fleet, that host restarted (resumed from its store)" resumed local-restarted "<= 1.5"
+    row "(reference: $keys local keys from a model file, first start, against an empty daemon)" local local0
+    row "(reference: the same, restarted with its store, against an empty daemon)" local-restarted local0
+  } | tee "$out"
+  echo "(saved to $out)" >&2
+  exit 0
+fi
+
 start_host a "$ADDR_A"; host_a=$host_pid
 start_host b "$ADDR_B"; host_b=$host_pid
 start_floor a "$ADDR_FA"; floor_a=$host_pid
 start_floor b "$ADDR_FB"; floor_b=$host_pid
-for address in "$ADDR_A" "$ADDR_B"; do
-  for _ in $(seq 200); do [ "$(fleet_state "$address")" = connected ] && break; sleep 0.05; done
-  [ "$(fleet_state "$address")" = connected ] || { echo "fleet: a host is not connected to etcd:" >&2; cat "$tmp"/propbusd-*.log >&2; exit 1; }
-done
+for address in "$ADDR_A" "$ADDR_B"; do wait_connected "$address"; done
 busctl --address="$ADDR_A" call "$NAME" "$ROOT" org.propbus.PropBus1.Manager CreateProperty 'ssva{sv}' \
   bench.x i i 0 1 scope s fleet >/dev/null
 for _ in $(seq 200); do
@@ -124,13 +283,6 @@ cpu_names=(etcd "propbusd A" "propbusd B" "bus A" "bus B" "floor A" "floor B" "f
 cpu_pids=("$etcd_pid" "$host_a" "$host_b" "$bus_a" "$bus_b" "$floor_a" "$floor_b" "$bus_fa" "$bus_fb")
 declare -A cpu_ticks=() client_us=() wall_us=()
 measurements=()
-ticks() { # PID: utime + stime, in clock ticks (all threads)
-  local stat
-  stat=$(< "/proc/$1/stat") || { echo 0; return; }
-  stat=${stat##*) }  # comm may hold spaces; the fields after it are from state (field 3) on
-  set -- $stat
-  echo $(( ${12} + ${13} ))
-}
 # Runs one measurement (NAME CMD…): sets $p50 $p99 and adds to NAME's CPU and wall time.
 measure() {
   local name=$1 i before=() start end user system
@@ -174,9 +326,6 @@ for round in $(seq "$rounds"); do
   echo "fleet: round $round of $rounds done" >&2
 done
 
-ms() { awk -v us="$1" 'BEGIN { printf "%.2f", us / 1000 }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
-met() { awk -v v="$1" -v g="$2" 'BEGIN { print (v <= g ? "yes" : "NO") }'; }
 m() { bench_median "$@"; }
 pp50=$(m "${prop50[@]}") pp99=$(m "${prop99[@]}") wp50=$(m "${watch50[@]}") wp99=$(m "${watch99[@]}")
 sp50=$(m "${set50[@]}") sp99=$(m "${set99[@]}") tp50=$(m "${txn50[@]}") tp99=$(m "${txn99[@]}")
@@ -190,7 +339,7 @@ per_call() { awk -v x="$1" -v n="$((calls * rounds))" 'BEGIN { printf "%.0f", x 
 
 out="bench/out/fleet-$(date -u +%Y%m%d-%H%M%S).txt"
 {
-  echo "bench/fleet.sh --calls $calls --rounds $rounds, hosts' store: $store, $(date -u +%Y-%m-%dT%H:%M:%SZ), git $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $(etcd --version | head -1)"
+  header_line "--calls $calls --rounds $rounds"
   echo
   echo "| work | reference | measured | ratio | goal | met |"
   echo "| --- | --- | --- | --- | --- | --- |"
@@ -204,7 +353,8 @@ out="bench/out/fleet-$(date -u +%Y%m%d-%H%M%S).txt"
   echo "| etcd alone in the fleet's shape (propbusd's txn → 2nd of two watches), p50 | put → watch event $(ms "$wp50") ms | etcd $(ms "$gp50") ms | $(ratio "$gp50" "$wp50") | - | - |"
   echo "| etcd alone in the fleet's shape, p99 | put → watch event $(ms "$wp99") ms | etcd $(ms "$gp99") ms | $(ratio "$gp99" "$wp99") | - | - |"
   echo "| Set on A → PropertiesChanged on B, floor / etcd in the fleet's shape, p50 | etcd $(ms "$gp50") ms | floor $(ms "$lp50") ms | $(ratio "$lp50" "$gp50") | - | - |"
-  echo "| Set on A → PropertiesChanged on B, propbus / floor, p50 | floor $(ms "$lp50") ms | $(ms "$pp50") ms | $(ratio "$pp50" "$lp50") | - | - |"
+  echo "| Set on A → PropertiesChanged on B, propbus / floor, p50 | floor $(ms "$lp50") ms | $(ms "$pp50") ms | $(ratio "$pp50" "$lp50") | <= 1.15x | $(met "$(ratio "$pp50" "$lp50")" 1.15) |"
+  echo "| Set on A → PropertiesChanged on B, propbus / floor, p99 | floor $(ms "$lp99") ms | $(ms "$pp99") ms | $(ratio "$pp99" "$lp99") | - | - |"
   echo "| fleet Set round trip on A, minimal C host (floor), p50 | propbusd's txn shape $(ms "$fp50") ms | floor $(ms "$lsp50") ms | $(ratio "$lsp50" "$fp50") | - | - |"
   echo "| fleet Set round trip on A, propbus / floor, p50 | floor $(ms "$lsp50") ms | $(ms "$sp50") ms | $(ratio "$sp50" "$lsp50") | - | - |"
   echo

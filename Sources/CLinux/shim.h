@@ -34,4 +34,9 @@ static inline int propbus_wakeup_fd(void) {
 static inline int propbus_fix_mmap_threshold(int bytes) {
     return mallopt(M_MMAP_THRESHOLD, bytes);
 }
+
+/* malloc_trim(3) with no padding: the free pages of every arena go back to the kernel. */
+static inline int propbus_trim_heap(void) {
+    return malloc_trim(0);
+}
 #endif

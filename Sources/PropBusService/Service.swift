@@ -85,6 +85,13 @@ public final class Service: @unchecked Sendable {
     private var exportedBindings: Set<UInt64> = []
     /// Reply bytes charged to each caller's uid.
     private var replyQuota: ReplyBytesQuota
+    /// When the memory of a burst of work goes back to the kernel (``FreeMemoryRelease``).
+    private var freeMemory = FreeMemoryRelease()
+    /// Gives freed memory back to the kernel; a test counts the calls instead.
+    var releaseFreeMemory: () -> Void = { FreeMemoryRelease.releaseNow() }
+    /// How long the queue must see no more work before a due release runs, so that a burst
+    /// pays for it once, at its end; zero: the queue's next turn.
+    var freeMemoryQuietPeriod: DispatchTimeInterval = .seconds(1)
 
     /// Builds the object tree for `model` on `connection`. Call on the connection's queue, before
     /// requesting the bus name, so that no client can see a half-exported daemon.
@@ -190,7 +197,16 @@ public final class Service: @unchecked Sendable {
         // After the rollback below too, which may export groups again.
         defer { groupsExportedThisRound.removeAll() }
         guard !holdsCommits else { return nil }
-        guard let rollback = round.end() else { return nil }
+        // A commit that writes counts as work too: 10,000 one-key rounds (a host offering its
+        // model file's fleet keys to etcd) leave as much behind as one round of 10,000 changes.
+        // Rounds that only read do not: a client polling a property would keep a burst's
+        // memory from ever being looked at again.
+        let writes = (store as? SQLiteStore)?.hasPendingWrites ?? false
+        guard let rollback = round.end() else {
+            if writes { freeMemory.count(1) }
+            if freeMemory.becameDue() { scheduleFreeMemoryLook() }
+            return nil
+        }
         let error = rollback.error
         storeFailureHandler?(error)
         let touched = rollback.touchedKeys
@@ -256,6 +272,21 @@ public final class Service: @unchecked Sendable {
     func publish(_ changes: [PropertyChange]) {
         publishOnly(changes)
         if !changes.isEmpty { publishOnly(commands.refresh(after: changes)) }
+        freeMemory.count(changes.count)
+    }
+
+    /// After the quiet period: releases if no more work came meanwhile (the burst and its
+    /// callers' transient data, such as a full read's answer, are gone by then), else looks
+    /// again after another period.
+    private func scheduleFreeMemoryLook() {
+        let look: @Sendable () -> Void = { [weak self] in
+            guard let self else { return }
+            guard freeMemory.isQuiet() else { return scheduleFreeMemoryLook() }
+            releaseFreeMemory()
+            freeMemory.released()
+        }
+        let queue = tree.connection.queue
+        if freeMemoryQuietPeriod == .seconds(0) { queue.async(execute: look) } else { queue.asyncAfter(deadline: .now() + freeMemoryQuietPeriod, execute: look) }
     }
 
     private func publishOnly(_ changes: [PropertyChange]) {

@@ -3,17 +3,22 @@
  *
  * usage: fleet-latency propagate ADDRESS_A ADDRESS_B PATH NAME N
  *        fleet-latency roundtrip ADDRESS_A PATH NAME N
+ *        fleet-latency fanout PATH NAME N ADDRESS_A ADDRESS...
  *
  * propagate: Properties.Set of the fleet key (type i) on host A's bus, until host B's
  *            PropertiesChanged carrying the same value arrives on B's bus (A's reply is then
  *            collected, outside the measured time).
- * roundtrip: Properties.Set on A until its reply (the txn to etcd and the mirror's commit). */
+ * roundtrip: Properties.Set on A until its reply (the txn to etcd and the mirror's commit).
+ * fanout:    Properties.Set on the first address's host, until PropertiesChanged carrying the
+ *            value has arrived from the host on every address given (the writer's included):
+ *            the time the whole fleet took to see the change. One poll over every bus's fd. */
 #include <dbus/dbus.h>
 #include "bus.h"
 #include "latency.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 
 static const char *values_interface = "org.propbus.PropBus1.Values";
 
@@ -45,16 +50,33 @@ static void collect(DBusPendingCall *pending) {
     dbus_message_unref(reply);
 }
 
-static int propagate(const char *address_a, const char *address_b, const char *path, const char *name, int n) {
-    DBusConnection *a = bench_connect("fleet-latency", address_a);
-    DBusConnection *b = bench_connect("fleet-latency", address_b);
+/* Sends the Set m on conn and flushes it; its pending call, or death. */
+static DBusPendingCall *send_set(DBusConnection *conn, DBusMessage *m) {
+    DBusPendingCall *pending = NULL;
+    if (!dbus_connection_send_with_reply(conn, m, &pending, 10000) || !pending) {
+        fprintf(stderr, "fleet-latency: cannot send\n");
+        exit(1);
+    }
+    dbus_connection_flush(conn);
+    dbus_message_unref(m);
+    return pending;
+}
+
+/* Subscribes conn to the host's PropertiesChanged on path; dies on failure. */
+static void add_signal_match(DBusConnection *conn, const char *path) {
     DBusError err;
     dbus_error_init(&err);
     char rule[512];
     snprintf(rule, sizeof rule, "type='signal',sender='org.propbus.PropBus1',path='%s',"
              "interface='org.freedesktop.DBus.Properties',member='PropertiesChanged'", path);
-    dbus_bus_add_match(b, rule, &err);
+    dbus_bus_add_match(conn, rule, &err);
     if (dbus_error_is_set(&err)) bench_die("fleet-latency", "AddMatch", &err);
+}
+
+static int propagate(const char *address_a, const char *address_b, const char *path, const char *name, int n) {
+    DBusConnection *a = bench_connect("fleet-latency", address_a);
+    DBusConnection *b = bench_connect("fleet-latency", address_b);
+    add_signal_match(b, path);
     long long *lat = calloc((size_t)n, sizeof *lat);
     /* Values start from the clock so that consecutive runs never write a value already held
      * (a same-value Set sends no signal). */
@@ -62,14 +84,8 @@ static int propagate(const char *address_a, const char *address_b, const char *p
     for (int i = 0; i < n; i++) {
         dbus_int32_t value = base + i;
         DBusMessage *m = set_call(path, name, value);
-        DBusPendingCall *pending = NULL;
         long long start = now_ns();
-        if (!dbus_connection_send_with_reply(a, m, &pending, 10000) || !pending) {
-            fprintf(stderr, "fleet-latency: cannot send\n");
-            return 1;
-        }
-        dbus_connection_flush(a);
-        dbus_message_unref(m);
+        DBusPendingCall *pending = send_set(a, m);
         int seen = 0;
         while (!seen) {
             if (!dbus_connection_read_write(b, 10000)) { fprintf(stderr, "fleet-latency: B disconnected\n"); return 1; }
@@ -105,10 +121,60 @@ static int roundtrip(const char *address_a, const char *path, const char *name, 
     return 0;
 }
 
+static int fanout(const char *path, const char *name, int n, int count, char **addresses) {
+    DBusConnection **c = calloc((size_t)count, sizeof *c);
+    struct pollfd *fds = calloc((size_t)count, sizeof *fds);
+    int *seen = calloc((size_t)count, sizeof *seen);
+    for (int h = 0; h < count; h++) {
+        c[h] = bench_connect("fleet-latency", addresses[h]);
+        add_signal_match(c[h], path);
+        if (!dbus_connection_get_unix_fd(c[h], &fds[h].fd)) { fprintf(stderr, "fleet-latency: no fd\n"); return 1; }
+    }
+    /* The Set goes on a connection of its own: popping the listeners' messages would take its
+     * reply away from the pending call. */
+    DBusConnection *writer = bench_connect("fleet-latency", addresses[0]);
+    long long *lat = calloc((size_t)n, sizeof *lat);
+    dbus_int32_t base = (dbus_int32_t)((now_ns() / 1000) & 0x3fffffff);
+    for (int i = 0; i < n; i++) {
+        dbus_int32_t value = base + i;
+        DBusMessage *m = set_call(path, name, value);
+        long long start = now_ns();
+        DBusPendingCall *pending = send_set(writer, m);
+        memset(seen, 0, (size_t)count * sizeof *seen);
+        int left = count;
+        while (left > 0) {
+            /* What libdbus has already read first, then a poll over the hosts still awaited. */
+            for (int h = 0; h < count; h++) {
+                DBusMessage *in;
+                while ((in = dbus_connection_pop_message(c[h]))) {
+                    if (!seen[h] && carries(in, path, name, value)) { seen[h] = 1; left--; }
+                    dbus_message_unref(in);
+                }
+                fds[h].events = seen[h] ? 0 : POLLIN;
+                fds[h].revents = 0;
+            }
+            if (left == 0) break;
+            if (poll(fds, (nfds_t)count, 10000) <= 0) { fprintf(stderr, "fleet-latency: no signal within 10 s\n"); return 1; }
+            for (int h = 0; h < count; h++) {
+                if (fds[h].revents && !dbus_connection_read_write(c[h], 0)) {
+                    fprintf(stderr, "fleet-latency: %s disconnected\n", addresses[h]);
+                    return 1;
+                }
+            }
+        }
+        lat[i] = now_ns() - start;
+        collect(pending);
+    }
+    report_latencies(lat, n);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 7 && strcmp(argv[1], "propagate") == 0) return propagate(argv[2], argv[3], argv[4], argv[5], atoi(argv[6]));
     if (argc == 6 && strcmp(argv[1], "roundtrip") == 0) return roundtrip(argv[2], argv[3], argv[4], atoi(argv[5]));
+    if (argc >= 6 && strcmp(argv[1], "fanout") == 0) return fanout(argv[2], argv[3], atoi(argv[4]), argc - 5, argv + 5);
     fprintf(stderr, "usage: %s propagate ADDRESS_A ADDRESS_B PATH NAME N\n"
-                    "       %s roundtrip ADDRESS_A PATH NAME N\n", argv[0], argv[0]);
+                    "       %s roundtrip ADDRESS_A PATH NAME N\n"
+                    "       %s fanout PATH NAME N ADDRESS_A ADDRESS...\n", argv[0], argv[0], argv[0]);
     return 64;
 }
