@@ -201,7 +201,7 @@ public final class Service: @unchecked Sendable {
         // model file's fleet keys to etcd) leave as much behind as one round of 10,000 changes.
         // Rounds that only read do not: a client polling a property would keep a burst's
         // memory from ever being looked at again.
-        let writes = (store as? SQLiteStore)?.hasPendingWrites ?? false
+        let writes = store.hasPendingWrites
         guard let rollback = round.end() else {
             if writes { freeMemory.count(1) }
             if freeMemory.becameDue() { scheduleFreeMemoryLook() }

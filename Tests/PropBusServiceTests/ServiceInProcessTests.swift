@@ -18,6 +18,7 @@ final class RefusingStore: PropertyStore, @unchecked Sendable {
     func saveNextBindingID(_ id: UInt64) {}
     func saveCommand(_ key: Key, options: [String: DBusValue]) {}
     func removeCommand(_ key: Key) {}
+    var hasPendingWrites: Bool { false }
     func commit() throws(PropBusError) {
         guard refuseNextCommit else { return }
         refuseNextCommit = false

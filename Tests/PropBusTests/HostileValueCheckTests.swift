@@ -188,6 +188,7 @@ private final class PreparedStore: PropertyStore {
     func saveNextBindingID(_ id: UInt64) {}
     func saveCommand(_ key: Key, options: [String: DBusValue]) {}
     func removeCommand(_ key: Key) {}
+    var hasPendingWrites: Bool { false }
     func commit() {}
     func rollback() {}
 }

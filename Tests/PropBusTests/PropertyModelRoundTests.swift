@@ -21,6 +21,7 @@ final class FailingStore: PropertyStore {
     func saveCommand(_ key: Key, options: [String: DBusValue]) {}
     func removeCommand(_ key: Key) {}
 
+    var hasPendingWrites: Bool { false }
     func commit() throws(PropBusError) {
         if failNextCommit {
             failNextCommit = false

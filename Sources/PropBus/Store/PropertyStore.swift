@@ -49,6 +49,9 @@ public protocol PropertyStore: AnyObject {
     /// Records which fleet (etcd cluster and prefix) the mirror, its cursor and its revisions
     /// belong to.
     func saveFleetSource(_ source: String)
+    /// Whether anything was recorded since the last commit (the owner counts writing commits as
+    /// work, see the service's memory release).
+    var hasPendingWrites: Bool { get }
     /// Makes everything recorded since the last commit durable.
     func commit() throws(PropBusError)
     /// Makes everything recorded since the last commit durable, with what the round did as a
@@ -146,6 +149,8 @@ public final class MemoryStore: PropertyStore {
     public func saveNextBindingID(_ id: UInt64) {}
     public func saveCommand(_ key: Key, options: [String: DBusValue]) {}
     public func removeCommand(_ key: Key) {}
+    /// Never: it records nothing.
+    public var hasPendingWrites: Bool { false }
     public func commit() {}
     public func rollback() {}
 }
