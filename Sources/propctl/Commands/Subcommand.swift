@@ -25,6 +25,8 @@ enum Subcommands {
         "load": LoadCommand.self,
         "status": StatusCommand.self,
         "reload": ReloadCommand.self,
+        "lock": LockCommand.self,
+        "unlock": UnlockCommand.self,
         "prune": PruneCommand.self,
         "exec": ExecCommand.self,
         "serve": ServeCommand.self,
