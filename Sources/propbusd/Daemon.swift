@@ -178,6 +178,11 @@ final class Daemon: @unchecked Sendable {
         // History says these changes came from a reload (Manager.Reload or SIGHUP).
         model.origin = .reload
         defer { model.origin = .daemon }
+        // Keys the model files create now meet the files read before; what is wrong is logged
+        // once, below, with the files just read.
+        let problemHandler = model.layerProblemHandler
+        model.layerProblemHandler = nil
+        defer { model.layerProblemHandler = problemHandler }
         do {
             report = try modelFiles.load(files: files, into: model, commands: commands, store: store, strict: false)
         } catch {

@@ -55,11 +55,13 @@ final class LayerLockTests: AccessControlTestCase, @unchecked Sendable {
 
         try await client.set("settings.volume", .int32(55))
         let changes = try await client.recordChanges(ofGroup: "settings")
+        let locks = try await client.record(path: PropBusAPI.rootPath, interface: PropBusAPI.manager, member: "LocksChanged")
         let lock = try writeLayerFile(configDirectory, "mandatory.d", "10-lock.json", #"{"settings.volume": 20}"#)
         let reload = try await propctl(["reload"])
         XCTAssertTrue(reload.succeeded, "\(reload)")
         try await client.barrier()
         XCTAssertEqual(changes.signals.map(\.changed), [["volume": .int32(20)]], "one PropertiesChanged to 20: \(changes.signals)")
+        XCTAssertEqual(locks.signals.map(\.arguments), [[.array(of: .string, [.string("settings.volume")])]], "writability changed: \(locks.signals)")
         let lockedValue = try await client.get("settings.volume")
         XCTAssertEqual(lockedValue, .int32(20))
         let isLocked = try await describeField("settings.volume", "locked")
@@ -94,7 +96,10 @@ final class LayerLockTests: AccessControlTestCase, @unchecked Sendable {
         XCTAssertEqual(back, .int32(55))
         let writable = try await setAsNobody("settings.volume", "58")
         assertSucceeded(writable)
-        _ = site
+        XCTAssertEqual(locks.signals.count, 2, "the lock went: \(locks.signals)")
+        // History tells which file did what.
+        let history = try await propctl(["history", "settings.volume"])
+        XCTAssertTrue(history.stdout.contains("layer file \(lock)") && history.stdout.contains("layer file \(site)"), "\(history)")
     }
 
     func testALockForAGroupRefusesItsMembersAndLetsRootWrite() async throws {
@@ -188,6 +193,23 @@ final class LayerFilesTests: DaemonTestCase, @unchecked Sendable {
         try await client.reset("ui.size")
         let reset = try await client.get("ui.size")
         XCTAssertEqual(reset, .int32(14))
+    }
+
+    func testFilesPresentAtStartApplyAndSIGHUPReadsThemAgain() async throws {
+        try writeLayerFile(configDirectory, "mandatory.d", "10-lock.json", #"{"app.volume": 20}"#)
+        try writeLayerFile(configDirectory, "defaults.d", "10-site.json", #"{"app.other": 3}"#)
+        let model = bus.directory.appendingPathComponent("app.json")
+        try #"{"groups": {"app": {"properties": {"volume": {"type": "i", "default": 50}, "other": {"type": "i", "default": 1}}}}}"#
+            .write(to: model, atomically: true, encoding: .utf8)
+        try await restartDaemon(arguments: daemonArguments + ["--model", model.path])
+        let volume = try await client.get("app.volume")
+        let other = try await client.get("app.other")
+        XCTAssertEqual([volume, other], [.int32(20), .int32(3)])
+        let changes = try await client.recordChanges(ofGroup: "app")
+        try writeLayerFile(configDirectory, "defaults.d", "10-site.json", #"{"app.other": 4}"#)
+        daemon.process.signal(SIGHUP)
+        let arrived = await changes.wait { $0.contains { $0.changed["other"] == .int32(4) } }
+        XCTAssertEqual(arrived.map(\.changed), [["other": .int32(4)]], "only the value that changed: \(arrived)")
     }
 
     func testABadLayerFileIsNamedAndTheOthersApply() async throws {

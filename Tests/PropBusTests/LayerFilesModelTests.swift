@@ -84,6 +84,19 @@ final class LayerFilesModelTests: XCTestCase {
         XCTAssertFalse(reported.contains { $0.problem.contains("123456") }, "never the value: \(reported)")
     }
 
+    func testABindingThatWouldWriteALockedKeyFailsTheWriteWithLocked() throws {
+        let model = try PropertyModel(store: MemoryStore())
+        _ = try model.create(key: "a.source", type: "i", defaultValue: .int32(1))
+        _ = try model.create(key: "a.target", type: "i", defaultValue: .int32(1))
+        _ = try model.bind(key: "a.target", to: "a.source", options: [:], owner: nil)
+        _ = model.applyLayerFiles(LayerFileSet(entries: [try entry(.mandatory, "a.target", 20)]))
+        XCTAssertEqual(try model.value(of: "a.source"), .int32(20), "the lock's value spreads as any change does")
+        try asCaller(model, uid: 1000) {
+            XCTAssertThrowsError(try model.set("a.source", to: .int32(5))) { XCTAssertEqual(($0 as? PropBusError)?.code, .locked) }
+        }
+        XCTAssertEqual(try model.value(of: "a.source"), .int32(20), "nothing changed")
+    }
+
     func testFleetKeysTakeNoLayerValues() throws {
         let model = try PropertyModel(store: MemoryStore())
         _ = try model.create(key: "fleet.motd", type: "s", defaultValue: .string("hi"), options: ["scope": .string("fleet")])
