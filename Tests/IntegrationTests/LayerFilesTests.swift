@@ -8,29 +8,10 @@ import XCTest
 final class LayerLockTests: AccessControlTestCase, @unchecked Sendable {
     static let locked = PropBusAPI.error("Locked")
 
-    var configDirectory: URL { bus.directory.appendingPathComponent("etc-propbus") }
-    var vendorDirectory: URL { bus.directory.appendingPathComponent("usr-share-propbus") }
-
-    override var daemonArguments: [String] {
-        ["--system-access", "--config-dir", configDirectory.path, "--vendor-dir", vendorDirectory.path]
-    }
-
-    /// Writes `text` as `directory/layer/name` (making the directories), returning its path.
-    @discardableResult
-    func writeLayerFile(_ directory: URL, _ layer: String, _ name: String, _ text: String) throws -> String {
-        let folder = directory.appendingPathComponent(layer)
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        let url = folder.appendingPathComponent(name)
-        try text.write(to: url, atomically: true, encoding: .utf8)
-        return url.path
-    }
-
-    func propctl(_ arguments: [String]) async throws -> CommandResult {
-        try await tool(BuildProducts.propctl, ["--address", bus.address] + arguments, timeout: 15)
-    }
+    override var daemonArguments: [String] { ["--system-access"] + layerDirectoryArguments }
 
     func describeField(_ key: String, _ field: String) async throws -> String {
-        let result = try await propctl(["describe", key, "--field", field])
+        let result = try await propctlLayers(["describe", key, "--field", field])
         XCTAssertTrue(result.succeeded, "\(result)")
         return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
@@ -44,7 +25,7 @@ final class LayerLockTests: AccessControlTestCase, @unchecked Sendable {
     func testSiteDefaultUserValueLockAndUnlockEachWithOneSignal() async throws {
         try await createVolume()
         let site = try writeLayerFile(configDirectory, "defaults.d", "10-site.json", #"{"settings.volume": 30}"#)
-        let first = try await propctl(["reload"])
+        let first = try await propctlLayers(["reload"])
         XCTAssertTrue(first.succeeded, "\(first)")
         let siteValue = try await client.get("settings.volume")
         XCTAssertEqual(siteValue, .int32(30))
@@ -57,7 +38,7 @@ final class LayerLockTests: AccessControlTestCase, @unchecked Sendable {
         let changes = try await client.recordChanges(ofGroup: "settings")
         let locks = try await client.record(path: PropBusAPI.rootPath, interface: PropBusAPI.manager, member: "LocksChanged")
         let lock = try writeLayerFile(configDirectory, "mandatory.d", "10-lock.json", #"{"settings.volume": 20}"#)
-        let reload = try await propctl(["reload"])
+        let reload = try await propctlLayers(["reload"])
         XCTAssertTrue(reload.succeeded, "\(reload)")
         try await client.barrier()
         XCTAssertEqual(changes.signals.map(\.changed), [["volume": .int32(20)]], "one PropertiesChanged to 20: \(changes.signals)")
@@ -88,7 +69,7 @@ final class LayerLockTests: AccessControlTestCase, @unchecked Sendable {
 
         let before = changes.signals.count
         try FileManager.default.removeItem(atPath: lock)
-        let unlock = try await propctl(["reload"])
+        let unlock = try await propctlLayers(["reload"])
         XCTAssertTrue(unlock.succeeded, "\(unlock)")
         try await client.barrier()
         XCTAssertEqual(changes.signals.dropFirst(before).map(\.changed), [["volume": .int32(55)]], "one PropertiesChanged back to 55: \(changes.signals)")
@@ -98,7 +79,7 @@ final class LayerLockTests: AccessControlTestCase, @unchecked Sendable {
         assertSucceeded(writable)
         XCTAssertEqual(locks.signals.count, 2, "the lock went: \(locks.signals)")
         // History tells which file did what.
-        let history = try await propctl(["history", "settings.volume"])
+        let history = try await propctlLayers(["history", "settings.volume"])
         XCTAssertTrue(history.stdout.contains("layer file \(lock)") && history.stdout.contains("layer file \(site)"), "\(history)")
     }
 
@@ -106,7 +87,7 @@ final class LayerLockTests: AccessControlTestCase, @unchecked Sendable {
         try await createVolume()
         let lock = try writeLayerFile(configDirectory, "mandatory.d", "20-students.json",
                                       #"{"settings.volume": {"value": 20, "for": ["@nogroup"]}}"#)
-        let reload = try await propctl(["reload"])
+        let reload = try await propctlLayers(["reload"])
         XCTAssertTrue(reload.succeeded, "\(reload)")
         let refused = try await setAsNobody("settings.volume", "40")
         XCTAssertTrue(refused.stderr.contains(Self.locked) && refused.stderr.contains(lock), "\(refused)")
@@ -118,7 +99,7 @@ final class LayerLockTests: AccessControlTestCase, @unchecked Sendable {
         XCTAssertEqual(userValue, "44")
         let rootWritable = try await describeField("settings.volume", "writable")
         XCTAssertEqual(rootWritable, "true")
-        let listed = try await propctl(["list", "--locked"])
+        let listed = try await propctlLayers(["list", "--locked"])
         XCTAssertTrue(listed.stdout.contains("settings.volume"), "\(listed)")
     }
 
@@ -150,15 +131,13 @@ print(seen, proxy.get_cached_property("volume").unpack())
     }
 }
 
-/// Layer files on a session bus: order, prefixes, keys created later, bad files, `propctl lock`.
-final class LayerFilesTests: DaemonTestCase, @unchecked Sendable {
+/// The layer directories of a test, under its bus's directory, and what writes into them.
+extension DaemonTestCase {
     var configDirectory: URL { bus.directory.appendingPathComponent("etc-propbus") }
     var vendorDirectory: URL { bus.directory.appendingPathComponent("usr-share-propbus") }
+    var layerDirectoryArguments: [String] { ["--config-dir", configDirectory.path, "--vendor-dir", vendorDirectory.path] }
 
-    override var daemonArguments: [String] {
-        ["--config-dir", configDirectory.path, "--vendor-dir", vendorDirectory.path]
-    }
-
+    /// Writes `text` as `directory/layer/name` (making the directories), returning its path.
     @discardableResult
     func writeLayerFile(_ directory: URL, _ layer: String, _ name: String, _ text: String) throws -> String {
         let folder = directory.appendingPathComponent(layer)
@@ -168,15 +147,21 @@ final class LayerFilesTests: DaemonTestCase, @unchecked Sendable {
         return url.path
     }
 
-    func propctl(_ arguments: [String]) async throws -> CommandResult {
+    /// `propctl --address <bus> …` as root.
+    func propctlLayers(_ arguments: [String]) async throws -> CommandResult {
         try await tool(BuildProducts.propctl, ["--address", bus.address] + arguments, timeout: 15)
     }
+}
+
+/// Layer files on a session bus: order, prefixes, keys created later, bad files, `propctl lock`.
+final class LayerFilesTests: DaemonTestCase, @unchecked Sendable {
+    override var daemonArguments: [String] { layerDirectoryArguments }
 
     func testVendorSiteAndPrefixEntriesApplyInOrderAndWaitForKeysCreatedLater() async throws {
         try writeLayerFile(vendorDirectory, "defaults.d", "10-vendor.json", #"{"ui.theme": "light", "ui.size": 10}"#)
         try writeLayerFile(configDirectory, "defaults.d", "10-site.json", #"{"ui.*": 12, "ui.theme": "dark"}"#)
         try writeLayerFile(configDirectory, "defaults.d", "20-site.json", #"{"ui.size": 14}"#)
-        let reload = try await propctl(["reload"])
+        let reload = try await propctlLayers(["reload"])
         XCTAssertTrue(reload.succeeded, "\(reload)")
         // Created after the files were read: the values waited.
         try await client.create("ui.theme", "s", default: .string("system"))
@@ -218,7 +203,7 @@ final class LayerFilesTests: DaemonTestCase, @unchecked Sendable {
         try writeLayerFile(configDirectory, "defaults.d", "10-good.json", #"{"app.other": 5}"#)
         let badJSON = try writeLayerFile(configDirectory, "defaults.d", "20-bad.json", #"{"app.other": "#)
         let badValue = try writeLayerFile(configDirectory, "mandatory.d", "30-range.json", #"{"app.volume": 500, "app.other": 6}"#)
-        let reload = try await propctl(["reload"])
+        let reload = try await propctlLayers(["reload"])
         XCTAssertFalse(reload.succeeded, "\(reload)")
         XCTAssertTrue(reload.stderr.contains(badJSON), "\(reload)")
         XCTAssertTrue(reload.stderr.contains(badValue) && reload.stderr.contains("app.volume") && reload.stderr.contains("100"), "\(reload)")
@@ -226,7 +211,7 @@ final class LayerFilesTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertEqual(other, .int32(6), "the good entries still apply")
         let volume = try await client.get("app.volume")
         XCTAssertEqual(volume, .int32(50), "the refused entry is skipped")
-        let status = try await propctl(["status"])
+        let status = try await propctlLayers(["status"])
         XCTAssertTrue(status.stdout.contains(badJSON) && status.stdout.contains(badValue), "\(status)")
         // Logged once per reload, not once per key read.
         _ = try await client.get("app.volume")
@@ -235,19 +220,19 @@ final class LayerFilesTests: DaemonTestCase, @unchecked Sendable {
 
     func testPropctlLockAndUnlockWriteTheMandatoryFileAndReload() async throws {
         try await client.create("app.volume", "i", default: .int32(50))
-        let lock = try await propctl(["lock", "app.volume", "20"])
+        let lock = try await propctlLayers(["lock", "app.volume", "20"])
         XCTAssertTrue(lock.succeeded, "\(lock)")
         let file = configDirectory.appendingPathComponent("mandatory.d/50-propctl.json").path
         XCTAssertTrue(FileManager.default.fileExists(atPath: file))
         let value = try await client.get("app.volume")
         XCTAssertEqual(value, .int32(20))
-        let listed = try await propctl(["list", "--locked"])
+        let listed = try await propctlLayers(["list", "--locked"])
         XCTAssertTrue(listed.stdout.contains("app.volume"), "\(listed)")
-        let unlock = try await propctl(["unlock", "app.volume"])
+        let unlock = try await propctlLayers(["unlock", "app.volume"])
         XCTAssertTrue(unlock.succeeded, "\(unlock)")
         let back = try await client.get("app.volume")
         XCTAssertEqual(back, .int32(50))
-        let none = try await propctl(["list", "--locked"])
+        let none = try await propctlLayers(["list", "--locked"])
         XCTAssertFalse(none.stdout.contains("app.volume"), "\(none)")
     }
 
@@ -258,7 +243,7 @@ final class LayerFilesTests: DaemonTestCase, @unchecked Sendable {
         try "".write(to: blocker, atomically: true, encoding: .utf8)
         try await restartDaemon(arguments: ["--config-dir", blocker.path])
         try await client.create("app.volume", "i", default: .int32(50))
-        let lock = try await propctl(["lock", "app.volume", "20"])
+        let lock = try await propctlLayers(["lock", "app.volume", "20"])
         XCTAssertFalse(lock.succeeded, "\(lock)")
         XCTAssertTrue(lock.stderr.contains(blocker.path + "/mandatory.d"), "\(lock)")
     }

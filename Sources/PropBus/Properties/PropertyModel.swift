@@ -147,7 +147,8 @@ public final class PropertyModel {
     /// Told of a problem found when a key is created after the files were read, for the log
     /// (those of ``applyLayerFiles(_:)`` are returned by it).
     public var layerProblemHandler: ((LayerProblem) -> Void)?
-    /// The keys whose entry carries layer-file values, so a reload revisits them without a scan.
+    /// The keys whose entry carries (or carried) layer-file values, so a reload revisits them
+    /// without a scan; a key leaves it when its entry goes.
     private var layeredKeys: Set<Key> = []
 
     /// Why some of what the store holds was not loaded (an older version accepted unix fds),
@@ -658,7 +659,7 @@ public final class PropertyModel {
             saveRevisionCeiling()
         }
         insert(entry)
-        if entry.layers != nil { layeredKeys.insert(key) } else { layeredKeys.remove(key) }
+        if entry.layers != nil { layeredKeys.insert(key) }
         let changes: [PropertyChange]
         if existing == nil {
             changes = [.created(key)]
@@ -1445,7 +1446,8 @@ extension PropertyModel {
                 entry.revision = revision
                 if entry.definition.persistent { saveRevisionCeiling() } else { reserveRevision() }
                 insert(entry)
-                if layers == nil { layeredKeys.remove(key) } else { layeredKeys.insert(key) }
+                // Kept when its layers go: a rolled-back round may bring them back.
+                layeredKeys.insert(key)
                 if (oldLock == nil) != (layers?.mandatory == nil) || oldLock?.lockedFor != layers?.mandatory?.lockedFor {
                     lockChanged.append(key)
                 }
