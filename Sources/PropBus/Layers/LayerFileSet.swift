@@ -109,22 +109,9 @@ public struct LockAuthority: Sendable {
         guard let names = mandatory.lockedFor else {
             return !(uid == 0 || (checksCredentials && uid == daemonUserID))
         }
-        var groups: [UInt32]?
-        for name in names {
-            if name.hasPrefix("@") {
-                let group = String(name.dropFirst())
-                guard let gid = accounts.groupID(group) ?? Self.number(group) else { continue }
-                if groups == nil { groups = accounts.groupIDs(ofUser: uid) }
-                if groups!.contains(gid) { return true }
-            } else if (Self.number(name) ?? accounts.userID(name)) == uid {
-                return true
-            }
-        }
-        return false
-    }
-
-    private static func number(_ text: String) -> UInt32? {
-        guard !text.isEmpty, text.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
-        return UInt32(text)
+        // Groups are looked up only when the list names one.
+        let groups = names.contains { $0.hasPrefix("@") } ? accounts.groupIDs(ofUser: uid) : []
+        let caller = Credentials(userID: uid, groupIDs: groups)
+        return names.contains { AccessPolicy.entry($0, names: caller, accounts: accounts) }
     }
 }
