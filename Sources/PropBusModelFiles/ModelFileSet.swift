@@ -18,6 +18,11 @@ public final class ModelFileSet {
     public struct Skipped: Sendable, Equatable {
         public var path: String
         public var reason: String
+
+        public init(path: String, reason: String) {
+            self.path = path
+            self.reason = reason
+        }
     }
 
     /// What one load did.

@@ -19,6 +19,8 @@ extension Service {
             MethodDescription("ListProperties", in: [("prefix", .string)], out: [("properties", .array(.structure([.string, .string, .variant, .dictionary(key: .string, value: .variant)])))]) { [unowned self] call throws(DBusError) in
                 // Secret values are left out for callers who may not read them.
                 let prefix = try call.string("prefix")
+                // Locks are decided for this caller, outside the walk, which may not touch the model.
+                let lockAuthority = model.lockAuthority, callerID = call.credentials?.userID
                 // Written straight into the reply from the model's entries (a 10k-property list
                 // is 2 MB): no value tree, no entry copied.
                 return .stream(ReplyBody { [unowned self] writer in
@@ -26,12 +28,13 @@ extension Service {
                         model.forEachEntry(withPrefix: prefix) { entry in
                             guard mayRead(entry.definition, by: call) else { return }
                             items.structure { item in
+                                let locked = entry.layers?.mandatory.map { lockAuthority.locks($0, userID: callerID) } ?? false
                                 item.string(entry.definition.key.text)
                                 item.string(entry.definition.type.signature)
                                 item.variant(entry.value)
                                 // The fleet's own table, not the model: nothing here may touch the model.
                                 let etcdRevision = entry.definition.scope == .fleet ? fleet?.etcdRevision(of: entry.definition.key) : nil
-                                Self.writeMetadata(of: entry, etcdRevision: etcdRevision, to: &item)
+                                Self.writeMetadata(of: entry, etcdRevision: etcdRevision, lockedForCaller: locked, to: &item)
                             }
                         }
                     }
@@ -59,16 +62,27 @@ extension Service {
             PropertyDescription("FleetRevision", type: .uint64) { [unowned self] in .uint64(UInt64(max(fleet?.cursor ?? 0, 0))) },
             PropertyDescription("Version", type: .string, changeSignal: .const) { .string(Self.version) },
             PropertyDescription("SkippedModelFiles", type: .array(.structure([.string, .string]))) { [unowned self] in
-                Self.skippedList(skippedModelFiles)
+                Self.skippedList(skippedModelFiles + Self.skipped(model.layerProblems))
             },
-        ]))
+            PropertyDescription("ConfigDirectory", type: .string, changeSignal: .const) { [unowned self] in
+                .string(options.configDirectory ?? "")
+            },
+        ]), signals: [
+            // Writability changed for someone (a lock came, went or changed whom it refuses):
+            // introspection and the `writable` metadata say something else now.
+            SignalDescription("LocksChanged", [("keys", .array(.string))]),
+        ])
     }
 
     /// Writes a property's `ListProperties` metadata: ``PropertyDefinition/metadata`` with the
     /// entry's own keys (`is_set`, `revision`, `hidden_*`, `etcd_revision`), sorted by key, without
     /// building a dictionary (one per property). ListPropertiesMetadataTests check it against the
     /// dictionary built from ``PropertyDefinition/metadata``, so a key added there must be added here.
-    static func writeMetadata(of entry: borrowing PropertyModel.Entry, etcdRevision: Int64? = nil, to writer: inout MessageBodyWriter) {
+    ///
+    /// With layer values (docs/layers.md), also `layer`, `layer_source` (the file), `locked` and,
+    /// when a layer above hides it, `user_value`; `writable` is false for a caller the lock refuses.
+    static func writeMetadata(of entry: borrowing PropertyModel.Entry, etcdRevision: Int64? = nil, lockedForCaller: Bool = false,
+                              to writer: inout MessageBodyWriter) {
         let definition = entry.definition
         writer.dictionary("{sv}") { items in
             // Sorted by key, as `DBusValue.vardict` sorts them.
@@ -81,6 +95,20 @@ extension Service {
                 if PropertyDefinition.canSendBack(hidden.value) { items.entry("hidden_value", hidden.value) }
             }
             items.entry("is_set", boolean: entry.storedValue != nil)
+            let layers = entry.layers
+            if layers != nil {
+                let layer = entry.valueLayer
+                items.entry("layer", string: layer.rawValue)
+                let source: String? = switch layer {
+                case .mandatory: layers?.mandatory?.value.source
+                case .site: layers?.site?.source
+                case .vendor: layers?.vendor?.source
+                case .override: layers?.overrides.last?.holder
+                default: nil
+                }
+                if let source { items.entry("layer_source", string: source) }
+                items.entry("locked", boolean: layers?.mandatory != nil)
+            }
             if let maximum = definition.maximum { items.entry("maximum", maximum) }
             if let minimum = definition.minimum { items.entry("minimum", minimum) }
             items.entry("persistent", boolean: definition.persistent)
@@ -90,7 +118,11 @@ extension Service {
             items.entry("secret", boolean: definition.secret)
             if let source = definition.source { items.entry("source", string: source) }
             if let stateOf = definition.stateOf { items.entry("state_of", string: stateOf.text) }
-            items.entry("writable", boolean: definition.writable)
+            // The user's own value, kept while a layer above hides it.
+            if layers != nil, let stored = entry.storedValue, entry.valueLayer == .mandatory || entry.valueLayer == .override {
+                items.entry("user_value", stored)
+            }
+            items.entry("writable", boolean: definition.writable && !lockedForCaller)
             if let writers = definition.writers { items.entry("writers", .array(of: .string, writers.map { .string($0) })) }
         }
     }

@@ -50,7 +50,10 @@ extension Service {
 
     /// Applies what a reload changed: publishes it, commits, and flushes the signals in a round
     /// of their own. Call on the queue, between rounds.
-    public func applyReload(_ report: ModelFileSet.Report, skipped: [ModelFileSet.Skipped]) throws(DBusError) {
+    ///
+    /// `lockChanged`: the keys whose lock came, went or changed (``PropertyModel/applyLayerFiles(_:)``),
+    /// announced by `LocksChanged`.
+    public func applyReload(_ report: ModelFileSet.Report, skipped: [ModelFileSet.Skipped], lockChanged: [Key] = []) throws(DBusError) {
         dispatchPrecondition(condition: .onQueue(tree.connection.queue))
         // A command its file dropped was deleted: its executions fail as with DeleteCommand.
         for execution in report.ended {
@@ -63,15 +66,27 @@ extension Service {
         if let fleet { publish(fleet.endBindingsOfStateToFleetKeys()) }
         defer { tree.connection.scheduleRound() }
         if let error = commit() { throw error }
+        if !lockChanged.isEmpty {
+            tree.emitAtFlush(path: Key.rootPath, interface: Self.managerInterface, member: "LocksChanged",
+                             [.array(of: .string, lockChanged.map { .string($0.text) })])
+        }
         // Only once committed: a reload that did not take leaves the last list standing.
-        if skipped != skippedModelFiles {
+        let layerProblems = model.layerProblems
+        if skipped != skippedModelFiles || layerProblems != announcedLayerProblems {
             // GDBus proxies cache the list until told it changed.
             tree.noteChange(path: Key.rootPath, interface: Self.managerInterface, property: "SkippedModelFiles",
-                            oldValue: Self.skippedList(skippedModelFiles))
+                            oldValue: Self.skippedList(skippedModelFiles + Self.skipped(announcedLayerProblems)))
             skippedModelFiles = skipped
+            announcedLayerProblems = layerProblems
         }
         // Fleet keys a file declares anew are offered to the fleet, as at start.
         if let fleet, fleet.state == .connected { fleet.pushLocalDefinitions() }
+    }
+
+    /// Layer-file problems as rows of `SkippedModelFiles` and `Reload`'s reply: the file, and
+    /// the problem naming it, its key and what was expected.
+    public static func skipped(_ problems: [LayerProblem]) -> [ModelFileSet.Skipped] {
+        problems.map { ModelFileSet.Skipped(path: $0.file, reason: $0.description) }
     }
 
     static func skippedList(_ skipped: [ModelFileSet.Skipped]) -> DBusValue {

@@ -38,6 +38,8 @@ public final class Service: @unchecked Sendable {
         /// Whether history records callers' processes (`comm`, `exe`, unit, user name): off
         /// with `--no-history`, when nothing would read them.
         public var recordsCallers = true
+        /// `--config-dir`, where `propctl lock` writes (`Manager.ConfigDirectory`); `nil`: none.
+        public var configDirectory: String?
 
         public init(maximumBindingsPerClient: Int = 64, killGrace: Double = 2.0, access: AccessPolicy = .open,
                     maximumReplyBytesPerUID: Int = 32 << 20) {
@@ -75,6 +77,8 @@ public final class Service: @unchecked Sendable {
     public var reloadHandler: ((_ done: @escaping @Sendable (Result<[ModelFileSet.Skipped], DBusError>) -> Void) -> Void)?
     /// The model files skipped by the last load, for `SkippedModelFiles` (`propctl status`).
     public var skippedModelFiles: [ModelFileSet.Skipped] = []
+    /// The layer-file problems `SkippedModelFiles` last announced.
+    public var announcedLayerProblems: [LayerProblem] = []
     /// The fleet's mirror (`--fleet`, issue 14); `nil` without it, and nothing changes.
     public var fleet: Fleet?
     /// Told of every commit the store refused (the daemon logs them, rate-limited).

@@ -61,6 +61,13 @@ extension Service {
                 try authorizeWrite(existing: key.text, by: call)
                 return try write(call) { [unowned self] () throws(PropBusError) in try model.set(key.text, to: value) }
             }
+            if entry.definition.writable, entry.layers?.mandatory != nil {
+                // A lock refuses some callers only: introspection tells each the truth.
+                description.accessForCaller = { [unowned self] call in
+                    guard let current = model.entry(for: key), model.isLocked(current, forUser: call.credentials?.userID) else { return .readwrite }
+                    return .read
+                }
+            }
             if restricted {
                 description.authorizeRead = { [unowned self] call throws(DBusError) in
                     try authorizeRead(existing: key.text, by: call)

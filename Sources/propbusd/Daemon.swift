@@ -99,9 +99,16 @@ final class Daemon: @unchecked Sendable {
                     return (loadedRevisions[key]?.definition ?? 0) > 0
                 }
             }
+            // Who a lock refuses: the `for` names resolve in the system's databases on each check.
+            model.lockAuthority = LockAuthority(daemonUserID: geteuid(), checksCredentials: options.enforcesAccess, accounts: .system)
+            model.layerProblemHandler = { Log.info("layer file problem: \($0)") }
             let report = try modelFiles.load(modelPaths(), into: model, commands: commands, store: store, strict: options.strictModels)
             _ = commands.refresh(after: report.changes)
             logSkippedModelFiles()
+            // After the model files: their keys take their layer values now, not one by one.
+            let layered = model.applyLayerFiles(LayerFiles.read(configDirectory: options.configDirectory, vendorDirectory: options.vendorDirectory))
+            _ = commands.refresh(after: layered.changes)
+            logLayerProblems()
             if options.fleet != nil {
                 // A store from before Bind refused them: such a binding would write a fleet key
                 // on this host only, whenever an execution starts or ends.
@@ -125,6 +132,11 @@ final class Daemon: @unchecked Sendable {
         }
     }
 
+    /// Each layer-file problem once per read: at start and at each reload.
+    private func logLayerProblems() {
+        for problem in model?.layerProblems ?? [] { Log.info("layer file problem: \(problem)") }
+    }
+
     private func logSkippedModelFiles() {
         for skipped in modelFiles.skipped {
             // The reason starts with file:line:column, as compilers write it.
@@ -142,10 +154,12 @@ final class Daemon: @unchecked Sendable {
         notifier.notify("RELOADING=1\nSTATUS=Reloading model files\nMONOTONIC_USEC=\(Self.monotonicMicroseconds())")
         Log.info("reloading model files (\(origin))")
         let paths = modelPaths(), maximumSize = modelFiles.maximumFileSize
+        let configDirectory = options.configDirectory, vendorDirectory = options.vendorDirectory
         modelFileReader.async { [self] in
             let files = ModelFileSet.read(paths, maximumSize: maximumSize)
+            let layers = LayerFiles.read(configDirectory: configDirectory, vendorDirectory: vendorDirectory)
             queue.async { [self] in
-                done(Result { () throws(DBusError) in try apply(files) })
+                done(Result { () throws(DBusError) in try apply(files, layers: layers) })
             }
         }
     }
@@ -153,24 +167,32 @@ final class Daemon: @unchecked Sendable {
     private static let notServing = DBusError(name: DBusError.Name.failed, message: "propbusd is not serving; nothing to reload")
 
     /// The second half of ``reload(because:then:)``: applies the files read, on the queue.
-    private func apply(_ files: [ModelFileSet.ReadFile]) throws(DBusError) -> [ModelFileSet.Skipped] {
+    private func apply(_ files: [ModelFileSet.ReadFile], layers: LayerFileSet) throws(DBusError) -> [ModelFileSet.Skipped] {
         dispatchPrecondition(condition: .onQueue(queue))
         // A SIGTERM while the files were read said STOPPING=1; READY=1 would contradict it.
         guard let model, let commands, let store, let service, !stopping else { throw Self.notServing }
         defer {
             notifier.notify("READY=1\nSTATUS=Serving \(service.propertyCount) properties as \(Service.busName)")
         }
-        let report: ModelFileSet.Report
+        var report: ModelFileSet.Report
         // History says these changes came from a reload (Manager.Reload or SIGHUP).
         model.origin = .reload
         defer { model.origin = .daemon }
+        // Keys the model files create now meet the files read before; what is wrong is logged
+        // once, below, with the files just read.
+        let problemHandler = model.layerProblemHandler
+        model.layerProblemHandler = nil
+        defer { model.layerProblemHandler = problemHandler }
         do {
             report = try modelFiles.load(files: files, into: model, commands: commands, store: store, strict: false)
         } catch {
             throw error.dbusError
         }
+        // In the same round: one PropertiesChanged per object for what the files changed together.
+        let layered = model.applyLayerFiles(layers)
+        report.changes += layered.changes
         do throws(DBusError) {
-            try service.applyReload(report, skipped: modelFiles.skipped)
+            try service.applyReload(report, skipped: modelFiles.skipped, lockChanged: layered.lockChanged)
         } catch {
             // The round was rolled back (and the store's refusal logged): nothing of this
             // reload stays, in the model or here.
@@ -179,7 +201,8 @@ final class Daemon: @unchecked Sendable {
         }
         Log.info("reloaded model files: \(report.loaded.count) loaded, \(modelFiles.skipped.count) skipped, \(report.retired.count) keys left the bus (their stored values are kept)")
         logSkippedModelFiles()
-        return modelFiles.skipped
+        logLayerProblems()
+        return modelFiles.skipped + Service.skipped(model.layerProblems)
     }
 
     /// `CLOCK_MONOTONIC` in microseconds, as systemd's `MONOTONIC_USEC=` wants it with RELOADING=1.
@@ -220,6 +243,7 @@ final class Daemon: @unchecked Sendable {
                     do {
                         guard let store, let model else { throw PropBusError(.storeFailed, "the store was not opened") }
                         var serviceOptions = options.service
+                        serviceOptions.configDirectory = options.configDirectory
                         if options.enforcesAccess {
                             // The propbus group is resolved once, now; writers options on each check.
                             serviceOptions.access = .enforcing(daemonUserID: geteuid(), accounts: .system)
@@ -233,6 +257,7 @@ final class Daemon: @unchecked Sendable {
                         service?.storeFailureHandler = { Log.storeFailure($0.message) }
                         service?.holdsCommits = true
                         service?.skippedModelFiles = modelFiles.skipped
+                        service?.announcedLayerProblems = model.layerProblems
                         service?.reloadHandler = { [unowned self] done in reload(because: "Manager.Reload", then: done) }
                         self.connection = connection
                         connection.whenDisconnected { [service] in

@@ -31,6 +31,10 @@ struct DaemonOptions {
     var strictModels = false
     /// `--max-model-file-size`: a larger model file is skipped unread.
     var maximumModelFileSize = ModelFile.defaultMaximumSize
+    /// `--config-dir`: the administrator's layer files (`mandatory.d/`, `defaults.d/`).
+    var configDirectory = LayerFiles.defaultConfigDirectory
+    /// `--vendor-dir`: the distribution's layer files (`defaults.d/`).
+    var vendorDirectory = LayerFiles.defaultVendorDirectory
     /// `--fleet` (with `--fleet-ca`, `--fleet-cert`, `--fleet-key`, `--fleet-credentials`, `--fleet-host`): share fleet-scoped
     /// keys through etcd; `nil` without it, and nothing changes.
     var fleet: FleetConfiguration?
@@ -118,6 +122,14 @@ struct DaemonOptions {
         },
         .value("max-model-file-size", "BYTES", help: "Skip, unread, a model file larger than this (default \(ModelFile.defaultMaximumSize)); only regular files are read.") { o, v throws(UsageError) in
             o.maximumModelFileSize = try positive(v, "--max-model-file-size")
+        },
+        .value("config-dir", "DIR", help: "Read the administrator's layer files from DIR/mandatory.d (locked values) and DIR/defaults.d (site defaults), at start and on each reload (default \(LayerFiles.defaultConfigDirectory); see docs/layers.md).") { o, v throws(UsageError) in
+            guard !v.isEmpty else { throw usage("--config-dir expects a directory") }
+            o.configDirectory = v
+        },
+        .value("vendor-dir", "DIR", help: "Read the distribution's default layer files from DIR/defaults.d (default \(LayerFiles.defaultVendorDirectory)).") { o, v throws(UsageError) in
+            guard !v.isEmpty else { throw usage("--vendor-dir expects a directory") }
+            o.vendorDirectory = v
         },
         .value("state-dir", "DIR", help: "Keep the store in DIR (unless $STATE_DIRECTORY is set).") { o, v throws(UsageError) in
             guard !v.isEmpty else { throw usage("--state-dir expects a directory") }
@@ -221,6 +233,8 @@ struct DaemonOptions {
         Model files are read at start and again on SIGHUP or Manager.Reload (propctl reload): new keys appear, changed ones apply, keys a file no longer declares leave the bus while their stored values stay (propctl prune deletes them). A bad file is skipped and logged. Only one propbusd may use a state directory at a time (a flock on the directory; propbusd.lock names the holder).
 
         With --fleet, keys created with scope fleet are shared by every propbusd using the same etcd cluster and PREFIX (see docs/fleet.md): a write of one is sent to etcd as one transaction and answered once etcd accepted it; changes from other hosts arrive through a watch. Reads serve the local mirror, also while etcd is unreachable; writes of fleet keys then fail with Unavailable, and while FleetState is connecting (just started) they wait for the connection, up to 3 s. Manager.FleetState and FleetRevision tell the state (propctl status). When etcd goes back in time (restored from a backup, or recreated empty) the daemon logs a WARNING and reads etcd in full: etcd's state wins, and a fleet key etcd lacks keeps its definition (offered to etcd again) but loses its value. Members that require client certificates need --fleet-cert and --fleet-key.
+
+        Layer files give keys values above and below the user's (see docs/layers.md): CONFIG/mandatory.d/*.json (--config-dir, default /etc/propbus) is the administrator's and locks the keys it names, for everyone but root (and, on the system bus, propbusd's own user) or only for the users and @groups of an entry's "for"; a locked write fails with org.propbus.PropBus1.Error.Locked naming the file. CONFIG/defaults.d/*.json are site defaults and VENDOR/defaults.d/*.json (--vendor-dir, default /usr/share/propbus) vendor defaults, both below the user's value. The session daemons read the same directories as the system daemon. Files apply in name order, a later one winning; a reload re-reads them at once, and a bad file or entry is logged, returned by Reload and listed by propctl status while the others apply.
 
         On SIGTERM or SIGINT it stops accepting calls, cancels running executions, commits, releases its name and exits 0; if it loses the bus it exits 1. Under systemd (Type=notify) it sends READY=1 once the name is owned, STOPPING=1 on SIGTERM, and watchdog pings when WatchdogSec= is set; RELOADING=1 and READY=1 around a reload.
         """

@@ -62,6 +62,9 @@ final class HelpGeneratorTests: XCTestCase {
                                   commands.
               reload              Make propbusd read its model files again (like systemctl
                                   reload).
+              lock                Lock a key (or every key of GROUP.*) to a value, for
+                                  everyone or --for some.
+              unlock              Remove propctl's lock of a key (or GROUP.*).
               prune               Show, then with --yes delete, stored values that no
                                   definition claims.
               codegen             Print typed accessors for a model file's keys and commands

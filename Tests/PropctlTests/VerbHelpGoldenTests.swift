@@ -18,7 +18,10 @@ final class VerbHelpGoldenTests: XCTestCase {
             the range or choices, whether clients may write it and who, whether it is secret
             or persistent, where it was declared and its description. Values with control
             characters are printed escaped; --json prints them exactly. A stored value the
-            definition does not admit is shown as hidden_value, with hidden_reason.
+            definition does not admit is shown as hidden_value, with hidden_reason. When a
+            layer file gives the key its value (docs/layers.md), layer and layer_source name
+            the layer and the file, locked says whether a mandatory file locks it, and
+            user_value is the user's own value a layer above hides.
 
             --field NAME prints that one field alone, for scripts: booleans as true or
             false, a range as its lower and upper bound separated by a space (empty when
@@ -29,10 +32,10 @@ final class VerbHelpGoldenTests: XCTestCase {
               KEY                 The key to describe.
 
             Options:
-                  --field NAME    Print only this field: key, type, value, is_set,
-                                  hidden_value, hidden_reason, default, range, choices,
-                                  writable, writers, secret, persistent, scope, source,
-                                  state_of, description.
+                  --field NAME    Print only this field: key, type, value, layer,
+                                  layer_source, locked, user_value, is_set, hidden_value,
+                                  hidden_reason, default, range, choices, writable, writers,
+                                  secret, persistent, scope, source, state_of, description.
 
             Global options:
                   --system        Use the system bus.

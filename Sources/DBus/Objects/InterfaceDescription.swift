@@ -111,6 +111,9 @@ public struct PropertyDescription {
     /// Replaces ``set`` for a write whose reply may have to wait (``MethodResult/deferred``,
     /// answered later through the call): `Properties.Set` returns what it returns.
     public var deferrableSet: ((DBusValue, MethodCall) throws(DBusError) -> MethodResult)?
+    /// The access introspection shows the sender of `call`, for a property whose writability
+    /// depends on the caller (a key locked for some); `nil`: ``access`` for everyone.
+    public var accessForCaller: ((MethodCall) -> Access)?
 
     public init(_ name: String, type: DBusType, access: Access = .read, changeSignal: ChangeSignal = .emits,
                 get: @escaping () throws(DBusError) -> DBusValue,

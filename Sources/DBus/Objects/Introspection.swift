@@ -1,7 +1,9 @@
 /// Renders introspection XML from interface descriptions.
 public enum Introspection {
     /// The XML document for one node.
-    public static func xml(interfaces: [InterfaceDescription], children: [String]) -> String {
+    ///
+    /// - Parameter call: the `Introspect` call, for properties whose access depends on the caller.
+    public static func xml(interfaces: [InterfaceDescription], children: [String], for call: MethodCall? = nil) -> String {
         var out = """
         <!DOCTYPE node PUBLIC "-//freedesktop//DTD D-BUS Object Introspection 1.0//EN"
          "http://www.freedesktop.org/standards/dbus/1.0/introspect.dtd">
@@ -31,7 +33,7 @@ public enum Introspection {
                 out += "  </signal>\n"
             }
             for property in interface.properties.all {
-                out += "  <property name=\"\(escape(property.name))\" type=\"\(escape(property.type.signature))\" access=\"\(property.access.rawValue)\""
+                out += "  <property name=\"\(escape(property.name))\" type=\"\(escape(property.type.signature))\" access=\"\((call.flatMap { property.accessForCaller?($0) } ?? property.access).rawValue)\""
                 if property.changeSignal != .emits {
                     out += ">\n   <annotation name=\"org.freedesktop.DBus.Property.EmitsChangedSignal\" value=\"\(property.changeSignal.rawValue)\"/>\n  </property>\n"
                 } else {

@@ -35,7 +35,7 @@ final class StandardInterfaces {
     private static func introspectable(_ tree: ObjectTree) -> InterfaceDescription {
         InterfaceDescription("org.freedesktop.DBus.Introspectable", methods: [
             MethodDescription("Introspect", out: [("xml_data", .string)]) { [unowned tree] call in
-                .reply([.string(Introspection.xml(interfaces: tree.allInterfaces(at: call.path), children: tree.childNames(of: call.path)))])
+                .reply([.string(Introspection.xml(interfaces: tree.allInterfaces(at: call.path), children: tree.childNames(of: call.path), for: call))])
             },
         ])
     }

@@ -68,6 +68,12 @@ public struct AccessPolicy: Sendable {
 
     /// Whether one `writers` entry names `caller`.
     private func matches(_ entry: String, _ caller: Credentials) -> Bool {
+        Self.entry(entry, names: caller, accounts: accounts)
+    }
+
+    /// Whether one entry of a names list (`writers`, a lock's `"for"`: a user name, a uid,
+    /// `@group` or `@gid`) names `caller`, resolved through `accounts` now.
+    static func entry(_ entry: String, names caller: Credentials, accounts: Accounts) -> Bool {
         if entry.hasPrefix("@") {
             let name = String(entry.dropFirst())
             guard let gid = accounts.groupID(name) ?? Self.number(name) else { return false }

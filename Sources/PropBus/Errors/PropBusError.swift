@@ -40,6 +40,9 @@ public struct PropBusError: Error, Hashable, Sendable, CustomStringConvertible {
         case storeFailed = "StoreFailed"
         /// A fleet key cannot be written: etcd cannot be reached (issue 14).
         case unavailable = "Unavailable"
+        /// A mandatory layer file locks the key for this caller (issue 23); the message names
+        /// the key and the file.
+        case locked = "Locked"
         // Standard names, used where the D-Bus specification has one.
         case invalidArgs = "org.freedesktop.DBus.Error.InvalidArgs"
         case unknownProperty = "org.freedesktop.DBus.Error.UnknownProperty"

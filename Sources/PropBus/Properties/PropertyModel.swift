@@ -137,6 +137,19 @@ public final class PropertyModel {
     /// The quota of each uid (``Quota/bindings``, ``Quota/properties``, ``Quota/storedBytes``);
     /// none unless the daemon checks callers.
     public var quotas = Quotas.off
+    /// Who a mandatory value's lock refuses (the daemon sets it from its accounts and bus).
+    public var lockAuthority = LockAuthority.rootOnly
+    /// The layer files in force (``applyLayerFiles(_:)``): keys created later take their values.
+    public private(set) var layerFiles = LayerFileSet()
+    /// What is wrong with the layer files in force: what could not be read, and the entries a
+    /// key's definition refuses (`SkippedModelFiles`, `propctl status`).
+    public private(set) var layerProblems: [LayerProblem] = []
+    /// Told of a problem found when a key is created after the files were read, for the log
+    /// (those of ``applyLayerFiles(_:)`` are returned by it).
+    public var layerProblemHandler: ((LayerProblem) -> Void)?
+    /// The keys whose entry carries (or carried) layer-file values, so a reload revisits them
+    /// without a scan; a key leaves it when its entry goes.
+    private var layeredKeys: Set<Key> = []
 
     /// Why some of what the store holds was not loaded (an older version accepted unix fds),
     /// one line each, for the daemon's log.
@@ -610,6 +623,15 @@ public final class PropertyModel {
             try definition.check(initial, maximumSize: limits.maximumValueSize)
             entry.storedValue = initial
         }
+        // Layer-file values waiting for this key (or typed again against its new definition).
+        if !layerFiles.isEmpty || entry.layers != nil {
+            let resolved = resolveLayers(for: definition)
+            entry.layers = resolved.layers(over: entry.layers)
+            for problem in resolved.problems where !layerProblems.contains(problem) {
+                layerProblems.append(problem)
+                layerProblemHandler?(problem)
+            }
+        }
         // A redefinition that changes the value (a new default, a stored value the new
         // metadata forbids) spreads through the bindings like any other change.
         var propagated: [(Key, DBusValue)] = []
@@ -637,6 +659,7 @@ public final class PropertyModel {
             saveRevisionCeiling()
         }
         insert(entry)
+        if entry.layers != nil { layeredKeys.insert(key) }
         let changes: [PropertyChange]
         if existing == nil {
             changes = [.created(key)]
@@ -762,7 +785,28 @@ public final class PropertyModel {
             }
             throw PropBusError(.readOnly, "property \(keyText) is read-only")
         }
+        if let mandatory = entry.layers?.mandatory, case .some(let uid) = lockSubject, lockAuthority.locks(mandatory, userID: uid) {
+            let who = uid.map { "uid \($0)" } ?? "the daemon's user"
+            let whom = mandatory.lockedFor.map { "for " + $0.joined(separator: ", ") } ?? "for everyone but root"
+            throw PropBusError(.locked, "property \(keyText) is locked by \(mandatory.value.source) (a mandatory value, \(whom)), so \(who) may not write it; the administrator unlocks it there (propctl unlock \(keyText))")
+        }
         return entry
+    }
+
+    /// Whom the writes of the open origin are made for, as locks see it: a call's caller
+    /// (`.some(nil)`: its uid is not known); `nil` for the daemon's own writes (reloads, model
+    /// files, bindings acting between calls), which no lock refuses.
+    private var lockSubject: UInt32?? {
+        switch openOrigin {
+        case .call(let caller), .revert(let caller): return .some(caller.userID)
+        default: return nil
+        }
+    }
+
+    /// The value `entry` would read with `stored` as its user value.
+    private static func effectiveValue(of entry: Entry, stored: DBusValue?) -> DBusValue {
+        guard let layers = entry.layers else { return stored ?? entry.definition.defaultValue }
+        return layers.effective(stored: stored, defaultValue: entry.definition.defaultValue).value
     }
 
     /// Propagates validated writes (`nil`: reset) through the bindings, checks every
@@ -773,7 +817,7 @@ public final class PropertyModel {
             // Only a real change spreads: a same-value write is a no-op everywhere.
             let origins = planned.compactMap { key, value -> (Key, DBusValue)? in
                 guard let entry = entries[key] else { return nil }
-                let next = value ?? entry.definition.defaultValue
+                let next = Self.effectiveValue(of: entry, stored: value)
                 return next == entry.value ? nil : (key, next)
             }
             for (target, value) in try propagation.expand(origins, frozen: frozen) {
@@ -785,7 +829,7 @@ public final class PropertyModel {
         var byGroup: [String: [(Key, DBusValue)]] = [:]
         for (key, value) in all {
             guard let entry = entries[key] else { continue }
-            byGroup[key.group, default: []].append((key, value ?? entry.definition.defaultValue))
+            byGroup[key.group, default: []].append((key, Self.effectiveValue(of: entry, stored: value)))
         }
         for (group, values) in byGroup { try checkGroupFits(group, with: values) }
         try checkStoredBytes(all)
@@ -799,7 +843,8 @@ public final class PropertyModel {
             guard var entry = entries[key] else { continue }
             let old = entry.value
             if newStored == nil && entry.storedValue == nil { continue }
-            if let newStored, entry.value == newStored { continue }
+            // Against the user's layer: a value a layer above hides is still the user's to change.
+            if let newStored, newStored == (entry.layers.map { entry.storedValue ?? $0.fallback(defaultValue: entry.definition.defaultValue) } ?? entry.value) { continue }
             remember(key)
             entry.storedValue = newStored
             // A new value replaces a hidden one (in the store too); a Reset leaves it be.
@@ -1265,6 +1310,142 @@ public final class PropertyModel {
 
     /// The kept bound of `group`'s `GetAll` body (tests check it against a fresh sum).
     func replyBound(ofGroup group: String) -> Int { groupBounds[group] ?? 0 }
+}
+
+// MARK: Layer files
+
+extension PropertyModel {
+    /// What the layer files give one key: its mandatory, site and vendor values, and the
+    /// entries its definition refuses.
+    struct ResolvedLayers {
+        var mandatory: MandatoryValue?
+        var site: LayerValue?
+        var vendor: LayerValue?
+        var problems: [LayerProblem] = []
+
+        /// `current` with these in place of its file layers (its overrides are kept).
+        func layers(over current: ValueLayers?) -> ValueLayers? {
+            var layers = current ?? ValueLayers()
+            layers.mandatory = mandatory
+            layers.site = site
+            layers.vendor = vendor
+            return layers.isEmpty ? nil : layers
+        }
+
+        /// The file the key's value comes from among these, if one does.
+        var topSource: String? { mandatory?.value.source ?? site?.source ?? vendor?.source }
+    }
+
+    /// Types and checks every entry of ``layerFiles`` that names `definition`'s key; a later
+    /// entry of a layer wins. An entry the definition refuses is left out, with a problem.
+    func resolveLayers(for definition: PropertyDefinition) -> ResolvedLayers {
+        var resolved = ResolvedLayers()
+        let key = definition.key
+        for entry in layerFiles.entries where entry.target.matches(key) {
+            func refuse(_ problem: String) {
+                // A prefix's entry says so: the key alone would not tell which entry of the file it is.
+                let which = if case .prefix = entry.target { "(from \(entry.target.text)) " } else { "" }
+                resolved.problems.append(LayerProblem(file: entry.source, key: key.text, problem: which + problem + "; this entry is skipped"))
+            }
+            if definition.scope == .fleet {
+                refuse("\(key) is a fleet key, whose value is the fleet's on every host: layer files do not apply to fleet keys")
+                continue
+            }
+            if let command = definition.stateOf {
+                refuse("\(key) is the state of command \(command), which only its executions change")
+                continue
+            }
+            let value: DBusValue
+            do { value = try ValueText.value(from: entry.value, as: definition.type) } catch {
+                refuse("expected a '\(definition.type.signature)' (\(definition.type.name)) value: \(error.withoutValue)")
+                continue
+            }
+            do { try definition.check(value, maximumSize: limits.maximumValueSize) } catch {
+                refuse(error.message)
+                continue
+            }
+            let layered = LayerValue(value: value, source: entry.source)
+            switch entry.layer {
+            case .mandatory: resolved.mandatory = MandatoryValue(value: layered, lockedFor: entry.lockedFor)
+            case .site: resolved.site = layered
+            default: resolved.vendor = layered
+            }
+        }
+        return resolved
+    }
+
+    /// Puts `files` in force: every key they name, or named until now, takes its mandatory, site
+    /// and vendor values from them; keys created later take theirs when created. Each key is
+    /// changed with the file it now takes its value from (or lost it from) as the origin, so
+    /// history shows which file did what. A value that changes spreads through the bindings.
+    ///
+    /// Returns the changes to publish and the keys whose lock came, went or changed whom it
+    /// refuses (their writability changed for someone).
+    public func applyLayerFiles(_ files: LayerFileSet) -> (changes: [PropertyChange], lockChanged: [Key]) {
+        layerFiles = files
+        var candidates = layeredKeys
+        for entry in files.entries {
+            switch entry.target {
+            case .key(let key): if entries[key] != nil { candidates.insert(key) }
+            case .prefix(let prefix): forEachEntry(withPrefix: prefix) { candidates.insert($0.definition.key) }
+            }
+        }
+        var problems = files.problems
+        var planned: [(key: Key, layers: ValueLayers?, file: String)] = []
+        for key in candidates.sorted() {
+            guard let entry = entries[key] else {
+                layeredKeys.remove(key)
+                continue
+            }
+            let resolved = resolveLayers(for: entry.definition)
+            problems += resolved.problems
+            let next = resolved.layers(over: entry.layers)
+            guard next != entry.layers else { continue }
+            let old = entry.layers
+            let oldSource = old?.mandatory?.value.source ?? old?.site?.source ?? old?.vendor?.source
+            planned.append((key, next, resolved.topSource ?? oldSource ?? ""))
+        }
+        layerProblems = problems
+        let previousOrigin = origin
+        defer { origin = previousOrigin }
+        var changes: [PropertyChange] = []
+        var lockChanged: [Key] = []
+        for (file, group) in Dictionary(grouping: planned, by: \.file).sorted(by: { $0.key < $1.key }) {
+            origin = .layerFile(path: file)
+            for (key, layers, _) in group {
+                guard var entry = entries[key] else { continue }
+                let oldValue = entry.value, oldLock = entry.layers?.mandatory
+                remember(key)
+                entry.layers = layers
+                revision += 1
+                entry.revision = revision
+                if entry.definition.persistent { saveRevisionCeiling() } else { reserveRevision() }
+                insert(entry)
+                // Kept when its layers go: a rolled-back round may bring them back.
+                layeredKeys.insert(key)
+                if (oldLock == nil) != (layers?.mandatory == nil) || oldLock?.lockedFor != layers?.mandatory?.lockedFor {
+                    lockChanged.append(key)
+                }
+                let value = entry.value
+                guard value != oldValue else { continue }
+                changes.append(.valueChanged(key, old: oldValue))
+                guard !bindings.isEmpty else { continue }
+                // The new value spreads as a redefinition's does; a target that refuses it keeps its own.
+                if let propagated = try? propagation.expand([(key, value)], frozen: [key]),
+                   let written = try? write(propagated.map { ($0.0, $0.1) }, frozen: [key]) {
+                    changes += written
+                }
+            }
+        }
+        return (changes, lockChanged)
+    }
+
+    /// Whether `entry` is locked for `userID` (`nil`: not known, the daemon's user): what its
+    /// `writable` metadata and introspection tell that caller.
+    public func isLocked(_ entry: borrowing Entry, forUser userID: UInt32?) -> Bool {
+        guard let mandatory = entry.layers?.mandatory else { return false }
+        return lockAuthority.locks(mandatory, userID: userID)
+    }
 }
 
 /// What a model mutation changed.

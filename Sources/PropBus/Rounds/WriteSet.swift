@@ -53,6 +53,9 @@ public struct WriteSet: Sendable {
         case modelFile(path: String)
         /// `Manager.Reload` or SIGHUP.
         case reload
+        /// A layer file (`mandatory.d`, `defaults.d`) read at start-up or by a reload: the file
+        /// whose value a key takes now, or whose value it lost.
+        case layerFile(path: String)
         /// A fleet key changed by another host (`nil`: not known).
         case fleet(host: String?)
         /// What the daemon loaded or declared before it owned its name.
@@ -69,6 +72,7 @@ public struct WriteSet: Sendable {
             case .commandState: return "command state"
             case .modelFile(let path): return "model file \(path)"
             case .reload: return "reload"
+            case .layerFile(let path): return "layer file \(path)"
             case .fleet(let host): return host.map { "fleet change from \($0)" } ?? "fleet change"
             case .startup: return "startup"
             case .daemon: return "daemon"

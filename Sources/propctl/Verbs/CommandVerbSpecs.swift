@@ -74,7 +74,10 @@ extension PropctlSpec {
             code), the value and whether it is set or reads the default, the default, the range \
             or choices, whether clients may write it and who, whether it is secret or \
             persistent, where it was declared and its description. Values with control \
-            characters are printed escaped; --json prints them exactly. A stored value the             definition does not admit is shown as hidden_value, with hidden_reason.
+            characters are printed escaped; --json prints them exactly. A stored value the             definition does not admit is shown as hidden_value, with hidden_reason. When a \
+            layer file gives the key its value (docs/layers.md), layer and layer_source name the \
+            layer and the file, locked says whether a mandatory file locks it, and user_value \
+            is the user's own value a layer above hides.
 
             --field NAME prints that one field alone, for scripts: booleans as true or false,             a range as its lower and upper bound separated by a space (empty when unbounded             there), other values as get prints them; an absent field prints an empty line.
             """,

@@ -6,7 +6,7 @@ import PropBus
 /// gsettings' describe, range and writable together.
 enum DescribeVerb: Subcommand {
     /// The fields, in the order they are printed.
-    static let fields = ["key", "type", "value", "is_set", "hidden_value", "hidden_reason", "default", "range", "choices",
+    static let fields = ["key", "type", "value", "layer", "layer_source", "locked", "user_value", "is_set", "hidden_value", "hidden_reason", "default", "range", "choices",
                          "writable", "writers", "secret", "persistent", "scope", "source", "state_of", "description"]
 
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
@@ -64,6 +64,15 @@ enum DescribeVerb: Subcommand {
         }
         let isSet = metadata["is_set"]?.boolValue ?? true
         var rows = [plain("key", item.key), plain("type", item.type, human: "\(typeName) (\(item.type))"), value("value", item.value)]
+        // Where the value comes from, when a layer file (or an override) gives the key one.
+        if let layer = metadata["layer"]?.stringValue {
+            let source = metadata["layer_source"]?.stringValue
+            rows.append(plain("layer", layer, human: source.map { "\(layer) (\(Output.escaped($0)))" } ?? layer))
+            if let source { rows.append(plain("layer_source", source)) }
+            let locked = metadata["locked"]?.boolValue ?? false
+            rows.append(flag("locked", locked, human: locked ? "yes: a mandatory layer file sets the value" : "no"))
+            if let user = metadata["user_value"] { rows.append(value("user_value", user, human: text(user) + " (the user's own, hidden while the layer above holds)")) }
+        }
         rows.append(flag("is_set", isSet, human: isSet ? "yes" : "no (reads the default)"))
         if let hidden = metadata["hidden_value"] {
             let reason = metadata["hidden_reason"]?.stringValue ?? ""

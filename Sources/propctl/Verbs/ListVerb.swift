@@ -9,6 +9,7 @@ enum ListVerb: Subcommand {
         let client = try await PropbusClient.connect(parsed)
         var items = try await client.selection(parsed.positional("PREFIX") ?? "")
         if parsed.flag("changed") { items = items.filter(isModified) }
+        if parsed.flag("locked") { items = items.filter { $0.metadata["locked"]?.boolValue == true } }
         // Names only, one per line, for scripts and for a user looking for a key
         // (gsettings list-keys, list-schemas; dconf list).
         if parsed.flag("names") || parsed.flag("groups") {

@@ -17,6 +17,39 @@ extension PropctlSpec {
         ]
     )
 
+    /// `propctl lock KEY|PREFIX VALUE [--for USER|@GROUP ...]`
+    static let lock = CommandSpec(
+        name: "lock",
+        abstract: "Lock a key (or every key of GROUP.*) to a value, for everyone or --for some.",
+        discussion: """
+            Writes the entry into mandatory.d/50-propctl.json under propbusd's --config-dir \
+            (atomically), then reloads. A locked key reads VALUE for everyone; writes by those \
+            the lock refuses fail with org.propbus.PropBus1.Error.Locked naming the file: \
+            everyone but root (and propbusd's own user on the system bus), or with --for only \
+            the users and @groups named. Their own values are kept, hidden, and show again on \
+            unlock. Needs write access to that directory (root).
+            """,
+        options: [.value("for", valueName: "USER|@GROUP", help: "Lock the key for this user or group only (repeatable).", repeatable: true)],
+        positionals: [.init("KEY", display: "KEY|PREFIX", help: "The key, or GROUP.* for every key of a group.", completion: .dynamic("key")),
+                      .init("VALUE", help: "The value, read by the key's type.")],
+        examples: [
+            .init("Lock the volume at 20 for everyone", "propctl lock settings.volume 20"),
+            .init("Only for the students", "propctl lock settings.volume 20 --for @students"),
+        ]
+    )
+
+    /// `propctl unlock KEY|PREFIX`
+    static let unlock = CommandSpec(
+        name: "unlock",
+        abstract: "Remove propctl's lock of a key (or GROUP.*).",
+        discussion: """
+            Removes the entry from mandatory.d/50-propctl.json and reloads: the key shows its \
+            user's value (or its defaults) again. Locks in other files are edited by hand.
+            """,
+        positionals: [.init("KEY", display: "KEY|PREFIX", help: "The key or GROUP.* given to propctl lock.", completion: .dynamic("key"))],
+        examples: [.init("Unlock the volume", "propctl unlock settings.volume")]
+    )
+
     /// `propctl prune [--yes]`
     static let prune = CommandSpec(
         name: "prune",

@@ -21,7 +21,7 @@ enum PropctlSpec {
             .version,
         ],
         subcommands: [get, set, reset, list, watch, describe, create, delete, bind, bindings, unbind, history, blame, revert,
-                      exec, serve, cancel, createCommand, deleteCommand, dump, load, status, reload, prune, codegen, completion],
+                      exec, serve, cancel, createCommand, deleteCommand, dump, load, status, reload, lock, unlock, prune, codegen, completion],
         exclusiveOptions: [["system", "user", "address"]],
         examples: [
             .init("Turn a switch on", "propctl set ui.switch.on true"),
@@ -50,6 +50,8 @@ enum PropctlSpec {
             .init("/run/dbus/system_bus_socket", "The system bus of --system."),
             .init("/etc/propbus/models, $XDG_CONFIG_HOME/propbus/models",
                   "Model files propbusd reads at start and on propctl reload (system and session bus)."),
+            .init("/etc/propbus/mandatory.d, /etc/propbus/defaults.d, /usr/share/propbus/defaults.d",
+                  "Layer files: locked values, site and vendor defaults (propbusd --config-dir, --vendor-dir; docs/layers.md). propctl lock writes mandatory.d/50-propctl.json."),
             .init("/usr/share/bash-completion/completions/propctl", "The bash completion (propctl completion bash); zsh's is /usr/share/zsh/vendor-completions/_propctl, fish's /usr/share/fish/vendor_completions.d/propctl.fish."),
         ]
     )
@@ -120,6 +122,7 @@ enum PropctlSpec {
             .flag("groups", help: "Print only the groups holding the keys, one per line."),
             .flag("names", help: "Print only the keys' names, one per line."),
             .flag("changed", help: "Only keys whose value differs from their default (marked *)."),
+            .flag("locked", help: "Only keys a mandatory layer file locks (see propctl lock)."),
         ],
         positionals: [.init("PREFIX", help: "List only this group and its subgroups, e.g. settings.", optional: true, completion: .dynamic("key"))],
         exclusiveOptions: [["groups", "names"]],

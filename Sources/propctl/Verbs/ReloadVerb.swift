@@ -5,16 +5,21 @@ import PropBus
 /// `propctl reload`: `Manager.Reload`; prints the model files it skipped and fails if any.
 enum ReloadVerb: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
-        let client = try await PropbusClient.connect(parsed)
+        try await reload(try await PropbusClient.connect(parsed), json: parsed.flag("json"))
+    }
+
+    /// `Manager.Reload`; prints what was skipped (model files, layer-file entries) and fails if
+    /// anything was (also after `propctl lock` and `unlock`).
+    static func reload(_ client: PropbusClient, json: Bool) async throws(CommandFailure) {
         let reply = try await client.manager("Reload", [])
         let skipped = SkippedFiles.decode(reply.first)
-        if parsed.flag("json") {
+        if json {
             Output.line(Output.json(.object([("skipped", SkippedFiles.json(skipped))])))
         } else {
             for file in skipped { Output.error("propctl reload: skipped \(file.reason)") }
         }
         if !skipped.isEmpty {
-            throw CommandFailure(.dbusError, "\(skipped.count) model file\(skipped.count == 1 ? " was" : "s were") skipped; the others were loaded")
+            throw CommandFailure(.dbusError, "\(skipped.count) model file\(skipped.count == 1 ? " or layer-file entry was" : "s or layer-file entries were") skipped; the others were loaded")
         }
     }
 }

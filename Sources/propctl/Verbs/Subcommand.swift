@@ -25,6 +25,8 @@ enum Subcommands {
         "load": LoadVerb.self,
         "status": StatusVerb.self,
         "reload": ReloadVerb.self,
+        "lock": LockVerb.self,
+        "unlock": UnlockVerb.self,
         "prune": PruneVerb.self,
         "exec": ExecVerb.self,
         "serve": ServeVerb.self,
