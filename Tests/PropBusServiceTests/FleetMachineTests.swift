@@ -148,6 +148,16 @@ private final class Harness {
 final class FleetMachineTests: XCTestCase {
     // MARK: Writes in flight together
 
+    func testIndependentWritesAreWithEtcdTogetherUpToTheBound() {
+        let host = Harness()
+        for id in UInt64(1)...10 { host.write(id, ["a.k\(id)": "v"]) }
+        let sent = (UInt64(1)...10).filter(host.sent)
+        XCTAssertEqual(sent, Array(1...UInt64(FleetMachine.maximumInFlight)), "independent writes go together, at most the bound")
+        host.etcdRuns(1)
+        host.answer(1)
+        XCTAssertTrue(host.sent(9), "an answer makes room for the next write")
+    }
+
     func testAWriteOfAKeyWithEtcdWaitsForThatAnswerSoTheHostsOrderHolds() {
         let host = Harness()
         host.write(1, ["a.k": "first"])
@@ -240,6 +250,21 @@ final class FleetMachineTests: XCTestCase {
         XCTAssertTrue(host.log.contains("fail 1 commitFailed"), "\(host.log)")
         XCTAssertFalse(host.log.contains("reply 1"), "a reply only after the commit")
         XCTAssertEqual(host.mirrorValue("a.k"), "mine", "the held echo, applied once the write is settled, brings etcd's value")
+    }
+
+    func testAWriteWhoseMemberDiedFailsWithTheWritesQueuedBehindAndLeavesOthersInFlight() {
+        let host = Harness()
+        host.write(1, ["a.k": "1"])
+        host.write(2, ["b.k": "2"])
+        host.write(3, ["a.k": "3"])
+        host.lose(1, .unavailable)
+        XCTAssertTrue(host.log.contains { $0.hasPrefix("fail 1 txn") })
+        XCTAssertTrue(host.log.contains { $0.hasPrefix("fail 3 earlierWriteFailed") }, "it would wait as long again: \(host.log)")
+        XCTAssertTrue(host.log.contains("unreachable"))
+        XCTAssertFalse(host.log.contains { $0.hasPrefix("fail 2") }, "its own answer decides")
+        host.etcdRuns(2)
+        host.answer(2)
+        XCTAssertTrue(host.log.contains("reply 2"))
     }
 
     func testAWriteWithoutAnswerThatLandedIsBroughtByTheWatch() {
