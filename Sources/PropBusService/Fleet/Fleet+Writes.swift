@@ -18,6 +18,8 @@ extension Fleet {
         var body: () throws(PropBusError) -> [PropertyChange]
         /// The call's first run, still the mirror as it is when its turn comes at once.
         var fresh: Probe?
+        /// The fleet keys its first run wrote, named by its errors before it is sent.
+        var keys: [Key]
         /// The touched keys' entries as the call left them, at its last turn.
         var after: [Key: PropertyModel.Entry?] = [:]
         var plan = FleetLayout.Transaction()
@@ -89,17 +91,17 @@ extension Fleet {
         // Run now, so a bad call is refused at once and a local one is served as without the fleet.
         let probed = try bridged { () throws(PropBusError) in try probe(body) }
         guard case .fleet(let before, let after, let read) = probed else { return .reply(reply()) }
+        let keys = Set(before.keys).union(after.keys).filter {
+            (before[$0] ?? nil)?.definition.scope == .fleet || (after[$0] ?? nil)?.definition.scope == .fleet
+        }.sorted()
         // Connecting (just started, or reading etcd again): the write waits for the connection.
         guard state == .connected || state == .connecting else {
-            let keys = Set(before.keys).union(after.keys).filter {
-                (before[$0] ?? nil)?.definition.scope == .fleet || (after[$0] ?? nil)?.definition.scope == .fleet
-            }
-            throw unavailable(keys.sorted(), because: "FleetState is \(state.rawValue)").dbusError
+            throw unavailable(keys, because: "FleetState is \(state.rawValue)").dbusError
         }
         let id = nextID
         nextID += 1
         writes[id] = PendingWrite(call: call, compareAndSet: compareAndSet, rerunAfterCommit: rerunAfterCommit,
-                                  reply: reply, body: body, fresh: probed)
+                                  reply: reply, body: body, fresh: probed, keys: keys)
         feed(.write(id, footprint(before: before, read: read), compareAndSet: compareAndSet,
                     now: DispatchTime.now().uptimeNanoseconds))
         // Used at once if its turn came now; otherwise what it computed is stale by its turn.
@@ -237,20 +239,20 @@ extension Fleet {
 
     /// The error a call gets for `failure`.
     private func error(_ failure: FleetMachine.Failure, of write: PendingWrite) -> DBusError {
-        let endpoints = configuration.endpoints.joined(separator: ", ")
-        let names = write.plan.written.map(\.text).joined(separator: ", ")
+        let keys = write.plan.written.isEmpty ? write.keys : write.plan.written
+        let names = keys.map(\.text).joined(separator: ", ")
         switch failure {
         case .connectionWaitOver(let state):
-            return PropBusError(.unavailable, "cannot write fleet keys: etcd (\(endpoints)) is unavailable: FleetState stayed \(state.rawValue) for the request timeout while the write waited; local keys can still be written").dbusError
+            return unavailable(keys, because: "FleetState stayed \(state.rawValue) for the request timeout while the write waited").dbusError
         case .becameUnavailable:
-            return PropBusError(.unavailable, "cannot write fleet keys: etcd (\(endpoints)) is unavailable: FleetState became unavailable while the write waited for the connection; local keys can still be written").dbusError
+            return unavailable(keys, because: "FleetState became unavailable while the write waited for the connection").dbusError
         case .txn(let code, let message):
             let reason = code == .timedOut
                 ? "no answer within the request timeout (the write may or may not have been applied; the watch will tell): \(message)"
                 : message
-            return unavailable(write.plan.written, because: reason).dbusError
+            return unavailable(keys, because: reason).dbusError
         case .earlierWriteFailed(let message):
-            return PropBusError(.unavailable, "cannot write fleet keys: etcd (\(endpoints)) is unavailable: the write before this one failed: \(message); local keys can still be written").dbusError
+            return unavailable(keys, because: "the write before this one failed: \(message)").dbusError
         case .compareAndSetConflict:
             return PropBusError(.conflict, "fleet key \(names) was changed by another host since the given revision; read it again and retry").dbusError
         case .attemptsExhausted:

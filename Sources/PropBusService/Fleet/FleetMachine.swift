@@ -25,7 +25,7 @@ struct FleetMachine: Sendable {
 
     /// At most this many txns of one host are with etcd at once (each takes a thread of the
     /// shell's and a connection to etcd).
-    static let maximumInFlight = 1
+    static let maximumInFlight = 8
     /// How many times a plain write whose compare failed is refreshed and tried again.
     static let maximumAttempts = 10
     /// How many of them compare the values the write replaces.
