@@ -177,6 +177,18 @@ static long long txn(CURL *c, const char *body, struct buffer *response, int i) 
     return number(response->data, "revision");
 }
 
+/* The txn propbusd sends for one Set: compares on the definition's and the value's mod_revision,
+ * a put of the value, and gets of both in the failure branch. */
+static void fleet_txn_body(char *body, size_t size, const char *defs64, long long def_revision, const char *keys64,
+                           long long revision, const char *value64) {
+    snprintf(body, size,
+             "{\"compare\":[{\"key\":\"%s\",\"target\":\"MOD\",\"mod_revision\":\"%lld\"},"
+             "{\"key\":\"%s\",\"target\":\"MOD\",\"mod_revision\":\"%lld\"}],"
+             "\"success\":[{\"request_put\":{\"key\":\"%s\",\"value\":\"%s\"}}],"
+             "\"failure\":[{\"request_range\":{\"key\":\"%s\"}},{\"request_range\":{\"key\":\"%s\"}}]}",
+             defs64, def_revision, keys64, revision, keys64, value64, defs64, keys64);
+}
+
 struct client { char key[200]; int n; long long *lat; };
 
 /* One txnrate client: propbusd's txn shape for one Set, flat out on its own key. */
@@ -200,12 +212,7 @@ static void *txn_flat_out(void *arg) {
     for (int i = 0; i < cl->n; i++) {
         snprintf(value, sizeof value, "v%lld-%d", base, i);
         base64(value, strlen(value), value64);
-        snprintf(body, sizeof body,
-                 "{\"compare\":[{\"key\":\"%s\",\"target\":\"MOD\",\"mod_revision\":\"%lld\"},"
-                 "{\"key\":\"%s\",\"target\":\"MOD\",\"mod_revision\":\"%lld\"}],"
-                 "\"success\":[{\"request_put\":{\"key\":\"%s\",\"value\":\"%s\"}}],"
-                 "\"failure\":[{\"request_range\":{\"key\":\"%s\"}},{\"request_range\":{\"key\":\"%s\"}}]}",
-                 defs64, def_revision, keys64, revision, keys64, value64, defs64, keys64);
+        fleet_txn_body(body, sizeof body, defs64, def_revision, keys64, revision, value64);
         long long start = now_ns();
         revision = txn(c, body, &response, i);
         cl->lat[i] = now_ns() - start;
@@ -287,12 +294,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < n; i++) {
             snprintf(value, sizeof value, "v%lld-%d", base, i);
             base64(value, strlen(value), value64);
-            snprintf(body, sizeof body,
-                     "{\"compare\":[{\"key\":\"%s\",\"target\":\"MOD\",\"mod_revision\":\"%lld\"},"
-                     "{\"key\":\"%s\",\"target\":\"MOD\",\"mod_revision\":\"%lld\"}],"
-                     "\"success\":[{\"request_put\":{\"key\":\"%s\",\"value\":\"%s\"}}],"
-                     "\"failure\":[{\"request_range\":{\"key\":\"%s\"}},{\"request_range\":{\"key\":\"%s\"}}]}",
-                     defs64, def_revision, keys64, revision, keys64, value64, defs64, keys64);
+            fleet_txn_body(body, sizeof body, defs64, def_revision, keys64, revision, value64);
             if (watches) expect(value64);
             long long start = now_ns();
             revision = txn(c, body, &response, i);

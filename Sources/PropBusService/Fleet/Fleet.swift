@@ -9,9 +9,11 @@ import PropBusSystem
 /// model, and sends the writes of fleet keys to etcd before they are committed here.
 ///
 /// **Ownership.** The mirror's state (``state``, ``cursor``, the keys' etcd revisions, the
-/// calls waiting for etcd) belongs to the D-Bus connection's queue, like the model. Blocking
-/// etcd calls (txn, range, leases) run on `etcdQueue`, a serial queue of the fleet's own, and
-/// hop back with their result; the watch's thread hops over with each update. The D-Bus queue
+/// calls waiting for etcd, the ``FleetMachine``) belongs to the D-Bus connection's queue, like
+/// the model. Blocking etcd calls go through the ``EtcdPort``: reads on `etcdQueue`, txns on the
+/// ``lanes`` (one per write the machine lets be with etcd at once), the lease's on
+/// `presenceQueue`; each hops back with its result, and the watch's thread hops over with each
+/// update. The D-Bus queue
 /// never waits for etcd. `@unchecked Sendable` for that reason, like ``Service``.
 ///
 /// **Reads** always serve the mirror (the model), also while etcd is unreachable.
@@ -19,7 +21,7 @@ import PropBusSystem
 /// definitions, fleet→local bindings, command predicates, one commit of them with the etcd
 /// revisions and the cursor, then signals. A change is applied only if it is newer than what
 /// the mirror holds for that key, which also recognises this host's own writes coming back.
-/// **Writes**: see ``write(_:compareAndSet:reply:_:)``.
+/// **Writes**: see ``write(_:compareAndSet:rerunAfterCommit:reply:_:)`` (Fleet+Writes.swift).
 public final class Fleet: @unchecked Sendable {
     /// `Manager.FleetState`.
     public enum State: String, Sendable {
