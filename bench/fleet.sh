@@ -37,6 +37,10 @@
 #   fleet Set round trip on A (the txn, the mirror's commit, the reply), propbusd and floor
 #       vs a raw etcd txn comparing mod_revision and putting the key (the least one Set needs),
 #       and vs the txn propbusd sends for one Set (2 compares, a put, 2 gets on failure)
+#   throughput: fleet Sets/s on A from 1 and from 8 writers (each on its own connection and key,
+#       each Set waiting for its reply; bench/ref/fleet-latency.c throughput) vs raw etcd txns/s
+#       of propbusd's shape from 1 and 8 clients (each its own handle and key; etcd-latency
+#       txnrate), goal for 8: >= 0.5x
 # Then the CPU per call of every process in each measurement (/proc/PID/stat utime+stime
 # before and after, the client's from its rusage), summed over rounds: on 2 cores, CPU is what
 # sets the latency. Prints the tables (also saved under bench/out/). See bench/README.md.
@@ -273,8 +277,15 @@ start_floor b "$ADDR_FB"; floor_b=$host_pid
 for address in "$ADDR_A" "$ADDR_B"; do wait_connected "$address"; done
 busctl --address="$ADDR_A" call "$NAME" "$ROOT" org.propbus.PropBus1.Manager CreateProperty 'ssva{sv}' \
   bench.x i i 0 1 scope s fleet >/dev/null
+# The throughput rows' keys: one per writer.
+writers=8
+for i in $(seq 0 $((writers - 1))); do
+  busctl --address="$ADDR_A" call "$NAME" "$ROOT" org.propbus.PropBus1.Manager CreateProperty 'ssva{sv}' \
+    "bench.w$i" i i 0 1 scope s fleet >/dev/null
+done
 for _ in $(seq 200); do
-  busctl --address="$ADDR_B" get-property "$NAME" "$ROOT/bench" org.propbus.PropBus1.Values x >/dev/null 2>&1 && break
+  busctl --address="$ADDR_B" get-property "$NAME" "$ROOT/bench" org.propbus.PropBus1.Values x >/dev/null 2>&1 \
+    && busctl --address="$ADDR_B" get-property "$NAME" "$ROOT/bench" org.propbus.PropBus1.Values "w$((writers - 1))" >/dev/null 2>&1 && break
   sleep 0.05
 done
 
@@ -303,7 +314,14 @@ measure() {
   read -r p50 p99 _ < "$tmp/measure"
 }
 
+# A throughput measurement (CMD…, printing "rate p50 p99 n"): sets $rate and $rate_p50.
+measure_rate() {
+  "$@" > "$tmp/measure-rate"
+  read -r rate rate_p50 _ < "$tmp/measure-rate"
+}
+
 # Interleaved rounds; each measurement prints "p50 p99 max n" in microseconds.
+rate1=() rate8=() rate8p50=() erate1=() erate8=() erate8p50=()
 prop50=() prop99=() floor50=() floor99=() watch50=() watch99=() fwatch50=() fwatch99=() set50=() set99=() fset50=() fset99=()
 txn50=() txn99=() ftxn50=() ftxn99=()
 for round in $(seq "$rounds"); do
@@ -323,6 +341,12 @@ for round in $(seq "$rounds"); do
   txn50+=("$p50") txn99+=("$p99")
   measure "etcd txn, propbusd's shape" bench/build/etcd-latency fleettxn "$ETCD" /ref/fleettxn "$calls"
   ftxn50+=("$p50") ftxn99+=("$p99")
+  # Throughput: "rate p50 p99 n"; the same number of calls per writer as the latency rows, 8
+  # writers, so each row runs a few seconds.
+  measure_rate bench/build/fleet-latency throughput "$ADDR_A" "$ROOT/bench" w 1 "$calls"; rate1+=("$rate")
+  measure_rate bench/build/fleet-latency throughput "$ADDR_A" "$ROOT/bench" w "$writers" "$calls"; rate8+=("$rate") rate8p50+=("$rate_p50")
+  measure_rate bench/build/etcd-latency txnrate "$ETCD" /ref/rate 1 "$calls"; erate1+=("$rate")
+  measure_rate bench/build/etcd-latency txnrate "$ETCD" /ref/rate "$writers" "$calls"; erate8+=("$rate") erate8p50+=("$rate_p50")
   echo "fleet: round $round of $rounds done" >&2
 done
 
@@ -331,6 +355,9 @@ pp50=$(m "${prop50[@]}") pp99=$(m "${prop99[@]}") wp50=$(m "${watch50[@]}") wp99
 sp50=$(m "${set50[@]}") sp99=$(m "${set99[@]}") tp50=$(m "${txn50[@]}") tp99=$(m "${txn99[@]}")
 fp50=$(m "${ftxn50[@]}") fp99=$(m "${ftxn99[@]}")
 gp50=$(m "${fwatch50[@]}") gp99=$(m "${fwatch99[@]}")
+tr1=$(m "${rate1[@]}") tr8=$(m "${rate8[@]}") tr8p50=$(m "${rate8p50[@]}")
+er1=$(m "${erate1[@]}") er8=$(m "${erate8[@]}") er8p50=$(m "${erate8p50[@]}")
+atleast() { awk -v v="$1" -v g="$2" 'BEGIN { print (v >= g ? "yes" : "NO") }'; }
 lp50=$(m "${floor50[@]}") lp99=$(m "${floor99[@]}") lsp50=$(m "${fset50[@]}") lsp99=$(m "${fset99[@]}")
 r50=$(ratio "$pp50" "$wp50") r99=$(ratio "$pp99" "$wp99")
 l50=$(ratio "$lp50" "$wp50") l99=$(ratio "$lp99" "$wp99")
@@ -357,6 +384,9 @@ out="bench/out/fleet-$(date -u +%Y%m%d-%H%M%S).txt"
   echo "| Set on A → PropertiesChanged on B, propbus / floor, p99 | floor $(ms "$lp99") ms | $(ms "$pp99") ms | $(ratio "$pp99" "$lp99") | - | - |"
   echo "| fleet Set round trip on A, minimal C host (floor), p50 | propbusd's txn shape $(ms "$fp50") ms | floor $(ms "$lsp50") ms | $(ratio "$lsp50" "$fp50") | - | - |"
   echo "| fleet Set round trip on A, propbus / floor, p50 | floor $(ms "$lsp50") ms | $(ms "$sp50") ms | $(ratio "$sp50" "$lsp50") | - | - |"
+  echo "| fleet Sets/s on A, 1 writer | etcd txns/s of propbusd's shape, 1 client: $er1 | $tr1 | $(ratio "$tr1" "$er1") | - | - |"
+  echo "| fleet Sets/s on A, $writers writers | etcd txns/s of propbusd's shape, $writers clients: $er8 | $tr8 | $(ratio "$tr8" "$er8") | >= 0.5x | $(atleast "$(ratio "$tr8" "$er8")" 0.5) |"
+  echo "| fleet Set on A, $writers writers, p50 | etcd txn, $writers clients, p50 $(ms "$er8p50") ms | $(ms "$tr8p50") ms | $(ratio "$tr8p50" "$er8p50") | - | - |"
   echo
   echo "CPU per call, µs (utime+stime over all rounds / $((calls * rounds)) calls, ${tick_us} µs ticks; client: the measuring C program; wall: the measurement's elapsed time per call; busy: sum / wall, in cores of $(nproc))"
   echo

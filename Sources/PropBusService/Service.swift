@@ -240,7 +240,7 @@ public final class Service: @unchecked Sendable {
     }
 
     /// Runs a write call's model work and publishes it, or, with the fleet on and fleet keys
-    /// written, sends it to etcd first and answers later (see ``Fleet/write(_:compareAndSet:attempt:reply:_:)``).
+    /// written, sends it to etcd first and answers later (see ``Fleet/write(_:compareAndSet:rerunAfterCommit:reply:_:)``).
     /// `reply` is evaluated once the writes are in the model.
     func write(_ call: MethodCall, compareAndSet: Bool = false, rerunAfterCommit: Bool = false, via: String? = nil, reply: @escaping () -> [DBusValue] = { [] },
                _ body: @escaping () throws(PropBusError) -> [PropertyChange]) throws(DBusError) -> MethodResult {

@@ -19,6 +19,15 @@ final class RefusingStore: PropertyStore, @unchecked Sendable {
     func saveCommand(_ key: Key, options: [String: DBusValue]) {}
     func removeCommand(_ key: Key) {}
     var hasPendingWrites: Bool { false }
+    /// Refuses the next commit that holds a change (an idle round's empty commit passes).
+    var refuseNextChange = false
+    func commit(_ writeSet: WriteSet) throws(PropBusError) {
+        if refuseNextChange, !writeSet.isEmpty {
+            refuseNextChange = false
+            throw PropBusError(.storeFailed, "cannot commit: No space left on device")
+        }
+        try commit()
+    }
     func commit() throws(PropBusError) {
         guard refuseNextCommit else { return }
         refuseNextCommit = false

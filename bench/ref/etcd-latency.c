@@ -13,6 +13,10 @@
  *                                       watches of KEY/keys (hosts A and B each watch): what
  *                                       etcd alone needs for one fleet change, with hosts and
  *                                       buses that cost nothing
+ *        etcd-latency txnrate URL KEY CLIENTS N  CLIENTS threads, each with a handle of its own,
+ *                                       each sending N txns of propbusd's shape (fleettxn) on
+ *                                       its own key (KEY0, KEY1, …), one after the other:
+ *                                       prints "txns_per_s p50_us p99_us count" over all
  * URL is http://HOST:PORT. */
 #include <curl/curl.h>
 #include <pthread.h>
@@ -173,10 +177,78 @@ static long long txn(CURL *c, const char *body, struct buffer *response, int i) 
     return number(response->data, "revision");
 }
 
+/* The txn propbusd sends for one Set: compares on the definition's and the value's mod_revision,
+ * a put of the value, and gets of both in the failure branch. */
+static void fleet_txn_body(char *body, size_t size, const char *defs64, long long def_revision, const char *keys64,
+                           long long revision, const char *value64) {
+    snprintf(body, size,
+             "{\"compare\":[{\"key\":\"%s\",\"target\":\"MOD\",\"mod_revision\":\"%lld\"},"
+             "{\"key\":\"%s\",\"target\":\"MOD\",\"mod_revision\":\"%lld\"}],"
+             "\"success\":[{\"request_put\":{\"key\":\"%s\",\"value\":\"%s\"}}],"
+             "\"failure\":[{\"request_range\":{\"key\":\"%s\"}},{\"request_range\":{\"key\":\"%s\"}}]}",
+             defs64, def_revision, keys64, revision, keys64, value64, defs64, keys64);
+}
+
+struct client { char key[200]; int n; long long *lat; };
+
+/* One txnrate client: propbusd's txn shape for one Set, flat out on its own key. */
+static void *txn_flat_out(void *arg) {
+    struct client *cl = arg;
+    struct curl_slist *headers;
+    CURL *c = handle(&headers);
+    struct buffer response = {0};
+    char defs[256], keys[256], defs64[400], keys64[400], body[4096], value[64], value64[128];
+    snprintf(defs, sizeof defs, "%s/defs", cl->key);
+    snprintf(keys, sizeof keys, "%s/keys", cl->key);
+    base64(defs, strlen(defs), defs64);
+    base64(keys, strlen(keys), keys64);
+    snprintf(body, sizeof body, "{\"key\":\"%s\",\"value\":\"ZGVm\"}", defs64);
+    post(c, "/v3/kv/put", body, &response);
+    long long def_revision = number(response.data, "revision");
+    snprintf(body, sizeof body, "{\"key\":\"%s\"}", keys64);
+    post(c, "/v3/kv/range", body, &response);
+    long long revision = number(response.data, "mod_revision");
+    long long base = now_ns();
+    for (int i = 0; i < cl->n; i++) {
+        snprintf(value, sizeof value, "v%lld-%d", base, i);
+        base64(value, strlen(value), value64);
+        fleet_txn_body(body, sizeof body, defs64, def_revision, keys64, revision, value64);
+        long long start = now_ns();
+        revision = txn(c, body, &response, i);
+        cl->lat[i] = now_ns() - start;
+    }
+    return NULL;
+}
+
+static int txnrate(const char *key, int clients, int n) {
+    struct client *cl = calloc((size_t)clients, sizeof *cl);
+    pthread_t *threads = calloc((size_t)clients, sizeof *threads);
+    long long *lat = calloc((size_t)(clients * n), sizeof *lat);
+    long long start = now_ns();
+    for (int i = 0; i < clients; i++) {
+        snprintf(cl[i].key, sizeof cl[i].key, "%s%d", key, i);
+        cl[i].n = n;
+        cl[i].lat = lat + (size_t)i * (size_t)n;
+        pthread_create(&threads[i], NULL, txn_flat_out, &cl[i]);
+    }
+    for (int i = 0; i < clients; i++) pthread_join(threads[i], NULL);
+    double seconds = (now_ns() - start) / 1e9;
+    int total = clients * n;
+    qsort(lat, (size_t)total, sizeof *lat, compare_ns);
+    printf("%.0f %.1f %.1f %d\n", total / seconds, lat[total / 2] / 1000.0, lat[(total * 99) / 100] / 1000.0, total);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 6 && strcmp(argv[1], "txnrate") == 0) {
+        url_base = argv[2];
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        return txnrate(argv[3], atoi(argv[4]), atoi(argv[5]));
+    }
     if (argc != 5 || (strcmp(argv[1], "watch") != 0 && strcmp(argv[1], "txn") != 0 && strcmp(argv[1], "fleettxn") != 0
                       && strcmp(argv[1], "fleetwatch") != 0)) {
-        fprintf(stderr, "usage: %s watch|txn|fleettxn|fleetwatch URL KEY N\n", argv[0]);
+        fprintf(stderr, "usage: %s watch|txn|fleettxn|fleetwatch URL KEY N\n"
+                        "       %s txnrate URL KEY CLIENTS N\n", argv[0], argv[0]);
         return 64;
     }
     url_base = argv[2];
@@ -222,12 +294,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < n; i++) {
             snprintf(value, sizeof value, "v%lld-%d", base, i);
             base64(value, strlen(value), value64);
-            snprintf(body, sizeof body,
-                     "{\"compare\":[{\"key\":\"%s\",\"target\":\"MOD\",\"mod_revision\":\"%lld\"},"
-                     "{\"key\":\"%s\",\"target\":\"MOD\",\"mod_revision\":\"%lld\"}],"
-                     "\"success\":[{\"request_put\":{\"key\":\"%s\",\"value\":\"%s\"}}],"
-                     "\"failure\":[{\"request_range\":{\"key\":\"%s\"}},{\"request_range\":{\"key\":\"%s\"}}]}",
-                     defs64, def_revision, keys64, revision, keys64, value64, defs64, keys64);
+            fleet_txn_body(body, sizeof body, defs64, def_revision, keys64, revision, value64);
             if (watches) expect(value64);
             long long start = now_ns();
             revision = txn(c, body, &response, i);

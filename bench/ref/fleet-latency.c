@@ -4,6 +4,7 @@
  * usage: fleet-latency propagate ADDRESS_A ADDRESS_B PATH NAME N
  *        fleet-latency roundtrip ADDRESS_A PATH NAME N
  *        fleet-latency fanout PATH NAME N ADDRESS_A ADDRESS...
+ *        fleet-latency throughput ADDRESS_A PATH NAME WRITERS N
  *
  * propagate: Properties.Set of the fleet key (type i) on host A's bus, until host B's
  *            PropertiesChanged carrying the same value arrives on B's bus (A's reply is then
@@ -11,7 +12,10 @@
  * roundtrip: Properties.Set on A until its reply (the txn to etcd and the mirror's commit).
  * fanout:    Properties.Set on the first address's host, until PropertiesChanged carrying the
  *            value has arrived from the host on every address given (the writer's included):
- *            the time the whole fleet took to see the change. One poll over every bus's fd. */
+ *            the time the whole fleet took to see the change. One poll over every bus's fd.
+ * throughput: WRITERS threads, each on a connection of its own, each Setting its own key
+ *            (NAME0, NAME1, … of PATH) N times, each Set waiting for its reply: prints
+ *            "sets_per_s p50_us p99_us count" over all of them. */
 #include <dbus/dbus.h>
 #include "bus.h"
 #include "latency.h"
@@ -19,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <pthread.h>
 
 static const char *values_interface = "org.propbus.PropBus1.Values";
 
@@ -169,12 +174,59 @@ static int fanout(const char *path, const char *name, int n, int count, char **a
     return 0;
 }
 
+struct writer { const char *address, *path; char name[128]; int n; long long *lat; };
+
+static void *write_flat_out(void *arg) {
+    struct writer *w = arg;
+    DBusConnection *a = bench_connect("fleet-latency", w->address);
+    dbus_int32_t base = (dbus_int32_t)((now_ns() / 1000) & 0x3fffffff);
+    for (int i = 0; i < w->n; i++) {
+        DBusMessage *m = set_call(w->path, w->name, base + i);
+        DBusPendingCall *pending = NULL;
+        long long start = now_ns();
+        if (!dbus_connection_send_with_reply(a, m, &pending, 10000) || !pending) {
+            fprintf(stderr, "fleet-latency: cannot send\n");
+            exit(1);
+        }
+        dbus_message_unref(m);
+        collect(pending);
+        w->lat[i] = now_ns() - start;
+    }
+    dbus_connection_close(a);
+    dbus_connection_unref(a);
+    return NULL;
+}
+
+static int throughput(const char *address, const char *path, const char *name, int writers, int n) {
+    dbus_threads_init_default();
+    struct writer *w = calloc((size_t)writers, sizeof *w);
+    pthread_t *threads = calloc((size_t)writers, sizeof *threads);
+    long long *lat = calloc((size_t)(writers * n), sizeof *lat);
+    long long start = now_ns();
+    for (int i = 0; i < writers; i++) {
+        w[i].address = address;
+        w[i].path = path;
+        snprintf(w[i].name, sizeof w[i].name, "%s%d", name, i);
+        w[i].n = n;
+        w[i].lat = lat + (size_t)i * (size_t)n;
+        pthread_create(&threads[i], NULL, write_flat_out, &w[i]);
+    }
+    for (int i = 0; i < writers; i++) pthread_join(threads[i], NULL);
+    double seconds = (now_ns() - start) / 1e9;
+    int total = writers * n;
+    qsort(lat, (size_t)total, sizeof *lat, compare_ns);
+    printf("%.0f %.1f %.1f %d\n", total / seconds, lat[total / 2] / 1000.0, lat[(total * 99) / 100] / 1000.0, total);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 7 && strcmp(argv[1], "propagate") == 0) return propagate(argv[2], argv[3], argv[4], argv[5], atoi(argv[6]));
     if (argc == 6 && strcmp(argv[1], "roundtrip") == 0) return roundtrip(argv[2], argv[3], argv[4], atoi(argv[5]));
     if (argc >= 6 && strcmp(argv[1], "fanout") == 0) return fanout(argv[2], argv[3], atoi(argv[4]), argc - 5, argv + 5);
+    if (argc == 7 && strcmp(argv[1], "throughput") == 0) return throughput(argv[2], argv[3], argv[4], atoi(argv[5]), atoi(argv[6]));
     fprintf(stderr, "usage: %s propagate ADDRESS_A ADDRESS_B PATH NAME N\n"
                     "       %s roundtrip ADDRESS_A PATH NAME N\n"
-                    "       %s fanout PATH NAME N ADDRESS_A ADDRESS...\n", argv[0], argv[0], argv[0]);
+                    "       %s fanout PATH NAME N ADDRESS_A ADDRESS...\n"
+                    "       %s throughput ADDRESS_A PATH NAME WRITERS N\n", argv[0], argv[0], argv[0], argv[0]);
     return 64;
 }

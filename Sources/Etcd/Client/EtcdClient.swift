@@ -34,7 +34,9 @@ public final class EtcdClient: Sendable {
     }
 
     private let state = Mutex(State())
-    private static let maximumIdleHandles = 8
+    /// Kept idle at most: a fleet host has up to 8 txns out at once besides its reads and lease
+    /// calls, and a handle freed and made again costs a new TCP connection.
+    private static let maximumIdleHandles = 16
 
     /// A client of the cluster whose members are `endpoints` (`http://host:port`,
     /// `https://host:port` or `host:port`). Nothing is contacted yet.

@@ -11,6 +11,14 @@ public struct RangeResponse: Equatable, Sendable {
     /// Whether a limit left keys out.
     public var more: Bool
 
+    /// An answer as a fake etcd makes it.
+    public init(header: ResponseHeader, kvs: [KeyValue] = [], count: Int64? = nil, more: Bool = false) {
+        self.header = header
+        self.kvs = kvs
+        self.count = count ?? Int64(kvs.count)
+        self.more = more
+    }
+
     init(json: JSONValue) throws(EtcdError) {
         header = ResponseHeader(json: json["header"])
         var kvs: [KeyValue] = []

@@ -10,6 +10,13 @@ public struct TxnResponse: Equatable, Sendable {
     /// One answer per operation of the branch that ran.
     public var responses: [ResponseOp]
 
+    /// An answer as a fake etcd (a test's, or any other ``EtcdClient`` stand-in) makes it.
+    public init(header: ResponseHeader, succeeded: Bool, responses: [ResponseOp] = []) {
+        self.header = header
+        self.succeeded = succeeded
+        self.responses = responses
+    }
+
     init(json: JSONValue) throws(EtcdError) {
         header = ResponseHeader(json: json["header"])
         succeeded = json["succeeded"]?.boolValue ?? false

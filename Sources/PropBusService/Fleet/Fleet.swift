@@ -9,9 +9,11 @@ import PropBusSystem
 /// model, and sends the writes of fleet keys to etcd before they are committed here.
 ///
 /// **Ownership.** The mirror's state (``state``, ``cursor``, the keys' etcd revisions, the
-/// calls waiting for etcd) belongs to the D-Bus connection's queue, like the model. Blocking
-/// etcd calls (txn, range, leases) run on `etcdQueue`, a serial queue of the fleet's own, and
-/// hop back with their result; the watch's thread hops over with each update. The D-Bus queue
+/// calls waiting for etcd, the ``FleetMachine``) belongs to the D-Bus connection's queue, like
+/// the model. Blocking etcd calls go through the ``EtcdPort``: reads on `etcdQueue`, txns on the
+/// ``lanes`` (one per write the machine lets be with etcd at once), the lease's on
+/// `presenceQueue`; each hops back with its result, and the watch's thread hops over with each
+/// update. The D-Bus queue
 /// never waits for etcd. `@unchecked Sendable` for that reason, like ``Service``.
 ///
 /// **Reads** always serve the mirror (the model), also while etcd is unreachable.
@@ -19,21 +21,16 @@ import PropBusSystem
 /// definitions, fleet→local bindings, command predicates, one commit of them with the etcd
 /// revisions and the cursor, then signals. A change is applied only if it is newer than what
 /// the mirror holds for that key, which also recognises this host's own writes coming back.
-/// **Writes**: see ``write(_:compareAndSet:reply:_:)``.
+/// **Writes**: see ``write(_:compareAndSet:rerunAfterCommit:reply:_:)`` (Fleet+Writes.swift).
 public final class Fleet: @unchecked Sendable {
     /// `Manager.FleetState`.
     public enum State: String, Sendable {
         case off, connecting, connected, unavailable
     }
 
-    /// How many times a plain write whose compare failed is refreshed and tried again.
-    static let maximumAttempts = 10
-    /// How many of them compare the values the write replaces.
-    static let attemptsComparingValues = 3
-
     public let configuration: FleetConfiguration
     let layout: FleetLayout
-    let client: EtcdClient
+    let client: any EtcdPort
     unowned let service: Service
     let queue: DispatchQueue
     /// Blocking etcd calls, in order, off the D-Bus queue.
@@ -50,43 +47,40 @@ public final class Fleet: @unchecked Sendable {
     /// The last etcd revision applied (`Manager.FleetRevision`); the watch resumes after it.
     public private(set) var cursor: Int64
     /// The etcd revisions of each fleet key's value and definition, as committed.
-    private(set) var revisions: [Key: FleetRevisions]
-    private var watch: WatchStream?
+    var revisions: [Key: FleetRevisions]
+    private var watch: (any EtcdWatch)?
     /// Counts watches, so updates still queued from a cancelled one are dropped.
-    private var watchGeneration = 0
-    /// This host's fleet writes waiting for their turn, and the one with etcd.
-    private var queued: [PendingWrite] = []
-    private var inFlight: UInt64?
-    /// ``inFlight`` while a retry pauses.
-    private static let pausedRetry = UInt64.max
-    private var pending: [UInt64: PendingWrite] = [:]
+    var watchGeneration = 0
+    /// The write path's and the watch's order (``FleetMachine``); the D-Bus queue's.
+    var machine: FleetMachine
+    /// The calls whose fleet writes the machine holds, by its write id.
+    var writes: [UInt64: PendingWrite] = [:]
+    /// Events for the machine raised while it is being run (``feed(_:)``).
+    var inbox: [FleetMachine.Event] = []
+    var feeding = false
+    /// Threads for txns: one per write the machine lets be with etcd at once, and which are free.
+    let lanes = (0..<FleetMachine.maximumInFlight).map { DispatchQueue(label: "org.propbus.propbusd.fleet-txn-\($0)") }
+    var freeLanes = Array((0..<FleetMachine.maximumInFlight).reversed())
     private var hostQueries: [UInt64: MethodCall] = [:]
-    private var nextID: UInt64 = 1
+    var nextID: UInt64 = 1
     /// The cursor at which the last watch check found changes in etcd the watch had not
     /// delivered (see ``checkWatch()``).
     private var suspectedCursor: Int64?
     /// The cursor at which the watch was last started again by the check.
     private var restartedAtCursor: Int64?
     private var watchCheckTimer: DispatchSourceTimer?
-    private var stopped = false
-    /// Watch updates that arrived while this host's write of the keys they touch was with etcd
-    /// (most often that write itself, echoed before its answer), and every update after them,
-    /// in order, with the watch generation they came from. Applied once the answer is: the
-    /// write's own change is then recognised by its revision and costs nothing, instead of
-    /// being applied, committed and announced as a remote change and then once more as the
-    /// write's result.
-    private var held: [(generation: Int, update: WatchUpdate)] = []
+    var stopped = false
     /// Whether ``cursor`` is ahead of the store's (see ``apply(_:through:)``).
     private var cursorUnsaved = false
     /// The fleet the mirror belongs to (``sourceName(_:)``), as the store recorded it.
-    private var source: String?
+    var source: String?
     /// `FleetRevision` as last announced, when, and whether an announcement is scheduled
     /// (see ``revisionSignalInterval``).
     private var announcedCursor: Int64
     private var lastRevisionSignal = DispatchTime(uptimeNanoseconds: 1)
     private var revisionSignalDue = false
     /// Whether a full read after etcd went back in time (``FleetRewind``) is under way.
-    private var rewinding = false
+    var rewinding = false
     /// "etcd cannot be reached" while it stays so: one line, then one per ``LogThrottle`` period.
     private var unreachableLog = LogThrottle(seconds: 10)
 
@@ -94,32 +88,15 @@ public final class Fleet: @unchecked Sendable {
     private var lease: Int64 = 0
     private var presenceTimer: DispatchSourceTimer?
 
-    /// A call whose fleet writes are with etcd.
-    private struct PendingWrite {
-        var call: MethodCall
-        var compareAndSet: Bool
-        /// Run the model work again, locally, once its fleet writes are in (Bind: the binding
-        /// itself is this host's, only the value its first sync wrote is the fleet's).
-        var rerunAfterCommit: Bool
-        var attempt: Int
-        var reply: () -> [DBusValue]
-        var body: () throws(PropBusError) -> [PropertyChange]
-        /// The touched keys' entries as the call left them.
-        var after: [Key: PropertyModel.Entry?]
-        var plan: FleetLayout.Transaction
-        /// Until when it may wait for FleetState `connected` (see ``write(_:compareAndSet:rerunAfterCommit:reply:_:)``).
-        var deadline = DispatchTime.distantFuture
-        /// The cursor when its txn was sent: etcd's answer cannot be at an older revision.
-        var cursorAtSend: Int64 = 0
-    }
-
     /// A fleet for `service`, from the revisions and cursor its store loaded. Call ``start()``
     /// once the daemon owns its name.
     public init(configuration: FleetConfiguration, service: Service, revisions: [Key: FleetRevisions], cursor: Int64,
-                source: String? = nil) throws(FleetConfigurationError) {
+                source: String? = nil, port: (any EtcdPort)? = nil) throws(FleetConfigurationError) {
         self.configuration = configuration
         layout = FleetLayout(prefix: configuration.prefix)
-        do { client = try EtcdClient(endpoints: configuration.endpoints, options: try configuration.etcdOptions()) } catch let error as EtcdError {
+        do {
+            client = try port ?? EtcdClient(endpoints: configuration.endpoints, options: try configuration.etcdOptions())
+        } catch let error as EtcdError {
             throw FleetConfigurationError("--fleet: \(error.message)")
         } catch let error as FleetConfigurationError {
             throw error
@@ -132,6 +109,9 @@ public final class Fleet: @unchecked Sendable {
         self.cursor = cursor
         self.source = source
         announcedCursor = cursor
+        let wait = client.requestTimeout.components
+        machine = FleetMachine(connectionWait: UInt64(wait.seconds) * 1_000_000_000 + UInt64(wait.attoseconds / 1_000_000_000),
+                               layout: layout)
     }
 
     /// Connects: replays from the cursor, or reads everything first when there is none; starts
@@ -160,7 +140,7 @@ public final class Fleet: @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(queue))
         guard !stopped else { return }
         stopped = true
-        held = []
+        machine.dropHeld()
         watchGeneration += 1
         retireWatch()
         if cursorUnsaved, let store = service.store as? SQLiteStore {
@@ -188,72 +168,16 @@ public final class Fleet: @unchecked Sendable {
 
     // MARK: State
 
-    private func setState(_ next: State) {
+    func setState(_ next: State) {
         guard next != state else { return }
         let old = state
         state = next
         Service.log("fleet: \(next.rawValue)")
         service.tree.noteChange(path: Key.rootPath, interface: Service.managerInterface, property: "FleetState", oldValue: .string(old.rawValue))
         service.tree.connection.scheduleRound()
-        switch next {
-        case .connected:
-            unreachableLog.reset()
-            sendNextWrite()
-        case .unavailable:
-            // Writes waiting for the connection: etcd cannot be reached, they get that answer now.
-            failQueued(because: "FleetState became unavailable while the write waited for the connection")
-        case .connecting:
-            // Writes queued behind one with etcd now wait for the connection, within the bound.
-            let deadline = DispatchTime.now() + connectionWait
-            for index in queued.indices where queued[index].deadline > deadline { queued[index].deadline = deadline }
-            if !queued.isEmpty { expireWaitingWrites(at: deadline) }
-        case .off:
-            break
-        }
-    }
-
-    /// How long a write waits for FleetState `connected`: the request timeout, the bound of
-    /// every fleet write.
-    private var connectionWait: DispatchTimeInterval {
-        let (seconds, attoseconds) = client.options.requestTimeout.components
-        return .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
-    }
-
-    /// Queues `write` (first, for a retry or a write that met etcd going back), to be sent
-    /// once FleetState is `connected` and nothing else of this host's is with etcd; failed if
-    /// no connection comes within ``connectionWait``.
-    private func enqueue(_ write: PendingWrite, first: Bool = false) {
-        var write = write
-        if state != .connected {
-            let deadline = DispatchTime.now() + connectionWait
-            if write.deadline > deadline { write.deadline = deadline }
-            expireWaitingWrites(at: write.deadline)
-        }
-        if first { queued.insert(write, at: 0) } else { queued.append(write) }
-        sendNextWrite()
-    }
-
-    /// At `deadline`, fails the queued writes whose wait for the connection is over.
-    private func expireWaitingWrites(at deadline: DispatchTime) {
-        queue.asyncAfter(deadline: deadline) { [weak self] in
-            guard let self, state != .connected else { return }
-            let now = DispatchTime.now()
-            let expired = queued.filter { $0.deadline <= now }
-            guard !expired.isEmpty else { return }
-            queued.removeAll { $0.deadline <= now }
-            for write in expired {
-                write.call.fail(PropBusError(.unavailable, "cannot write fleet keys: etcd (\(configuration.endpoints.joined(separator: ", "))) is unavailable: FleetState stayed \(state.rawValue) for the request timeout while the write waited; local keys can still be written").dbusError)
-            }
-        }
-    }
-
-    /// Fails the writes queued behind none (nothing of theirs is with etcd).
-    private func failQueued(because reason: String) {
-        let waiting = queued
-        queued = []
-        for write in waiting {
-            write.call.fail(PropBusError(.unavailable, "cannot write fleet keys: etcd (\(configuration.endpoints.joined(separator: ", "))) is unavailable: \(reason); local keys can still be written").dbusError)
-        }
+        if next == .connected { unreachableLog.reset() }
+        // Writes waiting for the connection are sent now, failed (unavailable), or wait within the bound.
+        feed(.connection(next, now: DispatchTime.now().uptimeNanoseconds))
     }
 
     private func advanceCursor(to revision: Int64) {
@@ -293,18 +217,15 @@ public final class Fleet: @unchecked Sendable {
         watchGeneration += 1
         let generation = watchGeneration
         retireWatch()
-        watch = client.watch(prefix: layout.prefix, fromRevision: revision) { [weak self] update in
+        watch = client.watchPrefix(layout.prefix, fromRevision: revision) { [weak self] update in
             guard let self else { return }
             // sync: libdispatch runs it on this thread when the D-Bus queue is idle, saving a
             // thread wake-up per remote change. Safe because the D-Bus queue never waits for a
             // watch's thread (retireWatch cancels elsewhere).
             queue.sync { [self] in
                 guard generation == watchGeneration, !stopped else { return }
-                if holdsBack(update) {
-                    held.append((generation, update))
-                } else {
-                    handle(update)
-                }
+                // Held back while a txn of the keys it touches is out (FleetMachine).
+                feed(.watch(generation: generation, update))
             }
         }
     }
@@ -317,28 +238,7 @@ public final class Fleet: @unchecked Sendable {
         retireQueue.async { old.cancel() }
     }
 
-    /// Whether `update` waits in ``held``: it touches a key of the write that is with etcd now,
-    /// or others wait already (order is kept).
-    private func holdsBack(_ update: WatchUpdate) -> Bool {
-        if !held.isEmpty { return true }
-        guard let id = inFlight, id != Self.pausedRetry, let write = pending[id], case .events(let events, _) = update else { return false }
-        return events.contains { event in
-            switch layout.classify(event.kv.key) {
-            case .definition(let key), .value(let key): write.plan.written.contains(key)
-            case .host, .other: false
-            }
-        }
-    }
-
-    /// Applies the updates held back during a write, in order, once its answer is applied.
-    private func releaseHeld() {
-        while !held.isEmpty, !stopped {
-            let (generation, update) = held.removeFirst()
-            if generation == watchGeneration { handle(update) }
-        }
-    }
-
-    private func handle(_ update: WatchUpdate) {
+    func handle(_ update: WatchUpdate) {
         switch update {
         case .created(_, let revision):
             if FleetRewind.isSuspicious(revision: revision, cursor: cursor) {
@@ -406,7 +306,7 @@ public final class Fleet: @unchecked Sendable {
     /// shows etcd gone back in time; if so, the mirror is resynchronised to etcd
     /// (``rewound(_:)``). Also true while such a resynchronisation is under way.
     @discardableResult
-    private func noticeRewind(_ header: ResponseHeader, since: Int64) -> Bool {
+    func noticeRewind(_ header: ResponseHeader, since: Int64) -> Bool {
         if rewinding { return true }
         guard let rewind = FleetRewind.check(header, cursor: since, clusterID: source.flatMap(FleetRewind.clusterID(ofSource:))) else {
             return false
@@ -418,7 +318,7 @@ public final class Fleet: @unchecked Sendable {
     /// etcd went back in time (restored from a backup, or recreated empty): said loudly, then
     /// FleetState `connecting` while the mirror is read again in full, etcd's state the source
     /// of truth (``applySnapshot(_:replacing:rewound:)``). Writes meanwhile wait.
-    private func rewound(_ rewind: FleetRewind) {
+    func rewound(_ rewind: FleetRewind) {
         Service.log("fleet: WARNING: etcd went back in time: \(rewind.description) (restored from a backup, or recreated empty?); "
             + "etcd is the source of truth: reading \(configuration.prefix) in full; fleet keys it lacks keep this host's definition, "
             + "offered to etcd again, and lose their values")
@@ -651,7 +551,7 @@ public final class Fleet: @unchecked Sendable {
     ///
     /// Returns whether the changes were committed (or there was nothing to commit).
     @discardableResult
-    private func apply(_ events: [WatchEvent], through revision: Int64?, snapshot: Bool = false) -> Bool {
+    func apply(_ events: [WatchEvent], through revision: Int64?, snapshot: Bool = false) -> Bool {
         let model = service.model, store = service.store
         // Only etcd's data in this commit (nothing local was waiting): it need not wait for the disk.
         let mirrorOnly = (store as? SQLiteStore).map { !$0.hasPendingLocalWrites } ?? false
@@ -795,7 +695,8 @@ public final class Fleet: @unchecked Sendable {
             let compares = [Compare.modRevision(of: layout.definitionKey(key), is: 0)]
             let client = client
             etcdQueue.async { [weak self] in
-                guard let response = try? client.txn(compares: compares, success: success), response.succeeded else { return }
+                guard let response = try? client.txn(compares: compares, success: success, failure: [], resendIfConnectionLost: false, timeout: nil),
+                      response.succeeded else { return }
                 self?.queue.async { [weak self] in
                     guard let self else { return }
                     let revision = response.header.revision
@@ -810,289 +711,9 @@ public final class Fleet: @unchecked Sendable {
         }
     }
 
-    // MARK: Writes
-
-    /// What a call's model work did: nothing to fleet keys (kept in the round and published), or
-    /// fleet keys written (taken back out of the round: their before and after states).
-    private enum Probe {
-        case local
-        case fleet(before: [Key: PropertyModel.Entry?], after: [Key: PropertyModel.Entry?], read: Set<Key>)
-    }
-
-    /// Runs `body` inside a savepoint of the round (the model's call log and the store's
-    /// savepoint). No fleet key changed: the changes stay and are published. Otherwise the call is
-    /// undone and its effect returned.
-    private func probe(_ body: () throws(PropBusError) -> [PropertyChange]) throws(PropBusError) -> Probe {
-        let model = service.model
-        let savepoint = service.store.savepoint()
-        model.beginCall()
-        let changes: [PropertyChange]
-        do { changes = try body() } catch {
-            model.rollbackCall()
-            savepoint.restore()
-            throw error
-        }
-        let (before, read) = model.callChanges
-        let touchesFleet = before.contains { key, old in
-            old?.definition.scope == .fleet || model.entry(for: key)?.definition.scope == .fleet
-        }
-        guard touchesFleet else {
-            model.endCall()
-            service.publish(changes)
-            return .local
-        }
-        var after: [Key: PropertyModel.Entry?] = [:]
-        for key in before.keys { after.updateValue(model.entry(for: key), forKey: key) }
-        model.rollbackCall()
-        savepoint.restore()
-        return .fleet(before: before, after: after, read: read)
-    }
-
-    /// Runs a write call's model work. A call that changed no fleet key is kept in the round as
-    /// usual. One that did is taken back out of the round and queued: this host's fleet writes
-    /// go to etcd one at a time, each computed (its model work run again) once the previous one
-    /// is applied, so they never conflict with each other. Its turn come, it becomes one etcd
-    /// transaction (compares on the etcd revisions of every fleet key it writes or its bindings
-    /// read, then the puts and deletes); its reply waits, the D-Bus queue does not. When etcd
-    /// accepted it, the call's result is applied and committed here, and the call answered;
-    /// when a compare failed (another host wrote first), the mirror is refreshed from the
-    /// failure branch and a plain write is tried again (at most ``maximumAttempts`` times: the
-    /// last writer in etcd's order wins), while `CompareAndSet` fails with `Conflict`. When etcd
-    /// cannot be reached, or FleetState is not connected: `Unavailable`.
-    func write(_ call: MethodCall, compareAndSet: Bool, rerunAfterCommit: Bool, reply: @escaping () -> [DBusValue],
-               _ body: @escaping () throws(PropBusError) -> [PropertyChange]) throws(DBusError) -> MethodResult {
-        dispatchPrecondition(condition: .onQueue(queue))
-        // Run now, so a bad call is refused at once and a local one is served as without the fleet.
-        guard case .fleet(let before, let after, let read) = try bridged({ () throws(PropBusError) in try probe(body) }) else {
-            return .reply(reply())
-        }
-        // Connecting (just started, or reading etcd again): the write waits for the connection.
-        guard state == .connected || state == .connecting else {
-            let keys = Set(before.keys).union(after.keys).filter {
-                (before[$0] ?? nil)?.definition.scope == .fleet || (after[$0] ?? nil)?.definition.scope == .fleet
-            }
-            throw unavailable(keys.sorted(), because: "FleetState is \(state.rawValue)").dbusError
-        }
-        let write = PendingWrite(call: call, compareAndSet: compareAndSet, rerunAfterCommit: rerunAfterCommit, attempt: 1, reply: reply, body: body,
-                                 after: [:], plan: FleetLayout.Transaction())
-        if state == .connected, inFlight == nil, queued.isEmpty {
-            // Its turn is now: the probe just run is the mirror as it is.
-            try bridged { () throws(PropBusError) in try send(write, before: before, after: after, read: read) }
-        } else {
-            enqueue(write)
-        }
-        return .deferred
-    }
-
-    /// Starts the next queued write unless one is with etcd.
-    private func sendNextWrite() {
-        while state == .connected, inFlight == nil, !queued.isEmpty { start(queued.removeFirst()) }
-    }
-
-    /// Runs the write's model work again on the mirror as it is now and sends its txn, or
-    /// answers it when it no longer writes fleet keys or fails.
-    private func start(_ write: PendingWrite) {
-        do throws(PropBusError) {
-            guard case .fleet(let before, let after, let read) = try probe(write.body) else {
-                write.call.reply(write.reply())
-                return
-            }
-            try send(write, before: before, after: after, read: read)
-        } catch {
-            write.call.fail(error.dbusError)
-        }
-    }
-
-    /// Sends the txn of `write`, whose model work changed fleet keys from `before` to `after`
-    /// (reading `read`) on the mirror as it is now.
-    private func send(_ write: PendingWrite, before: [Key: PropertyModel.Entry?], after: [Key: PropertyModel.Entry?], read: Set<Key>) throws(PropBusError) {
-        let model = service.model
-        // After three lost races a plain write stops comparing its own values (see
-        // FleetLayout.transaction): otherwise a host writing flat out could starve this one.
-        let plan = try layout.transaction(before: before, after: after, read: read,
-                                          comparingWrittenValues: write.compareAndSet || write.attempt <= Self.attemptsComparingValues,
-                                          isFleet: { model.entry(for: $0)?.definition.scope == .fleet },
-                                          known: { [unowned self] in revisions[$0] ?? FleetRevisions() })
-        guard state == .connected else { throw unavailable(plan.written, because: "FleetState is \(state.rawValue)") }
-        var sent = write
-        sent.after = after
-        sent.plan = plan
-        sent.cursorAtSend = cursor
-        // Its wait is over: a retry after a conflict gets the whole request timeout, as any write.
-        sent.deadline = .distantFuture
-        let id = nextID
-        nextID += 1
-        pending[id] = sent
-        inFlight = id
-        let client = client
-        // A plain write that compares every value it replaces cannot be applied twice: sent again
-        // at once when its member dies under it. Not a CompareAndSet: were the first one applied,
-        // the second's failed compare would answer Conflict for the caller's own write.
-        let resendable = !write.compareAndSet && write.attempt <= Self.attemptsComparingValues
-        // A write that waited for the connection has what is left of its bound, not a new one.
-        let timeout = Self.remaining(until: write.deadline)
-        etcdQueue.async { [weak self] in
-            let result = Result { () throws(EtcdError) in
-                try client.txn(compares: plan.compares, success: plan.success, failure: plan.failure,
-                               resendIfConnectionLost: resendable, timeout: timeout)
-            }
-            // sync: libdispatch runs it right here when the D-Bus queue is idle, saving a
-            // thread wake-up per write. Safe: the D-Bus queue never waits for this queue.
-            self?.queue.sync { [weak self] in self?.finish(id, result) }
-        }
-    }
-
-    /// The time left until `deadline` (at least 100 ms, so a txn can be sent at all), or nil for
-    /// a write that never waited.
-    static func remaining(until deadline: DispatchTime) -> Duration? {
-        guard deadline != .distantFuture else { return nil }
-        let now = DispatchTime.now().uptimeNanoseconds, end = deadline.uptimeNanoseconds
-        return max(.nanoseconds(Int64(end > now ? end - now : 0)), .milliseconds(100))
-    }
-
-    private func unavailable(_ keys: [Key], because reason: String) -> PropBusError {
-        let names = keys.map(\.text).joined(separator: ", ")
-        return PropBusError(.unavailable, "cannot write fleet key \(names): etcd (\(configuration.endpoints.joined(separator: ", "))) is unavailable: \(reason); local keys can still be written")
-    }
-
-    private func finish(_ id: UInt64, _ result: Result<TxnResponse, EtcdError>) {
-        guard let write = pending.removeValue(forKey: id) else { return }
-        if inFlight == id { inFlight = nil }
-        defer {
-            // A txn etcd accepted at a revision below the mirror's: applied, then etcd is read again.
-            if case .success(let answer) = result, answer.succeeded { noticeRewind(answer.header, since: write.cursorAtSend) }
-            releaseHeld()
-            sendNextWrite()
-        }
-        let response: TxnResponse
-        switch result {
-        case .failure(let error):
-            let reason = error.code == .timedOut
-                ? "no answer within the request timeout (the write may or may not have been applied; the watch will tell): \(error.message)"
-                : error.message
-            write.call.fail(unavailable(write.plan.written, because: reason).dbusError)
-            // The watch may not notice a hung member for a while (its TCP connection stays up):
-            // later writes fail at once until a read answers again.
-            if error.code == .unavailable || error.code == .timedOut { markUnreachable() }
-            // The writes that queued up behind it would each wait as long again: they get the
-            // same answer now, so none waits much more than one request timeout.
-            let waiting = queued
-            queued = []
-            for other in waiting {
-                other.call.fail(PropBusError(.unavailable, "cannot write fleet keys: etcd (\(configuration.endpoints.joined(separator: ", "))) is unavailable: the write before this one failed: \(error.message); local keys can still be written").dbusError)
-            }
-            return
-        case .success(let answer):
-            response = answer
-        }
-        if !response.succeeded, noticeRewind(response.header, since: write.cursorAtSend) {
-            // The compares failed because etcd went back in time, not because another host
-            // wrote: the write waits for the mirror to be read again, and is sent then.
-            enqueue(write, first: true)
-            return
-        }
-        guard response.succeeded else {
-            // Another host changed a compared key first: the failure branch read them all.
-            var events: [WatchEvent] = []
-            for (index, op) in response.responses.enumerated() {
-                guard case .range(let range) = op, index < write.plan.failure.count,
-                      case .range(let request) = write.plan.failure[index] else { continue }
-                if let kv = range.kvs.first {
-                    events.append(WatchEvent(kind: .put, kv: kv))
-                } else {
-                    events.append(WatchEvent(kind: .delete, kv: KeyValue(key: request.key, modRevision: range.header.revision)))
-                }
-            }
-            apply(events, through: nil)
-            let names = write.plan.written.map(\.text).joined(separator: ", ")
-            if write.compareAndSet {
-                write.call.fail(PropBusError(.conflict, "fleet key \(names) was changed by another host since the given revision; read it again and retry").dbusError)
-                return
-            }
-            guard write.attempt < Self.maximumAttempts else {
-                write.call.fail(PropBusError(.conflict, "fleet key \(names) kept changing under \(Self.maximumAttempts) attempts to write it; try again").dbusError)
-                return
-            }
-            var retry = write
-            retry.attempt += 1
-            // A short random pause: two hosts writing flat out would otherwise retry in lockstep.
-            // The queue stays held meanwhile, so this host's order is kept.
-            inFlight = Self.pausedRetry
-            let paused = nextID
-            nextID += 1
-            pending[paused] = retry
-            queue.asyncAfter(deadline: .now() + .microseconds(Int.random(in: 0...(500 * retry.attempt)))) { [weak self] in
-                guard let self, let write = pending.removeValue(forKey: paused) else { return }
-                inFlight = nil
-                enqueue(write, first: true)
-            }
-            return
-        }
-        let revision = response.header.revision
-        let model = service.model
-        // A write of fleet keys only (nothing local waiting, no local key in the call): etcd has
-        // it durably, and a host that lost it replays it from its cursor.
-        let mirrorOnly = (service.store as? SQLiteStore).map { !$0.hasPendingLocalWrites } ?? false
-            && write.after.allSatisfy { key, entry in
-                (entry ?? nil)?.definition.scope == .fleet || (entry == nil && write.plan.written.contains(key))
-            }
-        var changes: [PropertyChange] = []
-        for key in write.after.keys.sorted() { changes += model.overwrite(key, with: write.after[key] ?? nil) }
-        // A local key this write made a fleet key may be driven by a command's state: that
-        // binding ends, as when another host's definition makes it one (``apply(_:through:)``).
-        let unbound = write.plan.writesDefinition.isEmpty ? [] : endBindingsOfStateToFleetKeys()
-        changes += unbound
-        var updated: [Key: FleetRevisions] = [:]
-        for key in write.plan.written {
-            var known = revisions[key] ?? FleetRevisions()
-            let entry = write.after[key] ?? nil
-            if write.plan.writesDefinition.contains(key) { known.definition = entry == nil ? -revision : revision }
-            if write.plan.writesValue.contains(key) { known.value = entry?.storedValue == nil ? -revision : revision }
-            updated[key] = known
-            service.store.saveFleetRevisions(known, for: key)
-        }
-        service.publish(changes)
-        var failure: PropBusError?
-        var again: PendingWrite?
-        if write.rerunAfterCommit {
-            // Run as a call again: its fleet writes are in, unless a local key it reads changed
-            // while the txn was out (a Set served meanwhile). Then what it would write now goes
-            // to etcd too, as another attempt, instead of onto this host alone.
-            do throws(PropBusError) {
-                if case .fleet = try probe(write.body) {
-                    if write.attempt < Self.maximumAttempts {
-                        again = write
-                        again?.attempt += 1
-                    } else {
-                        failure = PropBusError(.conflict, "the keys of \(write.plan.written.map(\.text).joined(separator: ", ")) kept changing under \(Self.maximumAttempts) attempts; try again")
-                    }
-                }
-            } catch {
-                failure = error
-            }
-        }
-        if mirrorOnly, unbound.isEmpty, !write.rerunAfterCommit { (service.store as? SQLiteStore)?.nextCommitIsMirrorOnly = true }
-        if let error = service.commit() {
-            // etcd has it; the watch brings it back once the store can commit again.
-            write.call.fail(error)
-            return
-        }
-        revisions.merge(updated) { $1 }
-        if let again {
-            // Next, before anything queued behind it (sent by the deferred sendNextWrite).
-            queued.insert(again, at: 0)
-        } else if let failure {
-            write.call.fail(failure.dbusError)
-        } else {
-            write.call.reply(write.reply())
-        }
-        // The signals and the reply go out now, not after a round scheduled behind this answer.
-        service.tree.flushNow()
-    }
-
     /// FleetState `unavailable` after a write could not reach etcd, and a read at once, then
     /// every second, until one answers; then `connected` again, if the watch is up.
-    private func markUnreachable() {
+    func markUnreachable() {
         guard state == .connected else { return }
         setState(.unavailable)
         probeUntilReachable()
@@ -1146,7 +767,7 @@ public final class Fleet: @unchecked Sendable {
         }
         do throws(EtcdError) {
             let granted = try client.grantLease(ttl: 10)
-            _ = try client.put(key: layout.hostKey(configuration.hostName), value: Array(configuration.hostName.utf8), lease: granted.id)
+            try client.put(key: layout.hostKey(configuration.hostName), value: Array(configuration.hostName.utf8), lease: granted.id)
             lease = granted.id
         } catch {
             // The next tick tries again.

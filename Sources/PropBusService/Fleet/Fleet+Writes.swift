@@ -1,0 +1,333 @@
+import DBus
+import Dispatch
+import Etcd
+import PropBus
+import PropBusSystem
+
+/// The fleet's write path: the shell around ``FleetMachine``, which decides the order; here
+/// the model work is run, txns go to etcd on the ``Fleet/lanes`` and their results are applied.
+extension Fleet {
+    /// A call whose fleet writes the machine holds.
+    struct PendingWrite {
+        var call: MethodCall
+        var compareAndSet: Bool
+        /// Run the model work again, locally, once its fleet writes are in (Bind: the binding
+        /// itself is this host's, only the value its first sync wrote is the fleet's).
+        var rerunAfterCommit: Bool
+        var reply: () -> [DBusValue]
+        var body: () throws(PropBusError) -> [PropertyChange]
+        /// The call's first run, still the mirror as it is when its turn comes at once.
+        var fresh: Probe?
+        /// The fleet keys its first run wrote, named by its errors before it is sent.
+        var keys: [Key]
+        /// The touched keys' entries as the call left them, at its last turn.
+        var after: [Key: PropertyModel.Entry?] = [:]
+        var plan = FleetLayout.Transaction()
+        /// What to answer instead of the reply once committed (a Bind's run after the commit failed).
+        var failureAfterCommit: PropBusError?
+        /// The store's refusal of the commit after etcd accepted the txn.
+        var commitError: DBusError?
+    }
+
+    /// What a call's model work did: nothing to fleet keys (kept in the round and published), or
+    /// fleet keys written (taken back out of the round: their before and after states).
+    enum Probe {
+        case local
+        case fleet(before: [Key: PropertyModel.Entry?], after: [Key: PropertyModel.Entry?], read: Set<Key>)
+    }
+
+    /// Runs `body` inside a savepoint of the round (the model's call log and the store's
+    /// savepoint). No fleet key changed: the changes stay and are published. Otherwise the call is
+    /// undone and its effect returned.
+    func probe(_ body: () throws(PropBusError) -> [PropertyChange]) throws(PropBusError) -> Probe {
+        let model = service.model
+        let savepoint = service.store.savepoint()
+        model.beginCall()
+        let changes: [PropertyChange]
+        do { changes = try body() } catch {
+            model.rollbackCall()
+            savepoint.restore()
+            throw error
+        }
+        let (before, read) = model.callChanges
+        let touchesFleet = before.contains { key, old in
+            old?.definition.scope == .fleet || model.entry(for: key)?.definition.scope == .fleet
+        }
+        guard touchesFleet else {
+            model.endCall()
+            service.publish(changes)
+            return .local
+        }
+        var after: [Key: PropertyModel.Entry?] = [:]
+        for key in before.keys { after.updateValue(model.entry(for: key), forKey: key) }
+        model.rollbackCall()
+        savepoint.restore()
+        return .fleet(before: before, after: after, read: read)
+    }
+
+    /// The keys a probed write touches, for the machine's independence check.
+    private func footprint(before: [Key: PropertyModel.Entry?], read: Set<Key>) -> FleetMachine.Footprint {
+        let model = service.model
+        return FleetMachine.Footprint(written: Set(before.keys),
+                                      read: read.filter { before[$0] == nil && model.entry(for: $0)?.definition.scope == .fleet })
+    }
+
+    /// Runs a write call's model work. A call that changed no fleet key is kept in the round as
+    /// usual. One that did is taken back out of the round and handed to the ``FleetMachine``:
+    /// writes independent of those with etcd are sent at once (up to
+    /// ``FleetMachine/maximumInFlight``), one that depends on a write with etcd waits for that
+    /// one's answer and is computed again (its model work run again) then. Its turn come, it
+    /// becomes one etcd transaction (compares on the etcd revisions of every fleet key it writes
+    /// or its bindings read, then the puts and deletes); its reply waits, the D-Bus queue does
+    /// not. When etcd accepted it, the call's result is applied and committed here, and the call
+    /// answered; when a compare failed (another host wrote first), the mirror is refreshed from
+    /// the failure branch and a plain write is tried again (at most
+    /// ``FleetMachine/maximumAttempts`` times: the last writer in etcd's order wins), while
+    /// `CompareAndSet` fails with `Conflict`. When etcd cannot be reached, or FleetState is not
+    /// connected: `Unavailable`.
+    func write(_ call: MethodCall, compareAndSet: Bool, rerunAfterCommit: Bool, reply: @escaping () -> [DBusValue],
+               _ body: @escaping () throws(PropBusError) -> [PropertyChange]) throws(DBusError) -> MethodResult {
+        dispatchPrecondition(condition: .onQueue(queue))
+        // Run now, so a bad call is refused at once and a local one is served as without the fleet.
+        let probed = try bridged { () throws(PropBusError) in try probe(body) }
+        guard case .fleet(let before, let after, let read) = probed else { return .reply(reply()) }
+        let keys = Set(before.keys).union(after.keys).filter {
+            (before[$0] ?? nil)?.definition.scope == .fleet || (after[$0] ?? nil)?.definition.scope == .fleet
+        }.sorted()
+        // Connecting (just started, or reading etcd again): the write waits for the connection.
+        guard state == .connected || state == .connecting else {
+            throw unavailable(keys, because: "FleetState is \(state.rawValue)").dbusError
+        }
+        let id = nextID
+        nextID += 1
+        writes[id] = PendingWrite(call: call, compareAndSet: compareAndSet, rerunAfterCommit: rerunAfterCommit,
+                                  reply: reply, body: body, fresh: probed, keys: keys)
+        feed(.write(id, footprint(before: before, read: read), compareAndSet: compareAndSet,
+                    now: DispatchTime.now().uptimeNanoseconds))
+        // Used at once if its turn came now; otherwise what it computed is stale by its turn.
+        writes[id]?.fresh = nil
+        return .deferred
+    }
+
+    /// Hands `event` to the machine and runs its actions; an event raised while actions run
+    /// waits its turn, so the machine sees events in the order they happened.
+    func feed(_ event: FleetMachine.Event) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        inbox.append(event)
+        guard !feeding else { return }
+        feeding = true
+        defer { feeding = false }
+        while !inbox.isEmpty {
+            let next = inbox.removeFirst()
+            for action in machine.handle(next) { perform(action) }
+        }
+    }
+
+    private func perform(_ action: FleetMachine.Action) {
+        switch action {
+        case .prepare(let id, let attempt, _):
+            prepare(id, attempt: attempt)
+        case .send(let id, let attempt, let deadline):
+            send(id, attempt: attempt, deadline: deadline)
+        case .apply(let id, let response):
+            feed(.applied(id, applyAnswer(id, response)))
+        case .refresh(let id, let response):
+            refresh(id, from: response)
+        case .retry(let id, let microseconds):
+            queue.asyncAfter(deadline: .now() + .microseconds(microseconds)) { [weak self] in
+                self?.feed(.retryDue(id, now: DispatchTime.now().uptimeNanoseconds))
+            }
+        case .reply(let id):
+            guard let write = writes.removeValue(forKey: id) else { return }
+            if let failure = write.failureAfterCommit {
+                write.call.fail(failure.dbusError)
+            } else {
+                write.call.reply(write.reply())
+            }
+            // The signals and the reply go out now, not after a round scheduled behind this answer.
+            service.tree.flushNow()
+        case .fail(let id, let failure):
+            guard let write = writes.removeValue(forKey: id) else { return }
+            write.call.fail(error(failure, of: write))
+        case .applyUpdate(let generation, let update):
+            guard generation == watchGeneration, !stopped else { return }
+            handle(update)
+        case .wake(let uptime):
+            queue.asyncAfter(deadline: DispatchTime(uptimeNanoseconds: uptime)) { [weak self] in
+                self?.feed(.tick(DispatchTime.now().uptimeNanoseconds))
+            }
+        case .markUnreachable:
+            markUnreachable()
+        case .readAll(let rewind):
+            if !rewinding { rewound(rewind) }
+        }
+    }
+
+    /// Computes the write on the mirror as it is now (its first run, if that still is) and
+    /// builds its txn; tells the machine, or answers the call when it no longer writes fleet keys.
+    private func prepare(_ id: UInt64, attempt: Int) {
+        guard var write = writes[id] else { return }
+        let model = service.model
+        do throws(PropBusError) {
+            let probed: Probe
+            if let fresh = write.fresh { probed = fresh } else { probed = try probe(write.body) }
+            write.fresh = nil
+            guard case .fleet(let before, let after, let read) = probed else {
+                writes[id] = nil
+                write.call.reply(write.reply())
+                feed(.settledLocally(id))
+                return
+            }
+            // After three lost races a plain write stops comparing its own values (see
+            // FleetLayout.transaction): otherwise a host writing flat out could starve this one.
+            write.plan = try layout.transaction(before: before, after: after, read: read,
+                                                comparingWrittenValues: write.compareAndSet || attempt <= FleetMachine.attemptsComparingValues,
+                                                isFleet: { model.entry(for: $0)?.definition.scope == .fleet },
+                                                known: { [unowned self] in revisions[$0] ?? FleetRevisions() })
+            write.after = after
+            writes[id] = write
+            var footprint = footprint(before: before, read: read)
+            footprint.written.formUnion(write.plan.written)
+            feed(.prepared(id, footprint, cursor: cursor, clusterID: source.flatMap(FleetRewind.clusterID(ofSource:))))
+        } catch {
+            writes[id] = nil
+            write.call.fail(error.dbusError)
+            feed(.settledLocally(id))
+        }
+    }
+
+    /// Sends the prepared txn on a free lane; its answer goes to the machine.
+    private func send(_ id: UInt64, attempt: Int, deadline: UInt64?) {
+        guard let write = writes[id], let lane = freeLanes.popLast() else { return }
+        let plan = write.plan, client = client
+        // A plain write that compares every value it replaces cannot be applied twice: sent again
+        // at once when its member dies under it. Not a CompareAndSet: were the first one applied,
+        // the second's failed compare would answer Conflict for the caller's own write.
+        let resendable = !write.compareAndSet && attempt <= FleetMachine.attemptsComparingValues
+        // A write that waited for the connection has what is left of its bound, not a new one.
+        let timeout = deadline.flatMap { Self.remaining(until: DispatchTime(uptimeNanoseconds: $0)) }
+        lanes[lane].async { [weak self] in
+            let outcome: FleetMachine.TxnOutcome
+            do throws(EtcdError) {
+                outcome = .answered(try client.txn(compares: plan.compares, success: plan.success, failure: plan.failure,
+                                                   resendIfConnectionLost: resendable, timeout: timeout))
+            } catch {
+                outcome = .failed(error)
+            }
+            // sync: libdispatch runs it right here when the D-Bus queue is idle, saving a
+            // thread wake-up per write. Safe: the D-Bus queue never waits for a lane.
+            self?.queue.sync { [weak self] in
+                guard let self else { return }
+                freeLanes.append(lane)
+                feed(.txnAnswered(id, outcome))
+            }
+        }
+    }
+
+    /// The time left until `deadline` (at least 100 ms, so a txn can be sent at all), or nil for
+    /// a write that never waited.
+    static func remaining(until deadline: DispatchTime) -> Duration? {
+        guard deadline != .distantFuture else { return nil }
+        let now = DispatchTime.now().uptimeNanoseconds, end = deadline.uptimeNanoseconds
+        return max(.nanoseconds(Int64(end > now ? end - now : 0)), .milliseconds(100))
+    }
+
+    func unavailable(_ keys: [Key], because reason: String) -> PropBusError {
+        let names = keys.map(\.text).joined(separator: ", ")
+        return PropBusError(.unavailable, "cannot write fleet key \(names): etcd (\(configuration.endpoints.joined(separator: ", "))) is unavailable: \(reason); local keys can still be written")
+    }
+
+    /// The error a call gets for `failure`.
+    private func error(_ failure: FleetMachine.Failure, of write: PendingWrite) -> DBusError {
+        let keys = write.plan.written.isEmpty ? write.keys : write.plan.written
+        let names = keys.map(\.text).joined(separator: ", ")
+        switch failure {
+        case .connectionWaitOver(let state):
+            return unavailable(keys, because: "FleetState stayed \(state.rawValue) for the request timeout while the write waited").dbusError
+        case .becameUnavailable:
+            return unavailable(keys, because: "FleetState became unavailable while the write waited for the connection").dbusError
+        case .txn(let code, let message):
+            let reason = code == .timedOut
+                ? "no answer within the request timeout (the write may or may not have been applied; the watch will tell): \(message)"
+                : message
+            return unavailable(keys, because: reason).dbusError
+        case .earlierWriteFailed(let message):
+            return unavailable(keys, because: "the write before this one failed: \(message)").dbusError
+        case .compareAndSetConflict:
+            return PropBusError(.conflict, "fleet key \(names) was changed by another host since the given revision; read it again and retry").dbusError
+        case .attemptsExhausted:
+            if write.rerunAfterCommit {
+                return PropBusError(.conflict, "the keys of \(names) kept changing under \(FleetMachine.maximumAttempts) attempts; try again").dbusError
+            }
+            return PropBusError(.conflict, "fleet key \(names) kept changing under \(FleetMachine.maximumAttempts) attempts to write it; try again").dbusError
+        case .commitFailed:
+            // etcd has it; the watch brings it back once the store can commit again.
+            return write.commitError ?? PropBusError(.unavailable, "fleet key \(names) is in etcd but could not be committed here").dbusError
+        }
+    }
+
+    /// Another host changed a compared key first: the failure branch read them all.
+    private func refresh(_ id: UInt64, from response: TxnResponse) {
+        guard let plan = writes[id]?.plan else { return }
+        var events: [WatchEvent] = []
+        for (index, op) in response.responses.enumerated() {
+            guard case .range(let range) = op, index < plan.failure.count, case .range(let request) = plan.failure[index] else { continue }
+            if let kv = range.kvs.first {
+                events.append(WatchEvent(kind: .put, kv: kv))
+            } else {
+                events.append(WatchEvent(kind: .delete, kv: KeyValue(key: request.key, modRevision: range.header.revision)))
+            }
+        }
+        apply(events, through: nil)
+    }
+
+    /// Applies a write etcd accepted, commits, and says how that ended.
+    private func applyAnswer(_ id: UInt64, _ response: TxnResponse) -> FleetMachine.ApplyOutcome {
+        guard var write = writes[id] else { return .commitFailed }
+        let revision = response.header.revision
+        let model = service.model
+        // A write of fleet keys only (nothing local waiting, no local key in the call): etcd has
+        // it durably, and a host that lost it replays it from its cursor.
+        let mirrorOnly = (service.store as? SQLiteStore).map { !$0.hasPendingLocalWrites } ?? false
+            && write.after.allSatisfy { key, entry in
+                (entry ?? nil)?.definition.scope == .fleet || (entry == nil && write.plan.written.contains(key))
+            }
+        var changes: [PropertyChange] = []
+        for key in write.after.keys.sorted() { changes += model.overwrite(key, with: write.after[key] ?? nil) }
+        // A local key this write made a fleet key may be driven by a command's state: that
+        // binding ends, as when another host's definition makes it one (``apply(_:through:)``).
+        let unbound = write.plan.writesDefinition.isEmpty ? [] : endBindingsOfStateToFleetKeys()
+        changes += unbound
+        var updated: [Key: FleetRevisions] = [:]
+        for key in write.plan.written {
+            var known = revisions[key] ?? FleetRevisions()
+            let entry = write.after[key] ?? nil
+            if write.plan.writesDefinition.contains(key) { known.definition = entry == nil ? -revision : revision }
+            if write.plan.writesValue.contains(key) { known.value = entry?.storedValue == nil ? -revision : revision }
+            updated[key] = known
+            service.store.saveFleetRevisions(known, for: key)
+        }
+        service.publish(changes)
+        var again = false
+        if write.rerunAfterCommit {
+            // Run as a call again: its fleet writes are in, unless a local key it reads changed
+            // while the txn was out (a Set served meanwhile). Then what it would write now goes
+            // to etcd too, as another attempt, instead of onto this host alone.
+            do throws(PropBusError) {
+                if case .fleet = try probe(write.body) { again = true }
+            } catch {
+                write.failureAfterCommit = error
+            }
+        }
+        if mirrorOnly, unbound.isEmpty, !write.rerunAfterCommit { (service.store as? SQLiteStore)?.nextCommitIsMirrorOnly = true }
+        if let error = service.commit() {
+            write.commitError = error
+            writes[id] = write
+            return .commitFailed
+        }
+        revisions.merge(updated) { $1 }
+        writes[id] = write
+        if again { service.tree.flushNow() }
+        return again ? .again : .committed
+    }
+}

@@ -1,0 +1,125 @@
+import DBus
+import Etcd
+import PropBus
+@testable import PropBusService
+import XCTest
+
+/// The fleet's shell (``Fleet``) in this process against a fake etcd port: a service on a
+/// private bus, a store in memory, no etcd member. (Issue 25's throughput.)
+final class FleetInProcessTests: XCTestCase, @unchecked Sendable {
+    private var bus: TestBus!
+    private var serviceConnection: Connection!
+    private var client: Connection!
+    private var service: Service?
+    private let etcd = FakeEtcd()
+    private let store = RefusingStore()
+    private static let keys = (1...4).map { "lab.k\($0)" }
+
+    override func setUp() async throws {
+        bus = try TestBus.start()
+        serviceConnection = try await bus.connect()
+        client = try await bus.connect()
+        let etcd = etcd, store = store
+        service = try await onQueue(serviceConnection) { [serviceConnection] in
+            let model = try PropertyModel(store: store)
+            for key in Self.keys { _ = try model.create(key: key, type: "i", defaultValue: .int32(0), options: ["scope": .string("fleet")]) }
+            model.commitRound()
+            let service = Service(connection: serviceConnection!, model: model, store: store)
+            var configuration = try FleetConfiguration.parse("etcd://127.0.0.1:1/lab")
+            configuration.hostName = "a"
+            let fleet = try Fleet(configuration: configuration, service: service, revisions: [:], cursor: 0, port: etcd)
+            service.fleet = fleet
+            fleet.start()
+            return service
+        }
+        // Connected, and this host's definitions offered to etcd.
+        let layout = FleetLayout(prefix: "/lab/")
+        let ready = await eventually(timeout: 10) {
+            // The offers' revisions committed too: nothing of the start-up commits after this.
+            let offered = await onQueue(self.serviceConnection) { [self] () -> Bool in
+                guard let fleet = service?.fleet, fleet.state == .connected else { return false }
+                return Self.keys.allSatisfy { (try? Key($0)).flatMap { fleet.revisions[$0]?.definition }.map { $0 > 0 } ?? false }
+            }
+            return offered && Self.keys.allSatisfy { (try? Key($0)).map { etcd.value(of: layout.definitionKey($0)) != nil } ?? false }
+        }
+        XCTAssertTrue(ready, "the fleet did not connect to the fake etcd")
+    }
+
+    override func tearDown() async throws {
+        if let serviceConnection {
+            _ = await onQueue(serviceConnection) { [self] in
+                service?.fleet?.stop()
+                service = nil
+            }
+        }
+        serviceConnection?.close()
+        client?.close()
+        bus?.stop()
+    }
+
+    private func set(_ key: String, _ value: DBusValue) async throws {
+        let key = try Key(key)
+        _ = try await client.call(destination: serviceConnection.uniqueName, path: key.objectPath, interface: PropBusAPI.propertiesInterface,
+                                  member: "Set", arguments: [.string(PropBusAPI.valuesInterface), .string(key.name), .variant(value)])
+    }
+
+    /// Writes of independent keys from concurrent callers are with etcd together (etcd orders
+    /// them), instead of one host's fleet writes going one at a time.
+    func testIndependentFleetWritesAreWithEtcdTogether() async throws {
+        etcd.state.withLock { $0.gate = Self.keys.count }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, key) in Self.keys.enumerated() { group.addTask { try await self.set(key, .int32(Int32(index + 10))) } }
+            try await group.waitForAll()
+        }
+        let most = etcd.state.withLock { $0.mostInside }
+        XCTAssertEqual(most, Self.keys.count, "fleet txns with etcd at once")
+        for (index, key) in Self.keys.enumerated() {
+            XCTAssertEqual(etcd.value(of: FleetLayout(prefix: "/lab/").valueKey(try Key(key))), FleetLayout.encodeValue(.int32(Int32(index + 10))))
+        }
+    }
+
+    /// Writes of one key from concurrent callers go one after the other: the last reply's value
+    /// is etcd's, and no write conflicted with this host's own.
+    func testWritesOfOneKeyKeepTheHostsOrder() async throws {
+        for value in Int32(1)...20 { try await set("lab.k1", .int32(value)) }
+        XCTAssertEqual(etcd.value(of: FleetLayout(prefix: "/lab/").valueKey(try Key("lab.k1"))), FleetLayout.encodeValue(.int32(20)))
+    }
+
+    private func get(_ key: String) async throws -> DBusValue {
+        let key = try Key(key)
+        let reply = try await client.call(destination: serviceConnection.uniqueName, path: key.objectPath, interface: PropBusAPI.propertiesInterface,
+                                          member: "Get", arguments: [.string(PropBusAPI.valuesInterface), .string(key.name)])
+        return reply.first?.unwrappingVariantOnce ?? .string("")
+    }
+
+    /// Concurrent writes of one key wait for each other instead of racing: one txn each, no
+    /// compare lost to this host's own write.
+    func testConcurrentWritesOfOneKeyNeverConflictWithEachOther() async throws {
+        etcd.state.withLock { $0.txns = 0 }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for value in Int32(1)...8 { group.addTask { try await self.set("lab.k1", .int32(value)) } }
+            try await group.waitForAll()
+        }
+        XCTAssertEqual(etcd.state.withLock { $0.txns }, 8, "a write retried after losing to this host's own")
+    }
+
+    /// etcd accepted the write, the store here could not commit it: the call fails (a reply
+    /// only after the commit), and the watch's echo, held while the txn was out, brings the value.
+    func testACommitThatFailsAfterEtcdAcceptedTheWriteFailsTheCallAndTheWatchBringsTheValue() async throws {
+        _ = await onQueue(serviceConnection) { [store] in store.refuseNextChange = true }
+        await assertThrowsStoreFailed { try await self.set("lab.k2", .int32(7)) }
+        let arrived = await eventually { (try? await self.get("lab.k2")) == .int32(7) }
+        XCTAssertTrue(arrived, "the value etcd holds did not reach the mirror")
+    }
+
+    private func assertThrowsStoreFailed(_ body: () async throws -> Void) async {
+        do {
+            try await body()
+            XCTFail("the write was answered although its commit failed")
+        } catch let error as DBusError {
+            XCTAssertEqual(error.name, PropBusAPI.errorPrefix + "StoreFailed", error.message)
+        } catch {
+            XCTFail("\(error)")
+        }
+    }
+}
