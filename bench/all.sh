@@ -69,7 +69,7 @@ propbusd=("$bin/propbusd" --address "$ADDR" --max-properties 200000)
 # --- generated inputs (cached) -----------------------------------------------------------
 # The store is made by propbusd itself (schema, options encoding), then filled in bulk by
 # gen-props.py; the cache is keyed by the store's code, so any change to it rebuilds the stores.
-store_code=$(cat Sources/PropBusSystem/Store/SQLiteStore.swift Sources/PropBusSystem/Store/ValueCodec.swift | cksum | cut -d' ' -f1)
+store_code=$(cat Sources/PropBusSystem/Store/SQLiteStore.swift Sources/DBusValues/ValueCodec.swift | cksum | cut -d' ' -f1)
 store_for() { # COUNT → sets $store, the cached state directory of COUNT properties in 100 groups
   store="$PWD/bench/build/stores/$store_code-$1"
   if [ ! -f "$store/propbus.db" ]; then
