@@ -145,6 +145,41 @@ final class ServiceInProcessTests: XCTestCase, @unchecked Sendable {
         XCTAssertTrue(overArray.message.contains("read one group at a time"), overArray.message)
     }
 
+    /// Issue 27: a Set on a group's computed table, and the PropertiesChanged its round's flush
+    /// sends, build no property description (with its closures) per call: the table's `lookup`
+    /// is never asked. Nor is it for a read-only key's refusal, which says why without a write.
+    func testSetAndItsSignalBuildNoPropertyDescription() async throws {
+        let lookups = Tally()
+        let path = group
+        try await onQueue(serviceConnection) { [self] () throws in
+            let service = service!
+            _ = try service.model.create(key: "app.fixed", type: "i", defaultValue: .int32(3), options: ["writable": .boolean(false)])
+            service.model.commitRound()
+            // The group's own description, its lookups counted.
+            var description = service.valuesDescription(group: "app")
+            guard case .computed(var table) = description.properties else { return XCTFail("the values interface has no computed table") }
+            let lookup = table.lookup
+            table.lookup = { lookups.add(); return lookup($0) }
+            description.properties = .computed(table)
+            service.tree.export(ExportedObject { [description] }, at: path, announce: false)
+        }
+        let changes = try await recordChanges()
+        try await set("volume", .int32(5))
+        do {
+            try await set("fixed", .int32(4))
+            XCTFail("a read-only key was written")
+        } catch let error as DBusError {
+            XCTAssertEqual(error.name, DBusError.Name.propertyReadOnly, error.message)
+            XCTAssertEqual(error.message, "property app.fixed is read-only")
+        }
+        try await set("marker", .int32(1))  // barrier: its signal comes after any for volume
+        let arrived = await changes.wait { $0.contains { $0["marker"] == .int32(1) } }
+        XCTAssertEqual(arrived.compactMap { $0["volume"] }, [.int32(5)], "\(arrived)")
+        let fixed = try await get("fixed")
+        XCTAssertEqual(fixed, .int32(3))
+        XCTAssertEqual(lookups.count, 0, "property descriptions built for two Sets, a refusal and their signals")
+    }
+
     func testCallsReachTheModelAndChangesAreSignalledOnce() async throws {
         let before = try await get("volume")
         XCTAssertEqual(before, .int32(1))
@@ -172,6 +207,24 @@ final class ServiceInProcessTests: XCTestCase, @unchecked Sendable {
         try await set("marker", .int32(1))
         let arrived = await changes.wait { $0.contains { $0["marker"] == .int32(1) } }
         XCTAssertEqual(arrived.compactMap { $0["volume"] }, [], "the rolled-back change was announced: \(arrived)")
+    }
+}
+
+/// A count, bumped on the service's queue and read from the test.
+final class Tally: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = 0
+
+    func add() {
+        lock.lock()
+        value += 1
+        lock.unlock()
+    }
+
+    var count: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return value
     }
 }
 
