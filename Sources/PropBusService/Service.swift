@@ -276,7 +276,7 @@ public final class Service: @unchecked Sendable {
                 // A group exported this round is announced whole, with its values at the flush.
                 if groupsExportedThisRound.contains(key.group) { continue }
                 tree.noteChange(path: path, interface: Self.valuesInterface, property: key.name, oldValue: old)
-                if model.entry(for: key)?.definition.stateOf != nil {
+                if model.definition(for: key)?.stateOf != nil {
                     tree.noteChange(path: path, interface: Self.commandInterface, property: key.name, oldValue: old)
                 }
             case .deleted(_, let old):
