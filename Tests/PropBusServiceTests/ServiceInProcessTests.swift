@@ -105,7 +105,7 @@ final class ServiceInProcessTests: XCTestCase, @unchecked Sendable {
             XCTAssertEqual(unchecked, [], "methods that write but declare no privilege")
             return methods.filter(\.access.isNone).map(\.name).sorted()
         }
-        XCTAssertEqual(open, ["ListBindings", "ListBindingsPage", "ListCommands", "ListExecutions", "ListFleetHosts", "ListHistory", "ListProperties", "ListUsage", "UnregisterHandler"])
+        XCTAssertEqual(open, ["ListBindings", "ListBindingsPage", "ListCommands", "ListExecutions", "ListFleetHosts", "ListHistory", "ListProperties", "ListPropertiesCompact", "ListUsage", "UnregisterHandler"])
     }
 
     /// Issue 26, defect 1: the description a group's table builds per lookup (every Set, every
@@ -178,6 +178,46 @@ final class ServiceInProcessTests: XCTestCase, @unchecked Sendable {
         let fixed = try await get("fixed")
         XCTAssertEqual(fixed, .int32(3))
         XCTAssertEqual(lookups.count, 0, "property descriptions built for two Sets, a refusal and their signals")
+    }
+
+    /// Issue 27: `ListPropertiesCompact` says what `ListProperties` says, each distinct
+    /// definition once (a 10k-key listing is then a quarter of the bytes the bus relays and the
+    /// client reads): every row put back together from its shape is the full listing's row.
+    func testTheCompactListingSaysWhatTheFullListingSays() async throws {
+        try await onQueue(serviceConnection) { [self] () throws in
+            let model = service!.model
+            _ = try model.create(key: "app.ranged", type: "i", defaultValue: .int32(5), options: [
+                "minimum": .int32(0), "maximum": .int32(9), "description": .string("a range"), "writers": .array(of: .string, [.string("root")])])
+            _ = try model.create(key: "app.word", type: "s", defaultValue: .string("é"), options: ["persistent": .boolean(false)])
+            // Canonically equal to the one above, but other bytes: another shape.
+            _ = try model.create(key: "app.word2", type: "s", defaultValue: .string("e\u{301}"), options: ["persistent": .boolean(false)])
+            _ = try model.create(key: "other.flag", type: "b", defaultValue: .boolean(false), options: ["choices": .array(of: .variant, [.variant(.boolean(false))])])
+            _ = try model.set("app.volume", to: .int32(7))
+            model.commitRound()
+        }
+        let destination = serviceConnection.uniqueName, root = Key.rootPath, manager = PropBusAPI.managerInterface
+        for prefix in ["", "app.", "app.w", "nothing."] {
+            let full = try await client.call(destination: destination, path: root, interface: manager, member: "ListProperties", arguments: [.string(prefix)])
+            let compact = try await client.call(destination: destination, path: root, interface: manager, member: "ListPropertiesCompact", arguments: [.string(prefix)])
+            guard full.count == 1, case .array(_, let fullRows) = full[0], compact.count == 2,
+                  case .array(_, let shapes) = compact[0], case .array(_, let rows) = compact[1] else {
+                return XCTFail("unexpected replies \(full) \(compact)")
+            }
+            var rebuilt: [DBusValue] = []
+            for row in rows {
+                guard case .structure(let fields) = row, fields.count == 6, case .uint32(let index) = fields[1], Int(index) < shapes.count,
+                      case .structure(let shape) = shapes[Int(index)], shape.count == 2,
+                      var metadata = shape[1].stringKeyedEntries, let extra = fields[5].stringKeyedEntries else {
+                    return XCTFail("unexpected row \(row) of \(shapes)")
+                }
+                metadata["revision"] = fields[3]
+                metadata["is_set"] = fields[4]
+                metadata.merge(extra) { first, _ in first }
+                rebuilt.append(.structure([fields[0], shape[0], fields[2], .vardict(metadata.mapValues(\.unwrappingVariantOnce))]))
+            }
+            XCTAssertEqual(rebuilt, fullRows, "prefix '\(prefix)'")
+            if prefix == "" { XCTAssertEqual(shapes.count, 6, "one shape per distinct definition: \(shapes)") }
+        }
     }
 
     func testCallsReachTheModelAndChangesAreSignalledOnce() async throws {
