@@ -37,6 +37,10 @@ extension Service {
                     }
                 })
             },
+            MethodDescription("ListPropertiesCompact", in: [("prefix", .string)], out: [
+                ("shapes", .array(.structure([.string, .dictionary(key: .string, value: .variant)]))),
+                ("properties", .array(.structure([.string, .uint32, .variant, .uint64, .boolean, .dictionary(key: .string, value: .variant)]))),
+            ]) { [unowned self] call throws(DBusError) in try listPropertiesCompact(call) },
             MethodDescription("Apply", in: [("set", .dictionary(key: .string, value: .variant)), ("reset", .array(.string))], writes: true,
                               // Every key is checked before anything changes: one denial leaves all as it was.
                               access: .write(.arguments(["set", "reset"]))) { [unowned self] call throws(DBusError) in
@@ -69,22 +73,36 @@ extension Service {
     /// building a dictionary (one per property). ListPropertiesMetadataTests check it against the
     /// dictionary built from ``PropertyDefinition/metadata``, so a key added there must be added here.
     static func writeMetadata(of entry: borrowing PropertyModel.Entry, etcdRevision: Int64? = nil, to writer: inout MessageBodyWriter) {
-        let definition = entry.definition
+        writeMetadata(of: entry.definition, perEntry: EntryMetadata(isSet: entry.storedValue != nil, revision: entry.revision,
+                                                                    hidden: entry.hidden, etcdRevision: etcdRevision), to: &writer)
+    }
+
+    /// An entry's own `ListProperties` metadata, beside its definition's.
+    struct EntryMetadata {
+        var isSet: Bool
+        var revision: UInt64
+        var hidden: PropertyModel.HiddenValue?
+        var etcdRevision: Int64?
+    }
+
+    /// Writes the metadata of `definition` and, unless `nil`, the entry's own keys, sorted by key:
+    /// without them, the shape of `ListPropertiesCompact`.
+    static func writeMetadata(of definition: PropertyDefinition, perEntry entry: EntryMetadata?, to writer: inout MessageBodyWriter) {
         writer.dictionary("{sv}") { items in
             // Sorted by key, as `DBusValue.vardict` sorts them.
             if let choices = definition.choices { items.entry("choices", .array(of: .variant, choices.map { .variant($0) })) }
             items.entry("default", definition.defaultValue)
             items.entry("description", string: definition.description)
-            if let etcdRevision { items.entry("etcd_revision", .int64(etcdRevision)) }
-            if let hidden = entry.hidden {
+            if let etcdRevision = entry?.etcdRevision { items.entry("etcd_revision", .int64(etcdRevision)) }
+            if let hidden = entry?.hidden {
                 items.entry("hidden_reason", string: hidden.reason)
                 if PropertyDefinition.canSendBack(hidden.value) { items.entry("hidden_value", hidden.value) }
             }
-            items.entry("is_set", boolean: entry.storedValue != nil)
+            if let entry { items.entry("is_set", boolean: entry.isSet) }
             if let maximum = definition.maximum { items.entry("maximum", maximum) }
             if let minimum = definition.minimum { items.entry("minimum", minimum) }
             items.entry("persistent", boolean: definition.persistent)
-            items.entry("revision", uint64: entry.revision)
+            if let entry { items.entry("revision", uint64: entry.revision) }
             // Only when shared, as `PropertyDefinition.metadata` says it.
             if definition.scope == .fleet { items.entry("scope", string: definition.scope.rawValue) }
             items.entry("secret", boolean: definition.secret)
