@@ -21,10 +21,12 @@ extension Service {
                 let prefix = try call.string("prefix")
                 // Written straight into the reply from the model's entries (a 10k-property list
                 // is 2 MB): no value tree, no entry copied.
-                return .stream(ReplyBody { [unowned self] writer in
+                // Read here, not through `self` per row: the service's references are not free.
+                let model = model, access = options.access, fleet = fleet
+                return .stream(ReplyBody { writer in
                     writer.array(of: "(ssva{sv})", alignment: 8) { items in
                         model.forEachEntry(withPrefix: prefix) { entry in
-                            guard mayRead(entry.definition, by: call) else { return }
+                            guard access.mayRead(writers: entry.definition.writers, secret: entry.definition.secret, caller: call.credentials) else { return }
                             items.structure { item in
                                 item.string(entry.definition.key.text)
                                 item.string(entry.definition.type.signature)
@@ -38,8 +40,8 @@ extension Service {
                 })
             },
             MethodDescription("ListPropertiesCompact", in: [("prefix", .string)], out: [
-                ("shapes", .array(.structure([.string, .dictionary(key: .string, value: .variant)]))),
                 ("properties", .array(.structure([.string, .uint32, .variant, .uint64, .boolean, .dictionary(key: .string, value: .variant)]))),
+                ("shapes", .array(.structure([.string, .dictionary(key: .string, value: .variant)]))),
             ]) { [unowned self] call throws(DBusError) in try listPropertiesCompact(call) },
             MethodDescription("Apply", in: [("set", .dictionary(key: .string, value: .variant)), ("reset", .array(.string))], writes: true,
                               // Every key is checked before anything changes: one denial leaves all as it was.

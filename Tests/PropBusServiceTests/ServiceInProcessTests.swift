@@ -200,7 +200,7 @@ final class ServiceInProcessTests: XCTestCase, @unchecked Sendable {
             let full = try await client.call(destination: destination, path: root, interface: manager, member: "ListProperties", arguments: [.string(prefix)])
             let compact = try await client.call(destination: destination, path: root, interface: manager, member: "ListPropertiesCompact", arguments: [.string(prefix)])
             guard full.count == 1, case .array(_, let fullRows) = full[0], compact.count == 2,
-                  case .array(_, let shapes) = compact[0], case .array(_, let rows) = compact[1] else {
+                  case .array(_, let rows) = compact[0], case .array(_, let shapes) = compact[1] else {
                 return XCTFail("unexpected replies \(full) \(compact)")
             }
             var rebuilt: [DBusValue] = []
