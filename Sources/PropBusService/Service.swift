@@ -158,7 +158,7 @@ public final class Service: @unchecked Sendable {
         let hint: String
         switch member {
         case "GetManagedObjects": hint = "read one group at a time (Properties.GetAll on its object) or list a prefix (ListProperties)"
-        case "ListProperties": hint = "list a longer prefix, e.g. one group (\"group.\")"
+        case "ListProperties", "ListPropertiesCompact": hint = "list a longer prefix, e.g. one group (\"group.\")"
         case "GetAll": hint = "read the properties one by one (Properties.Get)"
         case "Introspect": hint = "introspect one group's object instead of the tree"
         case "ListBindings": hint = "page through ListBindingsPage (prefix, after, limit) instead"
