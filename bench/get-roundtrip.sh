@@ -84,15 +84,20 @@ cpu_ticks() { # utime+stime of all threads of PID (fields 14, 15; comm may conta
   set -- $rest
   echo $(( ${12} + ${13} ))
 }
-run_one() { # NAME PID -> "ns_per_call cpu_ns_per_call"
-  local before after ns
-  before=$(cpu_ticks "$2")
+switches() { # voluntary context switches of all threads of PID: each time one of them waited
+  local total=0 task
+  for task in /proc/"$1"/task/*; do total=$(( total + $(awk '/^voluntary_ctxt_switches/ { print $2 }' "$task/status") )); done
+  echo "$total"
+}
+run_one() { # NAME PID -> "ns_per_call cpu_ns_per_call switches_per_1000_calls"
+  local before after ns cs_before cs_after
+  before=$(cpu_ticks "$2"); cs_before=$(switches "$2")
   ns=$(bench/build/get-client "$ADDR" "$1" "$OBJ" "$IFACE" x "$calls" 1000 "$window")
-  after=$(cpu_ticks "$2")
-  echo "$ns $(( (after - before) * 1000000000 / hz / calls ))"
+  after=$(cpu_ticks "$2"); cs_after=$(switches "$2")
+  echo "$ns $(( (after - before) * 1000000000 / hz / calls )) $(( (cs_after - cs_before) * 1000 / (calls + 1000) ))"
 }
 
-results=()  # "ref_ns ref_cpu subj_ns subj_cpu" per round
+results=()  # "ref_ns ref_cpu ref_cs subj_ns subj_cpu subj_cs" per round
 for r in $(seq "$rounds"); do
   if [ $((r % 2)) -eq 1 ]; then   # alternate the order so drift hits both sides alike
     ref=$(run_one org.propbus.Ref1 "$ref_pid"); subj=$(run_one "$subject_name" "$subj_pid")
@@ -106,6 +111,7 @@ done
 # --- report ----------------------------------------------------------------------------
 out="bench/out/get-roundtrip-$(date +%Y%m%d-%H%M%S)-w$window.txt"
 printf '%s\n' "${results[@]}" | awk -v subj="$subject" -v calls="$calls" -v window="$window" \
+  -v threads_ref="$(ls /proc/"$ref_pid"/task | wc -l)" -v threads_subj="$(ls /proc/"$subj_pid"/task | wc -l)" \
   -v rev="$(git rev-parse --short HEAD 2>/dev/null || echo '?')" \
   -v cpus="$(nproc)" -v load="$(cut -d' ' -f1-3 /proc/loadavg)" '
   function median(a, n,   i, j, t) {
@@ -113,18 +119,20 @@ printf '%s\n' "${results[@]}" | awk -v subj="$subject" -v calls="$calls" -v wind
     return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
   }
   {
-    n++; rn[n] = $1; rc[n] = $2; sn[n] = $3; sc[n] = $4
-    wr[n] = $3 / $1; cr[n] = ($2 > 0) ? $4 / $2 : 0
+    n++; rn[n] = $1; rc[n] = $2; rs[n] = $3; sn[n] = $4; sc[n] = $5; ss[n] = $6
+    wr[n] = $4 / $1; cr[n] = ($2 > 0) ? $5 / $2 : 0
   }
   END {
     printf "Properties.Get round trip, %d calls/round, window %d, git %s, %d CPUs, load %s\n", calls, window, rev, cpus, load
-    printf "wall = client-side us per call (%s); cpu = service utime+stime us per call\n\n", (window > 1 ? "pipelined" : "synchronous")
-    printf "%-6s %10s %13s %7s   %9s %12s %7s\n", "round", "ref wall", subj " wall", "ratio", "ref cpu", subj " cpu", "ratio"
+    printf "wall = client-side us per call (%s); cpu = service utime+stime us per call;\n", (window > 1 ? "pipelined" : "synchronous")
+    printf "cs = the service'"'"'s voluntary context switches per call (all threads, warm-up calls included)\n\n"
+    printf "%-6s %10s %13s %7s   %9s %12s %7s   %6s %11s\n", "round", "ref wall", subj " wall", "ratio", "ref cpu", subj " cpu", "ratio", "ref cs", subj " cs"
     for (i = 1; i <= n; i++) {
-      printf "%-6d %10.1f %13.1f %7.2f   %9.1f %12.1f %7.2f\n", i, rn[i]/1000, sn[i]/1000, wr[i], rc[i]/1000, sc[i]/1000, cr[i]
-      a1[i] = rn[i]; a2[i] = sn[i]; a3[i] = wr[i]; a4[i] = rc[i]; a5[i] = sc[i]; a6[i] = cr[i]
+      printf "%-6d %10.1f %13.1f %7.2f   %9.1f %12.1f %7.2f   %6.2f %11.2f\n", i, rn[i]/1000, sn[i]/1000, wr[i], rc[i]/1000, sc[i]/1000, cr[i], rs[i]/1000, ss[i]/1000
+      a1[i] = rn[i]; a2[i] = sn[i]; a3[i] = wr[i]; a4[i] = rc[i]; a5[i] = sc[i]; a6[i] = cr[i]; a7[i] = rs[i]; a8[i] = ss[i]
     }
-    printf "%-6s %10.1f %13.1f %7.2f   %9.1f %12.1f %7.2f\n", "median", median(a1, n)/1000, median(a2, n)/1000,
-      median(a3, n), median(a4, n)/1000, median(a5, n)/1000, median(a6, n)
+    printf "%-6s %10.1f %13.1f %7.2f   %9.1f %12.1f %7.2f   %6.2f %11.2f\n", "median", median(a1, n)/1000, median(a2, n)/1000,
+      median(a3, n), median(a4, n)/1000, median(a5, n)/1000, median(a6, n), median(a7, n)/1000, median(a8, n)/1000
+    printf "threads: ref %d, %s %d\n", threads_ref, subj, threads_subj
   }' | tee "$out"
 echo "(saved to $out)" >&2

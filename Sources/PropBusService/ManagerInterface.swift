@@ -23,10 +23,12 @@ extension Service {
                 let lockAuthority = model.lockAuthority, callerID = call.credentials?.userID
                 // Written straight into the reply from the model's entries (a 10k-property list
                 // is 2 MB): no value tree, no entry copied.
-                return .stream(ReplyBody { [unowned self] writer in
+                // Read here, not through `self` per row: the service's references are not free.
+                let model = model, access = options.access, fleet = fleet
+                return .stream(ReplyBody { writer in
                     writer.array(of: "(ssva{sv})", alignment: 8) { items in
                         model.forEachEntry(withPrefix: prefix) { entry in
-                            guard mayRead(entry.definition, by: call) else { return }
+                            guard access.mayRead(writers: entry.definition.writers, secret: entry.definition.secret, caller: call.credentials) else { return }
                             items.structure { item in
                                 let locked = entry.layers?.mandatory.map { lockAuthority.locks($0, userID: callerID) } ?? false
                                 item.string(entry.definition.key.text)
@@ -40,6 +42,10 @@ extension Service {
                     }
                 })
             },
+            MethodDescription("ListPropertiesCompact", in: [("prefix", .string)], out: [
+                ("properties", .array(.structure([.string, .uint32, .variant, .uint64, .boolean, .dictionary(key: .string, value: .variant)]))),
+                ("shapes", .array(.structure([.string, .dictionary(key: .string, value: .variant)]))),
+            ]) { [unowned self] call throws(DBusError) in try listPropertiesCompact(call) },
             MethodDescription("Apply", in: [("set", .dictionary(key: .string, value: .variant)), ("reset", .array(.string))], writes: true,
                               // Every key is checked before anything changes: one denial leaves all as it was.
                               access: .write(.arguments(["set", "reset"]))) { [unowned self] call throws(DBusError) in
@@ -83,46 +89,85 @@ extension Service {
     /// when a layer above hides it, `user_value`; `writable` is false for a caller the lock refuses.
     static func writeMetadata(of entry: borrowing PropertyModel.Entry, etcdRevision: Int64? = nil, lockedForCaller: Bool = false,
                               to writer: inout MessageBodyWriter) {
-        let definition = entry.definition
+        writeMetadata(of: entry.definition, perEntry: EntryMetadata(entry, etcdRevision: etcdRevision, lockedForCaller: lockedForCaller),
+                      to: &writer)
+    }
+
+    /// An entry's own `ListProperties` metadata, beside its definition's.
+    struct EntryMetadata {
+        var isSet: Bool
+        var revision: UInt64
+        var hidden: PropertyModel.HiddenValue?
+        var etcdRevision: Int64?
+        /// The entry's layers, when any layer holds something for it.
+        var layers: LayerMetadata?
+        var lockedForCaller: Bool
+
+        init(_ entry: borrowing PropertyModel.Entry, etcdRevision: Int64?, lockedForCaller: Bool) {
+            isSet = entry.storedValue != nil
+            revision = entry.revision
+            hidden = entry.hidden
+            self.etcdRevision = etcdRevision
+            layers = entry.layers.map { LayerMetadata(entry, $0) }
+            self.lockedForCaller = lockedForCaller
+        }
+    }
+
+    /// What ``ValueLayers`` tell of an entry: `layer`, `layer_source`, `locked`, `user_value`.
+    struct LayerMetadata {
+        var layer: ValueLayer
+        var source: String?
+        var locked: Bool
+        /// The user's own value, kept while a layer above hides it.
+        var userValue: DBusValue?
+
+        init(_ entry: borrowing PropertyModel.Entry, _ layers: ValueLayers) {
+            layer = entry.valueLayer
+            source = switch layer {
+            case .mandatory: layers.mandatory?.value.source
+            case .site: layers.site?.source
+            case .vendor: layers.vendor?.source
+            case .override: layers.overrides.last?.holder
+            default: nil
+            }
+            locked = layers.mandatory != nil
+            userValue = layer == .mandatory || layer == .override ? entry.storedValue : nil
+        }
+
+        /// `layer`, `layer_source` and `locked`, which sort together.
+        func writeLayer(to items: inout MessageBodyWriter) {
+            items.entry("layer", string: layer.rawValue)
+            if let source { items.entry("layer_source", string: source) }
+            items.entry("locked", boolean: locked)
+        }
+    }
+
+    /// Writes the metadata of `definition` and, unless `nil`, the entry's own keys, sorted by key:
+    /// without them, the shape of `ListPropertiesCompact`.
+    static func writeMetadata(of definition: PropertyDefinition, perEntry entry: EntryMetadata?, to writer: inout MessageBodyWriter) {
         writer.dictionary("{sv}") { items in
             // Sorted by key, as `DBusValue.vardict` sorts them.
             if let choices = definition.choices { items.entry("choices", .array(of: .variant, choices.map { .variant($0) })) }
             items.entry("default", definition.defaultValue)
             items.entry("description", string: definition.description)
-            if let etcdRevision { items.entry("etcd_revision", .int64(etcdRevision)) }
-            if let hidden = entry.hidden {
+            if let etcdRevision = entry?.etcdRevision { items.entry("etcd_revision", .int64(etcdRevision)) }
+            if let hidden = entry?.hidden {
                 items.entry("hidden_reason", string: hidden.reason)
                 if PropertyDefinition.canSendBack(hidden.value) { items.entry("hidden_value", hidden.value) }
             }
-            items.entry("is_set", boolean: entry.storedValue != nil)
-            let layers = entry.layers
-            if layers != nil {
-                let layer = entry.valueLayer
-                items.entry("layer", string: layer.rawValue)
-                let source: String? = switch layer {
-                case .mandatory: layers?.mandatory?.value.source
-                case .site: layers?.site?.source
-                case .vendor: layers?.vendor?.source
-                case .override: layers?.overrides.last?.holder
-                default: nil
-                }
-                if let source { items.entry("layer_source", string: source) }
-                items.entry("locked", boolean: layers?.mandatory != nil)
-            }
+            if let entry { items.entry("is_set", boolean: entry.isSet) }
+            entry?.layers?.writeLayer(to: &items)
             if let maximum = definition.maximum { items.entry("maximum", maximum) }
             if let minimum = definition.minimum { items.entry("minimum", minimum) }
             items.entry("persistent", boolean: definition.persistent)
-            items.entry("revision", uint64: entry.revision)
+            if let entry { items.entry("revision", uint64: entry.revision) }
             // Only when shared, as `PropertyDefinition.metadata` says it.
             if definition.scope == .fleet { items.entry("scope", string: definition.scope.rawValue) }
             items.entry("secret", boolean: definition.secret)
             if let source = definition.source { items.entry("source", string: source) }
             if let stateOf = definition.stateOf { items.entry("state_of", string: stateOf.text) }
-            // The user's own value, kept while a layer above hides it.
-            if layers != nil, let stored = entry.storedValue, entry.valueLayer == .mandatory || entry.valueLayer == .override {
-                items.entry("user_value", stored)
-            }
-            items.entry("writable", boolean: definition.writable && !lockedForCaller)
+            if let userValue = entry?.layers?.userValue { items.entry("user_value", userValue) }
+            items.entry("writable", boolean: definition.writable && !(entry?.lockedForCaller ?? false))
             if let writers = definition.writers { items.entry("writers", .array(of: .string, writers.map { .string($0) })) }
         }
     }

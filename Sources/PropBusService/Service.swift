@@ -169,7 +169,7 @@ public final class Service: @unchecked Sendable {
         let hint: String
         switch member {
         case "GetManagedObjects": hint = "read one group at a time (Properties.GetAll on its object) or list a prefix (ListProperties)"
-        case "ListProperties": hint = "list a longer prefix, e.g. one group (\"group.\")"
+        case "ListProperties", "ListPropertiesCompact": hint = "list a longer prefix, e.g. one group (\"group.\")"
         case "GetAll": hint = "read the properties one by one (Properties.Get)"
         case "Introspect": hint = "introspect one group's object instead of the tree"
         case "ListBindings": hint = "page through ListBindingsPage (prefix, after, limit) instead"
@@ -311,7 +311,7 @@ public final class Service: @unchecked Sendable {
                 // A group exported this round is announced whole, with its values at the flush.
                 if groupsExportedThisRound.contains(key.group) { continue }
                 tree.noteChange(path: path, interface: Self.valuesInterface, property: key.name, oldValue: old)
-                if model.entry(for: key)?.definition.stateOf != nil {
+                if model.definition(for: key)?.stateOf != nil {
                     tree.noteChange(path: path, interface: Self.commandInterface, property: key.name, oldValue: old)
                 }
             case .deleted(_, let old):

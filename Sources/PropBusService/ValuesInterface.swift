@@ -28,17 +28,10 @@ extension Service {
             // Only a secret under access control is restricted: its changes are announced by
             // name (invalidated), since anyone may receive PropertiesChanged.
             let restricted = isRestricted(entry.definition)
+            // Only for the general path (an empty interface name, introspection): Set on this
+            // interface goes through the table's own `set`.
             let set = { [unowned self] (value: DBusValue, call: MethodCall) throws(DBusError) in
-                try authorizeWrite(existing: key.text, by: call)
-                if let current = model.entry(for: key), !current.definition.writable {
-                    // Generic clients know the standard name only (D-Bus spec, Properties).
-                    do throws(PropBusError) { _ = try model.set(key.text, to: value) } catch {
-                        throw .propertyReadOnly(error.message)
-                    }
-                }
-                model.origin = origin(of: call)
-                defer { model.origin = .daemon }
-                publish(try bridged { () throws(PropBusError) in try model.set(key.text, to: value) })
+                guard try setValue(of: key, to: value, by: call) != nil else { throw PropBusError(.unknownKey, "no property named \(key)").dbusError }
             }
             var description = PropertyDescription(
                 name, type: entry.definition.type, access: entry.definition.writable ? .readwrite : .read,
@@ -52,14 +45,10 @@ extension Service {
                 set: set)
             // The closures below capture `set`, never `description`: a closure stored in the
             // description that captured the variable holding it would be a cycle, and this
-            // runs per lookup (every Set, every PropertiesChanged, every Introspect).
+            // runs per lookup (every PropertiesChanged of another kind of table, Introspect).
             description.deferrableSet = { [unowned self] value, call throws(DBusError) in
-                guard fleet != nil, model.entry(for: key)?.definition.writable == true else {
-                    try set(value, call)
-                    return .reply([])
-                }
-                try authorizeWrite(existing: key.text, by: call)
-                return try write(call) { [unowned self] () throws(PropBusError) in try model.set(key.text, to: value) }
+                guard let result = try setValue(of: key, to: value, by: call) else { throw PropBusError(.unknownKey, "no property named \(key)").dbusError }
+                return result
             }
             if entry.definition.writable, entry.layers?.mandatory != nil {
                 // A lock refuses some callers only: introspection tells each the truth.
@@ -86,6 +75,29 @@ extension Service {
                 guard let read = model.readableValue(for: key) else { continue }
                 visit(key.name, read.value, read.secret && restrictsSecrets)
             }
+        }, read: { [unowned self] name in
+            // The flush's PropertiesChanged: the value, and whether only its name may be sent.
+            guard let read = model.readableValue(for: Key(uncheckedGroup: group, name: name)) else { return nil }
+            return (read.value, read.secret && options.access.isEnabled)
+        }, set: { [unowned self] name, value, call throws(DBusError) in
+            try setValue(of: Key(uncheckedGroup: group, name: name), to: value, by: call)
         })), annotations: [("org.freedesktop.DBus.Property.EmitsChangedSignal", "true")])
+    }
+
+    /// `Properties.Set` of `key`: checked, then written (or with the fleet on, sent to etcd
+    /// first); `nil` if there is no such key. Builds no description and, off the fleet, no
+    /// closure: the Set path runs for every write a client makes.
+    func setValue(of key: Key, to value: DBusValue, by call: MethodCall) throws(DBusError) -> MethodResult? {
+        guard let definition = model.definition(for: key) else { return nil }
+        if options.access.isEnabled { try authorizeWrite(key.text, writers: definition.writers, by: call) }
+        // Generic clients know the standard name only (D-Bus spec, Properties).
+        if let refusal = PropertyModel.refusalToWrite(definition) { throw .propertyReadOnly(refusal.message) }
+        guard fleet == nil else {
+            return try write(call) { [unowned self] () throws(PropBusError) in try model.set(key, to: value) }
+        }
+        model.origin = origin(of: call)
+        defer { model.origin = .daemon }
+        publish(try bridged { () throws(PropBusError) in try model.set(key, to: value) })
+        return .reply([])
     }
 }

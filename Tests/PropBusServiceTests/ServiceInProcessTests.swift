@@ -115,7 +115,7 @@ final class ServiceInProcessTests: XCTestCase, @unchecked Sendable {
             XCTAssertEqual(unchecked, [], "methods that write but declare no privilege")
             return methods.filter(\.access.isNone).map(\.name).sorted()
         }
-        XCTAssertEqual(open, ["ListBindings", "ListBindingsPage", "ListCommands", "ListExecutions", "ListFleetHosts", "ListHistory", "ListProperties", "ListUsage", "UnregisterHandler"])
+        XCTAssertEqual(open, ["ListBindings", "ListBindingsPage", "ListCommands", "ListExecutions", "ListFleetHosts", "ListHistory", "ListProperties", "ListPropertiesCompact", "ListUsage", "UnregisterHandler"])
     }
 
     /// Issue 26, defect 1: the description a group's table builds per lookup (every Set, every
@@ -185,6 +185,94 @@ final class ServiceInProcessTests: XCTestCase, @unchecked Sendable {
         XCTAssertTrue(overArray.message.contains("read one group at a time"), overArray.message)
     }
 
+    /// Issue 27: a Set on a group's computed table, and the PropertiesChanged its round's flush
+    /// sends, build no property description (with its closures) per call: the table's `lookup`
+    /// is never asked. Nor is it for a read-only key's refusal, which says why without a write.
+    func testSetAndItsSignalBuildNoPropertyDescription() async throws {
+        let lookups = Tally()
+        let path = group
+        try await onQueue(serviceConnection) { [self] () throws in
+            let service = service!
+            _ = try service.model.create(key: "app.fixed", type: "i", defaultValue: .int32(3), options: ["writable": .boolean(false)])
+            service.model.commitRound()
+            // The group's own description, its lookups counted.
+            var description = service.valuesDescription(group: "app")
+            guard case .computed(var table) = description.properties else { return XCTFail("the values interface has no computed table") }
+            let lookup = table.lookup
+            table.lookup = { lookups.add(); return lookup($0) }
+            description.properties = .computed(table)
+            service.tree.export(ExportedObject { [description] }, at: path, announce: false)
+        }
+        let changes = try await recordChanges()
+        try await set("volume", .int32(5))
+        do {
+            try await set("fixed", .int32(4))
+            XCTFail("a read-only key was written")
+        } catch let error as DBusError {
+            XCTAssertEqual(error.name, DBusError.Name.propertyReadOnly, error.message)
+            XCTAssertEqual(error.message, "property app.fixed is read-only")
+        }
+        try await set("marker", .int32(1))  // barrier: its signal comes after any for volume
+        let arrived = await changes.wait { $0.contains { $0["marker"] == .int32(1) } }
+        XCTAssertEqual(arrived.compactMap { $0["volume"] }, [.int32(5)], "\(arrived)")
+        let fixed = try await get("fixed")
+        XCTAssertEqual(fixed, .int32(3))
+        XCTAssertEqual(lookups.count, 0, "property descriptions built for two Sets, a refusal and their signals")
+    }
+
+    /// Issue 27: `ListPropertiesCompact` says what `ListProperties` says, each distinct
+    /// definition once (a 10k-key listing is then a quarter of the bytes the bus relays and the
+    /// client reads): every row put back together from its shape is the full listing's row.
+    func testTheCompactListingSaysWhatTheFullListingSays() async throws {
+        try await onQueue(serviceConnection) { [self] () throws in
+            let model = service!.model
+            _ = try model.create(key: "app.ranged", type: "i", defaultValue: .int32(5), options: [
+                "minimum": .int32(0), "maximum": .int32(9), "description": .string("a range"), "writers": .array(of: .string, [.string("root")])])
+            _ = try model.create(key: "app.word", type: "s", defaultValue: .string("é"), options: ["persistent": .boolean(false)])
+            // Canonically equal to the one above, but other bytes: another shape.
+            _ = try model.create(key: "app.word2", type: "s", defaultValue: .string("e\u{301}"), options: ["persistent": .boolean(false)])
+            _ = try model.create(key: "other.flag", type: "b", defaultValue: .boolean(false), options: ["choices": .array(of: .variant, [.variant(.boolean(false))])])
+            _ = try model.set("app.volume", to: .int32(7))
+            // Layers are the entry's own fields: a locked key (its user value hidden, not
+            // writable for this caller) and a site default.
+            _ = try model.create(key: "app.locked", type: "i", defaultValue: .int32(1))
+            _ = try model.set("app.locked", to: .int32(3))
+            _ = try model.create(key: "app.site", type: "i", defaultValue: .int32(1))
+            _ = model.applyLayerFiles(LayerFileSet(entries: [
+                LayerEntry(layer: .mandatory, target: .key(try Key("app.locked")), value: .integer(2), lockedFor: nil, source: "/etc/propbus/mandatory.d/a.json"),
+                LayerEntry(layer: .site, target: .key(try Key("app.site")), value: .integer(4), lockedFor: nil, source: "/etc/propbus/defaults.d/b.json"),
+            ]))
+            model.commitRound()
+        }
+        let destination = serviceConnection.uniqueName, root = Key.rootPath, manager = PropBusAPI.managerInterface
+        for prefix in ["", "app.", "app.w", "nothing."] {
+            let full = try await client.call(destination: destination, path: root, interface: manager, member: "ListProperties", arguments: [.string(prefix)])
+            let compact = try await client.call(destination: destination, path: root, interface: manager, member: "ListPropertiesCompact", arguments: [.string(prefix)])
+            guard full.count == 1, case .array(_, let fullRows) = full[0], compact.count == 2,
+                  case .array(_, let rows) = compact[0], case .array(_, let shapes) = compact[1] else {
+                return XCTFail("unexpected replies \(full) \(compact)")
+            }
+            var rebuilt: [DBusValue] = []
+            for row in rows {
+                guard case .structure(let fields) = row, fields.count == 6, case .uint32(let index) = fields[1], Int(index) < shapes.count,
+                      case .structure(let shape) = shapes[Int(index)], shape.count == 2,
+                      var metadata = shape[1].stringKeyedEntries, let extra = fields[5].stringKeyedEntries else {
+                    return XCTFail("unexpected row \(row) of \(shapes)")
+                }
+                metadata["revision"] = fields[3]
+                metadata["is_set"] = fields[4]
+                // A row's own field wins over its shape's (`writable` for a locked key).
+                metadata.merge(extra) { _, row in row }
+                rebuilt.append(.structure([fields[0], shape[0], fields[2], .vardict(metadata.mapValues(\.unwrappingVariantOnce))]))
+            }
+            XCTAssertEqual(rebuilt, fullRows, "prefix '\(prefix)'")
+            if prefix == "" { XCTAssertEqual(shapes.count, 6, "one shape per distinct definition: \(shapes)") }
+            if prefix == "app." {
+                XCTAssertTrue(fullRows.contains { "\($0)".contains("user_value") && "\($0)".contains("mandatory.d/a.json") }, "\(fullRows)")
+            }
+        }
+    }
+
     func testCallsReachTheModelAndChangesAreSignalledOnce() async throws {
         let before = try await get("volume")
         XCTAssertEqual(before, .int32(1))
@@ -212,6 +300,24 @@ final class ServiceInProcessTests: XCTestCase, @unchecked Sendable {
         try await set("marker", .int32(1))
         let arrived = await changes.wait { $0.contains { $0["marker"] == .int32(1) } }
         XCTAssertEqual(arrived.compactMap { $0["volume"] }, [], "the rolled-back change was announced: \(arrived)")
+    }
+}
+
+/// A count, bumped on the service's queue and read from the test.
+final class Tally: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = 0
+
+    func add() {
+        lock.lock()
+        value += 1
+        lock.unlock()
+    }
+
+    var count: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return value
     }
 }
 

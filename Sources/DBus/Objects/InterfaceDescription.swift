@@ -170,13 +170,26 @@ public struct ComputedProperties {
     public var value: (String) -> DBusValue?
     /// Visits every property in `names` order: its name, value and whether it is restricted.
     public var forEach: (_ visit: (_ name: String, _ value: DBusValue, _ restricted: Bool) -> Void) -> Void
+    /// The value of the property `name` and whether it is restricted; `nil` if there is none.
+    /// The flush reads it for `PropertiesChanged` (a restricted property is invalidated by name);
+    /// without it, the flush asks `lookup`.
+    public var read: ((String) -> (value: DBusValue, restricted: Bool)?)?
+    /// `Properties.Set` of the property `name` to `value` (not yet checked against its type):
+    /// what the call returns, or `nil` if there is no such property (`UnknownProperty`). It
+    /// refuses a read-only property itself (`PropertyReadOnly`). Without it, `Set` goes through
+    /// `lookup`'s description.
+    public var set: ((_ name: String, _ value: DBusValue, _ call: MethodCall) throws(DBusError) -> MethodResult?)?
 
     public init(names: @escaping () -> [String], lookup: @escaping (String) -> PropertyDescription?,
                 value: @escaping (String) -> DBusValue?,
-                forEach: @escaping (_ visit: (_ name: String, _ value: DBusValue, _ restricted: Bool) -> Void) -> Void) {
+                forEach: @escaping (_ visit: (_ name: String, _ value: DBusValue, _ restricted: Bool) -> Void) -> Void,
+                read: ((String) -> (value: DBusValue, restricted: Bool)?)? = nil,
+                set: ((_ name: String, _ value: DBusValue, _ call: MethodCall) throws(DBusError) -> MethodResult?)? = nil) {
         self.names = names
         self.lookup = lookup
         self.value = value
         self.forEach = forEach
+        self.read = read
+        self.set = set
     }
 }

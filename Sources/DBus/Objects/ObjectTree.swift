@@ -498,7 +498,20 @@ public final class ObjectTree: @unchecked Sendable {
               let interface = object.interfaces().first(where: { $0.name == key.interface }) else { return nil }
         var changed: [DictionaryEntry] = []
         var invalidated: [DBusValue] = []
+        var computedRead: ((String) -> (value: DBusValue, restricted: Bool)?)?
+        if case .computed(let table) = interface.properties { computedRead = table.read }
         for (name, old) in changes.sorted(by: { $0.key < $1.key }) {
+            if let computedRead {
+                // A computed table's property emits its value unless restricted: read it in
+                // place rather than describing it.
+                guard let (current, restricted) = computedRead(name) else {
+                    invalidated.append(.string(name))
+                    continue
+                }
+                if current == old { continue }
+                if restricted { invalidated.append(.string(name)) } else { changed.append(DictionaryEntry(.string(name), .variant(current))) }
+                continue
+            }
             guard let property = interface.properties.lookup(name) else {
                 // Noted, then removed from an interface that remains: caches (GDBusProxy,
                 // ObjectManager clients) forget a property only when told it is invalid.

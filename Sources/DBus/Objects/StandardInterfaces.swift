@@ -75,6 +75,20 @@ final class StandardInterfaces {
                   case .computed(let table) = own[index].properties else { return nil }
             return table.value(try call.string("property_name"))
         }
+        /// `Set` straight through a computed table's writer, with no description built; `nil`
+        /// when the general path must decide (another kind of table, no writer, no interface name).
+        func fastSet(_ call: MethodCall, _ tree: ObjectTree) throws(DBusError) -> MethodResult? {
+            let interfaceName = try call.string("interface_name")
+            guard !interfaceName.isEmpty, let object = tree.object(at: call.path) else { return nil }
+            let own = object.interfaces()
+            guard let index = own.firstIndex(where: { $0.name == interfaceName }),
+                  case .computed(let table) = own[index].properties, let set = table.set else { return nil }
+            let name = try call.string("property_name")
+            guard let result = try set(name, try call.variant("value"), call) else {
+                throw .unknownProperty("No such property '\(name)' on interface '\(interfaceName)' at object path '\(call.path)'")
+            }
+            return result
+        }
         return InterfaceDescription("org.freedesktop.DBus.Properties", methods: [
             MethodDescription("Get", in: [("interface_name", .string), ("property_name", .string)], out: [("value", .variant)]) { [unowned tree] call throws(DBusError) in
                 // The hot path: a computed table reads the value directly, with no description
@@ -90,6 +104,7 @@ final class StandardInterfaces {
                 return .reply([.variant(try property.get())])
             },
             MethodDescription("Set", in: [("interface_name", .string), ("property_name", .string), ("value", .variant)], writes: true) { [unowned tree] call throws(DBusError) in
+                if let result = try fastSet(call, tree) { return result }
                 let property = try property(call, tree)
                 guard let set = property.set else {
                     throw .propertyReadOnly("Property '\(property.name)' is not writable")

@@ -466,6 +466,9 @@ public final class PropertyModel {
     /// The entry for a parsed key, if registered.
     public func entry(for key: Key) -> Entry? { entries[key] }
 
+    /// The definition of a parsed key, if registered, read in place (no entry copied).
+    public func definition(for key: Key) -> PropertyDefinition? { entries.read(key) { $0.definition } }
+
     /// The current value of `key`.
     public func value(of key: String) throws(PropBusError) -> DBusValue { try entry(key).value }
 
@@ -745,6 +748,27 @@ public final class PropertyModel {
         try apply(set: [(keyText, value)], reset: [])
     }
 
+    /// Sets one value of a parsed key, as ``set(_:to:)-(String,_)`` does: for `Properties.Set`,
+    /// which has the key at hand (no text to parse again).
+    public func set(_ key: Key, to value: DBusValue) throws(PropBusError) -> [PropertyChange] {
+        guard let definition = definition(for: key) else { throw .unknownKey(key.text) }
+        if let refusal = Self.refusalToWrite(definition) { throw refusal }
+        // Locks too: the same refusals as Apply's, in the same order.
+        try checkLock(entries.read(key) { $0.layers } ?? nil, keyText: key.text)
+        try definition.check(value, maximumSize: limits.maximumValueSize)
+        return try write([(key, value)], frozen: [])
+    }
+
+    /// Why a client may not write a property with `definition`, or `nil` when it may: the
+    /// `ReadOnly` error every write path answers with.
+    public static func refusalToWrite(_ definition: PropertyDefinition) -> PropBusError? {
+        guard !definition.writable else { return nil }
+        if let command = definition.stateOf {
+            return PropBusError(.readOnly, "\(definition.key) is the state of command \(command) and is read-only; bind to it with direction=from")
+        }
+        return PropBusError(.readOnly, "property \(definition.key) is read-only")
+    }
+
     /// Forgets the stored value, so the property reads its default again.
     public func reset(_ keyText: String) throws(PropBusError) -> [PropertyChange] {
         try apply(set: [], reset: [keyText])
@@ -779,18 +803,17 @@ public final class PropertyModel {
 
     private func writableEntry(_ keyText: String) throws(PropBusError) -> Entry {
         let entry = try entry(keyText)
-        guard entry.definition.writable else {
-            if let command = entry.definition.stateOf {
-                throw PropBusError(.readOnly, "\(keyText) is the state of command \(command) and is read-only; bind to it with direction=from")
-            }
-            throw PropBusError(.readOnly, "property \(keyText) is read-only")
-        }
-        if let mandatory = entry.layers?.mandatory, case .some(let uid) = lockSubject, lockAuthority.locks(mandatory, userID: uid) {
-            let who = uid.map { "uid \($0)" } ?? "the daemon's user"
-            let whom = mandatory.lockedFor.map { "for " + $0.joined(separator: ", ") } ?? "for everyone but root"
-            throw PropBusError(.locked, "property \(keyText) is locked by \(mandatory.value.source) (a mandatory value, \(whom)), so \(who) may not write it; the administrator unlocks it there (propctl unlock \(keyText))")
-        }
+        if let refusal = Self.refusalToWrite(entry.definition) { throw refusal }
+        try checkLock(entry.layers, keyText: keyText)
         return entry
+    }
+
+    /// Throws `Locked` when a mandatory value locks the key for the open origin's caller.
+    private func checkLock(_ layers: ValueLayers?, keyText: String) throws(PropBusError) {
+        guard let mandatory = layers?.mandatory, case .some(let uid) = lockSubject, lockAuthority.locks(mandatory, userID: uid) else { return }
+        let who = uid.map { "uid \($0)" } ?? "the daemon's user"
+        let whom = mandatory.lockedFor.map { "for " + $0.joined(separator: ", ") } ?? "for everyone but root"
+        throw PropBusError(.locked, "property \(keyText) is locked by \(mandatory.value.source) (a mandatory value, \(whom)), so \(who) may not write it; the administrator unlocks it there (propctl unlock \(keyText))")
     }
 
     /// Whom the writes of the open origin are made for, as locks see it: a call's caller

@@ -149,7 +149,16 @@ struct PropbusClient {
     }
 
     /// `Manager.ListProperties` as the daemon answers it: keys starting with `stringPrefix`.
+    /// Asked as `ListPropertiesCompact` (each definition said once: a fifth of the bytes for a
+    /// big listing), or as `ListProperties` from a daemon without it.
     private func listAll(stringPrefix prefix: String) async throws(CommandFailure) -> [ListedProperty] {
+        do {
+            let reply = try await connection.call(destination: Self.busName, path: Key.rootPath, interface: Self.managerInterface,
+                                                  member: "ListPropertiesCompact", arguments: [.string(prefix)])
+            return ListedProperty.rows(ofCompactListing: reply)
+        } catch where error.name != DBusError.Name.unknownMethod {
+            throw CommandFailure(error)
+        } catch {}
         let reply = try await manager("ListProperties", [.string(prefix)])
         guard case .array(_, let items)? = reply.first else { return [] }
         return items.compactMap { item in
@@ -227,4 +236,24 @@ struct ListedProperty {
     var type: String
     var value: DBusValue
     var metadata: [String: DBusValue]
+
+    /// The rows of a `ListPropertiesCompact` reply, as `ListProperties` says them: each row's
+    /// metadata is its shape's with the row's own fields.
+    static func rows(ofCompactListing reply: [DBusValue]) -> [ListedProperty] {
+        guard reply.count == 2, case .array(_, let items) = reply[0], case .array(_, let shapeItems) = reply[1] else { return [] }
+        let shapes = shapeItems.map { item -> (type: String, metadata: [String: DBusValue])? in
+            guard case .structure(let fields) = item, fields.count == 2, let type = fields[0].stringValue,
+                  let metadata = fields[1].stringKeyedEntries else { return nil }
+            return (type, metadata.mapValues(\.unwrappingVariantOnce))
+        }
+        return items.compactMap { item in
+            guard case .structure(let fields) = item, fields.count == 6, let key = fields[0].stringValue,
+                  case .uint32(let index) = fields[1], Int(index) < shapes.count, let shape = shapes[Int(index)] else { return nil }
+            var metadata = shape.metadata
+            metadata["revision"] = fields[3]
+            metadata["is_set"] = fields[4]
+            for (name, value) in fields[5].stringKeyedEntries ?? [:] { metadata[name] = value.unwrappingVariantOnce }
+            return ListedProperty(key: key, type: shape.type, value: fields[2].unwrappingVariantOnce, metadata: metadata)
+        }
+    }
 }
