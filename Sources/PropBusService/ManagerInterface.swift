@@ -7,9 +7,21 @@ extension Service {
         InterfaceDescription(Self.managerInterface, methods: [
             MethodDescription("CreateProperty", in: [("key", .string), ("type", .string), ("default", .variant), ("options", .dictionary(key: .string, value: .variant))], writes: true, access: .create(.argument("key"))) { [unowned self] call throws(DBusError) in
                 let key = try call.string("key"), type = try call.string("type")
-                let defaultValue = try call.argument("default"), options = try call.dictionary("options")
+                let defaultValue = try call.argument("default")
+                var options = try call.dictionary("options")
+                // Not the definition's: an ephemeral key's lifetime is a lease its creator holds.
+                let lifetime = try options.removeValue(forKey: "lifetime").map { raw throws(DBusError) in
+                    try bridged { () throws(PropBusError) in try Self.keyLifetime(raw, of: key) }
+                }
+                defer { if lifetime != nil { armLeaseTimer() } }
                 return try write(call) { [unowned self] () throws(PropBusError) in
-                    try model.create(key: key, type: type, defaultValue: defaultValue, options: options, creator: call.credentials?.userID)
+                    if lifetime != nil { try checkLifetime(of: key, options: options) }
+                    let changes = try model.create(key: key, type: type, defaultValue: defaultValue, options: options, creator: call.credentials?.userID)
+                    if let lifetime, let parsed = try? Key(key) {
+                        let now = Self.wallClockNow()
+                        model.addLifetime(to: parsed, holder: leaseHolder(of: call, credentials: call.credentials), now: now, expires: lifetime.map { now + $0 })
+                    }
+                    return changes
                 }
             },
             MethodDescription("DeleteProperty", in: [("key", .string)], writes: true, access: .write(.argument("key"))) { [unowned self] call throws(DBusError) in
@@ -31,7 +43,7 @@ extension Service {
                                 item.variant(entry.value)
                                 // The fleet's own table, not the model: nothing here may touch the model.
                                 let etcdRevision = entry.definition.scope == .fleet ? fleet?.etcdRevision(of: entry.definition.key) : nil
-                                Self.writeMetadata(of: entry, etcdRevision: etcdRevision, to: &item)
+                                Self.writeMetadata(of: entry, etcdRevision: etcdRevision, lifetime: model.leases.keyLeases[entry.definition.key], to: &item)
                             }
                         }
                     }
@@ -54,7 +66,7 @@ extension Service {
                 }
                 return fleet.listHosts(call)
             },
-        ] + bindingMethods() + commandMethods() + modelFileMethods() + usageMethods() + historyMethods(), properties: .fixed([
+        ] + overrideMethods() + bindingMethods() + commandMethods() + modelFileMethods() + usageMethods() + historyMethods(), properties: .fixed([
             PropertyDescription("FleetState", type: .string) { [unowned self] in .string((fleet?.state ?? .off).rawValue) },
             PropertyDescription("FleetRevision", type: .uint64) { [unowned self] in .uint64(UInt64(max(fleet?.cursor ?? 0, 0))) },
             PropertyDescription("Version", type: .string, changeSignal: .const) { .string(Self.version) },
@@ -65,10 +77,12 @@ extension Service {
     }
 
     /// Writes a property's `ListProperties` metadata: ``PropertyDefinition/metadata`` with the
-    /// entry's own keys (`is_set`, `revision`, `hidden_*`, `etcd_revision`), sorted by key, without
+    /// entry's own keys (`is_set`, `revision`, `hidden_*`, `etcd_revision`, `overrides`, an
+    /// ephemeral key's `lifetime`), sorted by key, without
     /// building a dictionary (one per property). ListPropertiesMetadataTests check it against the
     /// dictionary built from ``PropertyDefinition/metadata``, so a key added there must be added here.
-    static func writeMetadata(of entry: borrowing PropertyModel.Entry, etcdRevision: Int64? = nil, to writer: inout MessageBodyWriter) {
+    static func writeMetadata(of entry: borrowing PropertyModel.Entry, etcdRevision: Int64? = nil, lifetime: Lease? = nil,
+                              to writer: inout MessageBodyWriter) {
         let definition = entry.definition
         writer.dictionary("{sv}") { items in
             // Sorted by key, as `DBusValue.vardict` sorts them.
@@ -81,8 +95,12 @@ extension Service {
                 if PropertyDefinition.canSendBack(hidden.value) { items.entry("hidden_value", hidden.value) }
             }
             items.entry("is_set", boolean: entry.storedValue != nil)
+            if let lifetime { items.entry("lifetime", Self.lifetimeMetadata(lifetime)) }
             if let maximum = definition.maximum { items.entry("maximum", maximum) }
             if let minimum = definition.minimum { items.entry("minimum", minimum) }
+            if let overrides = entry.layers?.overrides, !overrides.isEmpty {
+                items.entry("overrides", Self.overridesMetadata(overrides, secret: definition.secret))
+            }
             items.entry("persistent", boolean: definition.persistent)
             items.entry("revision", uint64: entry.revision)
             // Only when shared, as `PropertyDefinition.metadata` says it.

@@ -85,6 +85,12 @@ public final class Service: @unchecked Sendable {
     private var exportedBindings: Set<UInt64> = []
     /// Reply bytes charged to each caller's uid.
     private var replyQuota: ReplyBytesQuota
+    /// The one timer of the leases' TTLs, armed for the earliest end (``armLeaseTimer()``).
+    var leaseTimer: DispatchSourceTimer?
+    /// The end it is armed for (nanoseconds since the epoch).
+    var leaseTimerDeadline: UInt64?
+    /// Whether TTLs end (``startLeases()``): not before the name is owned, or nobody would see it.
+    var leasesStarted = false
 
     /// Builds the object tree for `model` on `connection`. Call on the connection's queue, before
     /// requesting the bus name, so that no client can see a half-exported daemon.
@@ -110,6 +116,8 @@ public final class Service: @unchecked Sendable {
         tree.onOversizedSignal = { Self.log($0) }
         tree.accessCheck = { [unowned self] access, call throws(DBusError) in try check(access, call) }
         tree.replyAdmission = { [unowned self] call, credentials, size in admitReply(to: call, of: size, caller: credentials) }
+        // Model files have declared their keys by now: stored overrides find them.
+        model.adoptLoadedLeases()
         tree.addObjectManager(at: Key.rootPath)
         tree.export(ExportedObject { [unowned self] in [managerDescription()] }, at: Key.rootPath)
         // Before the name is owned: no InterfacesAdded (see ObjectTree.export), which at start-up
@@ -123,6 +131,8 @@ public final class Service: @unchecked Sendable {
             guard let self, let args = try? message.arguments(), args.count == 3,
                   let name = args[0].stringValue, name.hasPrefix(":"), args[2].stringValue == "" else { return }
             publish(model.unbindAll(ownedBy: name))
+            // Its overrides end and its ephemeral keys go (those with a TTL stay until it ends).
+            endLeases(heldBy: name)
             // An Execute whose caller left can never be answered, and its id was never handed
             // out, so nobody could cancel it: cancel it now.
             for (id, work) in running.sorted(by: { $0.key < $1.key }) where work.waiter?.sender == name {
@@ -214,6 +224,8 @@ public final class Service: @unchecked Sendable {
                 cancelExecution(execution.id, of: execution.command, reason: PropBusError(.storeFailed, "command \(execution.command) was rolled back: \(error.message)"))
             }
             publish(commands.reassertState())
+            // The rollback may have brought back (or taken away) a lease with a TTL.
+            armLeaseTimer()
             tree.connection.scheduleRound()
         }
         return error.dbusError

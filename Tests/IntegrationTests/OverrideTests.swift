@@ -181,7 +181,8 @@ final class OverrideTests: DaemonTestCase, @unchecked Sendable {
         creator.close()
         let signals = await removed.wait { $0.contains { $0.arguments.first == .objectPath("/org/propbus/PropBus1/eph") } }
         XCTAssertTrue(signals.contains { $0.arguments.first == .objectPath("/org/propbus/PropBus1/eph") }, "\(signals)")
-        await assertDBusError(PropBusAPI.error("UnknownKey")) { try await self.client.get("eph.k") }
+        let listed = try await client.list(prefix: "eph.")
+        XCTAssertTrue(listed.isEmpty, "\(listed.map(\.key))")
     }
 
     func testPropctlCreateWithConnectionLifetimeHoldsTheKeyWhileItsCommandRuns() async throws {
@@ -190,7 +191,8 @@ final class OverrideTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertEqual(result.status, 0, "\(result)")
         XCTAssertEqual(result.stdout, "here\n", "\(result)")
         try await client.barrier()
-        await assertDBusError(PropBusAPI.error("UnknownKey")) { try await self.client.get("eph.run") }
+        let listed = try await client.list(prefix: "eph.")
+        XCTAssertTrue(listed.isEmpty, "the key went with its creator: \(listed.map(\.key))")
     }
 
     func testAKeyWithATTLIsDeletedWhenItEndsAlsoAfterARestart() async throws {

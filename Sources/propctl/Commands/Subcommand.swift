@@ -15,6 +15,7 @@ enum Subcommands {
         "watch": WatchCommand.self,
         "create": CreateCommand.self,
         "delete": DeleteCommand.self,
+        "override": OverrideCommand.self,
         "bind": BindCommand.self,
         "bindings": BindingsCommand.self,
         "unbind": UnbindCommand.self,
