@@ -207,6 +207,32 @@ final class OverrideTests: DaemonTestCase, @unchecked Sendable {
         await assertDBusError(PropBusAPI.standard("InvalidArgs"), containing: ["eph.bad", "lifetime"]) {
             try await self.client.create("eph.bad", "i", default: .int32(1), options: ["lifetime": .string("forever")])
         }
+        await assertDBusError(PropBusAPI.standard("InvalidArgs"), containing: ["eph.fleet", "lifetime", "fleet"]) {
+            try await self.client.create("eph.fleet", "i", default: .int32(1), options: ["lifetime": .string("connection"), "scope": .string("fleet")])
+        }
+        try await client.create("eph.plain", "i", default: .int32(1))
+        await assertDBusError(PropBusAPI.error("Exists"), containing: ["eph.plain", "lifetime"]) {
+            try await self.client.create("eph.plain", "i", default: .int32(1), options: ["lifetime": .double(60)])
+        }
+    }
+
+    func testBusctlOverridesAndReleases() async throws {
+        try await makeIdleDelay()
+        let made = try await busctl(["call", PropBusAPI.busName, PropBusAPI.rootPath, PropBusAPI.manager, "Override", "sva{sv}",
+                                     "display.idleDelay", "u", "42", "1", "ttl", "u", "600"])
+        XCTAssertTrue(made.succeeded, "\(made)")
+        let handle = made.stdout.split(separator: " ").last.map { String($0).trimmingCharacters(in: .whitespacesAndNewlines) } ?? ""
+        // busctl's connection is gone: only the TTL holds it.
+        try await expectValue("display.idleDelay", .uint32(42), from: client)
+        let listed = try await client.list(prefix: "display.idleDelay").first
+        guard case .array(_, let holds)? = listed?.metadata["overrides"], let hold = holds.first?.stringKeyedEntries else {
+            return XCTFail("no overrides metadata: \(String(describing: listed?.metadata))")
+        }
+        XCTAssertEqual(hold["handle"]?.unwrappingVariantOnce, .uint64(UInt64(handle) ?? 0))
+        XCTAssertNotNil(hold["expires"], "\(hold)")
+        let released = try await busctl(["call", PropBusAPI.busName, PropBusAPI.rootPath, PropBusAPI.manager, "ReleaseOverride", "t", handle])
+        XCTAssertTrue(released.succeeded, "\(released)")
+        try await expectValue("display.idleDelay", .uint32(600), from: client)
     }
 
     // MARK: GDBus
