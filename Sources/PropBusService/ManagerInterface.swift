@@ -19,7 +19,7 @@ extension Service {
                     let changes = try model.create(key: key, type: type, defaultValue: defaultValue, options: options, creator: call.credentials?.userID)
                     if let lifetime, let parsed = try? Key(key) {
                         let now = Self.wallClockNow()
-                        model.addLifetime(to: parsed, holder: leaseHolder(of: call, credentials: call.credentials), now: now, expires: lifetime.map { now + $0 })
+                        model.addLifetime(to: parsed, holder: leaseHolder(of: model.origin, call: call), now: now, expires: lifetime.map { now + $0 })
                     }
                     return changes
                 }

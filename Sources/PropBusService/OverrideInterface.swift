@@ -17,17 +17,9 @@ extension Service {
         return UInt64(max(0, now.seconds)) * 1_000_000_000 + UInt64(max(0, now.nanoseconds))
     }
 
-    /// A number of seconds (`u`, `t`, `i`, `x` or `d`) as nanoseconds, for `option` of `key`.
+    /// A number of seconds (any numeric type: `u`, `d`, …) as nanoseconds, for `option` of `key`.
     static func leaseDuration(_ raw: DBusValue, option: String, of key: String) throws(PropBusError) -> UInt64 {
-        let seconds: Double? = switch raw.unwrappingVariant {
-        case .uint32(let n): Double(n)
-        case .uint64(let n): Double(n)
-        case .int32(let n): Double(n)
-        case .int64(let n): Double(n)
-        case .double(let n): n
-        default: nil
-        }
-        guard let seconds, seconds.isFinite, seconds > 0, seconds <= maximumLeaseSeconds else {
+        guard let seconds = raw.unwrappingVariant.numericValue, seconds.isFinite, seconds > 0, seconds <= maximumLeaseSeconds else {
             throw PropBusError(.invalidArgs, "option '\(option)' for \(key) must be a number of seconds (u or d) above 0 and at most \(Int(maximumLeaseSeconds)) (a year), got type '\(raw.unwrappingVariant.signature)'")
         }
         return UInt64((seconds * 1e9).rounded())
@@ -66,12 +58,12 @@ extension Service {
         }
     }
 
-    /// Who holds what `call` takes: its connection, uid, pid and process name (`comm`).
-    func leaseHolder(of call: MethodCall, credentials: Credentials?) -> LeaseHolder {
-        let caller = WriteSet.Caller(via: call.message.member ?? "call", busName: call.sender,
-                                     userID: credentials?.userID, processID: credentials?.processID)
-        return LeaseHolder(busName: call.sender, userID: credentials?.userID, processID: credentials?.processID,
-                           command: caller.processID == nil ? nil : CallerProcess.describe(caller).command)
+    /// Who holds what a call takes: its connection, uid, pid and process name (`comm`), from
+    /// the call's origin (`/proc` is read once, and not at all without a pid).
+    func leaseHolder(of origin: WriteSet.Origin, call: MethodCall) -> LeaseHolder {
+        guard var caller = origin.caller else { return LeaseHolder(busName: call.sender) }
+        if caller.command == nil, caller.processID != nil { caller = CallerProcess.describe(caller) }
+        return LeaseHolder(busName: caller.busName, userID: caller.userID, processID: caller.processID, command: caller.command)
     }
 
     /// Runs `body` with the caller's credentials: the tree's when access checks looked them up,
@@ -113,10 +105,11 @@ extension Service {
                 let ttl = try bridged { () throws(PropBusError) in try Self.overrideTTL(overrideOptions, of: key) }
                 return try withCredentials(of: call) { [unowned self] credentials throws(DBusError) in
                     // An override is a round of its own, with the call as its origin (history).
-                    model.origin = origin(of: call)
+                    let origin = origin(of: call, credentials: credentials)
+                    model.origin = origin
                     defer { model.origin = .daemon }
                     let now = Self.wallClockNow()
-                    let holder = leaseHolder(of: call, credentials: credentials)
+                    let holder = leaseHolder(of: origin, call: call)
                     let made = try bridged { () throws(PropBusError) in
                         try model.override(key, with: value, holder: holder, now: now, expires: ttl.map { now + $0 })
                     }
@@ -193,11 +186,7 @@ extension Service {
     /// `ListProperties`' `overrides`: one `a{sv}` per holder, oldest first (the last one shows).
     static func overridesMetadata(_ holds: [OverrideHold], secret: Bool) -> DBusValue {
         .array(of: .dictionary(key: .string, value: .variant), holds.map { hold in
-            var items: [String: DBusValue] = ["handle": .uint64(hold.handle), "holder": .string(hold.holder), "since": .uint64(hold.since)]
-            if let expires = hold.expires { items["expires"] = .uint64(expires) }
-            if let uid = hold.userID { items["uid"] = .uint32(uid) }
-            if let pid = hold.processID { items["pid"] = .uint32(pid) }
-            if let command = hold.command { items["comm"] = .string(command) }
+            var items = leaseItems(handle: hold.handle, holder: hold.leaseHolder, since: hold.since, expires: hold.expires)
             if !secret { items["value"] = hold.value }
             return .vardict(items)
         })
@@ -205,11 +194,16 @@ extension Service {
 
     /// `ListProperties`' `lifetime` of an ephemeral key: its holder, since, and its end (TTL).
     static func lifetimeMetadata(_ lease: Lease) -> DBusValue {
-        var items: [String: DBusValue] = ["handle": .uint64(lease.handle), "holder": .string(lease.holder.busName), "since": .uint64(lease.since)]
-        if let expires = lease.expires { items["expires"] = .uint64(expires) }
-        if let uid = lease.holder.userID { items["uid"] = .uint32(uid) }
-        if let pid = lease.holder.processID { items["pid"] = .uint32(pid) }
-        if let command = lease.holder.command { items["comm"] = .string(command) }
-        return .vardict(items)
+        .vardict(leaseItems(handle: lease.handle, holder: lease.holder, since: lease.since, expires: lease.expires))
+    }
+
+    /// What describe shows of a lease: handle, holder (bus name, uid, pid, comm), since, expires.
+    private static func leaseItems(handle: UInt64, holder: LeaseHolder, since: UInt64, expires: UInt64?) -> [String: DBusValue] {
+        var items: [String: DBusValue] = ["handle": .uint64(handle), "holder": .string(holder.busName), "since": .uint64(since)]
+        if let expires { items["expires"] = .uint64(expires) }
+        if let uid = holder.userID { items["uid"] = .uint32(uid) }
+        if let pid = holder.processID { items["pid"] = .uint32(pid) }
+        if let command = holder.command { items["comm"] = .string(command) }
+        return items
     }
 }

@@ -250,9 +250,12 @@ public final class Service: @unchecked Sendable {
     /// Who made `call`, for the round's write set: the method, the bus name, and with the
     /// caller's credentials (access checks on) its uid, user name, pid and process, read from
     /// `/proc` now (the process may be gone by the time someone reads history).
-    func origin(of call: MethodCall, via: String? = nil) -> WriteSet.Origin {
+    /// - Parameter credentials: the caller's, when looked up for this call only (the tree's
+    ///   otherwise).
+    func origin(of call: MethodCall, via: String? = nil, credentials: Credentials? = nil) -> WriteSet.Origin {
+        let known = credentials ?? call.credentials
         let caller = WriteSet.Caller(via: via ?? call.message.member ?? "call", busName: call.sender,
-                                     userID: call.credentials?.userID, processID: call.credentials?.processID)
+                                     userID: known?.userID, processID: known?.processID)
         let described = options.recordsCallers ? CallerProcess.describe(caller) : caller
         return via == "Revert" ? .revert(described) : .call(described)
     }

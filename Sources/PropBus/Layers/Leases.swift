@@ -55,9 +55,7 @@ public struct Lease: Sendable, Hashable {
 
     /// The lease of an override, as the store keeps it.
     public init(_ hold: OverrideHold, on key: Key) {
-        self.init(handle: hold.handle, key: key, subject: .override(hold.value),
-                  holder: LeaseHolder(busName: hold.holder, userID: hold.userID, processID: hold.processID, command: hold.command),
-                  since: hold.since, expires: hold.expires)
+        self.init(handle: hold.handle, key: key, subject: .override(hold.value), holder: hold.leaseHolder, since: hold.since, expires: hold.expires)
     }
 
     /// The override this lease holds, as its key's layers carry it.
@@ -146,4 +144,11 @@ public struct LeaseTable: Sendable {
 
     /// Whether no lease is held.
     public var isEmpty: Bool { overrideKeys.isEmpty && keyLeases.isEmpty }
+}
+
+extension OverrideHold {
+    /// Its holder, as a lease names one.
+    public var leaseHolder: LeaseHolder {
+        LeaseHolder(busName: holder, userID: userID, processID: processID, command: command)
+    }
 }
