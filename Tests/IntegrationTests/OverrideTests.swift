@@ -83,6 +83,20 @@ final class OverrideTests: DaemonTestCase, @unchecked Sendable {
         try await expectValue("display.idleDelay", .uint32(600), from: client)
     }
 
+    func testPropctlOverrideForADurationEndsByItselfAndExitsZero() async throws {
+        try await makeIdleDelay()
+        let recorder = try await client.recordChanges(ofGroup: "display")
+        let result = try await propctl(["override", "display.idleDelay", "3", "--for", "1s"], timeout: 30)
+        XCTAssertEqual(result.status, 0, "\(result)")
+        XCTAssertNotNil(UInt64(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)), "the handle: \(result)")
+        _ = await recorder.wait { _ in self.idleDelaySignals(recorder).count >= 2 }
+        try await client.barrier()
+        XCTAssertEqual(idleDelaySignals(recorder), [.uint32(3), .uint32(600)])
+        let bad = try await propctl(["override", "display.idleDelay", "3", "--for", "soon"])
+        XCTAssertEqual(bad.status, 64, "\(bad)")
+        XCTAssertTrue(bad.stderr.contains("--for expects a duration"), "\(bad)")
+    }
+
     func testTwoHoldersFallBackInOrderWhicheverEndsFirst() async throws {
         try await makeIdleDelay()
         let first = try await Client.connect(to: bus), second = try await Client.connect(to: bus)
