@@ -33,16 +33,18 @@ extension Service {
                         let etcdRevision = definition.scope == .fleet ? fleet?.etcdRevision(of: definition.key) : nil
                         // Layers are the entry's own: their fields, and `writable` when a lock
                         // refuses this caller what the shape allows (docs/layers.md).
-                        let layers = entry.layers.map { LayerMetadata(entry, $0) }
                         let locked = entry.layers?.mandatory.map { lockAuthority.locks($0, userID: callerID) } ?? false
+                        let own = EntryMetadata(entry, etcdRevision: etcdRevision, lifetime: model.leases.keyLeases[definition.key],
+                                                lockedForCaller: locked)
                         item.dictionary("{sv}") { extra in
                             if let etcdRevision { extra.entry("etcd_revision", .int64(etcdRevision)) }
                             if let hidden = entry.hidden {
                                 extra.entry("hidden_reason", string: hidden.reason)
                                 if PropertyDefinition.canSendBack(hidden.value) { extra.entry("hidden_value", hidden.value) }
                             }
-                            layers?.writeLayer(to: &extra)
-                            if let userValue = layers?.userValue { extra.entry("user_value", userValue) }
+                            own.writeLayerFields(to: &extra)
+                            own.writeOverrides(secret: definition.secret, to: &extra)
+                            if let userValue = own.layers?.userValue { extra.entry("user_value", userValue) }
                             if locked, definition.writable { extra.entry("writable", boolean: false) }
                         }
                     }

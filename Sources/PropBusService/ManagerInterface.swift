@@ -7,9 +7,21 @@ extension Service {
         InterfaceDescription(Self.managerInterface, methods: [
             MethodDescription("CreateProperty", in: [("key", .string), ("type", .string), ("default", .variant), ("options", .dictionary(key: .string, value: .variant))], writes: true, access: .create(.argument("key"))) { [unowned self] call throws(DBusError) in
                 let key = try call.string("key"), type = try call.string("type")
-                let defaultValue = try call.argument("default"), options = try call.dictionary("options")
+                let defaultValue = try call.argument("default")
+                var options = try call.dictionary("options")
+                // Not the definition's: an ephemeral key's lifetime is a lease its creator holds.
+                let lifetime = try options.removeValue(forKey: "lifetime").map { raw throws(DBusError) in
+                    try bridged { () throws(PropBusError) in try Self.keyLifetime(raw, of: key) }
+                }
+                defer { if lifetime != nil { armLeaseTimer() } }
                 return try write(call) { [unowned self] () throws(PropBusError) in
-                    try model.create(key: key, type: type, defaultValue: defaultValue, options: options, creator: call.credentials?.userID)
+                    if lifetime != nil { try checkLifetime(of: key, options: options) }
+                    let changes = try model.create(key: key, type: type, defaultValue: defaultValue, options: options, creator: call.credentials?.userID)
+                    if let lifetime, let parsed = try? Key(key) {
+                        let now = Self.wallClockNow()
+                        model.addLifetime(to: parsed, holder: leaseHolder(of: model.origin, call: call), now: now, expires: lifetime.map { now + $0 })
+                    }
+                    return changes
                 }
             },
             MethodDescription("DeleteProperty", in: [("key", .string)], writes: true, access: .write(.argument("key"))) { [unowned self] call throws(DBusError) in
@@ -36,7 +48,8 @@ extension Service {
                                 item.variant(entry.value)
                                 // The fleet's own table, not the model: nothing here may touch the model.
                                 let etcdRevision = entry.definition.scope == .fleet ? fleet?.etcdRevision(of: entry.definition.key) : nil
-                                Self.writeMetadata(of: entry, etcdRevision: etcdRevision, lockedForCaller: locked, to: &item)
+                                Self.writeMetadata(of: entry, etcdRevision: etcdRevision, lifetime: model.leases.keyLeases[entry.definition.key],
+                                                   lockedForCaller: locked, to: &item)
                             }
                         }
                     }
@@ -63,7 +76,7 @@ extension Service {
                 }
                 return fleet.listHosts(call)
             },
-        ] + bindingMethods() + commandMethods() + modelFileMethods() + usageMethods() + historyMethods(), properties: .fixed([
+        ] + overrideMethods() + bindingMethods() + commandMethods() + modelFileMethods() + usageMethods() + historyMethods(), properties: .fixed([
             PropertyDescription("FleetState", type: .string) { [unowned self] in .string((fleet?.state ?? .off).rawValue) },
             PropertyDescription("FleetRevision", type: .uint64) { [unowned self] in .uint64(UInt64(max(fleet?.cursor ?? 0, 0))) },
             PropertyDescription("Version", type: .string, changeSignal: .const) { .string(Self.version) },
@@ -81,16 +94,17 @@ extension Service {
     }
 
     /// Writes a property's `ListProperties` metadata: ``PropertyDefinition/metadata`` with the
-    /// entry's own keys (`is_set`, `revision`, `hidden_*`, `etcd_revision`), sorted by key, without
+    /// entry's own keys (`is_set`, `revision`, `hidden_*`, `etcd_revision`, `overrides`, an
+    /// ephemeral key's `lifetime`), sorted by key, without
     /// building a dictionary (one per property). ListPropertiesMetadataTests check it against the
     /// dictionary built from ``PropertyDefinition/metadata``, so a key added there must be added here.
     ///
     /// With layer values (docs/layers.md), also `layer`, `layer_source` (the file), `locked` and,
     /// when a layer above hides it, `user_value`; `writable` is false for a caller the lock refuses.
-    static func writeMetadata(of entry: borrowing PropertyModel.Entry, etcdRevision: Int64? = nil, lockedForCaller: Bool = false,
-                              to writer: inout MessageBodyWriter) {
-        writeMetadata(of: entry.definition, perEntry: EntryMetadata(entry, etcdRevision: etcdRevision, lockedForCaller: lockedForCaller),
-                      to: &writer)
+    static func writeMetadata(of entry: borrowing PropertyModel.Entry, etcdRevision: Int64? = nil, lifetime: Lease? = nil,
+                              lockedForCaller: Bool = false, to writer: inout MessageBodyWriter) {
+        writeMetadata(of: entry.definition, perEntry: EntryMetadata(entry, etcdRevision: etcdRevision, lifetime: lifetime,
+                                                                    lockedForCaller: lockedForCaller), to: &writer)
     }
 
     /// An entry's own `ListProperties` metadata, beside its definition's.
@@ -101,15 +115,35 @@ extension Service {
         var etcdRevision: Int64?
         /// The entry's layers, when any layer holds something for it.
         var layers: LayerMetadata?
+        /// An ephemeral key's lease.
+        var lifetime: Lease?
+        /// Whether a lock refuses the caller the write the definition allows.
         var lockedForCaller: Bool
 
-        init(_ entry: borrowing PropertyModel.Entry, etcdRevision: Int64?, lockedForCaller: Bool) {
+        init(_ entry: borrowing PropertyModel.Entry, etcdRevision: Int64?, lifetime: Lease?, lockedForCaller: Bool) {
             isSet = entry.storedValue != nil
             revision = entry.revision
             hidden = entry.hidden
             self.etcdRevision = etcdRevision
             layers = entry.layers.map { LayerMetadata(entry, $0) }
+            self.lifetime = lifetime
             self.lockedForCaller = lockedForCaller
+        }
+
+        /// `layer`, `layer_source`, `lifetime` and `locked`, which sort together.
+        func writeLayerFields(to items: inout MessageBodyWriter) {
+            if let layers {
+                items.entry("layer", string: layers.layer.rawValue)
+                if let source = layers.source { items.entry("layer_source", string: source) }
+            }
+            if let lifetime { items.entry("lifetime", Service.lifetimeMetadata(lifetime)) }
+            if let layers { items.entry("locked", boolean: layers.locked) }
+        }
+
+        /// `overrides`, when any holds.
+        func writeOverrides(secret: Bool, to items: inout MessageBodyWriter) {
+            guard let overrides = layers?.overrides, !overrides.isEmpty else { return }
+            items.entry("overrides", Service.overridesMetadata(overrides, secret: secret))
         }
     }
 
@@ -120,6 +154,8 @@ extension Service {
         var locked: Bool
         /// The user's own value, kept while a layer above hides it.
         var userValue: DBusValue?
+        /// The holders, oldest first.
+        var overrides: [OverrideHold]
 
         init(_ entry: borrowing PropertyModel.Entry, _ layers: ValueLayers) {
             layer = entry.valueLayer
@@ -132,13 +168,7 @@ extension Service {
             }
             locked = layers.mandatory != nil
             userValue = layer == .mandatory || layer == .override ? entry.storedValue : nil
-        }
-
-        /// `layer`, `layer_source` and `locked`, which sort together.
-        func writeLayer(to items: inout MessageBodyWriter) {
-            items.entry("layer", string: layer.rawValue)
-            if let source { items.entry("layer_source", string: source) }
-            items.entry("locked", boolean: locked)
+            overrides = layers.overrides
         }
     }
 
@@ -156,9 +186,10 @@ extension Service {
                 if PropertyDefinition.canSendBack(hidden.value) { items.entry("hidden_value", hidden.value) }
             }
             if let entry { items.entry("is_set", boolean: entry.isSet) }
-            entry?.layers?.writeLayer(to: &items)
+            entry?.writeLayerFields(to: &items)
             if let maximum = definition.maximum { items.entry("maximum", maximum) }
             if let minimum = definition.minimum { items.entry("minimum", minimum) }
+            entry?.writeOverrides(secret: definition.secret, to: &items)
             items.entry("persistent", boolean: definition.persistent)
             if let entry { items.entry("revision", uint64: entry.revision) }
             // Only when shared, as `PropertyDefinition.metadata` says it.

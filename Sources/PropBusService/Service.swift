@@ -96,6 +96,12 @@ public final class Service: @unchecked Sendable {
     /// How long the queue must see no more work before a due release runs, so that a burst
     /// pays for it once, at its end; zero: the queue's next turn.
     var freeMemoryQuietPeriod: DispatchTimeInterval = .seconds(1)
+    /// The one timer of the leases' TTLs, armed for the earliest end (``armLeaseTimer()``).
+    var leaseTimer: DispatchSourceTimer?
+    /// The end it is armed for (nanoseconds since the epoch).
+    var leaseTimerDeadline: UInt64?
+    /// Whether TTLs end (``startLeases()``): not before the name is owned, or nobody would see it.
+    var leasesStarted = false
 
     /// Builds the object tree for `model` on `connection`. Call on the connection's queue, before
     /// requesting the bus name, so that no client can see a half-exported daemon.
@@ -121,6 +127,8 @@ public final class Service: @unchecked Sendable {
         tree.onOversizedSignal = { Self.log($0) }
         tree.accessCheck = { [unowned self] access, call throws(DBusError) in try check(access, call) }
         tree.replyAdmission = { [unowned self] call, credentials, size in admitReply(to: call, of: size, caller: credentials) }
+        // Model files have declared their keys by now: stored overrides find them.
+        model.adoptLoadedLeases()
         tree.addObjectManager(at: Key.rootPath)
         tree.export(ExportedObject { [unowned self] in [managerDescription()] }, at: Key.rootPath)
         // Before the name is owned: no InterfacesAdded (see ObjectTree.export), which at start-up
@@ -134,6 +142,8 @@ public final class Service: @unchecked Sendable {
             guard let self, let args = try? message.arguments(), args.count == 3,
                   let name = args[0].stringValue, name.hasPrefix(":"), args[2].stringValue == "" else { return }
             publish(model.unbindAll(ownedBy: name))
+            // Its overrides end and its ephemeral keys go (those with a TTL stay until it ends).
+            endLeases(heldBy: name)
             // An Execute whose caller left can never be answered, and its id was never handed
             // out, so nobody could cancel it: cancel it now.
             for (id, work) in running.sorted(by: { $0.key < $1.key }) where work.waiter?.sender == name {
@@ -234,6 +244,8 @@ public final class Service: @unchecked Sendable {
                 cancelExecution(execution.id, of: execution.command, reason: PropBusError(.storeFailed, "command \(execution.command) was rolled back: \(error.message)"))
             }
             publish(commands.reassertState())
+            // The rollback may have brought back (or taken away) a lease with a TTL.
+            armLeaseTimer()
             tree.connection.scheduleRound()
         }
         return error.dbusError
@@ -258,9 +270,12 @@ public final class Service: @unchecked Sendable {
     /// Who made `call`, for the round's write set: the method, the bus name, and with the
     /// caller's credentials (access checks on) its uid, user name, pid and process, read from
     /// `/proc` now (the process may be gone by the time someone reads history).
-    func origin(of call: MethodCall, via: String? = nil) -> WriteSet.Origin {
+    /// - Parameter credentials: the caller's, when looked up for this call only (the tree's
+    ///   otherwise).
+    func origin(of call: MethodCall, via: String? = nil, credentials: Credentials? = nil) -> WriteSet.Origin {
+        let known = credentials ?? call.credentials
         let caller = WriteSet.Caller(via: via ?? call.message.member ?? "call", busName: call.sender,
-                                     userID: call.credentials?.userID, processID: call.credentials?.processID)
+                                     userID: known?.userID, processID: known?.processID)
         let described = options.recordsCallers ? CallerProcess.describe(caller) : caller
         return via == "Revert" ? .revert(described) : .call(described)
     }

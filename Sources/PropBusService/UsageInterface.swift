@@ -6,9 +6,9 @@ extension Service {
     static let usageType = DBusType.dictionary(key: .string, value: .structure([.uint64, .uint64]))
 
     /// What every uid holds, from the tables that hold it: bindings, properties and their
-    /// values (the model), commands and running executions (the command table).
+    /// values, overrides (the model), commands and running executions (the command table).
     var usageLedger: UsageLedger {
-        model.usage.merging(model.bindings.usage).merging(commands.usage)
+        model.usage.merging(model.bindings.usage).merging(model.leases.usage).merging(commands.usage)
     }
 
     /// `uid`'s usage of every quota against its limit, as `GetUsage` answers it.

@@ -291,6 +291,8 @@ final class Daemon: @unchecked Sendable {
                 do throws(PropBusError) { try (store as? SQLiteStore)?.createIfNeeded() } catch {
                     Self.fail(error.message, code: 1)
                 }
+                // Leases that ended while the daemon was stopped end now, announced.
+                service?.startLeases()
                 if let configuration = options.fleet, let service {
                     // After the name is owned: hosts boot offline, serving their mirror, and
                     // the fleet connects in the background.

@@ -9,8 +9,27 @@ import XCTest
 /// for entry and in the same order, whichever options a property has.
 final class ListPropertiesMetadataTests: XCTestCase {
     /// The metadata dictionary of `ListProperties`, built the plain way.
-    private static func expectedMetadata(of entry: PropertyModel.Entry, etcdRevision: Int64? = nil) -> DBusValue {
+    private static func expectedMetadata(of entry: PropertyModel.Entry, etcdRevision: Int64? = nil, lifetime: Lease? = nil) -> DBusValue {
         var items = entry.definition.metadata
+        if let overrides = entry.layers?.overrides, !overrides.isEmpty {
+            items["overrides"] = Service.overridesMetadata(overrides, secret: entry.definition.secret)
+        }
+        if let lifetime { items["lifetime"] = Service.lifetimeMetadata(lifetime) }
+        if let layers = entry.layers {
+            // Where the value comes from (docs/layers.md), and the user's own value a layer above hides.
+            let layer = entry.valueLayer
+            items["layer"] = .string(layer.rawValue)
+            let source: String? = switch layer {
+            case .mandatory: layers.mandatory?.value.source
+            case .site: layers.site?.source
+            case .vendor: layers.vendor?.source
+            case .override: layers.overrides.last?.holder
+            default: nil
+            }
+            if let source { items["layer_source"] = .string(source) }
+            items["locked"] = .boolean(layers.mandatory != nil)
+            if layer == .mandatory || layer == .override, let stored = entry.storedValue { items["user_value"] = stored }
+        }
         if let etcdRevision { items["etcd_revision"] = .int64(etcdRevision) }
         items["is_set"] = .boolean(entry.storedValue != nil)
         items["revision"] = .uint64(entry.revision)
@@ -27,13 +46,13 @@ final class ListPropertiesMetadataTests: XCTestCase {
         try Message.methodCall(destination: "org.propbus.Test", path: "/org/propbus/Test", interface: "org.propbus.Test", member: "Echo")
     }
 
-    private func assertSame(_ entry: PropertyModel.Entry, etcdRevision: Int64? = nil,
+    private func assertSame(_ entry: PropertyModel.Entry, etcdRevision: Int64? = nil, lifetime: Lease? = nil,
                             file: StaticString = #filePath, line: UInt = #line) throws {
         let built = try makeMessage()
-        try built.append([Self.expectedMetadata(of: entry, etcdRevision: etcdRevision)])
+        try built.append([Self.expectedMetadata(of: entry, etcdRevision: etcdRevision, lifetime: lifetime)])
         let streamed = try makeMessage()
         var writer = MessageBodyWriter.appending(to: streamed, limit: .max, arrayLimit: .max)
-        Service.writeMetadata(of: entry, etcdRevision: etcdRevision, to: &writer)
+        Service.writeMetadata(of: entry, etcdRevision: etcdRevision, lifetime: lifetime, to: &writer)
         XCTAssertNil(writer.failure, file: file, line: line)
         XCTAssertEqual(try streamed.arguments(), try built.arguments(), file: file, line: line)
     }
@@ -64,5 +83,20 @@ final class ListPropertiesMetadataTests: XCTestCase {
         full.definition.scope = .fleet
         try assertSame(full)
         try assertSame(full, etcdRevision: 4242)
+        // Overrides and an ephemeral key's lifetime, each naming its holder.
+        full.layers = ValueLayers(overrides: [OverrideHold(handle: 3, value: .int32(1), holder: ":1.5", since: 10, expires: 20,
+                                                           userID: 1000, processID: 77, command: "mpv"),
+                                              OverrideHold(handle: 4, value: .int32(2), holder: ":1.6", since: 11)])
+        try assertSame(full)
+        // Layer files: a lock over the user's value, and a site default below it.
+        full.layers = ValueLayers(mandatory: MandatoryValue(value: LayerValue(value: .int32(9), source: "/etc/propbus/mandatory.d/a.json")),
+                                  site: LayerValue(value: .int32(8), source: "/etc/propbus/defaults.d/b.json"))
+        try assertSame(full)
+        full.layers = ValueLayers(site: LayerValue(value: .int32(8), source: "/etc/propbus/defaults.d/b.json"))
+        full.storedValue = nil
+        try assertSame(full)
+        full.definition.secret = false
+        try assertSame(full, lifetime: Lease(handle: 5, key: full.definition.key, subject: .key,
+                                             holder: LeaseHolder(busName: ":1.5", processID: 77), since: 10, expires: nil))
     }
 }

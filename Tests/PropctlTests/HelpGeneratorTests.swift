@@ -42,6 +42,7 @@ final class HelpGeneratorTests: XCTestCase {
                                   choices, writers and more.
               create              Register a key with a fixed D-Bus type.
               delete              Remove a key and its stored value.
+              override            Hold a temporary value over a key while a command runs.
               bind                Bind a key two-way to a file, a coprocess, stdin/stdout or
                                   another key.
               bindings            List the daemon-side bindings.
@@ -132,7 +133,7 @@ final class HelpGeneratorTests: XCTestCase {
         XCTAssertEqual(generator.usage(for: ["get"]), "propctl get [OPTIONS] KEY...")
         XCTAssertEqual(generator.usage(for: ["list"]), "propctl list [OPTIONS] [PREFIX]")
         XCTAssertEqual(generator.usage(for: ["watch"]), "propctl watch [OPTIONS] [KEY|PREFIX...]")
-        XCTAssertEqual(generator.usage(for: ["create"]), "propctl create [OPTIONS] KEY TYPE")
+        XCTAssertEqual(generator.usage(for: ["create"]), "propctl create [OPTIONS] KEY TYPE [CMD] [ARG...]")
         XCTAssertEqual(generator.usage(for: ["status"]), "propctl status [OPTIONS]")
     }
 

@@ -6,11 +6,11 @@ import XCTest
 final class PropctlSpecTests: XCTestCase {
     private let root = PropctlSpec.root
 
-    /// The contract's subcommands, the verbs of issue 15, `reload` and `prune` (docs/model-files.md), `lock` and `unlock` (docs/layers.md), and
-    /// `codegen` (typed Swift accessors for the client library).
+    /// The contract's subcommands, the verbs of issue 15, `reload` and `prune` (docs/model-files.md), `override`, `lock` and
+    /// `unlock` (docs/layers.md), and `codegen` (typed Swift accessors for the client library).
     func testSubcommandsAreThoseOfTheContract() {
         XCTAssertEqual(root.subcommands.map(\.name),
-                       ["get", "set", "reset", "list", "watch", "describe", "create", "delete", "bind", "bindings", "unbind",
+                       ["get", "set", "reset", "list", "watch", "describe", "create", "delete", "override", "bind", "bindings", "unbind",
                         "history", "blame", "revert", "exec", "serve", "cancel", "create-command", "delete-command", "dump", "load", "status", "reload", "lock", "unlock", "prune", "codegen", "completion"])
         XCTAssertEqual(root.options.map(\.long), ["system", "user", "address", "json", "help", "version"])
     }

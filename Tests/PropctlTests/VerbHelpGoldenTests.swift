@@ -35,7 +35,8 @@ final class VerbHelpGoldenTests: XCTestCase {
                   --field NAME    Print only this field: key, type, value, layer,
                                   layer_source, locked, user_value, is_set, hidden_value,
                                   hidden_reason, default, range, choices, writable, writers,
-                                  secret, persistent, scope, source, state_of, description.
+                                  secret, persistent, scope, source, state_of, overrides,
+                                  lifetime, description.
 
             Global options:
                   --system        Use the system bus.

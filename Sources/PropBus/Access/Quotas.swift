@@ -12,6 +12,8 @@ public enum Quota: String, CaseIterable, Sendable, Comparable {
     case commands
     /// Bytes of values held by the properties a uid created (marshalled size), whoever wrote them.
     case storedBytes = "stored-bytes"
+    /// Overrides held (`Override`), connection-lifetime and TTL ones alike.
+    case overrides
 
     /// The quota of each uid unless `--quota NAME=N` says otherwise.
     public var defaultLimit: UInt64 {
@@ -22,6 +24,7 @@ public enum Quota: String, CaseIterable, Sendable, Comparable {
         case .properties: 1000
         case .commands: 64
         case .storedBytes: 16 << 20
+        case .overrides: 64
         }
     }
 
@@ -34,6 +37,7 @@ public enum Quota: String, CaseIterable, Sendable, Comparable {
         case .properties: "properties"
         case .commands: "commands"
         case .storedBytes: "bytes of stored values"
+        case .overrides: "overrides"
         }
     }
 

@@ -58,13 +58,22 @@ public struct OverrideHold: Sendable, Hashable {
     public var since: UInt64
     /// When it ends by itself, nanoseconds since the epoch (UTC); `nil`: with its holder only.
     public var expires: UInt64?
+    /// The holder's uid (charged with it, ``Quota/overrides``), pid and `/proc/PID/comm` when it
+    /// began, for `describe`; `nil` when not known (access checks off, no pid from the bus).
+    public var userID: UInt32?
+    public var processID: UInt32?
+    public var command: String?
 
-    public init(handle: UInt64, value: DBusValue, holder: String, since: UInt64, expires: UInt64? = nil) {
+    public init(handle: UInt64, value: DBusValue, holder: String, since: UInt64, expires: UInt64? = nil,
+                userID: UInt32? = nil, processID: UInt32? = nil, command: String? = nil) {
         self.handle = handle
         self.value = value
         self.holder = holder
         self.since = since
         self.expires = expires
+        self.userID = userID
+        self.processID = processID
+        self.command = command
     }
 }
 

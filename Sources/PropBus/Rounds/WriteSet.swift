@@ -62,6 +62,10 @@ public struct WriteSet: Sendable {
         case startup
         /// Anything else the daemon did on its own (a binding ended with its owner's connection).
         case daemon
+        /// An override that ended without a call: its holder left the bus, or its TTL ran out.
+        case overrideEnded(handle: UInt64, LeaseEnding)
+        /// An ephemeral key deleted when its lifetime ended (its creator left, its TTL ran out).
+        case lifetimeEnded(handle: UInt64, LeaseEnding)
 
         /// The word history shows in its `via` column.
         public var via: String {
@@ -76,6 +80,8 @@ public struct WriteSet: Sendable {
             case .fleet(let host): return host.map { "fleet change from \($0)" } ?? "fleet change"
             case .startup: return "startup"
             case .daemon: return "daemon"
+            case .overrideEnded(let handle, let ending): return "override \(handle) ended: \(ending.reason)"
+            case .lifetimeEnded(let handle, let ending): return "lifetime \(handle) ended: \(ending.reason)"
             }
         }
 
@@ -105,7 +111,9 @@ public struct WriteSet: Sendable {
             switch (before, after) {
             case (nil, nil): return false
             case (let old?, let new?):
+                // An override changes the layers alone (the user's value stays).
                 return old.definition != new.definition || old.storedValue != new.storedValue || old.revision != new.revision
+                    || old.layers != new.layers
             default: return true
             }
         }

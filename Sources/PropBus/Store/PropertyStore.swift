@@ -52,6 +52,12 @@ public protocol PropertyStore: AnyObject {
     /// Whether anything was recorded since the last commit (the owner counts writing commits as
     /// work, see the service's memory release).
     var hasPendingWrites: Bool { get }
+    /// Records a lease that outlives a restart: a TTL override, an ephemeral key.
+    func saveLease(_ lease: Lease)
+    /// Forgets a lease.
+    func removeLease(_ handle: UInt64)
+    /// Records the next lease handle, so handles are not reused after a restart.
+    func saveNextLeaseHandle(_ handle: UInt64)
     /// Makes everything recorded since the last commit durable.
     func commit() throws(PropBusError)
     /// Makes everything recorded since the last commit durable, with what the round did as a
@@ -66,6 +72,9 @@ extension PropertyStore {
     public func removeFleetRevisions(for key: Key) {}
     public func saveFleetCursor(_ revision: Int64) {}
     public func saveFleetSource(_ source: String) {}
+    public func saveLease(_ lease: Lease) {}
+    public func removeLease(_ handle: UInt64) {}
+    public func saveNextLeaseHandle(_ handle: UInt64) {}
     public func reserveRevisions(through ceiling: UInt64) { saveRevision(ceiling) }
     public func retireDefinition(_ key: Key) {}
     public func savepoint() -> StoreSavepoint { StoreSavepoint {} }
@@ -103,6 +112,10 @@ public struct StoredState: Sendable {
     public var fleetCursor: Int64 = 0
     /// The fleet the mirror belongs to (``PropertyStore/saveFleetSource(_:)``), if recorded.
     public var fleetSource: String?
+    /// TTL overrides and ephemeral keys (``Lease``).
+    public var leases: [Lease] = []
+    /// The next lease handle to hand out.
+    public var nextLeaseHandle: UInt64 = 1
 
     public init() {}
 

@@ -12,14 +12,14 @@ import PropBus
 /// Single owner, like the model: the service confines it to its connection's queue.
 public final class SQLiteStore: PropertyStore {
     /// The schema version this release writes (`PRAGMA user_version`).
-    public static let schemaVersion: Int64 = 5
+    public static let schemaVersion: Int64 = 6
     /// The database file name inside the state directory.
     public static let fileName = "propbus.db"
     /// `PRAGMA application_id` of a propbus store ('PBUS'), so that another application's
     /// SQLite file at the same path is recognised and refused rather than altered.
     public static let applicationID: Int32 = 0x5042_5553
     /// The tables a propbus store holds; a database with other tables belongs to someone else.
-    static let tableNames: Set<String> = ["definitions", "stored_values", "meta", "bindings", "commands", "fleet_keys", "history"]
+    static let tableNames: Set<String> = ["definitions", "stored_values", "meta", "bindings", "commands", "fleet_keys", "history", "leases"]
 
     /// The database file.
     public let path: String
@@ -35,6 +35,8 @@ public final class SQLiteStore: PropertyStore {
     private var pendingFleetRevisions: [Key: Pending<FleetRevisions>] = [:]
     private var pendingFleetCursor: Int64?
     private var pendingFleetSource: String?
+    private var pendingLeases: [UInt64: Pending<Lease>] = [:]
+    private var pendingNextLeaseHandle: UInt64?
     /// A store written before `application_id` existed gets it with its next commit: opening
     /// writes nothing (see the daemon's start-up rule).
     private var pendingApplicationID = false
@@ -70,6 +72,9 @@ public final class SQLiteStore: PropertyStore {
         var saveFleetRevisions: SQLiteStatement
         var removeFleetRevisions: SQLiteStatement
         var saveFleetCursor: SQLiteStatement
+        var saveLease: SQLiteStatement
+        var removeLease: SQLiteStatement
+        var saveNextLeaseHandle: SQLiteStatement
         var begin: SQLiteStatement
         var commit: SQLiteStatement
     }
@@ -133,6 +138,12 @@ public final class SQLiteStore: PropertyStore {
                 saveFleetRevisions: try database.prepare("INSERT OR REPLACE INTO fleet_keys (key, value_revision, definition_revision) VALUES (?1, ?2, ?3)"),
                 removeFleetRevisions: try database.prepare("DELETE FROM fleet_keys WHERE key = ?1"),
                 saveFleetCursor: try database.prepare("INSERT OR REPLACE INTO meta (name, value) VALUES ('fleet_cursor', ?1)"),
+                saveLease: try database.prepare("""
+                    INSERT OR REPLACE INTO leases (handle, key, value, holder, uid, pid, comm, since, expires)
+                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                    """),
+                removeLease: try database.prepare("DELETE FROM leases WHERE handle = ?1"),
+                saveNextLeaseHandle: try database.prepare("INSERT OR REPLACE INTO meta (name, value) VALUES ('next_lease', ?1)"),
                 // Prepared once: a fleet host commits once per remote change, and parsing these
                 // each time was a visible part of that.
                 begin: try database.prepare("BEGIN IMMEDIATE"),
@@ -222,6 +233,7 @@ public final class SQLiteStore: PropertyStore {
                 ) WITHOUT ROWID;
                 """,
             4: historySchema,
+            5: leasesSchema,
         ]
         try database.execute("BEGIN IMMEDIATE")
         do {
@@ -322,6 +334,7 @@ public final class SQLiteStore: PropertyStore {
             while try cursor.step() { state.fleetCursor = cursor.integer(0) }
             let source = try database.prepare("SELECT value FROM meta WHERE name = 'fleet_source'")
             while try source.step() { state.fleetSource = source.text(0) }
+            try loadLeases(into: &state)
             let commands = try database.prepare("SELECT key, options FROM commands ORDER BY key")
             while try commands.step() {
                 let keyText = commands.text(0) ?? ""
@@ -356,10 +369,12 @@ public final class SQLiteStore: PropertyStore {
     public func savepoint() -> StoreSavepoint {
         let (definitions, values, revision, bindings, nextBindingID, commands) =
             (pendingDefinitions, pendingValues, pendingRevision, pendingBindings, pendingNextBindingID, pendingCommands)
+        let (leases, nextLeaseHandle) = (pendingLeases, pendingNextLeaseHandle)
         return StoreSavepoint { [weak self] in
             guard let self else { return }
             (pendingDefinitions, pendingValues, pendingRevision, pendingBindings, pendingNextBindingID, pendingCommands) =
                 (definitions, values, revision, bindings, nextBindingID, commands)
+            (pendingLeases, pendingNextLeaseHandle) = (leases, nextLeaseHandle)
         }
     }
 
@@ -387,6 +402,12 @@ public final class SQLiteStore: PropertyStore {
 
     public func saveFleetSource(_ source: String) { pendingFleetSource = source }
 
+    public func saveLease(_ lease: Lease) { pendingLeases[lease.handle] = .save(lease) }
+
+    public func removeLease(_ handle: UInt64) { pendingLeases[handle] = .delete }
+
+    public func saveNextLeaseHandle(_ handle: UInt64) { pendingNextLeaseHandle = handle }
+
     /// Set for one commit that holds only what etcd keeps durably anyway (the fleet mirror:
     /// values and definitions from etcd, their revisions and the watch cursor, all in the same
     /// transaction): it is written without waiting for the disk (`synchronous=NORMAL`, still
@@ -407,6 +428,7 @@ public final class SQLiteStore: PropertyStore {
     public var hasPendingLocalWrites: Bool {
         !pendingDefinitions.isEmpty || !pendingValues.isEmpty || pendingRevision != nil || !pendingBindings.isEmpty
             || pendingNextBindingID != nil || !pendingCommands.isEmpty || pendingApplicationID
+            || !pendingLeases.isEmpty || pendingNextLeaseHandle != nil
     }
 
     /// Commits with the round's changes, which history records in the same transaction as
@@ -504,6 +526,7 @@ public final class SQLiteStore: PropertyStore {
                 }
             }
             if let pendingFleetCursor { try statements.saveFleetCursor.run([.integer(pendingFleetCursor)]) }
+            try writePendingLeases()
             // In the same transaction as the values: history and values never disagree.
             if let pendingWriteSet, historyOptions.isEnabled { try historyTable.record(pendingWriteSet, options: historyOptions) }
             if let pendingFleetSource {
@@ -553,6 +576,66 @@ public final class SQLiteStore: PropertyStore {
         pendingFleetRevisions.removeAll(keepingCapacity: true)
         pendingFleetCursor = nil
         pendingFleetSource = nil
+        pendingLeases.removeAll(keepingCapacity: true)
+        pendingNextLeaseHandle = nil
+    }
+
+    // MARK: Leases
+
+    /// Schema step 5 → 6: TTL overrides and ephemeral keys (``Lease``); `value` is the override's
+    /// (NULL: an ephemeral key), `expires` NULL a connection's lifetime.
+    static let leasesSchema = """
+        CREATE TABLE leases (
+            handle INTEGER PRIMARY KEY NOT NULL,
+            key TEXT NOT NULL,
+            value BLOB,
+            holder TEXT NOT NULL,
+            uid INTEGER,
+            pid INTEGER,
+            comm TEXT,
+            since INTEGER NOT NULL,
+            expires INTEGER
+        );
+        """
+
+    private func loadLeases(into state: inout StoredState) throws {
+        let next = try database.prepare("SELECT value FROM meta WHERE name = 'next_lease'")
+        while try next.step() { state.nextLeaseHandle = UInt64(bitPattern: next.integer(0)) }
+        let rows = try database.prepare("SELECT handle, key, value, holder, uid, pid, comm, since, expires FROM leases ORDER BY handle")
+        while try rows.step() {
+            let handle = UInt64(bitPattern: rows.integer(0))
+            do {
+                let holder = LeaseHolder(busName: rows.text(3) ?? "",
+                                         userID: rows.isNull(4) ? nil : UInt32(truncatingIfNeeded: rows.integer(4)),
+                                         processID: rows.isNull(5) ? nil : UInt32(truncatingIfNeeded: rows.integer(5)),
+                                         command: rows.text(6))
+                state.leases.append(Lease(handle: handle, key: try Key(rows.text(1) ?? ""),
+                                          subject: rows.isNull(2) ? .key : .override(try ValueCodec.decode(rows.blob(2))),
+                                          holder: holder, since: UInt64(bitPattern: rows.integer(7)),
+                                          expires: rows.isNull(8) ? nil : UInt64(bitPattern: rows.integer(8))))
+            } catch {
+                throw PropBusError(.storeFailed, "the store \(path) holds an unreadable lease \(handle): \(error)")
+            }
+        }
+    }
+
+    private func writePendingLeases() throws {
+        if let pendingNextLeaseHandle { try statements.saveNextLeaseHandle.run([.integer(Int64(bitPattern: pendingNextLeaseHandle))]) }
+        for (handle, pending) in pendingLeases.sorted(by: { $0.key < $1.key }) {
+            switch pending {
+            case .save(let lease):
+                var value: SQLiteValue = .null
+                if case .override(let overriding) = lease.subject { value = .blob(ValueCodec.encode(overriding)) }
+                try statements.saveLease.run([
+                    .integer(Int64(bitPattern: handle)), .text(lease.key.text), value, .text(lease.holder.busName),
+                    lease.holder.userID.map { .integer(Int64($0)) } ?? .null, lease.holder.processID.map { .integer(Int64($0)) } ?? .null,
+                    lease.holder.command.map { .text($0) } ?? .null, .integer(Int64(bitPattern: lease.since)),
+                    lease.expires.map { .integer(Int64(bitPattern: $0)) } ?? .null,
+                ])
+            case .delete:
+                try statements.removeLease.run([.integer(Int64(bitPattern: handle))])
+            }
+        }
     }
 
     // MARK: Definitions

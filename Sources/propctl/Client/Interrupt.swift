@@ -4,8 +4,8 @@ import Glibc
 
 /// Waiting for the user to stop a long-running propctl command.
 enum Interrupt {
-    /// Returns on SIGINT, SIGTERM or SIGHUP, or when the bus goes away.
-    static func wait(_ connection: Connection) async {
+    /// Returns on SIGINT, SIGTERM or SIGHUP, when the bus goes away, or after `timeout` seconds.
+    static func wait(_ connection: Connection, timeout: Double? = nil) async {
         /// `@unchecked Sendable`: only touched on the connection's queue.
         final class Waiter: @unchecked Sendable {
             var sources: [DispatchSourceSignal] = []
@@ -28,6 +28,7 @@ enum Interrupt {
                     source.resume()
                     waiter.sources.append(source)
                 }
+                if let timeout { connection.queue.asyncAfter(deadline: .now() + timeout) { waiter.end() } }
             }
         }
     }

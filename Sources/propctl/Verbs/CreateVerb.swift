@@ -1,6 +1,7 @@
 import CommandLineKit
 import DBus
 import PropBus
+import Glibc
 
 /// `propctl create KEY TYPE [...]`: `Manager.CreateProperty` with options from flags.
 enum CreateVerb: Subcommand {
@@ -46,6 +47,16 @@ enum CreateVerb: Subcommand {
             }
             options["choices"] = .array(of: .variant, choices)
         }
+        let command = parsed.positional("CMD").map { [$0] + parsed.positionals("ARG") } ?? []
+        let lifetime = parsed.option("lifetime")
+        switch lifetime {
+        case "connection"?: options["lifetime"] = .string("connection")
+        case let text?: options["lifetime"] = .double(try LeaseHolding.seconds(text, option: "--lifetime"))
+        case nil: break
+        }
+        if !command.isEmpty, lifetime != "connection" {
+            throw CommandFailure(.usage, "a command (CMD) is only run with --lifetime connection: the key exists while it runs")
+        }
         let defaultValue = try read("default") ?? type.zeroValue
         let client = try await PropbusClient.connect(parsed)
         _ = try await client.manager("CreateProperty", [.string(key.text), .string(type.signature), .variant(defaultValue),
@@ -53,6 +64,12 @@ enum CreateVerb: Subcommand {
         if parsed.flag("json") {
             Output.line(Output.json(.object([("key", .string(key.text)), ("type", .string(type.signature)),
                                              ("default", ValueText.jsonValue(defaultValue))])))
+        }
+        // The key lives as long as this connection: held while CMD runs, or until interrupted.
+        guard lifetime == "connection" else { return }
+        if case .commandExited(let status) = try await LeaseHolding.hold(client.connection, running: command, for: nil), status != 0 {
+            // The command's own status, which no CommandFailure code says.
+            exit(status)
         }
     }
 }

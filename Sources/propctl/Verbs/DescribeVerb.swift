@@ -1,13 +1,14 @@
 import CommandLineKit
 import DBus
 import PropBus
+import SystemKit
 
 /// `propctl describe KEY [--field NAME]`: everything `ListProperties` knows about one key, like
 /// gsettings' describe, range and writable together.
 enum DescribeVerb: Subcommand {
     /// The fields, in the order they are printed.
     static let fields = ["key", "type", "value", "layer", "layer_source", "locked", "user_value", "is_set", "hidden_value", "hidden_reason", "default", "range", "choices",
-                         "writable", "writers", "secret", "persistent", "scope", "source", "state_of", "description"]
+                         "writable", "writers", "secret", "persistent", "scope", "source", "state_of", "overrides", "lifetime", "description"]
 
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let key = try PropbusClient.key(parsed.positional("KEY") ?? "")
@@ -116,7 +117,44 @@ enum DescribeVerb: Subcommand {
             rows.append(plain("source", source, human: source.isEmpty ? "created at run time" : Output.escaped(source)))
         }
         if let state = metadata["state_of"]?.stringValue { rows.append(plain("state_of", state)) }
+        if case .array(_, let holds)? = metadata["overrides"], !holds.isEmpty {
+            // The last one shows; each names its holder, as ps would.
+            let entries = holds.compactMap { $0.stringKeyedEntries?.mapValues(\.unwrappingVariantOnce) }
+            let human = entries.reversed().map { hold in
+                let value = hold["value"].map { " = " + text($0) } ?? ""
+                return "override \(hold["handle"].map(ValueText.format) ?? "?")\(value) held by \(holderText(hold))"
+            }.joined(separator: "; ")
+            rows.append(Row(name: "overrides", human: human, script: entries.compactMap { $0["handle"].map(ValueText.format) }.joined(separator: "\n"),
+                            json: .array(entries.map(leaseJSON))))
+        }
+        if let lifetime = metadata["lifetime"]?.stringKeyedEntries?.mapValues(\.unwrappingVariantOnce) {
+            let kind = lifetime["expires"] == nil ? "connection" : "ttl"
+            rows.append(Row(name: "lifetime", human: "ephemeral (\(kind)), created by \(holderText(lifetime))", script: kind, json: leaseJSON(lifetime)))
+        }
         rows.append(plain("description", metadata["description"]?.stringValue ?? ""))
         return rows
+    }
+
+    /// "propctl (pid 812, uid 1000, :1.42) since 2026-12-01T10:00:00.000Z until …", from an
+    /// override's or a lifetime's metadata.
+    private static func holderText(_ lease: [String: DBusValue]) -> String {
+        var who: [String] = []
+        if let pid = lease["pid"] { who.append("pid " + ValueText.format(pid)) }
+        if let uid = lease["uid"] { who.append("uid " + ValueText.format(uid)) }
+        who.append(lease["holder"]?.stringValue ?? "?")
+        let name = lease["comm"]?.stringValue.map { Output.escaped($0) + " " } ?? ""
+        var text = name + "(" + who.joined(separator: ", ") + ")"
+        if let since = time(lease["since"]) { text += " since " + since }
+        if let expires = time(lease["expires"]) { text += " until " + expires }
+        return text
+    }
+
+    private static func time(_ value: DBusValue?) -> String? {
+        guard case .uint64(let nanoseconds)? = value else { return nil }
+        return WallClockTime(seconds: Int(nanoseconds / 1_000_000_000), nanoseconds: Int(nanoseconds % 1_000_000_000)).iso8601
+    }
+
+    private static func leaseJSON(_ lease: [String: DBusValue]) -> JSONValue {
+        .object(lease.sorted { $0.key < $1.key }.map { ($0.key, ValueText.jsonValue($0.value)) })
     }
 }

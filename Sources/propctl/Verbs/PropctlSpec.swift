@@ -20,7 +20,7 @@ enum PropctlSpec {
             .help,
             .version,
         ],
-        subcommands: [get, set, reset, list, watch, describe, create, delete, bind, bindings, unbind, history, blame, revert,
+        subcommands: [get, set, reset, list, watch, describe, create, delete, override, bind, bindings, unbind, history, blame, revert,
                       exec, serve, cancel, createCommand, deleteCommand, dump, load, status, reload, lock, unlock, prune, codegen, completion],
         exclusiveOptions: [["system", "user", "address"]],
         examples: [
@@ -180,16 +180,52 @@ enum PropctlSpec {
                    completion: .choices(["local", "fleet"])),
             .value("writers", valueName: "LIST", help: "Who may write it with access control on: user names, @groups and uids, comma-separated (repeatable; '' for root and the daemon only).", repeatable: true),
             .flag("secret", help: "Readable only by its writers, with access control on; never sent in signals."),
+            .value("lifetime", valueName: "SPAN", help: "Make an ephemeral key: 'connection' (deleted when this propctl ends; it holds the key until interrupted, or while CMD runs) or a DURATION (90, 30s, 5m, 2h, 1d; deleted when it ends, also across restarts). Local keys only."),
         ],
         positionals: [
             .init("KEY", help: "The key to create, e.g. settings.volume."),
             .init("TYPE", help: "A single complete D-Bus type, e.g. b, i, d, s, as or a{sv}."),
+            .init("CMD", help: "With --lifetime connection: a program to run while the key exists (put -- before it).", optional: true),
+            .init("ARG", help: "Its arguments.", optional: true, repeating: true),
         ],
         examples: [
             .init("A volume from 0 to 100", "propctl create settings.volume i --default 50 --minimum 0 --maximum 100"),
             .init("A search field that is not persisted", "propctl create viewmodel.searchText s --transient"),
             .init("A theme with fixed choices", "propctl create ui.theme s --default light --choice light --choice dark"),
             .init("A token only root and group vault may read or write", "propctl --system create vault.token s --writers root,@vault --secret"),
+            .init("A key that exists while a job runs", "propctl create job.progress d --lifetime connection -- ./job.sh"),
+            .init("A key that goes away in an hour", "propctl create session.banner s --default 'maintenance at 5' --lifetime 1h"),
+        ]
+    )
+
+    /// `propctl override KEY VALUE [--for DURATION] [-- CMD [ARG...]]`
+    static let override = CommandSpec(
+        name: "override",
+        abstract: "Hold a temporary value over a key while a command runs.",
+        discussion: """
+            Calls Manager.Override: KEY reads VALUE (read like set's) while propctl holds it, \
+            then its own value again, which the override never writes; a Set meanwhile changes \
+            that value, seen when the override ends. With CMD, propctl runs it (stdio passed \
+            through, SIGINT and SIGTERM passed on), releases the override when it exits and \
+            exits with its status. Without CMD, propctl prints the override's handle and holds \
+            it until SIGINT or SIGTERM (or --for ends, then exits 0). If propctl dies, the \
+            override ends with its connection; with --for it ends when the duration does, kept \
+            across a restart of propbusd. Several overrides of a key stack: the latest shows, \
+            and ending one falls back to the one before. Overriding needs the right to write \
+            KEY and counts against the caller's 'overrides' quota.
+            """,
+        options: [
+            .value("for", valueName: "DURATION", help: "End the override after DURATION (90, 30s, 5m, 2h, 1d), even if propctl is killed."),
+        ],
+        positionals: [
+            .init("KEY", help: "The key to override.", completion: .dynamic("key")),
+            .init("VALUE", help: "The value it reads meanwhile."),
+            .init("CMD", help: "A program to run while the override holds (put -- before it).", optional: true),
+            .init("ARG", help: "Its arguments.", optional: true, repeating: true),
+        ],
+        examples: [
+            .init("No screen blanking while a video plays", "propctl override display.idleDelay 0 -- mpv film.mkv"),
+            .init("Mute for ten minutes", "propctl override sound.muted true --for 10m"),
         ]
     )
 

@@ -15,6 +15,7 @@ enum Subcommands {
         "watch": WatchVerb.self,
         "create": CreateVerb.self,
         "delete": DeleteVerb.self,
+        "override": OverrideVerb.self,
         "bind": BindVerb.self,
         "bindings": BindingsVerb.self,
         "unbind": UnbindVerb.self,
