@@ -18,6 +18,8 @@ extension Service {
                 let until = filter["until"].flatMap { if case .uint64(let v) = $0 { v } else { nil } }
                 let user: UInt32? = filter["uid"].flatMap { if case .uint32(let v) = $0 { v } else { nil } }
                 let userName = filter["user"]?.stringValue
+                let sinceTime = filter["since_time"].flatMap { if case .int64(let v) = $0 { v } else { nil } }
+                let untilTime = filter["until_time"].flatMap { if case .int64(let v) = $0 { v } else { nil } }
                 // Read in chunks until a page is full: filters may drop rows.
                 let pageLimit = limit == 0 ? 1000 : min(Int(limit), 1000)
                 var chosen: [HistoryRecord] = []
@@ -27,8 +29,11 @@ extension Service {
                     let chunk = try bridged { () throws(PropBusError) in try store.history(prefix: prefix, after: cursor, limit: pageLimit) }
                     exhausted = chunk.count < pageLimit
                     for record in chunk {
+                        // Commit times follow revisions (one clock, read at each commit).
                         if let until, record.revision > until { exhausted = true; break }
+                        if let untilTime, record.time > untilTime { exhausted = true; break }
                         cursor = record.revision
+                        if let sinceTime, record.time < sinceTime { continue }
                         if let user, record.caller?.userID != user { continue }
                         if let userName, record.caller?.userName != userName { continue }
                         chosen.append(record)
