@@ -85,6 +85,11 @@ public final class Service: @unchecked Sendable {
     private var exportedBindings: Set<UInt64> = []
     /// Reply bytes charged to each caller's uid.
     private var replyQuota: ReplyBytesQuota
+    /// Each calling connection's process as history names it (user, `comm`, `exe`, unit), read
+    /// from `/proc` at its first write and forgotten when it leaves the bus: a connection
+    /// belongs to one process, so a write costs no lookup after the first. One entry per
+    /// connected writer.
+    private var describedCallers: [String: WriteSet.Caller] = [:]
 
     /// Builds the object tree for `model` on `connection`. Call on the connection's queue, before
     /// requesting the bus name, so that no client can see a half-exported daemon.
@@ -102,6 +107,8 @@ public final class Service: @unchecked Sendable {
         // Checks need the caller's credentials; the lookup it costs is skipped when all is allowed.
         // (They are forgotten on NameOwnerChanged, which matchRules already subscribes to.)
         tree.requiresCredentials = options.access.isEnabled
+        // History names every caller, also without access checks: one lookup per connection.
+        tree.attributesCalls = options.recordsCallers
         // A binding acts with its principal's rights at every propagation, not only at Bind.
         model.bindingAuthority = BindingAuthority.enforcing(options.access)
         model.bindingStateHandler = { Self.log(Self.bindingStateLine($0, $1)) }
@@ -123,6 +130,7 @@ public final class Service: @unchecked Sendable {
             guard let self, let args = try? message.arguments(), args.count == 3,
                   let name = args[0].stringValue, name.hasPrefix(":"), args[2].stringValue == "" else { return }
             publish(model.unbindAll(ownedBy: name))
+            describedCallers[name] = nil
             // An Execute whose caller left can never be answered, and its id was never handed
             // out, so nobody could cancel it: cancel it now.
             for (id, work) in running.sorted(by: { $0.key < $1.key }) where work.waiter?.sender == name {
@@ -235,13 +243,24 @@ public final class Service: @unchecked Sendable {
         return try fleet.write(call, compareAndSet: compareAndSet, rerunAfterCommit: rerunAfterCommit, reply: reply, body)
     }
 
-    /// Who made `call`, for the round's write set: the method, the bus name, and with the
-    /// caller's credentials (access checks on) its uid, user name, pid and process, read from
-    /// `/proc` now (the process may be gone by the time someone reads history).
+    /// Who made `call`, for the round's write set: the method, the bus name, and from the
+    /// caller's credentials (looked up once per connection, with or without access checks) its
+    /// uid, user name, pid and process, read from `/proc` at the connection's first write (the
+    /// process may be gone by the time someone reads history).
     func origin(of call: MethodCall, via: String? = nil) -> WriteSet.Origin {
-        let caller = WriteSet.Caller(via: via ?? call.message.member ?? "call", busName: call.sender,
-                                     userID: call.credentials?.userID, processID: call.credentials?.processID)
-        let described = options.recordsCallers ? CallerProcess.describe(caller) : caller
+        let method = via ?? call.message.member ?? "call"
+        var described: WriteSet.Caller
+        if let known = describedCallers[call.sender] {
+            described = known
+        } else {
+            let identity = call.identity ?? call.credentials
+            described = WriteSet.Caller(via: "", busName: call.sender, userID: identity?.userID, processID: identity?.processID)
+            if options.recordsCallers {
+                described = CallerProcess.describe(described)
+                if !call.sender.isEmpty { describedCallers[call.sender] = described }
+            }
+        }
+        described.via = method
         return via == "Revert" ? .revert(described) : .call(described)
     }
 

@@ -118,13 +118,23 @@ public final class ObjectTree: @unchecked Sendable {
     /// Turn it on before the bus name is owned. Cached credentials are forgotten on the bus's
     /// `NameOwnerChanged`, so subscribe to ``credentialsMatchRule`` (`AddMatch`) too. A call whose
     /// sender cannot be looked up (it left the bus first) is answered with `AccessDenied`.
-    public var requiresCredentials: Bool {
-        get { credentialCache != nil }
-        set {
-            dispatchPrecondition(condition: .onQueue(connection.queue))
-            if newValue, credentialCache == nil { credentialCache = CredentialCache(connection: connection) }
-            if !newValue { credentialCache = nil }
-        }
+    public var requiresCredentials = false {
+        didSet { updateCredentialCache() }
+    }
+
+    /// Whether every method call waits for its sender's credentials only to say who called
+    /// (``MethodCall/identity``): looked up once per connection, like ``requiresCredentials``,
+    /// but a sender that cannot be looked up is still served (without an identity), and
+    /// ``MethodCall/credentials`` stays `nil` unless ``requiresCredentials`` is on too.
+    public var attributesCalls = false {
+        didSet { updateCredentialCache() }
+    }
+
+    private func updateCredentialCache() {
+        dispatchPrecondition(condition: .onQueue(connection.queue))
+        let needed = requiresCredentials || attributesCalls
+        if needed, credentialCache == nil { credentialCache = CredentialCache(connection: connection) }
+        if !needed { credentialCache = nil }
     }
 
     /// The signal the credential cache needs to forget names that left the bus.
@@ -292,6 +302,8 @@ public final class ObjectTree: @unchecked Sendable {
             switch result {
             case .success(let credentials):
                 route(message, credentials: credentials)
+            case .failure where !requiresCredentials:
+                route(message, credentials: nil)
             case .failure(let error):
                 reply(to: message, .failure(DBusError(name: DBusError.Name.accessDenied,
                                                       message: "cannot look up the credentials of \(sender): \(error.message)")))
@@ -299,7 +311,9 @@ public final class ObjectTree: @unchecked Sendable {
         }
     }
 
-    private func route(_ message: Message, credentials: Credentials?) {
+    private func route(_ message: Message, credentials identity: Credentials?) {
+        // Decided and charged by only when the tree requires credentials; else they only name the caller.
+        let credentials = requiresCredentials ? identity : nil
         // Fds the call carried are closed once it was handled, whatever the outcome; a handler
         // that keeps one takes it first (MethodCall.takeUnixFD).
         defer { message.closeReceivedFDs() }
@@ -335,7 +349,7 @@ public final class ObjectTree: @unchecked Sendable {
         }
         do throws(DBusError) {
             let call = MethodCall(message: message, arguments: try message.arguments(), argumentDescriptions: method.inArguments,
-                                  credentials: credentials, tree: self, path: path)
+                                  credentials: credentials, identity: identity, tree: self, path: path)
             // Before the handler, so a denied call changes nothing. A declared privilege with no
             // check installed is refused: the declaration says someone must decide.
             if !method.access.isNone {
