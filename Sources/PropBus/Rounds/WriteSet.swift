@@ -89,11 +89,16 @@ public struct WriteSet: Sendable {
         public var key: Key
         public var before: PropertyModel.Entry?
         public var after: PropertyModel.Entry?
+        /// How this key changed when it was not as the change's origin says: `binding from KEY`
+        /// (a binding propagated the origin's write), `command state` (a command's state keys
+        /// following its executions). The change's caller is still the one who set it going.
+        public var via: String?
 
-        public init(key: Key, before: PropertyModel.Entry?, after: PropertyModel.Entry?) {
+        public init(key: Key, before: PropertyModel.Entry?, after: PropertyModel.Entry?, via: String? = nil) {
             self.key = key
             self.before = before
             self.after = after
+            self.via = via
         }
 
         /// Whether the key's value or definition differs between before and after.

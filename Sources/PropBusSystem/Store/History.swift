@@ -84,7 +84,7 @@ final class HistoryTable {
                 }
                 records.append(HistoryRecord(
                     change: id, revision: entry.after?.revision ?? writeSet.revision, time: time, key: entry.key, kind: kind,
-                    oldValue: entry.before?.value, newValue: entry.after?.value, via: change.origin.via,
+                    oldValue: entry.before?.value, newValue: entry.after?.value, via: entry.via ?? change.origin.via,
                     caller: change.origin.caller, transient: transient))
             }
         }
