@@ -20,6 +20,14 @@ extension Service {
                 let userName = filter["user"]?.stringValue
                 let sinceTime = filter["since_time"].flatMap { if case .int64(let v) = $0 { v } else { nil } }
                 let untilTime = filter["until_time"].flatMap { if case .int64(let v) = $0 { v } else { nil } }
+                // One key's latest change (propctl watch --origin): one indexed lookup, no scan.
+                if filter["latest"]?.boolValue == true {
+                    guard let key = try? Key(prefix) else {
+                        throw PropBusError(.invalidKey, "ListHistory with latest expects a key, got '\(prefix)'").dbusError
+                    }
+                    let latest = try bridged { () throws(PropBusError) in try store.history(of: key, atOrBefore: UInt64.max).latest }
+                    return .reply([.array(of: Self.historyRow, latest.map { [historyRow($0, for: call)] } ?? []), .uint64(0)])
+                }
                 // Read in chunks until a page is full: filters may drop rows.
                 let pageLimit = limit == 0 ? 1000 : min(Int(limit), 1000)
                 var chosen: [HistoryRecord] = []

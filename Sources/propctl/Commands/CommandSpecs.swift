@@ -144,7 +144,10 @@ enum PropctlSpec {
             When propbusd restarts, every watched key is printed again; when the bus goes away, \
             watch exits with status 69.
             """,
-        options: [.flag("timestamps", help: "Start each line with the time of the change.")],
+        options: [
+            .flag("timestamps", help: "Start each line with the time of the change."),
+            .flag("origin", help: "End each change's line with who made it and how (via, user, command, pid, bus name, revision), from the daemon's history."),
+        ],
         positionals: [
             .init("KEY", display: "KEY|PREFIX", help: "A key, or a group of keys, to watch.",
                   optional: true, repeating: true, completion: .dynamic("key")),
