@@ -101,6 +101,12 @@ struct DaemonOptions {
         .value("history-max-age", "SECONDS", help: "Prune change history older than SECONDS (default: kept until --history-max-rows).") { o, v throws(UsageError) in
             o.history.maximumAge = try positive(v, "--history-max-age")
         },
+        .value("history-max-per-key", "N", help: "Keep at most the N latest changes of each key (default: no limit per key); the older ones go with the commit that adds a row, one indexed delete.") { o, v throws(UsageError) in
+            o.history.maximumPerKey = try positive(v, "--history-max-per-key")
+        },
+        .flag("history-denied", help: "Also record refused attempts (AccessDenied): who, when, which key and method, never the value; the last 10000, readable by privileged callers (propctl history --denied).") {
+            $0.history.recordsDenied = true
+        },
         .value("max-executions", "N", help: "Refuse more than N command executions running at once (default 64).") { o, v throws(UsageError) in
             o.maximumExecutions = try positive(v, "--max-executions")
         },

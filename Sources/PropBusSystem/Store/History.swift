@@ -16,6 +16,12 @@ public struct HistoryOptions: Sendable {
     /// The most old rows one commit deletes: pruning rides with later commits in small
     /// batches, so no call waits for a big delete.
     public var pruneBatch = 256
+    /// The most changes kept per key, the latest (`nil`: no limit per key).
+    public var maximumPerKey: Int?
+    /// Whether refused attempts (AccessDenied) are recorded (`--history-denied`).
+    public var recordsDenied = false
+    /// The most refused attempts kept; the oldest go first.
+    public var maximumDeniedRows = 10_000
 
     public init() {}
 }
@@ -47,6 +53,11 @@ final class HistoryTable {
     private var insert: SQLiteStatement?
     private var pruneOldest: SQLiteStatement?
     private var pruneOlderThan: SQLiteStatement?
+    private var countOfKey: SQLiteStatement?
+    private var pruneOldestOfKey: SQLiteStatement?
+    /// Rows per key, for ``HistoryOptions/maximumPerKey``: counted (an index range) when a key
+    /// is first written, then kept up to date; forgotten when other pruning deleted rows.
+    private var rowsOfKey: [Key: Int] = [:]
     private var database: SQLiteDatabase?
     /// Rows in the table, counted once at open and kept up to date.
     private var rowCount = 0
@@ -61,6 +72,8 @@ final class HistoryTable {
             """)
         pruneOldest = try database.prepare("DELETE FROM history WHERE id IN (SELECT id FROM history ORDER BY id LIMIT ?1)")
         pruneOlderThan = try database.prepare("DELETE FROM history WHERE id IN (SELECT id FROM history WHERE time < ?1 ORDER BY id LIMIT ?2)")
+        countOfKey = try database.prepare("SELECT count(*) FROM history WHERE key = ?1")
+        pruneOldestOfKey = try database.prepare("DELETE FROM history WHERE id IN (SELECT id FROM history WHERE key = ?1 ORDER BY revision, id LIMIT ?2)")
         rowCount = Int(try database.textRows("SELECT count(*) FROM history").first ?? "0") ?? 0
     }
 
@@ -110,15 +123,39 @@ final class HistoryTable {
                 caller.map { .text($0.busName) } ?? .null,
             ])
             rowCount += 1
+            if let limit = options.maximumPerKey { try prune(record.key, to: limit, batch: options.pruneBatch) }
         }
         if rowCount > options.maximumRows, let pruneOldest, let database {
             try pruneOldest.run([.integer(Int64(min(rowCount - options.maximumRows, options.pruneBatch)))])
             rowCount -= Int(database.changes)
+            if database.changes > 0 { rowsOfKey.removeAll() }
         }
         if let age = options.maximumAge, let pruneOlderThan, let database {
             try pruneOlderThan.run([.integer(time - Int64(age) * 1_000_000_000), .integer(Int64(options.pruneBatch))])
             rowCount -= Int(database.changes)
+            if database.changes > 0 { rowsOfKey.removeAll() }
         }
+    }
+
+    /// Deletes `key`'s oldest rows past `limit` (at most `batch`), after a row of it was added:
+    /// in steady state one indexed delete of one row, no scan.
+    private func prune(_ key: Key, to limit: Int, batch: Int) throws(SQLiteError) {
+        guard let countOfKey, let pruneOldestOfKey, let database else { return }
+        var count: Int
+        if let known = rowsOfKey[key] {
+            count = known + 1
+        } else {
+            try countOfKey.bind([.text(key.text)])
+            count = try countOfKey.step() ? Int(countOfKey.integer(0)) : 0
+            while try countOfKey.step() {}
+        }
+        if count > limit {
+            try pruneOldestOfKey.run([.text(key.text), .integer(Int64(min(count - limit, batch)))])
+            let deleted = Int(database.changes)
+            count -= deleted
+            rowCount -= deleted
+        }
+        rowsOfKey[key] = count
     }
 
     /// Keeps the transient keys' changes in memory (after the commit: nothing to undo).
@@ -128,6 +165,17 @@ final class HistoryTable {
         transientRecords.append(contentsOf: records)
         let excess = transientRecords.count - options.maximumTransientRows
         if excess > 0 { transientRecords.removeFirst(excess) }
+        if let limit = options.maximumPerKey {
+            for key in Set(records.map(\.key)) {
+                var surplus = transientRecords.reduce(0) { $0 + ($1.key == key ? 1 : 0) } - limit
+                guard surplus > 0 else { continue }
+                transientRecords.removeAll { record in
+                    guard surplus > 0, record.key == key else { return false }
+                    surplus -= 1
+                    return true
+                }
+            }
+        }
     }
 
     static let columns = "change, revision, time, key, kind, old_value, new_value, via, uid, user, pid, comm, exe, unit, bus_name"
