@@ -28,6 +28,11 @@ final class HistoryTimeTests: XCTestCase {
         XCTAssertEqual(try parse("2026-12-01"), .time(1_796_083_200 * 1_000_000_000))
     }
 
+    func testADateBeyondWhat64BitNanosecondsHoldIsClampedNotACrash() throws {
+        XCTAssertEqual(try parse("2999-01-01"), .time(Int64.max))
+        XCTAssertEqual(try parse("1000-01-01T00:00:00Z"), .time(Int64.min))
+    }
+
     func testARelativeTimeIsThatLongAgo() throws {
         XCTAssertEqual(try parse("30s"), .time(now - 30 * 1_000_000_000))
         XCTAssertEqual(try parse("10m"), .time(now - 600 * 1_000_000_000))

@@ -58,7 +58,7 @@ enum HistoryTime {
         guard let year = number(4), expect("-"), let month = number(2), expect("-"), let day = number(2),
               (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year) else { return nil }
         let midnight = daysSinceEpoch(year: year, month: month, day: day) * 86400
-        if index == bytes.count { return midnight * 1_000_000_000 }
+        if index == bytes.count { return nanoseconds(seconds: midnight, plus: 0) }
         guard expect("Tt "), let hour = number(2), expect(":"), let minute = number(2), expect(":"), let second = number(2),
               hour < 24, minute < 60, second < 61 else { return nil }
         var nanoseconds: Int64 = 0
@@ -85,7 +85,16 @@ enum HistoryTime {
             return nil
         }
         guard index == bytes.count else { return nil }
-        return (midnight + hour * 3600 + minute * 60 + second - offset) * 1_000_000_000 + nanoseconds
+        return self.nanoseconds(seconds: midnight + hour * 3600 + minute * 60 + second - offset, plus: nanoseconds)
+    }
+
+    /// Seconds since the epoch in nanoseconds, clamped to what 64 bits hold (years 1677–2262):
+    /// a bound beyond them is before or after every change anyway.
+    private static func nanoseconds(seconds: Int64, plus fraction: Int64) -> Int64 {
+        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        guard !overflow else { return seconds < 0 ? Int64.min : Int64.max }
+        let (sum, overflowed) = scaled.addingReportingOverflow(fraction)
+        return overflowed ? Int64.max : sum
     }
 
     private static func isLeap(_ year: Int64) -> Bool { year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) }
