@@ -117,6 +117,9 @@ public final class Service: @unchecked Sendable {
         tree.onOversizedSignal = { Self.log($0) }
         tree.accessCheck = { [unowned self] access, call throws(DBusError) in try check(access, call) }
         tree.replyAdmission = { [unowned self] call, credentials, size in admitReply(to: call, of: size, caller: credentials) }
+        if let store = store as? SQLiteStore, store.historyOptions.isEnabled, store.historyOptions.recordsDenied {
+            tree.onRefusal = { [unowned self] call, error in recordRefusal(of: call, error, in: store) }
+        }
         tree.addObjectManager(at: Key.rootPath)
         tree.export(ExportedObject { [unowned self] in [managerDescription()] }, at: Key.rootPath)
         // Before the name is owned: no InterfacesAdded (see ObjectTree.export), which at start-up
@@ -198,6 +201,8 @@ public final class Service: @unchecked Sendable {
         // After the rollback below too, which may export groups again.
         defer { groupsExportedThisRound.removeAll() }
         guard !holdsCommits else { return nil }
+        // Refused attempts after the round's own commit, in a transaction of their own.
+        defer { flushRefusals() }
         guard let rollback = round.end() else { return nil }
         let error = rollback.error
         storeFailureHandler?(error)

@@ -79,6 +79,10 @@ public final class ObjectTree: @unchecked Sendable {
     /// on the connection's queue, before the handler.
     public var accessCheck: ((MethodAccess, MethodCall) throws(DBusError) -> Void)?
 
+    /// Told of every call answered with an error, before the error goes out (the service
+    /// records refused attempts). Runs on the connection's queue.
+    public var onRefusal: ((MethodCall, DBusError) -> Void)?
+
     /// Caller credentials, once ``requiresCredentials`` was turned on.
     private var credentialCache: CredentialCache?
     /// The standard interfaces, built once; their handlers read the path from the call.
@@ -347,9 +351,11 @@ public final class ObjectTree: @unchecked Sendable {
                 "Invalid arguments '\(signature)' to call \(message.interface ?? "").\(member)(), expecting '\(method.inSignature)'")))
             return
         }
+        var built: MethodCall?
         do throws(DBusError) {
             let call = MethodCall(message: message, arguments: try message.arguments(), argumentDescriptions: method.inArguments,
                                   credentials: credentials, identity: identity, tree: self, path: path)
+            built = call
             // Before the handler, so a denied call changes nothing. A declared privilege with no
             // check installed is refused: the declaration says someone must decide.
             if !method.access.isNone {
@@ -366,6 +372,7 @@ public final class ObjectTree: @unchecked Sendable {
             case .deferred: break
             }
         } catch {
+            if let built, let onRefusal { onRefusal(built, error) }
             reply(to: message, .failure(error))
         }
     }
