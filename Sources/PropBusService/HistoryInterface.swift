@@ -153,6 +153,7 @@ extension Service {
         if let comm = caller.command { row["comm"] = .string(comm) }
         if let exe = caller.executable { row["exe"] = .string(exe) }
         if let unit = caller.unit { row["unit"] = .string(unit) }
+        if let host = caller.host { row["host"] = .string(host) }
     }
 
     /// `ListHistory` with `denied`: the refused attempts, paged by attempt id, for privileged

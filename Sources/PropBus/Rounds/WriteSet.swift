@@ -25,9 +25,12 @@ public struct WriteSet: Sendable {
         public var executable: String?
         /// The systemd unit the caller runs in (`/proc/PID/cgroup`).
         public var unit: String?
+        /// The fleet host the call was made on, for a fleet key's change (`nil`: not a fleet
+        /// key, or not known).
+        public var host: String?
 
         public init(via: String, busName: String, userID: UInt32? = nil, userName: String? = nil, processID: UInt32? = nil,
-                    command: String? = nil, executable: String? = nil, unit: String? = nil) {
+                    command: String? = nil, executable: String? = nil, unit: String? = nil, host: String? = nil) {
             self.via = via
             self.busName = busName
             self.userID = userID
@@ -36,6 +39,7 @@ public struct WriteSet: Sendable {
             self.command = command
             self.executable = executable
             self.unit = unit
+            self.host = host
         }
     }
 
@@ -53,8 +57,9 @@ public struct WriteSet: Sendable {
         case modelFile(path: String)
         /// `Manager.Reload` or SIGHUP.
         case reload
-        /// A fleet key changed by another host (`nil`: not known).
-        case fleet(host: String?)
+        /// A fleet key changed by another host, with who made the change there, as the value
+        /// in etcd says (`nil`: a value written without attribution).
+        case fleet(host: String?, caller: Caller?)
         /// What the daemon loaded or declared before it owned its name.
         case startup
         /// Anything else the daemon did on its own (a binding ended with its owner's connection).
@@ -69,7 +74,9 @@ public struct WriteSet: Sendable {
             case .commandState: return "command state"
             case .modelFile(let path): return "model file \(path)"
             case .reload: return "reload"
-            case .fleet(let host): return host.map { "fleet change from \($0)" } ?? "fleet change"
+            case .fleet(let host, let caller):
+                guard let host else { return "fleet change" }
+                return "fleet change from \(host)" + (caller.map { $0.via.isEmpty ? "" : " (\($0.via))" } ?? "")
             case .startup: return "startup"
             case .daemon: return "daemon"
             }
@@ -79,6 +86,7 @@ public struct WriteSet: Sendable {
         public var caller: Caller? {
             switch self {
             case .call(let caller), .revert(let caller): return caller
+            case .fleet(_, let caller): return caller
             default: return nil
             }
         }

@@ -108,8 +108,10 @@ final class DeniedTable {
 }
 
 extension SQLiteStore {
-    /// The `history_denied` table (schema version 7): one row per refused attempt.
+    /// The `history_denied` table (schema version 7): one row per refused attempt; and the
+    /// host a fleet key's change was made on, in `history`.
     static let deniedSchema = """
+        ALTER TABLE history ADD COLUMN host TEXT;
         CREATE TABLE history_denied (
             id INTEGER PRIMARY KEY,
             time INTEGER NOT NULL,

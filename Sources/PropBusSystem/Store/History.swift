@@ -67,8 +67,8 @@ final class HistoryTable {
     func attach(_ database: SQLiteDatabase) throws(SQLiteError) {
         self.database = database
         insert = try database.prepare("""
-            INSERT INTO history (change, revision, time, key, kind, old_value, new_value, via, uid, user, pid, comm, exe, unit, bus_name)
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+            INSERT INTO history (change, revision, time, key, kind, old_value, new_value, via, uid, user, pid, comm, exe, unit, bus_name, host)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
             """)
         pruneOldest = try database.prepare("DELETE FROM history WHERE id IN (SELECT id FROM history ORDER BY id LIMIT ?1)")
         pruneOlderThan = try database.prepare("DELETE FROM history WHERE id IN (SELECT id FROM history WHERE time < ?1 ORDER BY id LIMIT ?2)")
@@ -120,7 +120,7 @@ final class HistoryTable {
                 caller?.userID.map { .integer(Int64($0)) } ?? .null, caller?.userName.map { .text($0) } ?? .null,
                 caller?.processID.map { .integer(Int64($0)) } ?? .null, caller?.command.map { .text($0) } ?? .null,
                 caller?.executable.map { .text($0) } ?? .null, caller?.unit.map { .text($0) } ?? .null,
-                caller.map { .text($0.busName) } ?? .null,
+                caller.map { .text($0.busName) } ?? .null, caller?.host.map { .text($0) } ?? .null,
             ])
             rowCount += 1
             if let limit = options.maximumPerKey { try prune(record.key, to: limit, batch: options.pruneBatch) }
@@ -178,7 +178,7 @@ final class HistoryTable {
         }
     }
 
-    static let columns = "change, revision, time, key, kind, old_value, new_value, via, uid, user, pid, comm, exe, unit, bus_name"
+    static let columns = "change, revision, time, key, kind, old_value, new_value, via, uid, user, pid, comm, exe, unit, bus_name, host"
 
     private static func record(from query: SQLiteStatement) -> HistoryRecord? {
         guard let key = try? Key(query.text(3) ?? "") else { return nil }
@@ -188,7 +188,7 @@ final class HistoryTable {
                 via: query.text(7) ?? "", busName: query.text(14) ?? "",
                 userID: query.isNull(8) ? nil : UInt32(truncatingIfNeeded: query.integer(8)), userName: query.text(9),
                 processID: query.isNull(10) ? nil : UInt32(truncatingIfNeeded: query.integer(10)),
-                command: query.text(11), executable: query.text(12), unit: query.text(13))
+                command: query.text(11), executable: query.text(12), unit: query.text(13), host: query.text(15))
         }
         return HistoryRecord(
             change: UInt64(bitPattern: query.integer(0)), revision: UInt64(bitPattern: query.integer(1)), time: query.integer(2),
@@ -230,7 +230,7 @@ final class HistoryTable {
         if let database {
             // The key index answers a key or a prefix: a range of keys, not a scan.
             let query = try database.prepare("""
-                SELECT change, revision, time, key, kind, old_value, new_value, via, uid, user, pid, comm, exe, unit, bus_name
+                SELECT \(Self.columns)
                 FROM history WHERE key >= ?1 AND key < ?2 AND revision > ?3 ORDER BY revision, id LIMIT ?4
                 """)
             try query.bind([.text(prefix), .text(prefix + "\u{10FFFF}"), .integer(Int64(bitPattern: after)), .integer(Int64(limit))])
