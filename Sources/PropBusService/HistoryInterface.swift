@@ -146,14 +146,7 @@ extension Service {
 
     /// A caller's fields in a history row (names in docs/history.md).
     static func addCaller(_ caller: WriteSet.Caller, to row: inout [String: DBusValue]) {
-        row["bus_name"] = .string(caller.busName)
-        if let uid = caller.userID { row["uid"] = .uint32(uid) }
-        if let name = caller.userName { row["user"] = .string(name) }
-        if let pid = caller.processID { row["pid"] = .uint32(pid) }
-        if let comm = caller.command { row["comm"] = .string(comm) }
-        if let exe = caller.executable { row["exe"] = .string(exe) }
-        if let unit = caller.unit { row["unit"] = .string(unit) }
-        if let host = caller.host { row["host"] = .string(host) }
+        row.merge(caller.fields) { _, new in new }
     }
 
     /// `ListHistory` with `denied`: the refused attempts, paged by attempt id, for privileged

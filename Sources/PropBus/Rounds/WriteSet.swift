@@ -41,6 +41,28 @@ public struct WriteSet: Sendable {
             self.unit = unit
             self.host = host
         }
+
+        /// The caller as history's rows and a fleet value's attribution carry it: `bus_name`,
+        /// and those of `uid`, `user`, `pid`, `comm`, `exe`, `unit`, `host` that are known.
+        public var fields: [String: DBusValue] {
+            var fields: [String: DBusValue] = ["bus_name": .string(busName)]
+            if let userID { fields["uid"] = .uint32(userID) }
+            if let userName { fields["user"] = .string(userName) }
+            if let processID { fields["pid"] = .uint32(processID) }
+            if let command { fields["comm"] = .string(command) }
+            if let executable { fields["exe"] = .string(executable) }
+            if let unit { fields["unit"] = .string(unit) }
+            if let host { fields["host"] = .string(host) }
+            return fields
+        }
+
+        /// A caller from its ``fields`` (unknown or mistyped ones left out) and the method `via`.
+        public init(via: String, fields: [String: DBusValue]) {
+            func number(_ name: String) -> UInt32? { if case .uint32(let value)? = fields[name] { value } else { nil } }
+            self.init(via: via, busName: fields["bus_name"]?.stringValue ?? "", userID: number("uid"), userName: fields["user"]?.stringValue,
+                      processID: number("pid"), command: fields["comm"]?.stringValue, executable: fields["exe"]?.stringValue,
+                      unit: fields["unit"]?.stringValue, host: fields["host"]?.stringValue)
+        }
     }
 
     /// Where a change came from.

@@ -63,14 +63,9 @@ public struct FleetLayout: Sendable, Equatable {
     public static func encodeValue(_ value: DBusValue, attribution: WriteSet.Caller?, time: Int64) -> [UInt8] {
         guard let attribution else { return encodeValue(value) }
         let encoded = ValueCodec.encode(value)
-        var fields: [String: DBusValue] = ["via": .string(attribution.via), "bus_name": .string(attribution.busName), "time": .int64(time)]
-        if let host = attribution.host { fields["host"] = .string(host) }
-        if let uid = attribution.userID { fields["uid"] = .uint32(uid) }
-        if let user = attribution.userName { fields["user"] = .string(user) }
-        if let pid = attribution.processID { fields["pid"] = .uint32(pid) }
-        if let comm = attribution.command { fields["comm"] = .string(comm) }
-        if let exe = attribution.executable { fields["exe"] = .string(exe) }
-        if let unit = attribution.unit { fields["unit"] = .string(unit) }
+        var fields = attribution.fields
+        fields["via"] = .string(attribution.via)
+        fields["time"] = .int64(time)
         var output: [UInt8] = [attributedFormat]
         withUnsafeBytes(of: UInt32(encoded.count).littleEndian) { output.append(contentsOf: $0) }
         output += encoded
@@ -91,13 +86,7 @@ public struct FleetLayout: Sendable, Equatable {
             guard let fields = (try? ValueCodec.decode(Array(bytes[(5 + length)...])))?.stringKeyedEntries?.mapValues(\.unwrappingVariant) else {
                 return (value, nil)
             }
-            func number(_ name: String) -> UInt32? { if case .uint32(let v)? = fields[name] { v } else { nil } }
-            let caller = WriteSet.Caller(
-                via: fields["via"]?.stringValue ?? "", busName: fields["bus_name"]?.stringValue ?? "",
-                userID: number("uid"), userName: fields["user"]?.stringValue, processID: number("pid"),
-                command: fields["comm"]?.stringValue, executable: fields["exe"]?.stringValue, unit: fields["unit"]?.stringValue,
-                host: fields["host"]?.stringValue)
-            return (value, caller)
+            return (value, WriteSet.Caller(via: fields["via"]?.stringValue ?? "", fields: fields))
         } catch {
             throw PropBusError(.invalidValue, "an etcd value could not be read: \(error)")
         }
