@@ -1,4 +1,5 @@
 import DBus
+import Dispatch
 import Glibc
 import PropBus
 import PropBusSystem
@@ -207,6 +208,24 @@ extension Service {
         let time = Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
         for key in Self.keysNamed(by: call).prefix(16) {
             store.recordDenied(DeniedAttempt(time: time, key: key, caller: caller, error: error.name))
+        }
+    }
+
+    /// Prunes history past its bounds in small steps of their own on the queue, a few
+    /// milliseconds apart, so calls are served in between and none waits for a big delete.
+    func scheduleHistoryPruning() {
+        guard !historyPruningScheduled, (store as? SQLiteStore)?.historyNeedsPruning == true else { return }
+        historyPruningScheduled = true
+        tree.connection.queue.asyncAfter(deadline: .now() + .milliseconds(5)) { [weak self] in
+            guard let self else { return }
+            historyPruningScheduled = false
+            // The store is the service's, confined to this queue like it.
+            guard let store = self.store as? SQLiteStore else { return }
+            do throws(PropBusError) {
+                if try store.pruneHistory() { scheduleHistoryPruning() }
+            } catch {
+                storeFailureHandler?(error)
+            }
         }
     }
 

@@ -90,6 +90,8 @@ public final class Service: @unchecked Sendable {
     /// belongs to one process, so a write costs no lookup after the first. One entry per
     /// connected writer.
     private var describedCallers: [String: WriteSet.Caller] = [:]
+    /// Whether a history pruning step is queued (``scheduleHistoryPruning()``).
+    var historyPruningScheduled = false
 
     /// Builds the object tree for `model` on `connection`. Call on the connection's queue, before
     /// requesting the bus name, so that no client can see a half-exported daemon.
@@ -201,8 +203,12 @@ public final class Service: @unchecked Sendable {
         // After the rollback below too, which may export groups again.
         defer { groupsExportedThisRound.removeAll() }
         guard !holdsCommits else { return nil }
-        // Refused attempts after the round's own commit, in a transaction of their own.
-        defer { flushRefusals() }
+        // Refused attempts after the round's own commit, in a transaction of their own; and
+        // history past its bounds is pruned later, between rounds.
+        defer {
+            flushRefusals()
+            scheduleHistoryPruning()
+        }
         guard let rollback = round.end() else { return nil }
         let error = rollback.error
         storeFailureHandler?(error)

@@ -13,8 +13,8 @@ public struct HistoryOptions: Sendable {
     public var maximumAge: Int?
     /// The most changes of transient keys kept in memory (they are never written to disk).
     public var maximumTransientRows = 10_000
-    /// The most old rows one commit deletes: pruning rides with later commits in small
-    /// batches, so no call waits for a big delete.
+    /// The most old rows one pruning step deletes (of each bound): pruning runs between
+    /// rounds in small steps of its own (``SQLiteStore/pruneHistory()``), so no call waits for it.
     public var pruneBatch = 256
     /// The most changes kept per key, the latest (`nil`: no limit per key).
     public var maximumPerKey: Int?
@@ -58,6 +58,11 @@ final class HistoryTable {
     /// Rows per key, for ``HistoryOptions/maximumPerKey``: counted (an index range) when a key
     /// is first written, then kept up to date; forgotten when other pruning deleted rows.
     private var rowsOfKey: [Key: Int] = [:]
+    /// Keys with more rows than ``HistoryOptions/maximumPerKey``, for the next pruning step.
+    private var keysOverLimit: Set<Key> = []
+    /// The oldest row's time (`nil`: not read yet, or no rows), for ``HistoryOptions/maximumAge``.
+    private var oldestTime: Int64?
+    private var oldestTimeIsKnown = false
     private var database: SQLiteDatabase?
     /// Rows in the table, counted once at open and kept up to date.
     private var rowCount = 0
@@ -104,8 +109,8 @@ final class HistoryTable {
         return records
     }
 
-    /// Writes the persistent keys' changes; call inside the commit's transaction. Prunes a
-    /// small batch of the oldest rows when over the bounds.
+    /// Writes the persistent keys' changes; call inside the commit's transaction. Deletes
+    /// nothing: what passes the bounds is pruned later, between rounds (``prune(options:)``).
     func record(_ writeSet: WriteSet, options: HistoryOptions) throws(SQLiteError) {
         guard let insert else { return }
         let time = Self.now()
@@ -123,39 +128,86 @@ final class HistoryTable {
                 caller.map { .text($0.busName) } ?? .null, caller?.host.map { .text($0) } ?? .null,
             ])
             rowCount += 1
-            if let limit = options.maximumPerKey { try prune(record.key, to: limit, batch: options.pruneBatch) }
-        }
-        if rowCount > options.maximumRows, let pruneOldest, let database {
-            try pruneOldest.run([.integer(Int64(min(rowCount - options.maximumRows, options.pruneBatch)))])
-            rowCount -= Int(database.changes)
-            if database.changes > 0 { rowsOfKey.removeAll() }
-        }
-        if let age = options.maximumAge, let pruneOlderThan, let database {
-            try pruneOlderThan.run([.integer(time - Int64(age) * 1_000_000_000), .integer(Int64(options.pruneBatch))])
-            rowCount -= Int(database.changes)
-            if database.changes > 0 { rowsOfKey.removeAll() }
+            if let limit = options.maximumPerKey, try count(of: record.key, adding: 1) > limit { keysOverLimit.insert(record.key) }
+            if oldestTimeIsKnown, oldestTime == nil { oldestTime = time }
         }
     }
 
-    /// Deletes `key`'s oldest rows past `limit` (at most `batch`), after a row of it was added:
-    /// in steady state one indexed delete of one row, no scan.
-    private func prune(_ key: Key, to limit: Int, batch: Int) throws(SQLiteError) {
-        guard let countOfKey, let pruneOldestOfKey, let database else { return }
+    /// `key`'s rows plus `added`: counted (an index range) the first time, then kept.
+    private func count(of key: Key, adding added: Int) throws(SQLiteError) -> Int {
         var count: Int
         if let known = rowsOfKey[key] {
-            count = known + 1
-        } else {
+            count = known
+        } else if let countOfKey {
+            // The row just inserted is counted already.
             try countOfKey.bind([.text(key.text)])
-            count = try countOfKey.step() ? Int(countOfKey.integer(0)) : 0
+            count = try countOfKey.step() ? Int(countOfKey.integer(0)) - added : 0
             while try countOfKey.step() {}
+        } else {
+            count = 0
         }
-        if count > limit {
-            try pruneOldestOfKey.run([.text(key.text), .integer(Int64(min(count - limit, batch)))])
-            let deleted = Int(database.changes)
-            count -= deleted
-            rowCount -= deleted
-        }
+        count += added
         rowsOfKey[key] = count
+        return count
+    }
+
+    /// Whether rows pass a bound (count, age, per key) and a pruning step has work.
+    func needsPruning(_ options: HistoryOptions, now: Int64) throws(SQLiteError) -> Bool {
+        if rowCount > options.maximumRows || !keysOverLimit.isEmpty { return true }
+        guard let age = options.maximumAge, let database else { return false }
+        if !oldestTimeIsKnown {
+            oldestTime = try database.textRows("SELECT time FROM history ORDER BY id LIMIT 1").first.flatMap { Int64($0) }
+            oldestTimeIsKnown = true
+        }
+        return oldestTime.map { $0 < now - Int64(age) * 1_000_000_000 } ?? false
+    }
+
+    /// One pruning step, in a transaction of its own between rounds: at most
+    /// ``HistoryOptions/pruneBatch`` of the oldest rows past the row bound, as many past the
+    /// age, and the oldest rows of up to that many keys past their bound. Returns whether work
+    /// is left for another step.
+    func prune(options: HistoryOptions) throws(SQLiteError) -> Bool {
+        guard let database, let pruneOldest, let pruneOlderThan, let pruneOldestOfKey, !database.inTransaction else { return false }
+        let now = Self.now()
+        guard try needsPruning(options, now: now) else { return false }
+        try database.execute("BEGIN IMMEDIATE")
+        do {
+            var deletedSome = false
+            if rowCount > options.maximumRows {
+                try pruneOldest.run([.integer(Int64(min(rowCount - options.maximumRows, options.pruneBatch)))])
+                rowCount -= Int(database.changes)
+                deletedSome = deletedSome || database.changes > 0
+            }
+            if let age = options.maximumAge {
+                try pruneOlderThan.run([.integer(now - Int64(age) * 1_000_000_000), .integer(Int64(options.pruneBatch))])
+                rowCount -= Int(database.changes)
+                deletedSome = deletedSome || database.changes > 0
+            }
+            // Rows the bounds above deleted are no longer in the counts per key.
+            if deletedSome {
+                rowsOfKey.removeAll()
+                oldestTimeIsKnown = false
+            }
+            if let limit = options.maximumPerKey {
+                for key in keysOverLimit.prefix(options.pruneBatch) {
+                    let count = try self.count(of: key, adding: 0)
+                    if count > limit {
+                        try pruneOldestOfKey.run([.text(key.text), .integer(Int64(min(count - limit, options.pruneBatch)))])
+                        let deleted = Int(database.changes)
+                        rowCount -= deleted
+                        rowsOfKey[key] = count - deleted
+                        oldestTimeIsKnown = false
+                    }
+                    if (rowsOfKey[key] ?? 0) <= limit { keysOverLimit.remove(key) }
+                }
+            }
+            try database.execute("COMMIT")
+        } catch {
+            try? database.execute("ROLLBACK")
+            rowsOfKey.removeAll()
+            throw error
+        }
+        return try needsPruning(options, now: now)
     }
 
     /// Keeps the transient keys' changes in memory (after the commit: nothing to undo).
@@ -268,6 +320,22 @@ extension SQLiteStore {
         CREATE INDEX history_key ON history (key, revision);
         CREATE INDEX history_change ON history (change);
         """
+
+    /// Whether history passes one of its bounds: the daemon then runs ``pruneHistory()``
+    /// between rounds.
+    public var historyNeedsPruning: Bool {
+        guard historyOptions.isEnabled else { return false }
+        return (try? historyTable.needsPruning(historyOptions, now: HistoryTable.now())) ?? false
+    }
+
+    /// One pruning step of its own (a small transaction between rounds, never in a call's
+    /// commit); returns whether another step has work.
+    public func pruneHistory() throws(PropBusError) -> Bool {
+        guard historyOptions.isEnabled else { return false }
+        do { return try historyTable.prune(options: historyOptions) } catch {
+            throw PropBusError(.storeFailed, "cannot prune the history in the store \(path): \(error)")
+        }
+    }
 
     /// The records of one change, for `Revert`.
     public func history(ofChange change: UInt64) throws(PropBusError) -> [HistoryRecord] {
