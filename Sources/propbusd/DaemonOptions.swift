@@ -95,13 +95,13 @@ struct DaemonOptions {
             $0.history.isEnabled = false
             $0.service.recordsCallers = false
         },
-        .value("history-max-rows", "N", help: "Keep at most N rows of change history, pruning the oldest in small batches with later commits (default 1000000).") { o, v throws(UsageError) in
+        .value("history-max-rows", "N", help: "Keep at most N rows of change history, pruning the oldest in small steps between rounds, never in a call's commit (default 1000000).") { o, v throws(UsageError) in
             o.history.maximumRows = try positive(v, "--history-max-rows")
         },
         .value("history-max-age", "SECONDS", help: "Prune change history older than SECONDS (default: kept until --history-max-rows).") { o, v throws(UsageError) in
             o.history.maximumAge = try positive(v, "--history-max-age")
         },
-        .value("history-max-per-key", "N", help: "Keep at most the N latest changes of each key (default: no limit per key); the older ones go with the commit that adds a row, one indexed delete.") { o, v throws(UsageError) in
+        .value("history-max-per-key", "N", help: "Keep at most the N latest changes of each key (default: no limit per key); the older ones are pruned between rounds like --history-max-rows.") { o, v throws(UsageError) in
             o.history.maximumPerKey = try positive(v, "--history-max-per-key")
         },
         .flag("history-denied", help: "Also record refused attempts (AccessDenied): who, when, which key and method, never the value; the last 10000, readable by privileged callers (propctl history --denied).") {
