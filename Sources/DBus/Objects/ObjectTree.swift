@@ -302,6 +302,11 @@ public final class ObjectTree: @unchecked Sendable {
             route(message, credentials: nil)
             return
         }
+        // Known after a connection's first call: routed at once, without a closure per call.
+        if let known = credentialCache.cached(sender) {
+            route(message, credentials: known)
+            return
+        }
         credentialCache.withCredentials(of: sender) { [unowned self] result in
             switch result {
             case .success(let credentials):
