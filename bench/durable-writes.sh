@@ -12,6 +12,8 @@
 #   env PROPBUSD  use this propbusd binary instead of building one in release mode
 #   env BIN       the same, $BIN/propbusd
 #   env PROPBUSD_ARGS  more propbusd options, e.g. "--no-history" (history's cost: run with and without)
+#   --history-rows N  pre-fill each store with N rows of change history before the timed runs
+#                 (bench/history-fill.sh; env HISTORY_ROWS), e.g. 1000000
 #
 # For each store size and each service: 1 sequential writer, then 16 concurrent writers (one
 # connection each), every write waiting for its reply. A second run of each case under
@@ -25,6 +27,7 @@ source bench/lib.sh
 command -v swift >/dev/null || export PATH="$PATH:/opt/swift/usr/bin"
 
 seconds=${SECONDS_PER_RUN:-3} levels=${LEVELS:-"0 1000 10000 100000"} dconf=1 trace=1
+history_rows=${HISTORY_ROWS:-0}
 dconf_max=${DCONF_MAX_KEYS:-10000}
 while [ $# -gt 0 ]; do
   case $1 in
@@ -33,6 +36,7 @@ while [ $# -gt 0 ]; do
     --no-dconf) dconf=0; shift ;;
     --dconf-max-keys) dconf_max=$2; shift 2 ;;
     --no-strace) trace=0; shift ;;
+    --history-rows) history_rows=$2; shift 2 ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "durable-writes: unknown argument '$1' (try --help)" >&2; exit 64 ;;
   esac
@@ -91,6 +95,14 @@ for level in $levels; do
   pids+=("$pb")
   wait_owner org.propbus.PropBus1
   "$client" "$ADDR" preload-propbus "$level"
+  if [ "$history_rows" -gt 0 ]; then
+    # A store already holding that much history: filled while the daemon is stopped.
+    bench_stop_pid "$pb"; bench_wait_gone org.propbus.PropBus1
+    bench/history-fill.sh "$state" "$history_rows" "$(( level > 0 ? level : 10000 ))"
+    "$propbusd" --address "$ADDR" --state-dir "$state" --max-properties 200000 ${PROPBUSD_ARGS:-} & pb=$!
+    pids+=("$pb")
+    wait_owner org.propbus.PropBus1
+  fi
   run_case "$pb" propbus 1; p1=$rate f1=$fsyncs
   run_case "$pb" propbus 16; p16=$rate f16=$fsyncs
   bench_stop_pid "$pb"; bench_wait_gone org.propbus.PropBus1
@@ -132,7 +144,7 @@ if [ -d "$tmp/propbus-10000" ]; then
 fi
 
 {
-  echo "durable-writes $(date -u +%Y-%m-%dT%H:%M:%SZ), ${seconds}s per run, $(nproc) CPUs, store in $(df --output=source,fstype "$tmp" | tail -1 | tr -s ' ')"
+  echo "durable-writes $(date -u +%Y-%m-%dT%H:%M:%SZ), ${seconds}s per run, $(nproc) CPUs, store in $(df --output=source,fstype "$tmp" | tail -1 | tr -s ' '), propbusd ${PROPBUSD_ARGS:-(no options)}, history rows pre-filled: $history_rows"
   printf '%-8s %-9s %10s %10s %11s %11s\n' keys service "1 writer/s" "16 writr/s" "fsync/w (1)" "fsync/w(16)"
   printf '%s\n' "${rows[@]}"
   echo "$startup"

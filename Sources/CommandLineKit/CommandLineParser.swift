@@ -150,7 +150,12 @@ extension CommandLineParser {
             }
             for scope in scopes {
                 for group in scope.exclusiveOptions {
-                    let given = group.filter { flags.contains($0) || optionValues[$0] != nil }
+                    // As the group's own command declares each option: a subcommand's value
+                    // option of the same name (history --user USER) is not the global flag.
+                    let given = group.filter { name in
+                        guard let declared = scope.options.first(where: { $0.long == name }) else { return flags.contains(name) || optionValues[name] != nil }
+                        return declared.takesValue ? optionValues[name] != nil : flags.contains(name)
+                    }
                     if given.count > 1 { throw .conflictingOptions(given, at: path) }
                 }
             }

@@ -83,6 +83,7 @@ public final class ModelFileSet {
         var declared: Set<Key> = []
         let previousCommands = commandKeys
         beforeLoad = (self.skipped, bindingIDs, commandKeys)
+        let atStartup = model.origin == .startup
         // What came before is not this load's to undo.
         model.commitRound()
         commands.commitRound()
@@ -101,6 +102,9 @@ public final class ModelFileSet {
             // file left the files applied when the store then refused them).
             let savepoint = store.savepoint()
             let commandsSavepoint = commands.savepoint()
+            // At start-up each file's declarations are its own change in history; a reload's
+            // stay the reload's.
+            if atStartup { model.origin = .modelFile(path: path) }
             model.beginCall()
             do {
                 var changes: [PropertyChange] = []
@@ -126,6 +130,8 @@ public final class ModelFileSet {
                 skipped.append(Skipped(path: path, reason: error.message))
             }
         }
+        // What follows (keys and bindings retired) is no one file's.
+        if atStartup { model.origin = .startup }
         // A file that is gone takes its bindings with it.
         for (path, ids) in bindingIDs where !paths.contains(path) {
             for id in ids where model.bindings[id] != nil { report.changes += (try? model.unbind(id)) ?? [] }

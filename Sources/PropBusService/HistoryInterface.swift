@@ -1,4 +1,6 @@
 import DBus
+import Dispatch
+import Glibc
 import PropBus
 import PropBusSystem
 
@@ -18,6 +20,19 @@ extension Service {
                 let until = filter["until"].flatMap { if case .uint64(let v) = $0 { v } else { nil } }
                 let user: UInt32? = filter["uid"].flatMap { if case .uint32(let v) = $0 { v } else { nil } }
                 let userName = filter["user"]?.stringValue
+                let sinceTime = filter["since_time"].flatMap { if case .int64(let v) = $0 { v } else { nil } }
+                let untilTime = filter["until_time"].flatMap { if case .int64(let v) = $0 { v } else { nil } }
+                if filter["denied"]?.boolValue == true {
+                    return try listDenied(call, prefix: prefix, after: after, limit: limit, filter: filter, store: store)
+                }
+                // One key's latest change (propctl watch --origin): one indexed lookup, no scan.
+                if filter["latest"]?.boolValue == true {
+                    guard let key = try? Key(prefix) else {
+                        throw PropBusError(.invalidKey, "ListHistory with latest expects a key, got '\(prefix)'").dbusError
+                    }
+                    let latest = try bridged { () throws(PropBusError) in try store.history(of: key, atOrBefore: UInt64.max).latest }
+                    return .reply([.array(of: Self.historyRow, latest.map { [historyRow($0, for: call)] } ?? []), .uint64(0)])
+                }
                 // Read in chunks until a page is full: filters may drop rows.
                 let pageLimit = limit == 0 ? 1000 : min(Int(limit), 1000)
                 var chosen: [HistoryRecord] = []
@@ -27,8 +42,11 @@ extension Service {
                     let chunk = try bridged { () throws(PropBusError) in try store.history(prefix: prefix, after: cursor, limit: pageLimit) }
                     exhausted = chunk.count < pageLimit
                     for record in chunk {
+                        // Commit times follow revisions (one clock, read at each commit).
                         if let until, record.revision > until { exhausted = true; break }
+                        if let untilTime, record.time > untilTime { exhausted = true; break }
                         cursor = record.revision
+                        if let sinceTime, record.time < sinceTime { continue }
                         if let user, record.caller?.userID != user { continue }
                         if let userName, record.caller?.userName != userName { continue }
                         chosen.append(record)
@@ -123,15 +141,118 @@ extension Service {
         if let old = record.oldValue { row["old"] = mayReadValues ? old : .string("<redacted>") }
         if let new = record.newValue { row["new"] = mayReadValues ? new : .string("<redacted>") }
         if !mayReadValues { row["redacted"] = .boolean(true) }
-        if let caller = record.caller {
-            row["bus_name"] = .string(caller.busName)
-            if let uid = caller.userID { row["uid"] = .uint32(uid) }
-            if let name = caller.userName { row["user"] = .string(name) }
-            if let pid = caller.processID { row["pid"] = .uint32(pid) }
-            if let comm = caller.command { row["comm"] = .string(comm) }
-            if let exe = caller.executable { row["exe"] = .string(exe) }
-            if let unit = caller.unit { row["unit"] = .string(unit) }
-        }
+        if let caller = record.caller { Self.addCaller(caller, to: &row) }
         return .vardict(row)
+    }
+
+    /// A caller's fields in a history row (names in docs/history.md).
+    static func addCaller(_ caller: WriteSet.Caller, to row: inout [String: DBusValue]) {
+        row.merge(caller.fields) { _, new in new }
+    }
+
+    /// `ListHistory` with `denied`: the refused attempts, paged by attempt id, for privileged
+    /// callers only (they name who tried what, which is nobody else's business).
+    func listDenied(_ call: MethodCall, prefix: String, after: UInt64, limit: UInt32, filter: [String: DBusValue],
+                    store: SQLiteStore) throws(DBusError) -> MethodResult {
+        guard options.access.isPrivileged(call.credentials) else {
+            throw PropBusError(.accessDenied, "\(AccessPolicy.describe(call.credentials)) may not read the refused attempts; root and propbusd's user may").dbusError
+        }
+        guard store.historyOptions.recordsDenied else {
+            throw PropBusError(.unavailable, "propbusd records no refused attempts (start it with --history-denied)").dbusError
+        }
+        flushRefusals()
+        let user: UInt32? = filter["uid"].flatMap { if case .uint32(let v) = $0 { v } else { nil } }
+        let userName = filter["user"]?.stringValue
+        let sinceTime = filter["since_time"].flatMap { if case .int64(let v) = $0 { v } else { nil } }
+        let untilTime = filter["until_time"].flatMap { if case .int64(let v) = $0 { v } else { nil } }
+        let pageLimit = limit == 0 ? 1000 : min(Int(limit), 1000)
+        var chosen: [(id: Int64, attempt: DeniedAttempt)] = []
+        var cursor = Int64(bitPattern: after)
+        var exhausted = false
+        while chosen.count < pageLimit, !exhausted {
+            let chunk = try bridged { () throws(PropBusError) in try store.deniedAttempts(prefix: prefix, after: cursor, limit: pageLimit) }
+            exhausted = chunk.count < pageLimit
+            for (id, attempt) in chunk {
+                cursor = id
+                if let user, attempt.caller.userID != user { continue }
+                if let userName, attempt.caller.userName != userName { continue }
+                if let sinceTime, attempt.time < sinceTime { continue }
+                if let untilTime, attempt.time > untilTime { continue }
+                chosen.append((id, attempt))
+            }
+        }
+        let page = Page(chosen, limit: UInt32(pageLimit), maximumMessageSize: model.limits.maximumMessageSize) { item in
+            var row: [String: DBusValue] = [
+                "attempt": .uint64(UInt64(bitPattern: item.id)), "time": .int64(item.attempt.time), "key": .string(item.attempt.key),
+                "via": .string(item.attempt.caller.via), "error": .string(item.attempt.error),
+            ]
+            Self.addCaller(item.attempt.caller, to: &row)
+            return .vardict(row)
+        }
+        let next = page.last.map { UInt64(bitPattern: $0.id) } ?? (exhausted ? 0 : UInt64(bitPattern: cursor))
+        return .reply([.array(of: Self.historyRow, page.rows), .uint64(next)])
+    }
+}
+
+extension Service {
+    /// Errors that mean "you may not" and go into the refused attempts (`--history-denied`).
+    static func isRefusal(_ error: DBusError) -> Bool {
+        error.name == PropBusError.Code.accessDenied.dbusName || error.name.hasSuffix(".Locked")
+    }
+
+    /// Records `call`'s refusal: who, when, which keys and method, never a value.
+    func recordRefusal(of call: MethodCall, _ error: DBusError, in store: SQLiteStore) {
+        guard Self.isRefusal(error), case .call(let caller) = origin(of: call) else { return }
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let time = Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+        for key in Self.keysNamed(by: call).prefix(16) {
+            store.recordDenied(DeniedAttempt(time: time, key: key, caller: caller, error: error.name))
+        }
+    }
+
+    /// Prunes history past its bounds in small steps of their own on the queue, a few
+    /// milliseconds apart, so calls are served in between and none waits for a big delete.
+    func scheduleHistoryPruning() {
+        guard !historyPruningScheduled, (store as? SQLiteStore)?.historyNeedsPruning == true else { return }
+        historyPruningScheduled = true
+        tree.connection.queue.asyncAfter(deadline: .now() + .milliseconds(5)) { [weak self] in
+            guard let self else { return }
+            historyPruningScheduled = false
+            // The store is the service's, confined to this queue like it.
+            guard let store = self.store as? SQLiteStore else { return }
+            do throws(PropBusError) {
+                if try store.pruneHistory() { scheduleHistoryPruning() }
+            } catch {
+                storeFailureHandler?(error)
+            }
+        }
+    }
+
+    /// Writes the refused attempts held since the last round.
+    func flushRefusals() {
+        guard let store = store as? SQLiteStore, store.historyOptions.recordsDenied else { return }
+        do throws(PropBusError) { try store.flushDenied() } catch { storeFailureHandler?(error) }
+    }
+
+    /// The keys a call names, as far as its arguments tell: `Properties.Set`'s (its object's
+    /// group and the property), a Manager method's first string, `Apply`'s keys; the call's
+    /// path when it names none.
+    static func keysNamed(by call: MethodCall) -> [String] {
+        let arguments = call.arguments
+        if call.message.interface == "org.freedesktop.DBus.Properties", arguments.count >= 2,
+           let name = arguments[1].stringValue, let group = Key.group(atPath: call.path) {
+            return [group + "." + name]
+        }
+        if case .dictionary(_, _, let entries)? = arguments.first {
+            let keys = entries.compactMap(\.key.stringValue)
+            if case .array(_, let reset)? = arguments.dropFirst().first { return keys + reset.compactMap(\.stringValue) }
+            return keys
+        }
+        if let first = arguments.first?.stringValue, (try? Key(first)) != nil { return [first] }
+        if case .array(_, let keys)? = arguments.first, keys.allSatisfy({ $0.stringValue.map { (try? Key($0)) != nil } ?? false }), !keys.isEmpty {
+            return keys.compactMap(\.stringValue)
+        }
+        return [Key.group(atPath: call.path) ?? call.path]
     }
 }

@@ -102,6 +102,13 @@ public final class Service: @unchecked Sendable {
     var leaseTimerDeadline: UInt64?
     /// Whether TTLs end (``startLeases()``): not before the name is owned, or nobody would see it.
     var leasesStarted = false
+    /// Each calling connection's process as history names it (user, `comm`, `exe`, unit), read
+    /// from `/proc` at its first write and forgotten when it leaves the bus: a connection
+    /// belongs to one process, so a write costs no lookup after the first. One entry per
+    /// connected writer.
+    private var describedCallers: [String: WriteSet.Caller] = [:]
+    /// Whether a history pruning step is queued (``scheduleHistoryPruning()``).
+    var historyPruningScheduled = false
 
     /// Builds the object tree for `model` on `connection`. Call on the connection's queue, before
     /// requesting the bus name, so that no client can see a half-exported daemon.
@@ -119,6 +126,8 @@ public final class Service: @unchecked Sendable {
         // Checks need the caller's credentials; the lookup it costs is skipped when all is allowed.
         // (They are forgotten on NameOwnerChanged, which matchRules already subscribes to.)
         tree.requiresCredentials = options.access.isEnabled
+        // History names every caller, also without access checks: one lookup per connection.
+        tree.attributesCalls = options.recordsCallers
         // A binding acts with its principal's rights at every propagation, not only at Bind.
         model.bindingAuthority = BindingAuthority.enforcing(options.access)
         model.bindingStateHandler = { Self.log(Self.bindingStateLine($0, $1)) }
@@ -129,6 +138,9 @@ public final class Service: @unchecked Sendable {
         tree.replyAdmission = { [unowned self] call, credentials, size in admitReply(to: call, of: size, caller: credentials) }
         // Model files have declared their keys by now: stored overrides find them.
         model.adoptLoadedLeases()
+        if let store = store as? SQLiteStore, store.historyOptions.isEnabled, store.historyOptions.recordsDenied {
+            tree.onRefusal = { [unowned self] call, error in recordRefusal(of: call, error, in: store) }
+        }
         tree.addObjectManager(at: Key.rootPath)
         tree.export(ExportedObject { [unowned self] in [managerDescription()] }, at: Key.rootPath)
         // Before the name is owned: no InterfacesAdded (see ObjectTree.export), which at start-up
@@ -144,6 +156,7 @@ public final class Service: @unchecked Sendable {
             publish(model.unbindAll(ownedBy: name))
             // Its overrides end and its ephemeral keys go (those with a TTL stay until it ends).
             endLeases(heldBy: name)
+            describedCallers[name] = nil
             // An Execute whose caller left can never be answered, and its id was never handed
             // out, so nobody could cancel it: cancel it now.
             for (id, work) in running.sorted(by: { $0.key < $1.key }) where work.waiter?.sender == name {
@@ -211,6 +224,12 @@ public final class Service: @unchecked Sendable {
         // After the rollback below too, which may export groups again.
         defer { groupsExportedThisRound.removeAll() }
         guard !holdsCommits else { return nil }
+        // Refused attempts after the round's own commit, in a transaction of their own; and
+        // history past its bounds is pruned later, between rounds.
+        defer {
+            flushRefusals()
+            scheduleHistoryPruning()
+        }
         // A commit that writes counts as work too: 10,000 one-key rounds (a host offering its
         // model file's fleet keys to etcd) leave as much behind as one round of 10,000 changes.
         // Rounds that only read do not: a client polling a property would keep a burst's
@@ -267,16 +286,24 @@ public final class Service: @unchecked Sendable {
         return try fleet.write(call, compareAndSet: compareAndSet, rerunAfterCommit: rerunAfterCommit, reply: reply, body)
     }
 
-    /// Who made `call`, for the round's write set: the method, the bus name, and with the
-    /// caller's credentials (access checks on) its uid, user name, pid and process, read from
-    /// `/proc` now (the process may be gone by the time someone reads history).
-    /// - Parameter credentials: the caller's, when looked up for this call only (the tree's
-    ///   otherwise).
-    func origin(of call: MethodCall, via: String? = nil, credentials: Credentials? = nil) -> WriteSet.Origin {
-        let known = credentials ?? call.credentials
-        let caller = WriteSet.Caller(via: via ?? call.message.member ?? "call", busName: call.sender,
-                                     userID: known?.userID, processID: known?.processID)
-        let described = options.recordsCallers ? CallerProcess.describe(caller) : caller
+    /// Who made `call`, for the round's write set: the method, the bus name, and from the
+    /// caller's credentials (looked up once per connection, with or without access checks) its
+    /// uid, user name, pid and process, read from `/proc` at the connection's first write (the
+    /// process may be gone by the time someone reads history).
+    func origin(of call: MethodCall, via: String? = nil) -> WriteSet.Origin {
+        let method = via ?? call.message.member ?? "call"
+        var described: WriteSet.Caller
+        if let known = describedCallers[call.sender] {
+            described = known
+        } else {
+            let identity = call.identity ?? call.credentials
+            described = WriteSet.Caller(via: "", busName: call.sender, userID: identity?.userID, processID: identity?.processID)
+            if options.recordsCallers {
+                described = CallerProcess.describe(described)
+                if !call.sender.isEmpty { describedCallers[call.sender] = described }
+            }
+        }
+        described.via = method
         return via == "Revert" ? .revert(described) : .call(described)
     }
 

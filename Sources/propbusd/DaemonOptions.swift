@@ -99,11 +99,17 @@ struct DaemonOptions {
             $0.history.isEnabled = false
             $0.service.recordsCallers = false
         },
-        .value("history-max-rows", "N", help: "Keep at most N rows of change history, pruning the oldest in small batches with later commits (default 1000000).") { o, v throws(UsageError) in
+        .value("history-max-rows", "N", help: "Keep at most N rows of change history, pruning the oldest in small steps between rounds, never in a call's commit (default 1000000).") { o, v throws(UsageError) in
             o.history.maximumRows = try positive(v, "--history-max-rows")
         },
         .value("history-max-age", "SECONDS", help: "Prune change history older than SECONDS (default: kept until --history-max-rows).") { o, v throws(UsageError) in
             o.history.maximumAge = try positive(v, "--history-max-age")
+        },
+        .value("history-max-per-key", "N", help: "Keep at most the N latest changes of each key (default: no limit per key); the older ones are pruned between rounds like --history-max-rows.") { o, v throws(UsageError) in
+            o.history.maximumPerKey = try positive(v, "--history-max-per-key")
+        },
+        .flag("history-denied", help: "Also record refused attempts (AccessDenied): who, when, which key and method, never the value; the last 10000, readable by privileged callers (propctl history --denied).") {
+            $0.history.recordsDenied = true
         },
         .value("max-executions", "N", help: "Refuse more than N command executions running at once (default 64).") { o, v throws(UsageError) in
             o.maximumExecutions = try positive(v, "--max-executions")
@@ -235,6 +241,8 @@ struct DaemonOptions {
         With --fleet, keys created with scope fleet are shared by every propbusd using the same etcd cluster and PREFIX (see docs/fleet.md): a write of one is sent to etcd as one transaction and answered once etcd accepted it; changes from other hosts arrive through a watch. Reads serve the local mirror, also while etcd is unreachable; writes of fleet keys then fail with Unavailable, and while FleetState is connecting (just started) they wait for the connection, up to 3 s. Manager.FleetState and FleetRevision tell the state (propctl status). When etcd goes back in time (restored from a backup, or recreated empty) the daemon logs a WARNING and reads etcd in full: etcd's state wins, and a fleet key etcd lacks keeps its definition (offered to etcd again) but loses its value. Members that require client certificates need --fleet-cert and --fleet-key.
 
         Layer files give keys values above and below the user's (see docs/layers.md): CONFIG/mandatory.d/*.json (--config-dir, default /etc/propbus) is the administrator's and locks the keys it names, for everyone but root (and, on the system bus, propbusd's own user) or only for the users and @groups of an entry's "for"; a locked write fails with org.propbus.PropBus1.Error.Locked naming the file. CONFIG/defaults.d/*.json are site defaults and VENDOR/defaults.d/*.json (--vendor-dir, default /usr/share/propbus) vendor defaults, both below the user's value. The session daemons read the same directories as the system daemon. Files apply in name order, a later one winning; a reload re-reads them at once, and a bad file or entry is logged, returned by Reload and listed by propctl status while the others apply.
+
+        Every committed change is recorded in history in the same transaction as the value (docs/history.md): revision, time, old and new value, how (Set, Apply, binding from KEY, command state, model file, reload, fleet change from HOST, Revert) and who (uid, user, pid, comm, exe, systemd unit, bus name; a fleet key's value in etcd carries them to every host). propctl history, blame, revert and watch --origin read it; --history-max-rows, --history-max-age and --history-max-per-key bound it, --history-denied adds refused attempts (privileged callers only, never a value), --no-history turns it off.
 
         On SIGTERM or SIGINT it stops accepting calls, cancels running executions, commits, releases its name and exits 0; if it loses the bus it exits 1. Under systemd (Type=notify) it sends READY=1 once the name is owned, STOPPING=1 on SIGTERM, and watchdog pings when WatchdogSec= is set; RELOADING=1 and READY=1 around a reload.
         """

@@ -129,7 +129,7 @@ final class HistoryTests: AccessControlTestCase, @unchecked Sendable {
         try #"{"groups": {"app": {"properties": {"mode": {"type": "s", "default": "b"}}}}}"#.write(to: file, atomically: true, encoding: .utf8)
         try await client.call(PropBusAPI.manager, "Reload")
         let rows = try await historyJSON(["app.mode"])
-        XCTAssertEqual(rows.first?["via"] as? String, "startup", "\(rows)")
+        XCTAssertEqual(rows.first?["via"] as? String, "model file \(file.path)", "\(rows)")
         XCTAssertEqual(rows.last?["via"] as? String, "reload", "\(rows)")
         XCTAssertEqual(rows.last?["new"] as? String, "b")
     }

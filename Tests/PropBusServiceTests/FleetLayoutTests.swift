@@ -222,5 +222,18 @@ final class FleetLayoutTests: XCTestCase {
         XCTAssertFalse(secret.contains("hunter"), secret)
         XCTAssertTrue(secret.contains("default differs (value refused)"), secret)
     }
-}
 
+    func testAValueCarriesItsAttributionAndABareValueReadsWithout() throws {
+        let caller = WriteSet.Caller(via: "Set", busName: ":1.7", userID: 1000, userName: "alice", processID: 42,
+                                     command: "propctl", executable: "/usr/bin/propctl", unit: "session-1.scope", host: "kiosk-3")
+        let bytes = FleetLayout.encodeValue(.int32(40), attribution: caller, time: 1_796_119_200_000_000_000)
+        let (value, read) = try FleetLayout.decodeAttributedValue(bytes)
+        XCTAssertEqual(value, .int32(40))
+        XCTAssertEqual(read, caller)
+        XCTAssertEqual(try FleetLayout.decodeValue(bytes), .int32(40))
+        let bare = try FleetLayout.decodeAttributedValue(ValueCodec.encode(.int32(40)))
+        XCTAssertEqual(bare.value, .int32(40))
+        XCTAssertNil(bare.caller)
+        XCTAssertThrowsError(try FleetLayout.decodeAttributedValue(Array(bytes.prefix(7))), "truncated")
+    }
+}

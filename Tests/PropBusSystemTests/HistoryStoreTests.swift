@@ -87,7 +87,7 @@ final class HistoryStoreTests: XCTestCase {
         XCTAssertEqual(try SQLiteStore(path: path).history(prefix: "t.", after: 0, limit: 100).count, 0, "never on disk")
     }
 
-    func testRowsArePrunedInSmallBatchesAndNoHistoryRecordsNothing() throws {
+    func testRowsArePrunedInSmallStepsOfTheirOwnAndNoHistoryRecordsNothing() throws {
         let store = try SQLiteStore(path: path)
         store.historyOptions.maximumRows = 4
         store.historyOptions.pruneBatch = 2
@@ -98,6 +98,13 @@ final class HistoryStoreTests: XCTestCase {
             _ = try model.set("p.x", to: .int32(Int32(value)))
             end(model, store)
         }
+        // A commit deletes nothing; pruning steps of their own do, a batch each.
+        XCTAssertEqual(try store.history(prefix: "p.", after: 0, limit: 100).count, 11)
+        XCTAssertTrue(store.historyNeedsPruning)
+        var steps = 0
+        while try store.pruneHistory() { steps += 1 }
+        XCTAssertEqual(steps, 3, "7 rows past the bound, 2 a step: 4 steps, the last with nothing after it")
+        XCTAssertFalse(store.historyNeedsPruning)
         XCTAssertEqual(try store.history(prefix: "p.", after: 0, limit: 100).map(\.newValue), [.int32(7), .int32(8), .int32(9), .int32(10)])
         store.historyOptions.isEnabled = false
         _ = try model.set("p.x", to: .int32(11))

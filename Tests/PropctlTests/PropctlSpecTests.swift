@@ -48,8 +48,11 @@ final class PropctlSpecTests: XCTestCase {
 
     func testNoSubcommandOptionShadowsAGlobalOne() {
         let globals = Set(root.options.map(\.long))
+        // history's --user USER is the filter issue 22 names; the global --user (the session
+        // bus, the default anyway) still works before the subcommand's name.
+        let allowed: [String: Set<String>] = ["history": ["user"]]
         for command in root.subcommands {
-            XCTAssertTrue(globals.isDisjoint(with: command.options.map(\.long)), command.name)
+            XCTAssertTrue(globals.isDisjoint(with: Set(command.options.map(\.long)).subtracting(allowed[command.name] ?? [])), command.name)
         }
     }
 

@@ -10,6 +10,10 @@ public struct MethodCall {
     /// The caller's credentials, when the tree looks them up (``ObjectTree/requiresCredentials``);
     /// `nil` otherwise, or for a message without a sender (a peer-to-peer connection).
     public let credentials: Credentials?
+    /// The caller's credentials whenever the tree looked them up, also when only to say who
+    /// called (``ObjectTree/attributesCalls``) and not to decide by them: ``credentials`` is
+    /// `nil` then, so nothing that decides or charges by it changes.
+    public let identity: Credentials?
     let tree: ObjectTree
 
     /// The caller's unique name.

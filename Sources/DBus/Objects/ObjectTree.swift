@@ -79,6 +79,10 @@ public final class ObjectTree: @unchecked Sendable {
     /// on the connection's queue, before the handler.
     public var accessCheck: ((MethodAccess, MethodCall) throws(DBusError) -> Void)?
 
+    /// Told of every call answered with an error, before the error goes out (the service
+    /// records refused attempts). Runs on the connection's queue.
+    public var onRefusal: ((MethodCall, DBusError) -> Void)?
+
     /// Caller credentials, once ``requiresCredentials`` was turned on.
     private var credentialCache: CredentialCache?
     /// The standard interfaces, built once; their handlers read the path from the call.
@@ -118,13 +122,23 @@ public final class ObjectTree: @unchecked Sendable {
     /// Turn it on before the bus name is owned. Cached credentials are forgotten on the bus's
     /// `NameOwnerChanged`, so subscribe to ``credentialsMatchRule`` (`AddMatch`) too. A call whose
     /// sender cannot be looked up (it left the bus first) is answered with `AccessDenied`.
-    public var requiresCredentials: Bool {
-        get { credentialCache != nil }
-        set {
-            dispatchPrecondition(condition: .onQueue(connection.queue))
-            if newValue, credentialCache == nil { credentialCache = CredentialCache(connection: connection) }
-            if !newValue { credentialCache = nil }
-        }
+    public var requiresCredentials = false {
+        didSet { updateCredentialCache() }
+    }
+
+    /// Whether every method call waits for its sender's credentials only to say who called
+    /// (``MethodCall/identity``): looked up once per connection, like ``requiresCredentials``,
+    /// but a sender that cannot be looked up is still served (without an identity), and
+    /// ``MethodCall/credentials`` stays `nil` unless ``requiresCredentials`` is on too.
+    public var attributesCalls = false {
+        didSet { updateCredentialCache() }
+    }
+
+    private func updateCredentialCache() {
+        dispatchPrecondition(condition: .onQueue(connection.queue))
+        let needed = requiresCredentials || attributesCalls
+        if needed, credentialCache == nil { credentialCache = CredentialCache(connection: connection) }
+        if !needed { credentialCache = nil }
     }
 
     /// The signal the credential cache needs to forget names that left the bus.
@@ -288,10 +302,17 @@ public final class ObjectTree: @unchecked Sendable {
             route(message, credentials: nil)
             return
         }
+        // Known after a connection's first call: routed at once, without a closure per call.
+        if let known = credentialCache.cached(sender) {
+            route(message, credentials: known)
+            return
+        }
         credentialCache.withCredentials(of: sender) { [unowned self] result in
             switch result {
             case .success(let credentials):
                 route(message, credentials: credentials)
+            case .failure where !requiresCredentials:
+                route(message, credentials: nil)
             case .failure(let error):
                 reply(to: message, .failure(DBusError(name: DBusError.Name.accessDenied,
                                                       message: "cannot look up the credentials of \(sender): \(error.message)")))
@@ -299,7 +320,9 @@ public final class ObjectTree: @unchecked Sendable {
         }
     }
 
-    private func route(_ message: Message, credentials: Credentials?) {
+    private func route(_ message: Message, credentials identity: Credentials?) {
+        // Decided and charged by only when the tree requires credentials; else they only name the caller.
+        let credentials = requiresCredentials ? identity : nil
         // Fds the call carried are closed once it was handled, whatever the outcome; a handler
         // that keeps one takes it first (MethodCall.takeUnixFD).
         defer { message.closeReceivedFDs() }
@@ -333,9 +356,11 @@ public final class ObjectTree: @unchecked Sendable {
                 "Invalid arguments '\(signature)' to call \(message.interface ?? "").\(member)(), expecting '\(method.inSignature)'")))
             return
         }
+        var built: MethodCall?
         do throws(DBusError) {
             let call = MethodCall(message: message, arguments: try message.arguments(), argumentDescriptions: method.inArguments,
-                                  credentials: credentials, tree: self, path: path)
+                                  credentials: credentials, identity: identity, tree: self, path: path)
+            built = call
             // Before the handler, so a denied call changes nothing. A declared privilege with no
             // check installed is refused: the declaration says someone must decide.
             if !method.access.isNone {
@@ -352,6 +377,7 @@ public final class ObjectTree: @unchecked Sendable {
             case .deferred: break
             }
         } catch {
+            if let built, let onRefusal { onRefusal(built, error) }
             reply(to: message, .failure(error))
         }
     }

@@ -280,6 +280,7 @@ public final class PropertyModel {
     public func endWriteSet() {
         closedChanges.removeAll()
         openBefore.removeAll(keepingCapacity: true)
+        if !openVia.isEmpty { openVia.removeAll() }
         openKeys.removeAll(keepingCapacity: true)
         openKeysAtCall = 0
         // What follows the round until someone says otherwise is the daemon's own doing.
@@ -304,17 +305,20 @@ public final class PropertyModel {
     /// The open change's keys, in the order first touched, with their state before it.
     private var openBefore: [Key: Entry?] = [:]
     private var openKeys: [Key] = []
+    /// Why keys of the open change changed other than by its origin (``WriteSet/Entry/via``).
+    private var openVia: [Key: String] = [:]
     /// How many of ``openKeys`` were there when the open call began (``beginCall()``).
     private var openKeysAtCall = 0
 
     private func closeChange() {
         guard !openKeys.isEmpty else { return }
         let recorded = openKeys.compactMap { key -> WriteSet.Entry? in
-            let entry = WriteSet.Entry(key: key, before: openBefore[key] ?? nil, after: entries[key])
+            let entry = WriteSet.Entry(key: key, before: openBefore[key] ?? nil, after: entries[key], via: openVia[key])
             return entry.isChange ? entry : nil
         }
         if !recorded.isEmpty { closedChanges.append(WriteSet.Change(origin: openOrigin, entries: recorded)) }
         openBefore.removeAll(keepingCapacity: true)
+        if !openVia.isEmpty { openVia.removeAll() }
         openKeys.removeAll(keepingCapacity: true)
         openKeysAtCall = 0
     }
@@ -703,6 +707,7 @@ public final class PropertyModel {
         } else if entry.value == oldValue {
             changes = [.redefined(key)]
         } else {
+            for (target, _) in propagated { noteBindingSource(of: target, among: Set(propagated.map(\.0)).union([key]).subtracting([target])) }
             changes = [.valueChanged(key, old: oldValue!)] + (try write(propagated.map { ($0.0, $0.1) }, frozen: frozen.union([key])))
         }
         // Made secret, writers narrowed or widened: the bindings that read or write it may no
@@ -879,10 +884,13 @@ public final class PropertyModel {
                 let next = Self.effectiveValue(of: entry, stored: value)
                 return next == entry.value ? nil : (key, next)
             }
+            var written = Set(origins.map(\.0))
             for (target, value) in try propagation.expand(origins, frozen: frozen) {
                 let entry = try writableEntry(target.text)
                 try entry.definition.check(value, maximumSize: limits.maximumValueSize)
                 all.append((target, value))
+                noteBindingSource(of: target, among: written)
+                written.insert(target)
             }
         }
         var byGroup: [String: [(Key, DBusValue)]] = [:]
@@ -893,6 +901,18 @@ public final class PropertyModel {
         for (group, values) in byGroup { try checkGroupFits(group, with: values) }
         try checkStoredBytes(all)
         return record(all)
+    }
+
+    /// Records for history that `target` changed through a binding from one of `written`
+    /// (the keys the propagation had reached before it).
+    private func noteBindingSource(of target: Key, among written: Set<Key>) {
+        for binding in bindings.touching(target) {
+            let other = binding.key == target ? binding.to : binding.key
+            if written.contains(other) {
+                openVia[target] = "binding from \(other.text)"
+                return
+            }
+        }
     }
 
     /// Writes checked values (`nil`: reset) into the entries and the store.
@@ -1201,6 +1221,7 @@ public final class PropertyModel {
         // Outside any call: nor through a local key in between may it reach a fleet key (that
         // write would change it on this host only; Bind refuses the direct binding).
         let frozen = bindings.isEmpty ? [] : bindingEnds { $0.scope == .fleet }
+        openVia[key] = "command state"
         return (try? write([(key, value)], frozen: frozen)) ?? record([(key, value)])
     }
 

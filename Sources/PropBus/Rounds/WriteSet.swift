@@ -25,9 +25,12 @@ public struct WriteSet: Sendable {
         public var executable: String?
         /// The systemd unit the caller runs in (`/proc/PID/cgroup`).
         public var unit: String?
+        /// The fleet host the call was made on, for a fleet key's change (`nil`: not a fleet
+        /// key, or not known).
+        public var host: String?
 
         public init(via: String, busName: String, userID: UInt32? = nil, userName: String? = nil, processID: UInt32? = nil,
-                    command: String? = nil, executable: String? = nil, unit: String? = nil) {
+                    command: String? = nil, executable: String? = nil, unit: String? = nil, host: String? = nil) {
             self.via = via
             self.busName = busName
             self.userID = userID
@@ -36,6 +39,29 @@ public struct WriteSet: Sendable {
             self.command = command
             self.executable = executable
             self.unit = unit
+            self.host = host
+        }
+
+        /// The caller as history's rows and a fleet value's attribution carry it: `bus_name`,
+        /// and those of `uid`, `user`, `pid`, `comm`, `exe`, `unit`, `host` that are known.
+        public var fields: [String: DBusValue] {
+            var fields: [String: DBusValue] = ["bus_name": .string(busName)]
+            if let userID { fields["uid"] = .uint32(userID) }
+            if let userName { fields["user"] = .string(userName) }
+            if let processID { fields["pid"] = .uint32(processID) }
+            if let command { fields["comm"] = .string(command) }
+            if let executable { fields["exe"] = .string(executable) }
+            if let unit { fields["unit"] = .string(unit) }
+            if let host { fields["host"] = .string(host) }
+            return fields
+        }
+
+        /// A caller from its ``fields`` (unknown or mistyped ones left out) and the method `via`.
+        public init(via: String, fields: [String: DBusValue]) {
+            func number(_ name: String) -> UInt32? { if case .uint32(let value)? = fields[name] { value } else { nil } }
+            self.init(via: via, busName: fields["bus_name"]?.stringValue ?? "", userID: number("uid"), userName: fields["user"]?.stringValue,
+                      processID: number("pid"), command: fields["comm"]?.stringValue, executable: fields["exe"]?.stringValue,
+                      unit: fields["unit"]?.stringValue, host: fields["host"]?.stringValue)
         }
     }
 
@@ -56,8 +82,9 @@ public struct WriteSet: Sendable {
         /// A layer file (`mandatory.d`, `defaults.d`) read at start-up or by a reload: the file
         /// whose value a key takes now, or whose value it lost.
         case layerFile(path: String)
-        /// A fleet key changed by another host (`nil`: not known).
-        case fleet(host: String?)
+        /// A fleet key changed by another host, with who made the change there, as the value
+        /// in etcd says (`nil`: a value written without attribution).
+        case fleet(host: String?, caller: Caller?)
         /// What the daemon loaded or declared before it owned its name.
         case startup
         /// Anything else the daemon did on its own (a binding ended with its owner's connection).
@@ -77,7 +104,9 @@ public struct WriteSet: Sendable {
             case .modelFile(let path): return "model file \(path)"
             case .reload: return "reload"
             case .layerFile(let path): return "layer file \(path)"
-            case .fleet(let host): return host.map { "fleet change from \($0)" } ?? "fleet change"
+            case .fleet(let host, let caller):
+                guard let host else { return "fleet change" }
+                return "fleet change from \(host)" + (caller.map { $0.via.isEmpty ? "" : " (\($0.via))" } ?? "")
             case .startup: return "startup"
             case .daemon: return "daemon"
             case .overrideEnded(let handle, let ending): return "override \(handle) ended: \(ending.reason)"
@@ -89,6 +118,7 @@ public struct WriteSet: Sendable {
         public var caller: Caller? {
             switch self {
             case .call(let caller), .revert(let caller): return caller
+            case .fleet(_, let caller): return caller
             default: return nil
             }
         }
@@ -99,11 +129,16 @@ public struct WriteSet: Sendable {
         public var key: Key
         public var before: PropertyModel.Entry?
         public var after: PropertyModel.Entry?
+        /// How this key changed when it was not as the change's origin says: `binding from KEY`
+        /// (a binding propagated the origin's write), `command state` (a command's state keys
+        /// following its executions). The change's caller is still the one who set it going.
+        public var via: String?
 
-        public init(key: Key, before: PropertyModel.Entry?, after: PropertyModel.Entry?) {
+        public init(key: Key, before: PropertyModel.Entry?, after: PropertyModel.Entry?, via: String? = nil) {
             self.key = key
             self.before = before
             self.after = after
+            self.via = via
         }
 
         /// Whether the key's value or definition differs between before and after.

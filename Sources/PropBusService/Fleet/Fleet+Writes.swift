@@ -182,6 +182,7 @@ extension Fleet {
             // FleetLayout.transaction): otherwise a host writing flat out could starve this one.
             write.plan = try layout.transaction(before: before, after: after, read: read,
                                                 comparingWrittenValues: write.compareAndSet || attempt <= FleetMachine.attemptsComparingValues,
+                                                attribution: attribution(of: write.call), time: Self.now(),
                                                 isFleet: { model.entry(for: $0)?.definition.scope == .fleet },
                                                 known: { [unowned self] in revisions[$0] ?? FleetRevisions() })
             write.after = after
@@ -293,7 +294,10 @@ extension Fleet {
                 (entry ?? nil)?.definition.scope == .fleet || (entry == nil && write.plan.written.contains(key))
             }
         var changes: [PropertyChange] = []
+        // History names the call (and this host) as the origin of what etcd accepted.
+        if let caller = attribution(of: write.call) { model.origin = .call(caller) }
         for key in write.after.keys.sorted() { changes += model.overwrite(key, with: write.after[key] ?? nil) }
+        defer { model.origin = .daemon }
         // A local key this write made a fleet key may be driven by a command's state: that
         // binding ends, as when another host's definition makes it one (``apply(_:through:)``).
         let unbound = write.plan.writesDefinition.isEmpty ? [] : endBindingsOfStateToFleetKeys()

@@ -564,6 +564,11 @@ public final class Fleet: @unchecked Sendable {
         }
         var changes: [PropertyChange] = []
         var values: [(Key, DBusValue?)] = []
+        // Who made each value's change, as etcd's value says (history); definitions and
+        // deletions carry none.
+        var origins: [Key: WriteSet.Origin] = [:]
+        model.origin = .fleet(host: nil, caller: nil)
+        defer { model.origin = .daemon }
         var removed: [Key] = []
         var valuesNotFromEtcd: Set<Key> = []
         // Definitions before values whatever the order: a txn that creates a key with a value
@@ -620,7 +625,11 @@ public final class Fleet: @unchecked Sendable {
                 if event.kind == .delete {
                     values.append((key, nil))
                 } else {
-                    do throws(PropBusError) { values.append((key, try FleetLayout.decodeValue(event.kv.value))) } catch {
+                    do throws(PropBusError) {
+                        let (value, caller) = try FleetLayout.decodeAttributedValue(event.kv.value)
+                        values.append((key, value))
+                        origins[key] = .fleet(host: caller?.host, caller: caller)
+                    } catch {
                         Service.log("fleet: the value of \(key) at etcd revision \(modRevision) cannot be read: \(error.message)")
                     }
                 }
@@ -639,9 +648,19 @@ public final class Fleet: @unchecked Sendable {
             for binding in model.bindings.all {
                 for end in [binding.key, binding.to] where model.entry(for: end)?.definition.scope == .fleet { fleetKeys.insert(end) }
             }
-            let (valueChanges, failures) = model.mirror(values, frozen: fleetKeys)
-            changes += valueChanges
-            for (key, error) in failures { Service.log("fleet: the value of \(key) from etcd was not applied: \(error.message)") }
+            // One mirror per origin, so each change in history is its writer's.
+            var runs: [(origin: WriteSet.Origin, values: [(Key, DBusValue?)])] = []
+            for value in values {
+                let origin = origins[value.0] ?? .fleet(host: nil, caller: nil)
+                if runs.last?.origin == origin { runs[runs.count - 1].values.append(value) } else { runs.append((origin, [value])) }
+            }
+            for run in runs {
+                model.origin = run.origin
+                let (valueChanges, failures) = model.mirror(run.values, frozen: fleetKeys)
+                changes += valueChanges
+                for (key, error) in failures { Service.log("fleet: the value of \(key) from etcd was not applied: \(error.message)") }
+            }
+            model.origin = .fleet(host: nil, caller: nil)
         }
         for key in removed where model.entry(for: key) != nil {
             do throws(PropBusError) { changes += try model.delete(key: key.text) } catch {
@@ -680,6 +699,20 @@ public final class Fleet: @unchecked Sendable {
         // The signals go out now, not after a round scheduled behind this update.
         service.tree.flushNow()
         return true
+    }
+
+    /// Who made `call`, with this host's name, for the value etcd gets (and history here).
+    func attribution(of call: MethodCall) -> WriteSet.Caller? {
+        guard var caller = service.origin(of: call).caller else { return nil }
+        caller.host = configuration.hostName
+        return caller
+    }
+
+    /// Now, in nanoseconds since the epoch (the attribution's time).
+    static func now() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
     }
 
     /// Fleet-scoped definitions etcd has never seen (created while the daemon ran without

@@ -6,7 +6,8 @@ import PropBusSystem
 /// How fleet keys are laid out in etcd, and how one call's writes become one transaction.
 /// Pure: no I/O, so it is tested alone.
 ///
-/// - `PREFIX/keys/KEY`: the value, `ValueCodec` bytes (its D-Bus signature, then the value).
+/// - `PREFIX/keys/KEY`: the value, `ValueCodec` bytes (its D-Bus signature, then the value),
+///   or the same with who wrote it (``encodeValue(_:attribution:time:)``).
 /// - `PREFIX/defs/KEY`: the definition, `ValueCodec` bytes of an `a{sv}`: `type` (s),
 ///   `default` (v) and `options` (the `CreateProperty` options, `a{sv}`).
 /// - `PREFIX/hosts/NAME`: presence, under a lease.
@@ -47,7 +48,46 @@ public struct FleetLayout: Sendable, Equatable {
     public static func encodeValue(_ value: DBusValue) -> [UInt8] { ValueCodec.encode(value) }
 
     public static func decodeValue(_ bytes: [UInt8]) throws(PropBusError) -> DBusValue {
-        do { return try ValueCodec.decode(bytes) } catch {
+        try decodeAttributedValue(bytes).value
+    }
+
+    /// The first byte of a value that carries its attribution (a bare value starts with
+    /// ValueCodec's format byte, 1).
+    static let attributedFormat: UInt8 = 0xA7
+
+    /// `value` with who wrote it, as a fleet key's value in etcd holds it: the attributed format
+    /// byte, the value's ValueCodec length (4 bytes, little-endian), the value's ValueCodec bytes,
+    /// then an `a{sv}` of `host`, `uid`, `user`, `pid`, `comm`, `exe`, `unit`, `bus_name`, `via`
+    /// and `time` (nanoseconds since the epoch). Each host's history then names the host and
+    /// user of every change.
+    public static func encodeValue(_ value: DBusValue, attribution: WriteSet.Caller?, time: Int64) -> [UInt8] {
+        guard let attribution else { return encodeValue(value) }
+        let encoded = ValueCodec.encode(value)
+        var fields = attribution.fields
+        fields["via"] = .string(attribution.via)
+        fields["time"] = .int64(time)
+        var output: [UInt8] = [attributedFormat]
+        withUnsafeBytes(of: UInt32(encoded.count).littleEndian) { output.append(contentsOf: $0) }
+        output += encoded
+        output += ValueCodec.encode(.vardict(fields))
+        return output
+    }
+
+    /// A fleet key's value from etcd and, when it carries one, who wrote it; a value written
+    /// without attribution (by an earlier propbusd, or etcdctl) reads as the value alone.
+    public static func decodeAttributedValue(_ bytes: [UInt8]) throws(PropBusError) -> (value: DBusValue, caller: WriteSet.Caller?) {
+        do {
+            guard bytes.first == attributedFormat else { return (try ValueCodec.decode(bytes), nil) }
+            guard bytes.count >= 5 else { throw ValueCodecError("an attributed value of \(bytes.count) bytes") }
+            let length = Int(bytes[1]) | Int(bytes[2]) << 8 | Int(bytes[3]) << 16 | Int(bytes[4]) << 24
+            guard length <= bytes.count - 5 else { throw ValueCodecError("an attributed value's length \(length) passes its end") }
+            let value = try ValueCodec.decode(Array(bytes[5..<5 + length]))
+            // The value is what matters: an attribution that cannot be read leaves it unattributed.
+            guard let fields = (try? ValueCodec.decode(Array(bytes[(5 + length)...])))?.stringKeyedEntries?.mapValues(\.unwrappingVariant) else {
+                return (value, nil)
+            }
+            return (value, WriteSet.Caller(via: fields["via"]?.stringValue ?? "", fields: fields))
+        } catch {
             throw PropBusError(.invalidValue, "an etcd value could not be read: \(error)")
         }
     }
@@ -108,7 +148,7 @@ public struct FleetLayout: Sendable, Equatable {
     /// definitions and the keys read still are): a plain write that lost several times in a
     /// row to a host writing flat out then lands, last in etcd's order.
     public func transaction(before: [Key: PropertyModel.Entry?], after: [Key: PropertyModel.Entry?], read: Set<Key>,
-                            comparingWrittenValues: Bool = true,
+                            comparingWrittenValues: Bool = true, attribution: WriteSet.Caller? = nil, time: Int64 = 0,
                             isFleet: (Key) -> Bool, known: (Key) -> FleetRevisions) throws(PropBusError) -> Transaction {
         var plan = Transaction()
         var compared: Set<[UInt8]> = []
@@ -150,7 +190,7 @@ public struct FleetLayout: Sendable, Equatable {
             }
             if old?.storedValue != new.storedValue || (!wasFleet && new.storedValue != nil) {
                 if let stored = new.storedValue {
-                    let bytes = Self.encodeValue(stored)
+                    let bytes = Self.encodeValue(stored, attribution: attribution, time: time)
                     plan.success.append(.put(valueKey(key), bytes))
                     requestBytes += (bytes.count + prefix.count + key.text.utf8.count + 40) * 4 / 3
                 } else {

@@ -13,9 +13,15 @@ public struct HistoryOptions: Sendable {
     public var maximumAge: Int?
     /// The most changes of transient keys kept in memory (they are never written to disk).
     public var maximumTransientRows = 10_000
-    /// The most old rows one commit deletes: pruning rides with later commits in small
-    /// batches, so no call waits for a big delete.
+    /// The most old rows one pruning step deletes (of each bound): pruning runs between
+    /// rounds in small steps of its own (``SQLiteStore/pruneHistory()``), so no call waits for it.
     public var pruneBatch = 256
+    /// The most changes kept per key, the latest (`nil`: no limit per key).
+    public var maximumPerKey: Int?
+    /// Whether refused attempts (AccessDenied) are recorded (`--history-denied`).
+    public var recordsDenied = false
+    /// The most refused attempts kept; the oldest go first.
+    public var maximumDeniedRows = 10_000
 
     public init() {}
 }
@@ -47,6 +53,16 @@ final class HistoryTable {
     private var insert: SQLiteStatement?
     private var pruneOldest: SQLiteStatement?
     private var pruneOlderThan: SQLiteStatement?
+    private var countOfKey: SQLiteStatement?
+    private var pruneOldestOfKey: SQLiteStatement?
+    /// Rows per key, for ``HistoryOptions/maximumPerKey``: counted (an index range) when a key
+    /// is first written, then kept up to date; forgotten when other pruning deleted rows.
+    private var rowsOfKey: [Key: Int] = [:]
+    /// Keys with more rows than ``HistoryOptions/maximumPerKey``, for the next pruning step.
+    private var keysOverLimit: Set<Key> = []
+    /// The oldest row's time (`nil`: not read yet, or no rows), for ``HistoryOptions/maximumAge``.
+    private var oldestTime: Int64?
+    private var oldestTimeIsKnown = false
     private var database: SQLiteDatabase?
     /// Rows in the table, counted once at open and kept up to date.
     private var rowCount = 0
@@ -56,11 +72,13 @@ final class HistoryTable {
     func attach(_ database: SQLiteDatabase) throws(SQLiteError) {
         self.database = database
         insert = try database.prepare("""
-            INSERT INTO history (change, revision, time, key, kind, old_value, new_value, via, uid, user, pid, comm, exe, unit, bus_name)
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+            INSERT INTO history (change, revision, time, key, kind, old_value, new_value, via, uid, user, pid, comm, exe, unit, bus_name, host)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
             """)
         pruneOldest = try database.prepare("DELETE FROM history WHERE id IN (SELECT id FROM history ORDER BY id LIMIT ?1)")
         pruneOlderThan = try database.prepare("DELETE FROM history WHERE id IN (SELECT id FROM history WHERE time < ?1 ORDER BY id LIMIT ?2)")
+        countOfKey = try database.prepare("SELECT count(*) FROM history WHERE key = ?1")
+        pruneOldestOfKey = try database.prepare("DELETE FROM history WHERE id IN (SELECT id FROM history WHERE key = ?1 ORDER BY revision, id LIMIT ?2)")
         rowCount = Int(try database.textRows("SELECT count(*) FROM history").first ?? "0") ?? 0
     }
 
@@ -84,15 +102,15 @@ final class HistoryTable {
                 }
                 records.append(HistoryRecord(
                     change: id, revision: entry.after?.revision ?? writeSet.revision, time: time, key: entry.key, kind: kind,
-                    oldValue: entry.before?.value, newValue: entry.after?.value, via: change.origin.via,
+                    oldValue: entry.before?.value, newValue: entry.after?.value, via: entry.via ?? change.origin.via,
                     caller: change.origin.caller, transient: transient))
             }
         }
         return records
     }
 
-    /// Writes the persistent keys' changes; call inside the commit's transaction. Prunes a
-    /// small batch of the oldest rows when over the bounds.
+    /// Writes the persistent keys' changes; call inside the commit's transaction. Deletes
+    /// nothing: what passes the bounds is pruned later, between rounds (``prune(options:)``).
     func record(_ writeSet: WriteSet, options: HistoryOptions) throws(SQLiteError) {
         guard let insert else { return }
         let time = Self.now()
@@ -107,18 +125,89 @@ final class HistoryTable {
                 caller?.userID.map { .integer(Int64($0)) } ?? .null, caller?.userName.map { .text($0) } ?? .null,
                 caller?.processID.map { .integer(Int64($0)) } ?? .null, caller?.command.map { .text($0) } ?? .null,
                 caller?.executable.map { .text($0) } ?? .null, caller?.unit.map { .text($0) } ?? .null,
-                caller.map { .text($0.busName) } ?? .null,
+                caller.map { .text($0.busName) } ?? .null, caller?.host.map { .text($0) } ?? .null,
             ])
             rowCount += 1
+            if let limit = options.maximumPerKey, try count(of: record.key, adding: 1) > limit { keysOverLimit.insert(record.key) }
+            if oldestTimeIsKnown, oldestTime == nil { oldestTime = time }
         }
-        if rowCount > options.maximumRows, let pruneOldest, let database {
-            try pruneOldest.run([.integer(Int64(min(rowCount - options.maximumRows, options.pruneBatch)))])
-            rowCount -= Int(database.changes)
+    }
+
+    /// `key`'s rows plus `added`: counted (an index range) the first time, then kept.
+    private func count(of key: Key, adding added: Int) throws(SQLiteError) -> Int {
+        var count: Int
+        if let known = rowsOfKey[key] {
+            count = known
+        } else if let countOfKey {
+            // The row just inserted is counted already.
+            try countOfKey.bind([.text(key.text)])
+            count = try countOfKey.step() ? Int(countOfKey.integer(0)) - added : 0
+            while try countOfKey.step() {}
+        } else {
+            count = 0
         }
-        if let age = options.maximumAge, let pruneOlderThan, let database {
-            try pruneOlderThan.run([.integer(time - Int64(age) * 1_000_000_000), .integer(Int64(options.pruneBatch))])
-            rowCount -= Int(database.changes)
+        count += added
+        rowsOfKey[key] = count
+        return count
+    }
+
+    /// Whether rows pass a bound (count, age, per key) and a pruning step has work.
+    func needsPruning(_ options: HistoryOptions, now: Int64) throws(SQLiteError) -> Bool {
+        if rowCount > options.maximumRows || !keysOverLimit.isEmpty { return true }
+        guard let age = options.maximumAge, let database else { return false }
+        if !oldestTimeIsKnown {
+            oldestTime = try database.textRows("SELECT time FROM history ORDER BY id LIMIT 1").first.flatMap { Int64($0) }
+            oldestTimeIsKnown = true
         }
+        return oldestTime.map { $0 < now - Int64(age) * 1_000_000_000 } ?? false
+    }
+
+    /// One pruning step, in a transaction of its own between rounds: at most
+    /// ``HistoryOptions/pruneBatch`` of the oldest rows past the row bound, as many past the
+    /// age, and the oldest rows of up to that many keys past their bound. Returns whether work
+    /// is left for another step.
+    func prune(options: HistoryOptions) throws(SQLiteError) -> Bool {
+        guard let database, let pruneOldest, let pruneOlderThan, let pruneOldestOfKey, !database.inTransaction else { return false }
+        let now = Self.now()
+        guard try needsPruning(options, now: now) else { return false }
+        try database.execute("BEGIN IMMEDIATE")
+        do {
+            var deletedSome = false
+            if rowCount > options.maximumRows {
+                try pruneOldest.run([.integer(Int64(min(rowCount - options.maximumRows, options.pruneBatch)))])
+                rowCount -= Int(database.changes)
+                deletedSome = deletedSome || database.changes > 0
+            }
+            if let age = options.maximumAge {
+                try pruneOlderThan.run([.integer(now - Int64(age) * 1_000_000_000), .integer(Int64(options.pruneBatch))])
+                rowCount -= Int(database.changes)
+                deletedSome = deletedSome || database.changes > 0
+            }
+            // Rows the bounds above deleted are no longer in the counts per key.
+            if deletedSome {
+                rowsOfKey.removeAll()
+                oldestTimeIsKnown = false
+            }
+            if let limit = options.maximumPerKey {
+                for key in keysOverLimit.prefix(options.pruneBatch) {
+                    let count = try self.count(of: key, adding: 0)
+                    if count > limit {
+                        try pruneOldestOfKey.run([.text(key.text), .integer(Int64(min(count - limit, options.pruneBatch)))])
+                        let deleted = Int(database.changes)
+                        rowCount -= deleted
+                        rowsOfKey[key] = count - deleted
+                        oldestTimeIsKnown = false
+                    }
+                    if (rowsOfKey[key] ?? 0) <= limit { keysOverLimit.remove(key) }
+                }
+            }
+            try database.execute("COMMIT")
+        } catch {
+            try? database.execute("ROLLBACK")
+            rowsOfKey.removeAll()
+            throw error
+        }
+        return try needsPruning(options, now: now)
     }
 
     /// Keeps the transient keys' changes in memory (after the commit: nothing to undo).
@@ -128,9 +217,20 @@ final class HistoryTable {
         transientRecords.append(contentsOf: records)
         let excess = transientRecords.count - options.maximumTransientRows
         if excess > 0 { transientRecords.removeFirst(excess) }
+        if let limit = options.maximumPerKey {
+            for key in Set(records.map(\.key)) {
+                var surplus = transientRecords.reduce(0) { $0 + ($1.key == key ? 1 : 0) } - limit
+                guard surplus > 0 else { continue }
+                transientRecords.removeAll { record in
+                    guard surplus > 0, record.key == key else { return false }
+                    surplus -= 1
+                    return true
+                }
+            }
+        }
     }
 
-    static let columns = "change, revision, time, key, kind, old_value, new_value, via, uid, user, pid, comm, exe, unit, bus_name"
+    static let columns = "change, revision, time, key, kind, old_value, new_value, via, uid, user, pid, comm, exe, unit, bus_name, host"
 
     private static func record(from query: SQLiteStatement) -> HistoryRecord? {
         guard let key = try? Key(query.text(3) ?? "") else { return nil }
@@ -140,7 +240,7 @@ final class HistoryTable {
                 via: query.text(7) ?? "", busName: query.text(14) ?? "",
                 userID: query.isNull(8) ? nil : UInt32(truncatingIfNeeded: query.integer(8)), userName: query.text(9),
                 processID: query.isNull(10) ? nil : UInt32(truncatingIfNeeded: query.integer(10)),
-                command: query.text(11), executable: query.text(12), unit: query.text(13))
+                command: query.text(11), executable: query.text(12), unit: query.text(13), host: query.text(15))
         }
         return HistoryRecord(
             change: UInt64(bitPattern: query.integer(0)), revision: UInt64(bitPattern: query.integer(1)), time: query.integer(2),
@@ -182,7 +282,7 @@ final class HistoryTable {
         if let database {
             // The key index answers a key or a prefix: a range of keys, not a scan.
             let query = try database.prepare("""
-                SELECT change, revision, time, key, kind, old_value, new_value, via, uid, user, pid, comm, exe, unit, bus_name
+                SELECT \(Self.columns)
                 FROM history WHERE key >= ?1 AND key < ?2 AND revision > ?3 ORDER BY revision, id LIMIT ?4
                 """)
             try query.bind([.text(prefix), .text(prefix + "\u{10FFFF}"), .integer(Int64(bitPattern: after)), .integer(Int64(limit))])
@@ -220,6 +320,22 @@ extension SQLiteStore {
         CREATE INDEX history_key ON history (key, revision);
         CREATE INDEX history_change ON history (change);
         """
+
+    /// Whether history passes one of its bounds: the daemon then runs ``pruneHistory()``
+    /// between rounds.
+    public var historyNeedsPruning: Bool {
+        guard historyOptions.isEnabled else { return false }
+        return (try? historyTable.needsPruning(historyOptions, now: HistoryTable.now())) ?? false
+    }
+
+    /// One pruning step of its own (a small transaction between rounds, never in a call's
+    /// commit); returns whether another step has work.
+    public func pruneHistory() throws(PropBusError) -> Bool {
+        guard historyOptions.isEnabled else { return false }
+        do { return try historyTable.prune(options: historyOptions) } catch {
+            throw PropBusError(.storeFailed, "cannot prune the history in the store \(path): \(error)")
+        }
+    }
 
     /// The records of one change, for `Revert`.
     public func history(ofChange change: UInt64) throws(PropBusError) -> [HistoryRecord] {

@@ -12,14 +12,14 @@ import PropBus
 /// Single owner, like the model: the service confines it to its connection's queue.
 public final class SQLiteStore: PropertyStore {
     /// The schema version this release writes (`PRAGMA user_version`).
-    public static let schemaVersion: Int64 = 6
+    public static let schemaVersion: Int64 = 7
     /// The database file name inside the state directory.
     public static let fileName = "propbus.db"
     /// `PRAGMA application_id` of a propbus store ('PBUS'), so that another application's
     /// SQLite file at the same path is recognised and refused rather than altered.
     public static let applicationID: Int32 = 0x5042_5553
     /// The tables a propbus store holds; a database with other tables belongs to someone else.
-    static let tableNames: Set<String> = ["definitions", "stored_values", "meta", "bindings", "commands", "fleet_keys", "history", "leases"]
+    static let tableNames: Set<String> = ["definitions", "stored_values", "meta", "bindings", "commands", "fleet_keys", "history", "history_denied", "leases"]
 
     /// The database file.
     public let path: String
@@ -52,6 +52,8 @@ public final class SQLiteStore: PropertyStore {
     public var historyOptions = HistoryOptions()
     /// History's statements and its in-memory part (transient keys); `nil` until opened.
     let historyTable = HistoryTable()
+    /// Refused attempts (`--history-denied`).
+    let deniedTable = DeniedTable()
 
     private enum Pending<T> {
         case save(T)
@@ -149,6 +151,7 @@ public final class SQLiteStore: PropertyStore {
                 begin: try database.prepare("BEGIN IMMEDIATE"),
                 commit: try database.prepare("COMMIT"))
             try historyTable.attach(database)
+            try deniedTable.attach(database)
         } catch let error as PropBusError {
             throw error
         } catch let error as SQLiteError {
@@ -234,6 +237,7 @@ public final class SQLiteStore: PropertyStore {
                 """,
             4: historySchema,
             5: leasesSchema,
+            6: deniedSchema,
         ]
         try database.execute("BEGIN IMMEDIATE")
         do {

@@ -33,14 +33,22 @@ struct CompletionScript: Sendable {
         Array(Set(allOptions.filter(\.takesValue).flatMap { [$0.longFlag] + ($0.short.map { ["-\($0)"] } ?? []) })).sorted()
     }
 
-    /// The value flags grouped by what their value completes to (the first declaration of a
-    /// flag decides, so two commands' `--file` must mean the same kind of value).
+    /// The value flags as `COMMAND:FLAG` patterns, grouped by what their value completes to.
+    /// A flag that means one kind of value wherever it is declared is `*:FLAG`; one whose
+    /// commands differ (dump's `--format` json|lines, history's table|json|script|profile) gets
+    /// a pattern per command.
     private var valueFlagsByHint: [(flags: [String], hint: CompletionHint)] {
+        var declared: [(command: String, option: OptionSpec)] = root.options.map { ("*", $0) }
+        for command in root.subcommands { declared += command.options.map { (command.name, $0) } }
+        declared.removeAll { !$0.option.takesValue }
+        var hints: [String: Set<String>] = [:]
+        for (_, option) in declared { hints[option.longFlag, default: []].insert("\(option.completion)") }
         var groups: [(flags: [String], hint: CompletionHint)] = []
         var seen: Set<String> = []
-        for option in allOptions where option.takesValue && !seen.contains(option.longFlag) {
-            seen.insert(option.longFlag)
-            let flags = [option.longFlag] + (option.short.map { ["-\($0)"] } ?? [])
+        for (command, option) in declared {
+            let scope = (hints[option.longFlag]?.count ?? 0) > 1 ? command : "*"
+            guard seen.insert(scope + ":" + option.longFlag).inserted else { continue }
+            let flags = ([option.longFlag] + (option.short.map { ["-\($0)"] } ?? [])).map { scope + ":" + $0 }
             if let index = groups.firstIndex(where: { $0.hint == option.completion }) {
                 groups[index].flags += flags
             } else {
@@ -127,7 +135,7 @@ struct CompletionScript: Sendable {
               # An option's value: after the option, or after "--option=".
               local option=$prev
               if [[ $cur == --*=* ]]; then option=${cur%%=*}; cur=${cur#*=}; fi
-              case $option in
+              case ${cmd:-*}:$option in
             \(valueArms.joined(separator: "\n"))
                 *) option="" ;;
               esac

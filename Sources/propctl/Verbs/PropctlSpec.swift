@@ -147,7 +147,10 @@ enum PropctlSpec {
             When propbusd restarts, every watched key is printed again; when the bus goes away, \
             watch exits with status 69.
             """,
-        options: [.flag("timestamps", help: "Start each line with the time of the change.")],
+        options: [
+            .flag("timestamps", help: "Start each line with the time of the change."),
+            .flag("origin", help: "End each change's line with who made it and how (via, user, command, pid, bus name, revision), from the daemon's history."),
+        ],
         positionals: [
             .init("KEY", display: "KEY|PREFIX", help: "A key, or a group of keys, to watch.",
                   optional: true, repeating: true, completion: .dynamic("key")),
@@ -324,14 +327,21 @@ enum PropctlSpec {
         abstract: "Show who changed keys, when, and from what.",
         discussion: "One row per key per committed change: its revision, the time, the old and new value, how it was made (Set, Apply, Reset, a binding, a model file, …) and by whom (user, command, pid, bus name). Values of secret keys show as <redacted> to callers who may not read them. See docs/history.md.",
         options: [
-            .value("since", valueName: "@REV", help: "Only changes at or after revision REV."),
-            .value("until", valueName: "@REV", help: "Only changes at or before revision REV."),
-            .value("by", valueName: "USER", help: "Only changes made by USER (a name or a uid)."),
+            .value("since", valueName: "TIME", help: "Only changes at or after TIME: @REV, an RFC 3339 time (2026-12-01T10:00:00Z), a date (its midnight UTC) or a time ago (10m, 2h, 3d)."),
+            .value("until", valueName: "TIME", help: "Only changes at or before TIME (the same forms as --since)."),
+            .value("user", valueName: "USER", help: "Only changes made by USER (a name or a uid). After the subcommand, --user is this filter; the session bus is the default anyway."),
+            .value("by", valueName: "USER", help: "The same as --user."),
+            .value("format", valueName: "FORMAT", help: "table (the default), json, script (the propctl commands that redo the changes, shell-quoted) or profile (a document propctl load applies).",
+                   completion: .choices(["table", "json", "script", "profile"])),
+            .flag("denied", help: "List refused attempts instead (propbusd --history-denied; privileged callers only)."),
         ],
         positionals: [.init("KEY", help: "A key, or a group for every key under it; all keys when left out.", optional: true)],
         examples: [
             .init("Who changed the volume", "propctl history settings.volume"),
             .init("Every change of a group since revision 40, as JSON", "propctl --json history settings --since @40"),
+            .init("What alice changed in the last two hours", "propctl history --since 2h --user alice"),
+            .init("The propctl commands that redo today's changes", "propctl history settings --since 2026-12-01 --format script"),
+            .init("Who was refused", "propctl history --denied"),
         ]
     )
 
@@ -350,7 +360,7 @@ enum PropctlSpec {
         abstract: "Put keys back as they were, from history.",
         discussion: "With --to, each KEY (or every key of a GROUP) gets the value it had at that revision; with --change, the keys one change wrote get the values it replaced, only if they still hold what it wrote (else Conflict, naming who changed them since) unless --force. Atomic: one Apply, one PropertiesChanged per object, recorded in history via Revert.",
         options: [
-            .value("to", valueName: "@REV", help: "The revision whose values to restore."),
+            .value("to", valueName: "TIME", help: "The revision (@REV) or time (as history --since reads it) whose values to restore."),
             .value("change", valueName: "REV", help: "The change to undo (its revision, as history shows it)."),
             .flag("force", help: "Undo the change even if its keys were changed since."),
         ],

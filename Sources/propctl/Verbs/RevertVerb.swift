@@ -1,6 +1,7 @@
 import CommandLineKit
 import DBus
 import PropBus
+import SystemKit
 
 /// `propctl revert [KEY|GROUP…] --to @REV` or `propctl revert --change REV [--force]`:
 /// `Manager.Revert`, one atomic Apply recorded via Revert.
@@ -12,9 +13,33 @@ enum RevertVerb: Subcommand {
             throw CommandFailure(.usage, "revert expects KEY… --to @REV, or --change REV")
         }
         var toRevision: UInt64 = 0, changeRevision: UInt64 = 0
-        if let to { toRevision = try HistoryVerb.revision(to, "--to") ?? 0 }
+        var toTime: Int64?
+        if let to {
+            switch try HistoryTime.parse(to, option: "--to", now: Int64(WallClockTime.now().seconds) * 1_000_000_000) {
+            case .revision(let revision): toRevision = revision
+            case .time(let time): toTime = time
+            }
+        }
         if let change { changeRevision = try HistoryVerb.revision(change, "--change") ?? 0 }
         let client = try await PropbusClient.connect(parsed)
+        if let toTime {
+            // The last change at or before that time, among the keys named: their values at
+            // that revision are their values at that time.
+            for key in keys {
+                var after: UInt64 = 0
+                repeat {
+                    let reply = try await client.manager("ListHistory", [.string(key), .uint64(after), .uint32(0), .vardict(["until_time": .variant(.int64(toTime))])])
+                    guard reply.count == 2, case .array(_, let page) = reply[0], case .uint64(let next) = reply[1] else {
+                        throw CommandFailure(.dbusError, "propbusd answered ListHistory with \(reply)")
+                    }
+                    for row in page {
+                        if case .uint64(let revision)? = row.stringKeyedEntries?["revision"]?.unwrappingVariantOnce { toRevision = max(toRevision, revision) }
+                    }
+                    after = next
+                } while after != 0
+            }
+            guard toRevision != 0 else { throw CommandFailure(.dbusError, "history holds no change of \(keys.joined(separator: ", ")) at or before \(to ?? "")") }
+        }
         let reply = try await client.manager("Revert", [
             .array(of: .string, keys.map(DBusValue.string)), .uint64(toRevision), .uint64(changeRevision), .boolean(parsed.flag("force")),
         ])

@@ -20,8 +20,12 @@ enum WatchVerb: Subcommand {
         }
         let client = try await PropbusClient.connect(parsed)
         let connection = client.connection
+        // --origin asks history who made each change (Manager.ListHistory, the key's latest
+        // row): the daemon sends nothing more for it, and costs nothing when nobody asks.
+        let origin: (@Sendable (String) async -> [String: DBusValue]?)?
+        if parsed.flag("origin") { origin = { @Sendable key in await latestChange(of: key, client) } } else { origin = nil }
         let printer = WatchPrinter(patterns: patterns.map(KeyPrefix.init), json: parsed.flag("json"), timestamps: parsed.flag("timestamps"),
-                                   queue: connection.queue) { key throws(CommandFailure) in
+                                   queue: connection.queue, origin: origin) { key throws(CommandFailure) in
             try await client.value(of: PropbusClient.key(key))
         }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -56,6 +60,18 @@ enum WatchVerb: Subcommand {
             Output.error("propctl watch: no key or group named \(pattern.text) yet; waiting for it to appear\(hint)")
         }
         while true { try? await Task.sleep(for: .seconds(3600)) }
+    }
+
+    /// `key`'s latest row in history (who made its last change), `nil` when there is none.
+    private static func latestChange(of key: String, _ client: PropbusClient) async -> [String: DBusValue]? {
+        let reply: [DBusValue]
+        do {
+            reply = try await client.manager("ListHistory", [.string(key), .uint64(0), .uint32(1), .vardict(["latest": .variant(.boolean(true))])])
+        } catch {
+            return nil
+        }
+        guard case .array(_, let rows)? = reply.first else { return nil }
+        return rows.first?.stringKeyedEntries?.mapValues(\.unwrappingVariantOnce)
     }
 
     /// Prints the current value of every watched key, then lets the changes through.
@@ -99,6 +115,8 @@ final class WatchPrinter: @unchecked Sendable {
     let timestamps: Bool
     private let queue: DispatchQueue
     private let read: @Sendable (String) async throws(CommandFailure) -> DBusValue
+    /// With `--origin`: the key's latest history row, who made the change just printed.
+    private let origin: (@Sendable (String) async -> [String: DBusValue]?)?
     private var started = false
     private var buffered: [(String, DBusValue)] = []
     /// Events after `start`, in signal order; bounded by how fast the daemon answers one Get.
@@ -106,11 +124,13 @@ final class WatchPrinter: @unchecked Sendable {
     private var reading = false
 
     init(patterns: [KeyPrefix], json: Bool, timestamps: Bool, queue: DispatchQueue,
+         origin: (@Sendable (String) async -> [String: DBusValue]?)? = nil,
          read: @escaping @Sendable (String) async throws(CommandFailure) -> DBusValue) {
         self.patterns = patterns
         self.json = json
         self.timestamps = timestamps
         self.queue = queue
+        self.origin = origin
         self.read = read
     }
 
@@ -156,7 +176,20 @@ final class WatchPrinter: @unchecked Sendable {
         while !reading, !pending.isEmpty {
             switch pending.removeFirst() {
             case .value(let key, let value):
-                print(key, value)
+                guard let origin else {
+                    print(key, value)
+                    continue
+                }
+                // Later lines wait for this one's origin, so lines keep the signals' order.
+                reading = true
+                Task {
+                    let row = await origin(key)
+                    self.queue.async {
+                        self.reading = false
+                        self.print(key, value, origin: row)
+                        self.drain()
+                    }
+                }
             case .invalidated(let key):
                 reading = true
                 let read = self.read
@@ -189,14 +222,28 @@ final class WatchPrinter: @unchecked Sendable {
         }
     }
 
-    private func print(_ key: String, _ value: DBusValue) {
+    private func print(_ key: String, _ value: DBusValue, origin row: [String: DBusValue]? = nil) {
         let time = timestamps ? WallClockTime.now().iso8601 : nil
+        // Only history's fields that say who and how, never its values (a secret's are redacted there anyway).
+        let originFields = ["revision", "via", "uid", "user", "pid", "comm", "exe", "unit", "bus_name"]
         if json {
             var members: [(String, JSONValue)] = [("key", .string(key)), ("value", ValueText.jsonValue(value))]
             if let time { members.append(("time", .string(time))) }
+            if let row {
+                members.append(("origin", .object(originFields.compactMap { name in row[name].map { (name, ValueText.jsonValue($0)) } })))
+            }
             Output.line(Output.json(.object(members)))
         } else {
-            Output.line([time, key, Output.escaped(ValueText.format(value))].compactMap { $0 }.joined(separator: " "))
+            var words = [time, key, Output.escaped(ValueText.format(value))].compactMap { $0 }
+            if let row {
+                let via = row["via"]?.stringValue ?? "?"
+                let who = HistoryVerb.who(row)
+                words.append("# via \(Output.escaped(via))" + (who.isEmpty ? "" : " by \(Output.escaped(who))")
+                             + (row["revision"].map { " @\(ValueText.format($0))" } ?? ""))
+            } else if origin != nil {
+                words.append("# origin unknown (no history)")
+            }
+            Output.line(words.joined(separator: " "))
         }
     }
 }

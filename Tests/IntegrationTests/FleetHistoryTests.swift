@@ -1,0 +1,54 @@
+import DBus
+import Foundation
+import XCTest
+
+/// A fleet key's value in etcd carries who wrote it (host, uid, user, comm, via, time), so
+/// every host's history of the key names the host and the user that made each change.
+final class FleetHistoryTests: FleetTestCase {
+    private func history(_ host: FleetHost, _ key: String) async throws -> [[String: Any]] {
+        let result = try await host.propctl(["--json", "history", key])
+        XCTAssertEqual(result.status, 0, "\(result)")
+        return try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]], result.stdout)
+    }
+
+    func testBothHostsShowTheSameHistoryOfAFleetKeyNamingTheHostAndUser() async throws {
+        try await hostA.createFleet("kiosk.volume", "i", default: .int32(50))
+        let defined = await hostB.waitFor("kiosk.volume", .int32(50))
+        XCTAssertTrue(defined, diagnostics)
+        let setOnA = try await hostA.propctl(["set", "kiosk.volume", "40"])
+        XCTAssertTrue(setOnA.succeeded, "\(setOnA)")
+        let arrived = await hostB.waitFor("kiosk.volume", .int32(40))
+        XCTAssertTrue(arrived, diagnostics)
+        let setOnB = try await hostB.propctl(["set", "kiosk.volume", "30"])
+        XCTAssertTrue(setOnB.succeeded, "\(setOnB)")
+        let back = await hostA.waitFor("kiosk.volume", .int32(30))
+        XCTAssertTrue(back, diagnostics)
+
+        for host in [hostA!, hostB!] {
+            let rows = try await history(host, "kiosk.volume").filter { $0["kind"] as? String == "changed" }
+            XCTAssertEqual(rows.compactMap { $0["new"] as? Int }, [40, 30], "\(host.name): \(rows)")
+            let fromA = try XCTUnwrap(rows.first), fromB = try XCTUnwrap(rows.last)
+            XCTAssertEqual(fromA["host"] as? String, "fleet-host-a", "\(host.name): \(fromA)")
+            XCTAssertEqual(fromB["host"] as? String, "fleet-host-b", "\(host.name): \(fromB)")
+            for row in [fromA, fromB] {
+                XCTAssertEqual(row["user"] as? String, "root", "\(host.name): \(row)")
+                XCTAssertEqual(row["uid"] as? Int, Int(getuid()), "\(host.name): \(row)")
+                XCTAssertEqual(row["comm"] as? String, "propctl", "\(host.name): \(row)")
+            }
+            let remote = host === hostA ? fromB : fromA
+            XCTAssertEqual(remote["via"] as? String, "fleet change from \(host === hostA ? "fleet-host-b" : "fleet-host-a") (Set)", "\(host.name): \(remote)")
+        }
+    }
+
+    func testAValueWrittenWithoutAttributionIsStillRead() async throws {
+        try await hostA.createFleet("kiosk.mode", "s", default: .string("a"))
+        let defined = await hostB.waitFor("kiosk.mode", .string("a"))
+        XCTAssertTrue(defined, diagnostics)
+        // What an earlier propbusd wrote: the bare value, no attribution.
+        _ = try etcd.put(key: Array(("/" + prefix + "/keys/kiosk.mode").utf8), value: ValueCodec.encode(.string("b")))
+        let arrived = await hostB.waitFor("kiosk.mode", .string("b"))
+        XCTAssertTrue(arrived, diagnostics)
+        let rows = try await history(hostB, "kiosk.mode")
+        XCTAssertEqual(rows.last?["via"] as? String, "fleet change", "\(rows)")
+    }
+}
