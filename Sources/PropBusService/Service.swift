@@ -290,13 +290,15 @@ public final class Service: @unchecked Sendable {
     /// caller's credentials (looked up once per connection, with or without access checks) its
     /// uid, user name, pid and process, read from `/proc` at the connection's first write (the
     /// process may be gone by the time someone reads history).
-    func origin(of call: MethodCall, via: String? = nil) -> WriteSet.Origin {
+    /// - Parameter credentials: the caller's, when looked up for this call only (the tree's
+    ///   otherwise).
+    func origin(of call: MethodCall, via: String? = nil, credentials: Credentials? = nil) -> WriteSet.Origin {
         let method = via ?? call.message.member ?? "call"
         var described: WriteSet.Caller
         if let known = describedCallers[call.sender] {
             described = known
         } else {
-            let identity = call.identity ?? call.credentials
+            let identity = credentials ?? call.identity ?? call.credentials
             described = WriteSet.Caller(via: "", busName: call.sender, userID: identity?.userID, processID: identity?.processID)
             if options.recordsCallers {
                 described = CallerProcess.describe(described)
