@@ -74,7 +74,7 @@ final class FleetInProcessTests: XCTestCase, @unchecked Sendable {
         let most = etcd.state.withLock { $0.mostInside }
         XCTAssertEqual(most, Self.keys.count, "fleet txns with etcd at once")
         for (index, key) in Self.keys.enumerated() {
-            XCTAssertEqual(etcd.value(of: FleetLayout(prefix: "/lab/").valueKey(try Key(key))), FleetLayout.encodeValue(.int32(Int32(index + 10))))
+            XCTAssertEqual(try storedValue(key), .int32(Int32(index + 10)))
         }
     }
 
@@ -82,7 +82,12 @@ final class FleetInProcessTests: XCTestCase, @unchecked Sendable {
     /// is etcd's, and no write conflicted with this host's own.
     func testWritesOfOneKeyKeepTheHostsOrder() async throws {
         for value in Int32(1)...20 { try await set("lab.k1", .int32(value)) }
-        XCTAssertEqual(etcd.value(of: FleetLayout(prefix: "/lab/").valueKey(try Key("lab.k1"))), FleetLayout.encodeValue(.int32(20)))
+        XCTAssertEqual(try storedValue("lab.k1"), .int32(20))
+    }
+
+    /// The value etcd holds for `key` (with its writer's attribution, which history reads).
+    private func storedValue(_ key: String) throws -> DBusValue? {
+        try etcd.value(of: FleetLayout(prefix: "/lab/").valueKey(try Key(key))).map { bytes throws in try FleetLayout.decodeValue(bytes) }
     }
 
     private func get(_ key: String) async throws -> DBusValue {
