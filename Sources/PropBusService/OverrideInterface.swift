@@ -66,12 +66,12 @@ extension Service {
         return LeaseHolder(busName: caller.busName, userID: caller.userID, processID: caller.processID, command: caller.command)
     }
 
-    /// Runs `body` with the caller's credentials: the tree's when access checks looked them up,
-    /// else asked of the bus (describe names an override's pid and process), answering later.
+    /// Runs `body` with the caller's credentials: the tree's when access checks or history's
+    /// attribution looked them up (once per connection), else asked of the bus (describe names
+    /// an override's pid and process), answering later.
     private func withCredentials(of call: MethodCall, _ body: @escaping (Credentials?) throws(DBusError) -> [DBusValue]) throws(DBusError) -> MethodResult {
-        if call.credentials != nil || call.sender.isEmpty {
-            return .reply(try body(call.credentials))
-        }
+        if let known = call.credentials ?? call.identity { return .reply(try body(known)) }
+        if call.sender.isEmpty { return .reply(try body(nil)) }
         let message: Message
         do {
             message = try Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
