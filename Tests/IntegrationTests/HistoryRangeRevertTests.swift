@@ -1,0 +1,79 @@
+import DBus
+import Foundation
+import XCTest
+
+/// `propctl revert --since … [--until …]`: every change of a span of history undone at once,
+/// atomically (one Apply, one change via Revert), as a user undoes "what happened this hour".
+final class HistoryRangeRevertTests: AccessControlTestCase, @unchecked Sendable {
+    private func propctl(_ arguments: [String]) async throws -> CommandResult {
+        try await tool(BuildProducts.propctl, ["--address", bus.address] + arguments)
+    }
+
+    private func history(_ arguments: [String]) async throws -> [[String: Any]] {
+        let result = try await propctl(["--json", "history"] + arguments)
+        XCTAssertEqual(result.status, 0, "\(result)")
+        return try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]], result.stdout)
+    }
+
+    private func latestRevision() async throws -> Int {
+        let rows = try await history([])
+        return try XCTUnwrap(rows.compactMap { $0["revision"] as? Int }.max())
+    }
+
+    func testARangeOfAGroupGoesBackToBeforeItsFirstChangeInOneChangeAndLeavesOthersAlone() async throws {
+        try await client.create("settings.volume", "i", default: .int32(50))
+        try await client.create("settings.muted", "b", default: .boolean(false))
+        try await client.create("app.count", "i", default: .int32(1))
+        try await client.set("settings.volume", .int32(40))
+        let since = try await latestRevision() + 1
+        try await client.set("settings.volume", .int32(30))
+        try await client.set("settings.muted", .boolean(true))
+        try await client.set("settings.volume", .int32(20))
+        try await client.set("app.count", .int32(2))
+
+        let revert = try await propctl(["revert", "settings", "--since", "@\(since)"])
+        XCTAssertEqual(revert.status, 0, "\(revert)")
+        XCTAssertEqual(Set(revert.stdout.split(separator: "\n").map(String.init)), ["reverted settings.volume", "reverted settings.muted"])
+        let volume = try await client.get("settings.volume"), muted = try await client.get("settings.muted"), count = try await client.get("app.count")
+        XCTAssertEqual(volume, .int32(40), "the value before the range's first change")
+        XCTAssertEqual(muted, .boolean(false))
+        XCTAssertEqual(count, .int32(2), "not named: untouched")
+        let reverts = try await history(["settings"]).filter { $0["via"] as? String == "Revert" }
+        XCTAssertEqual(reverts.count, 2, "\(reverts)")
+        XCTAssertEqual(Set(reverts.compactMap { $0["change"] as? Int }).count, 1, "one atomic change")
+    }
+
+    func testARangeChangedSinceIsAConflictNamingWhoUnlessForcedAndUntilBoundsIt() async throws {
+        try await client.create("settings.volume", "i", default: .int32(50), options: ["writers": .variant(.array(of: .string, [.string("nobody")]))])
+        let since = try await latestRevision() + 1
+        try await client.set("settings.volume", .int32(40))
+        let until = try await latestRevision()
+        assertSucceeded(try await propctlAsNobody(["set", "settings.volume", "30"]))
+
+        let refused = try await propctl(["revert", "--since", "@\(since)", "--until", "@\(until)"])
+        XCTAssertEqual(refused.status, 1, "\(refused)")
+        XCTAssertTrue(refused.stderr.contains("Conflict") && refused.stderr.contains("nobody changed it since"), refused.stderr)
+        let unchanged = try await client.get("settings.volume")
+        XCTAssertEqual(unchanged, .int32(30))
+
+        assertSucceeded(try await propctl(["revert", "--since", "@\(since)", "--until", "@\(until)", "--force"]))
+        let reverted = try await client.get("settings.volume")
+        XCTAssertEqual(reverted, .int32(50))
+    }
+
+    func testARangeWithoutChangesOrOverAPropertysCreationIsRefusedWithWhy() async throws {
+        try await client.create("settings.volume", "i", default: .int32(50))
+        let next = try await latestRevision() + 1
+        let empty = try await propctl(["revert", "settings", "--since", "@\(next)"])
+        XCTAssertEqual(empty.status, 1, "\(empty)")
+        XCTAssertTrue(empty.stderr.contains("no change"), empty.stderr)
+
+        let since = try await latestRevision() + 1
+        try await client.create("settings.balance", "i", default: .int32(0))
+        let created = try await propctl(["revert", "--since", "@\(since)"])
+        XCTAssertEqual(created.status, 1, "\(created)")
+        XCTAssertTrue(created.stderr.contains("settings.balance") && created.stderr.contains("created"), created.stderr)
+        let usage = try await propctl(["revert", "settings", "--since", "@1", "--to", "@1"])
+        XCTAssertEqual(usage.status, 64, "\(usage)")
+    }
+}
