@@ -76,6 +76,23 @@ extension Service {
                     try model.apply(set: assignments, reset: [])
                 }
             },
+            // A span of history undone at once: one Apply, recorded via Revert.
+            MethodDescription("RevertRange", in: [("keys", .array(.string)), ("range", .dictionary(key: .string, value: .variant)), ("force", .boolean)],
+                              out: [("reverted", .array(.string))], writes: true,
+                              // As Revert: the keys are known only from history, each checked like a Set.
+                              access: .custom { _ throws(DBusError) in }) { [unowned self] call throws(DBusError) in
+                let keys = try call.strings("keys"), force = try call.argument("force").boolValue ?? false
+                let range = try HistoryRange(try call.dictionary("range").mapValues(\.unwrappingVariant))
+                guard let store = store as? SQLiteStore, store.historyOptions.isEnabled else {
+                    throw PropBusError(.unavailable, "propbusd keeps no history (it runs with --no-history or without a store): there is nothing to revert to").dbusError
+                }
+                let assignments = try bridged { () throws(PropBusError) in try revertRange(keys, range, force: force, in: store) }
+                for (key, _) in assignments { try authorizeWrite(existing: key, by: call) }
+                let reverted = assignments.map(\.0)
+                return try write(call, via: "Revert", reply: { [.array(of: .string, reverted.map(DBusValue.string))] }) { [unowned self] () throws(PropBusError) in
+                    try model.apply(set: assignments, reset: [])
+                }
+            },
         ]
     }
 
@@ -117,6 +134,100 @@ extension Service {
                 throw PropBusError(.conflict, "\(record.key.text) no longer holds what change \(change) wrote: \(who) changed it since (revision \(latest?.revision ?? 0), via \(latest?.via ?? "?")); use --force to revert anyway")
             }
             assignments.append((record.key.text, old))
+        }
+        return assignments
+    }
+
+    /// Which changes `RevertRange` undoes: revisions and commit times, each bound inclusive.
+    struct HistoryRange {
+        var since: UInt64?, until: UInt64?, sinceTime: Int64?, untilTime: Int64?
+
+        init(_ fields: [String: DBusValue]) throws(DBusError) {
+            for name in fields.keys where !["since", "until", "since_time", "until_time"].contains(name) {
+                throw PropBusError(.invalidArgs, "RevertRange: unknown range field '\(name)' (expected since, until (t, revisions), since_time, until_time (x, ns since 1970))").dbusError
+            }
+            func revision(_ name: String) throws(DBusError) -> UInt64? {
+                guard let value = fields[name] else { return nil }
+                guard case .uint64(let revision) = value else { throw PropBusError(.invalidArgs, "RevertRange: range field '\(name)' expects a revision (t), got \(value.signature)").dbusError }
+                return revision
+            }
+            func time(_ name: String) throws(DBusError) -> Int64? {
+                guard let value = fields[name] else { return nil }
+                guard case .int64(let time) = value else { throw PropBusError(.invalidArgs, "RevertRange: range field '\(name)' expects nanoseconds since 1970 (x), got \(value.signature)").dbusError }
+                return time
+            }
+            since = try revision("since"); until = try revision("until")
+            sinceTime = try time("since_time"); untilTime = try time("until_time")
+            guard since != nil || sinceTime != nil else {
+                throw PropBusError(.invalidArgs, "RevertRange expects where the range starts: since (a revision) or since_time").dbusError
+            }
+        }
+
+        func contains(_ record: HistoryRecord) -> Bool {
+            if let since, record.revision < since { return false }
+            if let sinceTime, record.time < sinceTime { return false }
+            return true
+        }
+
+        /// Whether `record` and every later one lie past the range (commit times follow revisions).
+        func isPast(_ record: HistoryRecord) -> Bool {
+            if let until, record.revision > until { return true }
+            if let untilTime, record.time > untilTime { return true }
+            return false
+        }
+
+        var text: String {
+            var parts: [String] = []
+            if let since { parts.append("from revision \(since)") }
+            if let until { parts.append("through revision \(until)") }
+            if sinceTime != nil || untilTime != nil { parts.append("in the times given") }
+            return parts.joined(separator: " ")
+        }
+    }
+
+    /// The values the keys changed in `range` (among `keys`, keys or groups; every key when
+    /// empty) held before the range's first change of each, if each still holds what the
+    /// range's last change of it wrote (else `Conflict` naming who changed it since, unless
+    /// `force`). A key created or deleted in the range is a `Conflict`: Revert puts back
+    /// values, not properties.
+    private func revertRange(_ keys: [String], _ range: HistoryRange, force: Bool, in store: SQLiteStore) throws(PropBusError) -> [(String, DBusValue)] {
+        // Asked as prefixes, then kept to the key and what lies under it (as ListHistory's callers do).
+        let named = keys.map { $0.hasSuffix(".") ? String($0.dropLast()) : $0 }
+        func isNamed(_ key: Key) -> Bool { named.isEmpty || named.contains { key.text == $0 || key.text.hasPrefix($0 + ".") } }
+        var first: [Key: HistoryRecord] = [:], last: [Key: HistoryRecord] = [:], order: [Key] = []
+        for prefix in named.isEmpty ? [""] : named {
+            var cursor = range.since.map { $0 == 0 ? 0 : $0 - 1 } ?? 0
+            scan: while true {
+                let chunk = try store.history(prefix: prefix, after: cursor, limit: 1000)
+                for record in chunk {
+                    if range.isPast(record) { break scan }
+                    cursor = record.revision
+                    guard range.contains(record), isNamed(record.key) else { continue }
+                    if first[record.key] == nil { first[record.key] = record; order.append(record.key) }
+                    last[record.key] = record
+                }
+                if chunk.count < 1000 { break }
+            }
+        }
+        guard !order.isEmpty else {
+            throw PropBusError(.unknownKey, "history holds no change \(named.isEmpty ? "" : "of \(named.joined(separator: ", ")) ")\(range.text)")
+        }
+        var assignments: [(String, DBusValue)] = []
+        for key in order {
+            guard let firstRecord = first[key], let lastRecord = last[key] else { continue }
+            guard let old = firstRecord.oldValue, let wrote = lastRecord.newValue else {
+                let record = firstRecord.oldValue == nil ? firstRecord : lastRecord
+                throw PropBusError(.conflict, "\(key.text) was \(record.kind) in the range (revision \(record.revision)); Revert puts back values, not properties: name the other keys or groups")
+            }
+            guard let current = model.entry(for: key)?.value else {
+                throw PropBusError(.unknownKey, "\(key.text), changed in the range, no longer exists: name the other keys or groups")
+            }
+            if !force, current != wrote {
+                let latest = try store.history(of: key, atOrBefore: UInt64.max).latest
+                let who = latest?.caller.map { caller in caller.userName ?? caller.userID.map { "uid \($0)" } ?? caller.busName } ?? "the daemon"
+                throw PropBusError(.conflict, "\(key.text) no longer holds what the range's last change of it wrote (revision \(lastRecord.revision)): \(who) changed it since (revision \(latest?.revision ?? 0), via \(latest?.via ?? "?")); use --force to revert anyway")
+            }
+            if current != old { assignments.append((key.text, old)) }
         }
         return assignments
     }

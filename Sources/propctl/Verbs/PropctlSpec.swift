@@ -358,16 +358,20 @@ enum PropctlSpec {
     static let revert = CommandSpec(
         name: "revert",
         abstract: "Put keys back as they were, from history.",
-        discussion: "With --to, each KEY (or every key of a GROUP) gets the value it had at that revision; with --change, the keys one change wrote get the values it replaced, only if they still hold what it wrote (else Conflict, naming who changed them since) unless --force. Atomic: one Apply, one PropertiesChanged per object, recorded in history via Revert.",
+        discussion: "With --to, each KEY (or every key of a GROUP) gets the value it had at that revision; with --change, the keys one change wrote get the values it replaced, only if they still hold what it wrote (else Conflict, naming who changed them since) unless --force. With --since (and --until), every change in that span is undone: each key changed in it (among the KEYs and GROUPs named; every key when none is) gets the value it had before the span's first change of it, only if it still holds what the span's last change wrote, unless --force; a key created or deleted in the span is a Conflict. Atomic: one Apply, one PropertiesChanged per object, recorded in history via Revert.",
         options: [
             .value("to", valueName: "TIME", help: "The revision (@REV) or time (as history --since reads it) whose values to restore."),
             .value("change", valueName: "REV", help: "The change to undo (its revision, as history shows it)."),
-            .flag("force", help: "Undo the change even if its keys were changed since."),
+            .value("since", valueName: "TIME", help: "Undo every change from this revision (@REV) or time on (as history --since reads it)."),
+            .value("until", valueName: "TIME", help: "With --since: up to this revision or time, included (default: now)."),
+            .flag("force", help: "Undo even if the keys were changed since."),
         ],
-        positionals: [.init("KEY", help: "A key, or a group for every key under it (with --to).", optional: true, repeating: true)],
+        positionals: [.init("KEY", help: "A key, or a group for every key under it (with --to or --since).", optional: true, repeating: true)],
+        exclusiveOptions: [["to", "change", "since"]],
         examples: [
             .init("Put the volume back as it was at revision 12", "propctl revert settings.volume --to @12"),
             .init("Undo change 40", "propctl revert --change 40"),
+            .init("Undo what changed in the settings group in the last hour", "propctl revert settings --since 1h"),
         ]
     )
 

@@ -9,8 +9,12 @@ enum RevertVerb: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let keys = parsed.positionals("KEY")
         let to = parsed.option("to"), change = parsed.option("change")
+        if let since = parsed.option("since") {
+            return try await revertRange(parsed, keys: keys, since: since)
+        }
+        guard parsed.option("until") == nil else { throw CommandFailure(.usage, "revert: --until bounds a --since range") }
         guard (to == nil) != (change == nil), (to == nil) || !keys.isEmpty else {
-            throw CommandFailure(.usage, "revert expects KEY… --to @REV, or --change REV")
+            throw CommandFailure(.usage, "revert expects KEY… --to @REV, --change REV, or [KEY…] --since TIME [--until TIME]")
         }
         var toRevision: UInt64 = 0, changeRevision: UInt64 = 0
         var toTime: Int64?
@@ -43,6 +47,29 @@ enum RevertVerb: Subcommand {
         let reply = try await client.manager("Revert", [
             .array(of: .string, keys.map(DBusValue.string)), .uint64(toRevision), .uint64(changeRevision), .boolean(parsed.flag("force")),
         ])
+        printReverted(reply, parsed)
+    }
+
+    /// `--since … [--until …]`: `Manager.RevertRange`, the span's bounds as history reads them.
+    private static func revertRange(_ parsed: ParsedCommand, keys: [String], since: String) async throws(CommandFailure) {
+        let now = Int64(WallClockTime.now().seconds) * 1_000_000_000
+        var range: [String: DBusValue] = [:]
+        switch try HistoryTime.parse(since, option: "--since", now: now) {
+        case .revision(let revision): range["since"] = .variant(.uint64(revision))
+        case .time(let time): range["since_time"] = .variant(.int64(time))
+        }
+        if let until = parsed.option("until") {
+            switch try HistoryTime.parse(until, option: "--until", now: now) {
+            case .revision(let revision): range["until"] = .variant(.uint64(revision))
+            case .time(let time): range["until_time"] = .variant(.int64(time))
+            }
+        }
+        let client = try await PropbusClient.connect(parsed)
+        let reply = try await client.manager("RevertRange", [.array(of: .string, keys.map(DBusValue.string)), .vardict(range), .boolean(parsed.flag("force"))])
+        printReverted(reply, parsed)
+    }
+
+    private static func printReverted(_ reply: [DBusValue], _ parsed: ParsedCommand) {
         guard case .array(_, let reverted)? = reply.first else { return }
         if parsed.flag("json") {
             Output.line(Output.json(.array(reverted.compactMap(\.stringValue).map(JSONValue.string))))
