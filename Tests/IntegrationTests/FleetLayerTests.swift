@@ -84,6 +84,8 @@ final class FleetLayerTests: FleetTestCase {
             XCTAssertTrue(refused.stderr.contains(PropBusAPI.error("Locked")), "\(host.name): \(refused)")
             XCTAssertTrue(refused.stderr.contains(layerSource("mandatory", "kiosk.volume")), "\(host.name): \(refused)")
         }
+        let listed = try await hostB.propctl(["list", "--locked"])
+        XCTAssertTrue(listed.stdout.contains("kiosk.volume"), "\(listed)")
         // The refused writes reached no etcd value: the user's 55 is kept there.
         let entry = try XCTUnwrap(try Fleet.etcdEntry(etcd, prefix: prefix, key: "kiosk.volume"), diagnostics)
         XCTAssertEqual(entry.modRevision, userRevision, diagnostics)
