@@ -7,34 +7,7 @@ import XCTest
 /// etcd (`PREFIX/layers/mandatory/KEY`, `PREFIX/layers/defaults/KEY`) and applied by every host.
 /// Both hosts run on a private system bus with `--system-access`, so the writer a lock refuses
 /// is `nobody`; propctl runs as root, who may change the fleet's layers.
-final class FleetLayerTests: FleetTestCase {
-    override var busKind: PrivateBus.Kind { .system }
-
-    override func setUp() async throws {
-        guard getuid() == 0 else { throw XCTSkip("calling as another user (setpriv) needs root") }
-        try await super.setUp()
-    }
-
-    override func startHosts() async throws {
-        hostA.standingArguments.append("--system-access")
-        hostB.standingArguments.append("--system-access")
-        try await super.startHosts()
-    }
-
-    private func asNobody(on host: FleetHost, _ executable: String, _ arguments: [String]) async throws -> CommandResult {
-        var environment = host.bus.environment
-        environment["HOME"] = "/nonexistent"
-        return try await AsNobody.run(executable, arguments, environment: environment)
-    }
-
-    /// `Properties.Set` of `key` as nobody on `host`, through gdbus; `value` is GVariant text.
-    private func setAsNobody(on host: FleetHost, _ key: String, _ value: String) async throws -> CommandResult {
-        let (path, name) = PropBusAPI.locate(key)
-        return try await asNobody(on: host, "gdbus", ["call", "--address", host.bus.address, "--dest", PropBusAPI.busName,
-                                                      "--object-path", path, "--method", "org.freedesktop.DBus.Properties.Set",
-                                                      "--timeout", "10", PropBusAPI.values, name, "<\(value)>"])
-    }
-
+final class FleetLayerTests: FleetSystemAccessTestCase {
     private func describeField(_ host: FleetHost, _ key: String, _ field: String) async throws -> String {
         let result = try await host.propctl(["describe", key, "--field", field])
         XCTAssertTrue(result.succeeded, "\(host.name): \(result)")
