@@ -417,7 +417,7 @@ public final class Fleet: @unchecked Sendable {
     /// Runs `request` off the D-Bus queue and hands its answer to `body` on it; when etcd cannot
     /// answer, logs `failing`, says `unavailable` and runs `retry` a second later.
     func read(_ request: RangeRequest, failing: String, retry: @escaping @Sendable () -> Void,
-                      _ body: @escaping @Sendable (RangeResponse) -> Void) {
+              _ body: @escaping @Sendable (RangeResponse) -> Void) {
         let client = client
         etcdQueue.async { [weak self] in
             let result = Result { () throws(EtcdError) in try client.range(request) }
