@@ -14,6 +14,13 @@ final class FleetLayerTests: FleetSystemAccessTestCase {
         return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    /// `writable` as `describe` tells nobody on `host`.
+    private func writableForNobody(_ host: FleetHost, _ key: String) async throws -> String {
+        let result = try await asNobody(on: host, BuildProducts.propctl, ["--address", host.bus.address, "describe", key, "--field", "writable"])
+        XCTAssertTrue(result.succeeded, "\(host.name): \(result)")
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     private func layerSource(_ kind: String, _ key: String) -> String {
         "fleet \(kind) /\(prefix)/layers/\(kind == "mandatory" ? "mandatory" : "defaults")/\(key)"
     }
@@ -52,6 +59,8 @@ final class FleetLayerTests: FleetSystemAccessTestCase {
             XCTAssertEqual(locked, "true", host.name)
             let user = try await describeField(host, "kiosk.volume", "user_value")
             XCTAssertEqual(user, "55", host.name)
+            let writable = try await writableForNobody(host, "kiosk.volume")
+            XCTAssertEqual(writable, "false", "\(host.name): writability tells nobody the truth")
             let refused = try await setAsNobody(on: host, "kiosk.volume", "56")
             XCTAssertFalse(refused.succeeded, "\(host.name): \(refused)")
             XCTAssertTrue(refused.stderr.contains(PropBusAPI.error("Locked")), "\(host.name): \(refused)")
@@ -76,6 +85,8 @@ final class FleetLayerTests: FleetSystemAccessTestCase {
         XCTAssertEqual(locksB.signals.count, 2, "B: writability changed twice: \(locksB.signals)")
         let lockedAfter = try await describeField(hostB, "kiosk.volume", "locked")
         XCTAssertNotEqual(lockedAfter, "true")
+        let writableAfter = try await writableForNobody(hostA, "kiosk.volume")
+        XCTAssertEqual(writableAfter, "true")
 
         // History on B names the layer, the host and the call that set and removed it.
         let history = try await hostB.propctl(["--json", "history", "kiosk.volume"])
