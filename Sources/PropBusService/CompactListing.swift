@@ -33,7 +33,7 @@ extension Service {
                         let etcdRevision = definition.scope == .fleet ? fleet?.etcdRevision(of: definition.key) : nil
                         // Layers are the entry's own: their fields, and `writable` when a lock
                         // refuses this caller what the shape allows (docs/layers.md).
-                        let locked = entry.layers?.mandatory.map { lockAuthority.locks($0, userID: callerID) } ?? false
+                        let locked = entry.layers?.mandatoryInForce.map { lockAuthority.locks($0, userID: callerID) } ?? false
                         let own = EntryMetadata(entry, etcdRevision: etcdRevision, lifetime: model.leases.keyLeases[definition.key],
                                                 lockedForCaller: locked)
                         item.dictionary("{sv}") { extra in

@@ -42,7 +42,7 @@ extension Service {
                         model.forEachEntry(withPrefix: prefix) { entry in
                             guard access.mayRead(writers: entry.definition.writers, secret: entry.definition.secret, caller: call.credentials) else { return }
                             items.structure { item in
-                                let locked = entry.layers?.mandatory.map { lockAuthority.locks($0, userID: callerID) } ?? false
+                                let locked = entry.layers?.mandatoryInForce.map { lockAuthority.locks($0, userID: callerID) } ?? false
                                 item.string(entry.definition.key.text)
                                 item.string(entry.definition.type.signature)
                                 item.variant(entry.value)
@@ -76,7 +76,7 @@ extension Service {
                 }
                 return fleet.listHosts(call)
             },
-        ] + overrideMethods() + bindingMethods() + commandMethods() + modelFileMethods() + usageMethods() + historyMethods(), properties: .fixed([
+        ] + overrideMethods() + bindingMethods() + commandMethods() + modelFileMethods() + usageMethods() + historyMethods() + fleetLayerMethods(), properties: .fixed([
             PropertyDescription("FleetState", type: .string) { [unowned self] in .string((fleet?.state ?? .off).rawValue) },
             PropertyDescription("FleetRevision", type: .uint64) { [unowned self] in .uint64(UInt64(max(fleet?.cursor ?? 0, 0))) },
             PropertyDescription("Version", type: .string, changeSignal: .const) { .string(Self.version) },
@@ -160,13 +160,13 @@ extension Service {
         init(_ entry: borrowing PropertyModel.Entry, _ layers: ValueLayers) {
             layer = entry.valueLayer
             source = switch layer {
-            case .mandatory: layers.mandatory?.value.source
-            case .site: layers.site?.source
+            case .mandatory: layers.mandatoryInForce?.value.source
+            case .site: layers.siteInForce?.source
             case .vendor: layers.vendor?.source
             case .override: layers.overrides.last?.holder
             default: nil
             }
-            locked = layers.mandatory != nil
+            locked = layers.mandatoryInForce != nil
             userValue = layer == .mandatory || layer == .override ? entry.storedValue : nil
             overrides = layers.overrides
         }

@@ -50,7 +50,7 @@ extension Service {
                 guard let result = try setValue(of: key, to: value, by: call) else { throw PropBusError(.unknownKey, "no property named \(key)").dbusError }
                 return result
             }
-            if entry.definition.writable, entry.layers?.mandatory != nil {
+            if entry.definition.writable, entry.layers?.mandatoryInForce != nil {
                 // A lock refuses some callers only: introspection tells each the truth.
                 description.accessForCaller = { [unowned self] call in
                     guard let current = model.entry(for: key), model.isLocked(current, forUser: call.credentials?.userID) else { return .readwrite }

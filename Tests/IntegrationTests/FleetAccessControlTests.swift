@@ -6,31 +6,7 @@ import XCTest
 /// `writers` of a fleet key is enforced by the host that receives the call, before anything
 /// goes to etcd: a denied write reaches neither etcd nor another host. Both hosts run on a
 /// private system bus with `--system-access`; the test calls as `nobody`. (Issue 14.)
-final class FleetAccessControlTests: FleetTestCase {
-    override var busKind: PrivateBus.Kind { .system }
-
-    override func setUp() async throws {
-        guard getuid() == 0 else { throw XCTSkip("calling as another user (setpriv) needs root") }
-        try await super.setUp()
-    }
-
-    override func startHosts() async throws {
-        hostA.standingArguments.append("--system-access")
-        hostB.standingArguments.append("--system-access")
-        try await super.startHosts()
-    }
-
-    /// `Properties.Set` of `key` as nobody on `host`, through gdbus; `value` is GVariant text.
-    private func setAsNobody(on host: FleetHost, _ key: String, _ value: String) async throws -> CommandResult {
-        let (path, name) = PropBusAPI.locate(key)
-        var environment = host.bus.environment
-        environment["HOME"] = "/nonexistent"
-        return try await AsNobody.run("gdbus", ["call", "--address", host.bus.address, "--dest", PropBusAPI.busName,
-                                                "--object-path", path, "--method", "org.freedesktop.DBus.Properties.Set",
-                                                "--timeout", "10", PropBusAPI.values, name, "<\(value)>"],
-                                      environment: environment)
-    }
-
+final class FleetAccessControlTests: FleetSystemAccessTestCase {
     func testASetByANonWriterIsDeniedOnTheReceivingHostAndReachesNeitherEtcdNorB() async throws {
         try await hostA.createFleet("lab.lock.code", "i", default: .int32(0), options: ["writers": .array(of: .string, [.string("root")])])
         // A key nobody may write: the same path through A to etcd and B works for nobody.

@@ -84,24 +84,41 @@ public struct ValueLayers: Sendable, Hashable {
     public var overrides: [OverrideHold] = []
     public var site: LayerValue?
     public var vendor: LayerValue?
+    /// A fleet key's mandatory value from etcd (`PREFIX/layers/mandatory/KEY`), the same on
+    /// every host; its `source` is `fleet mandatory ETCDKEY`.
+    public var fleetMandatory: MandatoryValue?
+    /// A fleet key's default from etcd (`PREFIX/layers/defaults/KEY`), at the site's position.
+    public var fleetDefault: LayerValue?
 
-    public init(mandatory: MandatoryValue? = nil, overrides: [OverrideHold] = [], site: LayerValue? = nil, vendor: LayerValue? = nil) {
+    public init(mandatory: MandatoryValue? = nil, overrides: [OverrideHold] = [], site: LayerValue? = nil, vendor: LayerValue? = nil,
+                fleetMandatory: MandatoryValue? = nil, fleetDefault: LayerValue? = nil) {
         self.mandatory = mandatory
         self.overrides = overrides
         self.site = site
         self.vendor = vendor
+        self.fleetMandatory = fleetMandatory
+        self.fleetDefault = fleetDefault
     }
 
     /// True when no layer holds anything (the entry then drops its ``ValueLayers``).
-    public var isEmpty: Bool { mandatory == nil && overrides.isEmpty && site == nil && vendor == nil }
+    public var isEmpty: Bool {
+        mandatory == nil && overrides.isEmpty && site == nil && vendor == nil && fleetMandatory == nil && fleetDefault == nil
+    }
+
+    /// The mandatory value in force, which locks the key: the fleet's or a file's. (Layer files
+    /// never give a fleet key a value, so at most one of them holds one.)
+    public var mandatoryInForce: MandatoryValue? { fleetMandatory ?? mandatory }
+
+    /// The site-position default in force: the fleet's or a `defaults.d` file's.
+    public var siteInForce: LayerValue? { fleetDefault ?? site }
 
     /// The value clients see and the layer it comes from, given the user's value and the
     /// definition's default.
     public func effective(stored: DBusValue?, defaultValue: DBusValue) -> (value: DBusValue, layer: ValueLayer) {
-        if let mandatory { return (mandatory.value.value, .mandatory) }
+        if let mandatory = mandatoryInForce { return (mandatory.value.value, .mandatory) }
         if let top = overrides.last { return (top.value, .override) }
         if let stored { return (stored, .user) }
-        if let site { return (site.value, .site) }
+        if let site = siteInForce { return (site.value, .site) }
         if let vendor { return (vendor.value, .vendor) }
         return (defaultValue, .default)
     }
@@ -109,6 +126,6 @@ public struct ValueLayers: Sendable, Hashable {
     /// The value the key reads when the user's value is removed (`Reset`): the highest layer
     /// below the user's.
     public func fallback(defaultValue: DBusValue) -> DBusValue {
-        site?.value ?? vendor?.value ?? defaultValue
+        siteInForce?.value ?? vendor?.value ?? defaultValue
     }
 }

@@ -79,7 +79,7 @@ public final class PropertyModel {
         /// write of the user's value then changes nothing clients see.
         public var isShadowed: Bool {
             guard let layers = layersBox?.layers else { return false }
-            return layers.mandatory != nil || !layers.overrides.isEmpty
+            return layers.mandatoryInForce != nil || !layers.overrides.isEmpty
         }
 
         /// The user's value, or what the key reads without one: what a write of the user's
@@ -851,10 +851,11 @@ public final class PropertyModel {
 
     /// Throws `Locked` when a mandatory value locks the key for the open origin's caller.
     private func checkLock(_ layers: ValueLayers?, keyText: String) throws(PropBusError) {
-        guard let mandatory = layers?.mandatory, case .some(let uid) = lockSubject, lockAuthority.locks(mandatory, userID: uid) else { return }
+        guard let mandatory = layers?.mandatoryInForce, case .some(let uid) = lockSubject, lockAuthority.locks(mandatory, userID: uid) else { return }
         let who = uid.map { "uid \($0)" } ?? "the daemon's user"
         let whom = mandatory.lockedFor.map { "for " + $0.joined(separator: ", ") } ?? "for everyone but root"
-        throw PropBusError(.locked, "property \(keyText) is locked by \(mandatory.value.source) (a mandatory value, \(whom)), so \(who) may not write it; the administrator unlocks it there (propctl unlock \(keyText))")
+        let unlock = layers?.fleetMandatory != nil ? "propctl unlock \(keyText) --fleet" : "propctl unlock \(keyText)"
+        throw PropBusError(.locked, "property \(keyText) is locked by \(mandatory.value.source) (a mandatory value, \(whom)), so \(who) may not write it; the administrator unlocks it there (\(unlock))")
     }
 
     /// Whom the writes of the open origin are made for, as locks see it: a call's caller
@@ -1695,37 +1696,83 @@ extension PropertyModel {
         for (file, group) in Dictionary(grouping: planned, by: \.file).sorted(by: { $0.key < $1.key }) {
             origin = .layerFile(path: file)
             for (key, layers, _) in group {
-                guard var entry = entries[key] else { continue }
-                let oldValue = entry.value, oldLock = entry.layers?.mandatory
-                remember(key)
-                entry.layers = layers
-                revision += 1
-                entry.revision = revision
-                if entry.definition.persistent { saveRevisionCeiling() } else { reserveRevision() }
-                insert(entry)
-                // Kept when its layers go: a rolled-back round may bring them back.
-                layeredKeys.insert(key)
-                if (oldLock == nil) != (layers?.mandatory == nil) || oldLock?.lockedFor != layers?.mandatory?.lockedFor {
-                    lockChanged.append(key)
-                }
-                let value = entry.value
-                guard value != oldValue else { continue }
-                changes.append(.valueChanged(key, old: oldValue))
-                guard !bindings.isEmpty else { continue }
-                // The new value spreads as a redefinition's does; a target that refuses it keeps its own.
-                if let propagated = try? propagation.expand([(key, value)], frozen: [key]),
-                   let written = try? write(propagated.map { ($0.0, $0.1) }, frozen: [key]) {
-                    changes += written
-                }
+                let (changed, lockChange) = replaceLayers(of: key, with: layers, frozen: [key])
+                changes += changed
+                if lockChange { lockChanged.append(key) }
             }
         }
         return (changes, lockChanged)
     }
 
+    /// Gives `key`'s entry `layers`, under the open origin; returns the changes (its value's,
+    /// spread through the bindings except into `frozen`) and whether its lock came, went or
+    /// changed whom it refuses.
+    private func replaceLayers(of key: Key, with layers: ValueLayers?, frozen: Set<Key>) -> (changes: [PropertyChange], lockChanged: Bool) {
+        guard var entry = entries[key] else { return ([], false) }
+        let oldValue = entry.value, oldLock = entry.layers?.mandatoryInForce
+        remember(key)
+        entry.layers = layers
+        revision += 1
+        entry.revision = revision
+        if entry.definition.persistent { saveRevisionCeiling() } else { reserveRevision() }
+        insert(entry)
+        // Kept when its layers go: a rolled-back round may bring them back.
+        layeredKeys.insert(key)
+        let newLock = layers?.mandatoryInForce
+        let lockChanged = (oldLock == nil) != (newLock == nil) || oldLock?.lockedFor != newLock?.lockedFor
+        let value = entry.value
+        guard value != oldValue else { return ([], lockChanged) }
+        var changes: [PropertyChange] = [.valueChanged(key, old: oldValue)]
+        guard !bindings.isEmpty else { return (changes, lockChanged) }
+        // The new value spreads as a redefinition's does; a target that refuses it keeps its own.
+        if let propagated = try? propagation.expand([(key, value)], frozen: frozen),
+           let written = try? write(propagated.map { ($0.0, $0.1) }, frozen: frozen) {
+            changes += written
+        }
+        return (changes, lockChanged)
+    }
+
+    /// Puts a fleet key's layers from etcd in force (``ValueLayers/fleetMandatory``,
+    /// ``ValueLayers/fleetDefault``), each key under its own origin (history names the etcd key
+    /// and who wrote it). A value its definition refuses is left out, with a problem (for the
+    /// log: the fleet's layers are not files this host can fix). A key that does not exist, or
+    /// is not a fleet key here, is passed over: the fleet applies its layers when it defines it.
+    /// A changed value spreads through the bindings into local keys only (`frozen`: the fleet
+    /// keys bound here), as the fleet's values do.
+    ///
+    /// Returns the changes to publish, the keys whose lock changed, and the problems.
+    public func applyFleetLayers(_ layers: [(key: Key, mandatory: MandatoryValue?, fleetDefault: LayerValue?, origin: WriteSet.Origin)],
+                                 frozen: Set<Key>) -> (changes: [PropertyChange], lockChanged: [Key], problems: [String]) {
+        let previousOrigin = origin
+        defer { origin = previousOrigin }
+        var changes: [PropertyChange] = [], lockChanged: [Key] = [], problems: [String] = []
+        for item in layers {
+            guard let entry = entries[item.key], entry.definition.scope == .fleet else { continue }
+            func checked<Layer>(_ layer: Layer?, _ value: (Layer) -> DBusValue, _ name: String) -> Layer? {
+                guard let layer else { return nil }
+                do throws(PropBusError) { try entry.definition.check(value(layer), maximumSize: limits.maximumValueSize) } catch {
+                    problems.append("the fleet \(name) of \(item.key) is skipped: \(error.message)")
+                    return nil
+                }
+                return layer
+            }
+            var next = entry.layers ?? ValueLayers()
+            next.fleetMandatory = checked(item.mandatory, \.value.value, "mandatory value")
+            next.fleetDefault = checked(item.fleetDefault, \.value, "default")
+            let nextLayers: ValueLayers? = next.isEmpty ? nil : next
+            guard nextLayers != entry.layers else { continue }
+            origin = item.origin
+            let (changed, lockChange) = replaceLayers(of: item.key, with: nextLayers, frozen: frozen.union([item.key]))
+            changes += changed
+            if lockChange { lockChanged.append(item.key) }
+        }
+        return (changes, lockChanged, problems)
+    }
+
     /// Whether `entry` is locked for `userID` (`nil`: not known, the daemon's user): what its
     /// `writable` metadata and introspection tell that caller.
     public func isLocked(_ entry: borrowing Entry, forUser userID: UInt32?) -> Bool {
-        guard let mandatory = entry.layers?.mandatory else { return false }
+        guard let mandatory = entry.layers?.mandatoryInForce else { return false }
         return lockAuthority.locks(mandatory, userID: userID)
     }
 }

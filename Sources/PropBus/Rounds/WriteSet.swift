@@ -85,6 +85,10 @@ public struct WriteSet: Sendable {
         /// A fleet key changed by another host, with who made the change there, as the value
         /// in etcd says (`nil`: a value written without attribution).
         case fleet(host: String?, caller: Caller?)
+        /// A fleet layer in etcd set or removed (`change`: `mandatory ETCDKEY`, `defaults
+        /// ETCDKEY`, with ` removed` when it went), with who did it, as the entry in etcd says
+        /// (`nil`: a removal, or an entry written without attribution).
+        case fleetLayer(change: String, caller: Caller?)
         /// What the daemon loaded or declared before it owned its name.
         case startup
         /// Anything else the daemon did on its own (a binding ended with its owner's connection).
@@ -107,6 +111,9 @@ public struct WriteSet: Sendable {
             case .fleet(let host, let caller):
                 guard let host else { return "fleet change" }
                 return "fleet change from \(host)" + (caller.map { $0.via.isEmpty ? "" : " (\($0.via))" } ?? "")
+            case .fleetLayer(let change, let caller):
+                guard let caller else { return "fleet layer \(change)" }
+                return "fleet layer \(change)" + (caller.host.map { " from \($0)" } ?? "") + (caller.via.isEmpty ? "" : " (\(caller.via))")
             case .startup: return "startup"
             case .daemon: return "daemon"
             case .overrideEnded(let handle, let ending): return "override \(handle) ended: \(ending.reason)"
@@ -118,7 +125,7 @@ public struct WriteSet: Sendable {
         public var caller: Caller? {
             switch self {
             case .call(let caller), .revert(let caller): return caller
-            case .fleet(_, let caller): return caller
+            case .fleet(_, let caller), .fleetLayer(_, let caller): return caller
             default: return nil
             }
         }

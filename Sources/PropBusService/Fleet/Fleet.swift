@@ -81,6 +81,10 @@ public final class Fleet: @unchecked Sendable {
     private var revisionSignalDue = false
     /// Whether a full read after etcd went back in time (``FleetRewind``) is under way.
     var rewinding = false
+    /// The fleet's layers as etcd holds them (Fleet+Layers.swift), and the layer writes waiting
+    /// for this host to apply them.
+    var layerMirror = FleetLayerMirror()
+    var layerWaiters: [LayerWaiter] = []
     /// "etcd cannot be reached" while it stays so: one line, then one per ``LogThrottle`` period.
     private var unreachableLog = LogThrottle(seconds: 10)
 
@@ -183,6 +187,7 @@ public final class Fleet: @unchecked Sendable {
     private func advanceCursor(to revision: Int64) {
         guard revision > cursor else { return }
         cursor = revision
+        answerLayerWaiters()
         guard !revisionSignalDue else { return }
         let due = lastRevisionSignal + Self.revisionSignalInterval
         if DispatchTime.now() >= due {
@@ -402,14 +407,17 @@ public final class Fleet: @unchecked Sendable {
             }
             if source == nil { recordSource(current) }
             if noticeRewind(response.header, since: since) { return }
-            startWatch(from: cursor + 1)
+            readLayers { [weak self] in
+                guard let self else { return }
+                startWatch(from: cursor + 1)
+            }
         }
     }
 
     /// Runs `request` off the D-Bus queue and hands its answer to `body` on it; when etcd cannot
     /// answer, logs `failing`, says `unavailable` and runs `retry` a second later.
-    private func read(_ request: RangeRequest, failing: String, retry: @escaping @Sendable () -> Void,
-                      _ body: @escaping @Sendable (RangeResponse) -> Void) {
+    func read(_ request: RangeRequest, failing: String, retry: @escaping @Sendable () -> Void,
+              _ body: @escaping @Sendable (RangeResponse) -> Void) {
         let client = client
         etcdQueue.async { [weak self] in
             let result = Result { () throws(EtcdError) in try client.range(request) }
@@ -667,7 +675,9 @@ public final class Fleet: @unchecked Sendable {
                 Service.log("fleet: \(key), deleted in the fleet, cannot be deleted here: \(error.message)")
             }
         }
-        if updated.isEmpty, changes.isEmpty {
+        let layered = applyLayerEvents(events, snapshot: snapshot, revision: revision, defined: definedHere)
+        changes += layered.changes
+        if updated.isEmpty, changes.isEmpty, !layered.touched {
             // Nothing new: this host's own writes coming back. The cursor is saved by a later
             // commit (or at ``stop()``) instead of costing one of its own; a crash before that
             // replays these changes, recognised again by their revisions.

@@ -7,11 +7,22 @@ import SystemKit
 
 /// `propctl lock KEY|PREFIX VALUE [--for USER|@GROUP ...]` and `propctl unlock KEY|PREFIX`: the
 /// administrator's entries in propctl's own file of the daemon's `mandatory.d`
-/// (``LayerFiles/managedFileName``), written atomically, then `Manager.Reload`.
+/// (``LayerFiles/managedFileName``), written atomically, then `Manager.Reload`. With `--fleet`,
+/// the fleet's layer of a fleet key in etcd instead (`Manager.SetFleetLayer`, `RemoveFleetLayer`):
+/// its mandatory value, or with `--default` its default.
 enum LockVerb: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let target = parsed.positional("KEY") ?? ""
         let client = try await PropbusClient.connect(parsed)
+        if try FleetLayerVerb.isFleet(parsed, verb: "lock") {
+            let key = try PropbusClient.key(target)
+            let type = try await client.type(of: key)
+            let value: DBusValue
+            do { value = try ValueText.parse(parsed.positional("VALUE") ?? "", as: type) } catch { throw .badValue(key.text, error) }
+            _ = try await client.manager("SetFleetLayer", [.string(FleetLayerVerb.layer(parsed)), .string(key.text), .variant(value),
+                                                           .array(of: .string, parsed.options("for").map { .string($0) })])
+            return
+        }
         let value: JSONValue
         let text = parsed.positional("VALUE") ?? ""
         if target.hasSuffix(".*") {
@@ -30,8 +41,37 @@ enum LockVerb: Subcommand {
 enum UnlockVerb: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let client = try await PropbusClient.connect(parsed)
+        if try FleetLayerVerb.isFleet(parsed, verb: "unlock") {
+            let key = try PropbusClient.key(parsed.positional("KEY") ?? "")
+            _ = try await client.manager("RemoveFleetLayer", [.string(FleetLayerVerb.layer(parsed)), .string(key.text)])
+            return
+        }
         try await LayerFileEditor.update(client, target: parsed.positional("KEY") ?? "", value: nil, lockedFor: nil, verb: "unlock")
     }
+}
+
+/// `--fleet` and `--default` of lock and unlock.
+enum FleetLayerVerb {
+    /// Whether the verb changes the fleet's layers; `--default` means nothing without `--fleet`
+    /// (a site default is a `defaults.d` file), nor a group prefix with it.
+    static func isFleet(_ parsed: ParsedCommand, verb: String) throws(CommandFailure) -> Bool {
+        guard parsed.flag("fleet") else {
+            if parsed.flag("default") {
+                throw CommandFailure(.usage, "propctl \(verb) --default needs --fleet: a site default of a local key is a file of defaults.d under propbusd's --config-dir")
+            }
+            return false
+        }
+        if (parsed.positional("KEY") ?? "").hasSuffix(".*") {
+            throw CommandFailure(.usage, "propctl \(verb) --fleet takes one fleet key, not a group prefix")
+        }
+        if verb == "lock", parsed.flag("default"), !parsed.options("for").isEmpty {
+            throw CommandFailure(.usage, "propctl lock --default --fleet sets a default, which locks nobody: --for applies to locks only")
+        }
+        return true
+    }
+
+    /// The fleet layer named: `mandatory`, or `defaults` with `--default`.
+    static func layer(_ parsed: ParsedCommand) -> String { parsed.flag("default") ? "defaults" : "mandatory" }
 }
 
 /// Edits propctl's file of `mandatory.d` under the daemon's `--config-dir` (`Manager.ConfigDirectory`).

@@ -27,14 +27,21 @@ extension PropctlSpec {
             the lock refuses fail with org.propbus.PropBus1.Error.Locked naming the file: \
             everyone but root (and propbusd's own user on the system bus), or with --for only \
             the users and @groups named. Their own values are kept, hidden, and show again on \
-            unlock. Needs write access to that directory (root).
+            unlock. Needs write access to that directory (root). With --fleet, a fleet key is \
+            locked on every host of the fleet instead (in etcd, Manager.SetFleetLayer; root or \
+            propbusd's user), and with --default --fleet it gets the fleet's default, below \
+            the user's value.
             """,
-        options: [.value("for", valueName: "USER|@GROUP", help: "Lock the key for this user or group only (repeatable).", repeatable: true)],
+        options: [.value("for", valueName: "USER|@GROUP", help: "Lock the key for this user or group only (repeatable).", repeatable: true),
+                  .flag("fleet", help: "Lock a fleet key on every host (etcd) instead of writing mandatory.d."),
+                  .flag("default", help: "With --fleet: set the fleet's default of the key, not a lock.")],
         positionals: [.init("KEY", display: "KEY|PREFIX", help: "The key, or GROUP.* for every key of a group.", completion: .dynamic("key")),
                       .init("VALUE", help: "The value, read by the key's type.")],
         examples: [
             .init("Lock the volume at 20 for everyone", "propctl lock settings.volume 20"),
             .init("Only for the students", "propctl lock settings.volume 20 --for @students"),
+            .init("Lock a fleet key on every host", "propctl lock kiosk.volume 20 --fleet"),
+            .init("Give a fleet key the fleet's default", "propctl lock kiosk.volume 30 --default --fleet"),
         ]
     )
 
@@ -44,10 +51,15 @@ extension PropctlSpec {
         abstract: "Remove propctl's lock of a key (or GROUP.*).",
         discussion: """
             Removes the entry from mandatory.d/50-propctl.json and reloads: the key shows its \
-            user's value (or its defaults) again. Locks in other files are edited by hand.
+            user's value (or its defaults) again. Locks in other files are edited by hand. \
+            With --fleet, removes the fleet's lock of a fleet key (with --default, its fleet \
+            default) on every host.
             """,
+        options: [.flag("fleet", help: "Remove the fleet's lock of a fleet key (etcd)."),
+                  .flag("default", help: "With --fleet: remove the fleet's default, not the lock.")],
         positionals: [.init("KEY", display: "KEY|PREFIX", help: "The key or GROUP.* given to propctl lock.", completion: .dynamic("key"))],
-        examples: [.init("Unlock the volume", "propctl unlock settings.volume")]
+        examples: [.init("Unlock the volume", "propctl unlock settings.volume"),
+                   .init("Unlock a fleet key on every host", "propctl unlock kiosk.volume --fleet")]
     )
 
     /// `propctl prune [--yes]`

@@ -105,3 +105,35 @@ class FleetTestCase: XCTestCase {
         "--- A stderr:\n\(hostA.stderr.suffix(3000))\n--- B stderr:\n\(hostB.stderr.suffix(3000))\n--- etcd under \(prefix):\n\(Fleet.dump(etcd, prefix: prefix))"
     }
 }
+
+/// A ``FleetTestCase`` whose hosts run on private system buses with `--system-access`, so that
+/// a test can call as `nobody` (``setAsNobody(on:_:_:)``); skipped unless run as root.
+class FleetSystemAccessTestCase: FleetTestCase {
+    override var busKind: PrivateBus.Kind { .system }
+
+    override func setUp() async throws {
+        guard getuid() == 0 else { throw XCTSkip("calling as another user (setpriv) needs root") }
+        try await super.setUp()
+    }
+
+    override func startHosts() async throws {
+        hostA.standingArguments.append("--system-access")
+        hostB.standingArguments.append("--system-access")
+        try await super.startHosts()
+    }
+
+    /// `executable` as nobody, with `host`'s bus in its environment.
+    func asNobody(on host: FleetHost, _ executable: String, _ arguments: [String]) async throws -> CommandResult {
+        var environment = host.bus.environment
+        environment["HOME"] = "/nonexistent"
+        return try await AsNobody.run(executable, arguments, environment: environment)
+    }
+
+    /// `Properties.Set` of `key` as nobody on `host`, through gdbus; `value` is GVariant text.
+    func setAsNobody(on host: FleetHost, _ key: String, _ value: String) async throws -> CommandResult {
+        let (path, name) = PropBusAPI.locate(key)
+        return try await asNobody(on: host, "gdbus", ["call", "--address", host.bus.address, "--dest", PropBusAPI.busName,
+                                                      "--object-path", path, "--method", "org.freedesktop.DBus.Properties.Set",
+                                                      "--timeout", "10", PropBusAPI.values, name, "<\(value)>"])
+    }
+}
