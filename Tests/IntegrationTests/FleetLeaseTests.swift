@@ -1,0 +1,120 @@
+import DBus
+import Foundation
+import XCTest
+
+/// Ephemeral fleet keys (issue 23): CreateProperty's `lifetime` on a fleet key is an etcd
+/// lease. A connection lifetime ends when its creator leaves A's bus (A revokes the lease) or
+/// when A stops keeping the lease alive (killed: etcd expires it); a TTL ends in etcd, on time,
+/// whether its creating host runs or not. Every host sees the key come and go.
+final class FleetLeaseTests: FleetTestCase {
+    private func groupPath(_ group: String) -> DBusValue { .objectPath("/org/propbus/PropBus1/\(group)") }
+
+    /// Records InterfacesRemoved on `host`'s root object.
+    private func recordRemovals(on host: FleetHost) async throws -> SignalRecorder {
+        try await host.client.record(path: PropBusAPI.rootPath, interface: PropBusAPI.objectManager, member: "InterfacesRemoved")
+    }
+
+    private func waitForRemoval(of group: String, _ recorder: SignalRecorder, timeout: TimeInterval) async -> Bool {
+        let path = groupPath(group)
+        let signals = await recorder.wait(timeout: timeout) { $0.contains { $0.arguments.first == path } }
+        return signals.contains { $0.arguments.first == path }
+    }
+
+    private func listed(_ key: String, on host: FleetHost) async throws -> Client.Listed? {
+        try await host.client.list(prefix: key).first { $0.key == key }
+    }
+
+    func testAConnectionLifetimeKeyShowsOnBAndGoesFromBothWhenItsCreatorIsKilled() async throws {
+        let holder = try ChildProcess(BuildProducts.propctl, ["--address", hostA.bus.address, "create", "eph.k", "i", "--default", "7",
+                                                              "--scope", "fleet", "--lifetime", "connection"],
+                                      environment: hostA.bus.environment)
+        addTeardownBlock { kill(-holder.pid, SIGKILL) }
+        let appeared = await eventually(timeout: 15) { (try? await self.listed("eph.k", on: self.hostB)) != nil }
+        XCTAssertTrue(appeared, "the ephemeral fleet key never reached B: \(holder.stderr)\n\(diagnostics)")
+        for host in [hostA!, hostB!] {
+            let described = try await host.propctl(["describe", "eph.k"])
+            XCTAssertTrue(described.stdout.contains("ephemeral (connection)") && described.stdout.contains(hostA.name),
+                          "\(host.name) does not show the lifetime and its creating host: \(described)")
+        }
+        let removedA = try await recordRemovals(on: hostA), removedB = try await recordRemovals(on: hostB)
+        holder.signal(SIGKILL)
+        let goneA = await waitForRemoval(of: "eph", removedA, timeout: 15)
+        let goneB = await waitForRemoval(of: "eph", removedB, timeout: 15)
+        XCTAssertTrue(goneA && goneB, "A: \(goneA), B: \(goneB)\n\(diagnostics)")
+        for host in [hostA!, hostB!] {
+            let gone = try await listed("eph.k", on: host)
+            XCTAssertNil(gone, "\(host.name) still has eph.k")
+            let history = try await host.propctl(["history", "eph.k"])
+            XCTAssertTrue(history.stdout.contains("ended"), "\(host.name): no lifetime ending in history: \(history)")
+        }
+        let left = try Fleet.allEntries(etcd, prefix: prefix).filter { String(decoding: $0.key, as: UTF8.self).contains("eph.k") }
+        XCTAssertTrue(left.isEmpty, "etcd still holds \(left.map { String(decoding: $0.key, as: UTF8.self) })")
+    }
+
+    func testAKilledCreatingHostsConnectionKeyGoesFromBWhenItsLeaseExpires() async throws {
+        let creator = try await Client.connect(to: hostA.bus)
+        defer { creator.close() }
+        try await creator.create("eph.crash", "s", default: .string("x"), options: ["scope": .string("fleet"), "lifetime": .string("connection")])
+        let appeared = await eventually(timeout: 15) { (try? await self.listed("eph.crash", on: self.hostB)) != nil }
+        XCTAssertTrue(appeared, "\(diagnostics)")
+        let removedB = try await recordRemovals(on: hostB)
+        await hostA.kill()
+        // Nobody revokes it: B drops the key once etcd expires the lease A no longer keeps alive
+        // (a few seconds; generous on a loaded machine).
+        let gone = await waitForRemoval(of: "eph", removedB, timeout: 40)
+        XCTAssertTrue(gone, "B still has the key of the killed host A\n\(diagnostics)")
+        // A's creator is gone for good: A started again does not have it either.
+        try await hostA.start()
+        try await Fleet.barrier(from: hostB, to: hostA)
+        let onA = try await listed("eph.crash", on: hostA)
+        XCTAssertNil(onA, "\(diagnostics)")
+    }
+
+    func testACleanStopEndsItsConnectionKeysAtOnceWhileATTLKeySurvivesTheRestart() async throws {
+        let creator = try await Client.connect(to: hostA.bus)
+        defer { creator.close() }
+        try await creator.create("eph.conn", "i", default: .int32(1), options: ["scope": .string("fleet"), "lifetime": .string("connection")])
+        try await creator.create("ttl.long", "i", default: .int32(2), options: ["scope": .string("fleet"), "lifetime": .double(120)])
+        let appeared = await eventually(timeout: 15) {
+            let conn = try? await self.listed("eph.conn", on: self.hostB), ttl = try? await self.listed("ttl.long", on: self.hostB)
+            return conn != nil && ttl != nil
+        }
+        XCTAssertTrue(appeared, "\(diagnostics)")
+        let removedB = try await recordRemovals(on: hostB)
+        await hostA.stop()
+        let gone = await waitForRemoval(of: "eph", removedB, timeout: 15)
+        XCTAssertTrue(gone, "a cleanly stopped host's connection key stays on B\n\(diagnostics)")
+        try await hostA.start()
+        try await Fleet.barrier(from: hostB, to: hostA)
+        let conn = try await listed("eph.conn", on: hostA)
+        XCTAssertNil(conn)
+        for host in [hostA!, hostB!] {
+            let ttl = try await listed("ttl.long", on: host)
+            XCTAssertNotNil(ttl?.metadata["lifetime"]?.stringKeyedEntries?["expires"], "\(host.name): \(String(describing: ttl?.metadata))\n\(diagnostics)")
+        }
+    }
+
+    func testATTLKeyEndsOnTimeOnBothHostsAlsoWithItsCreatingHostDown() async throws {
+        let removedB = try await recordRemovals(on: hostB)
+        let created = try await hostA.propctl(["create", "ttl.short", "i", "--default", "3", "--scope", "fleet", "--lifetime", "3"])
+        XCTAssertEqual(created.status, 0, "\(created)")
+        let appeared = await eventually(timeout: 15) { (try? await self.listed("ttl.short", on: self.hostB)) != nil }
+        XCTAssertTrue(appeared, "\(diagnostics)")
+        await hostA.stop()
+        let gone = await waitForRemoval(of: "ttl", removedB, timeout: 30)
+        XCTAssertTrue(gone, "the 3 s key is still on B\n\(diagnostics)")
+        let history = try await hostB.propctl(["history", "ttl.short"])
+        XCTAssertTrue(history.stdout.contains("ttl ran out"), "\(history)")
+        try await hostA.start()
+        try await Fleet.barrier(from: hostB, to: hostA)
+        let onA = try await listed("ttl.short", on: hostA)
+        XCTAssertNil(onA, "\(diagnostics)")
+    }
+
+    func testALifetimeOfAnExistingFleetKeyIsRefusedNamingIt() async throws {
+        try await hostA.createFleet("eph.plain", "i", default: .int32(1))
+        await assertDBusError(PropBusAPI.error("Exists"), containing: ["eph.plain", "lifetime"]) {
+            try await self.hostA.createFleet("eph.plain", "i", default: .int32(1), options: ["lifetime": .double(60)])
+        }
+    }
+}
