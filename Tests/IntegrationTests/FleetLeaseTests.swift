@@ -36,6 +36,9 @@ final class FleetLeaseTests: FleetTestCase {
             XCTAssertTrue(described.stdout.contains("ephemeral (connection)") && described.stdout.contains(hostA.name),
                           "\(host.name) does not show the lifetime and its creating host: \(described)")
         }
+        // A Set from B keeps the value on the lease: it goes with the key, from etcd too.
+        try await hostB.client.set("eph.k", .int32(8))
+        guard await hostA.waitFor("eph.k", .int32(8)) else { return XCTFail("B's Set never reached A\n\(diagnostics)") }
         let removedA = try await recordRemovals(on: hostA), removedB = try await recordRemovals(on: hostB)
         holder.signal(SIGKILL)
         let goneA = await waitForRemoval(of: "eph", removedA, timeout: 15)
@@ -109,6 +112,41 @@ final class FleetLeaseTests: FleetTestCase {
         try await Fleet.barrier(from: hostB, to: hostA)
         let onA = try await listed("ttl.short", on: hostA)
         XCTAssertNil(onA, "\(diagnostics)")
+    }
+
+    func testATTLKeyEndsOnBothRunningHostsWithTheirHistory() async throws {
+        let removedA = try await recordRemovals(on: hostA), removedB = try await recordRemovals(on: hostB)
+        try await hostA.createFleet("ttl.both", "s", default: .string("x"), options: ["lifetime": .double(3)])
+        let listed = try await listed("ttl.both", on: hostA)
+        XCTAssertNotNil(listed?.metadata["lifetime"]?.stringKeyedEntries?["expires"], "\(String(describing: listed?.metadata))")
+        let goneA = await waitForRemoval(of: "ttl", removedA, timeout: 30)
+        let goneB = await waitForRemoval(of: "ttl", removedB, timeout: 30)
+        XCTAssertTrue(goneA && goneB, "A: \(goneA), B: \(goneB)\n\(diagnostics)")
+        for host in [hostA!, hostB!] {
+            let history = try await host.propctl(["history", "ttl.both"])
+            XCTAssertTrue(history.stdout.contains("lifetime") && history.stdout.contains("ttl ran out"), "\(host.name): \(history)")
+        }
+    }
+
+    func testDeletingAnEphemeralFleetKeyEndsItsLeaseToo() async throws {
+        let creator = try await Client.connect(to: hostA.bus)
+        defer { creator.close() }
+        try await creator.create("eph.del", "i", default: .int32(1), options: ["scope": .string("fleet"), "lifetime": .string("connection")])
+        let appeared = await eventually(timeout: 15) { (try? await self.listed("eph.del", on: self.hostB)) != nil }
+        XCTAssertTrue(appeared, "\(diagnostics)")
+        let removedA = try await recordRemovals(on: hostA)
+        try await hostB.client.call(PropBusAPI.manager, "DeleteProperty", [.string("eph.del")])
+        let gone = await waitForRemoval(of: "eph", removedA, timeout: 15)
+        XCTAssertTrue(gone, "\(diagnostics)")
+        // The lease, left holding only the lifetime, is revoked: nothing of the key stays in etcd.
+        let cleared = await eventually(timeout: 15) {
+            ((try? Fleet.allEntries(self.etcd, prefix: self.prefix)) ?? []).allSatisfy { !String(decoding: $0.key, as: UTF8.self).contains("eph.del") }
+        }
+        XCTAssertTrue(cleared, "\(diagnostics)")
+        // The same name can be created again, plain.
+        try await hostB.createFleet("eph.del", "i", default: .int32(2))
+        let again = try await listed("eph.del", on: hostB)
+        XCTAssertNil(again?.metadata["lifetime"], "\(String(describing: again?.metadata))")
     }
 
     func testALifetimeOfAnExistingFleetKeyIsRefusedNamingIt() async throws {
