@@ -264,7 +264,12 @@ extension Fleet {
         lifetimes.granting[id] = PendingCreation(call: call, key: key, user: user, ttl: ttl, lifetime: lifetime, holder: holder, create: create)
         leaseKeeper.grant(ttl: ttl) { [weak self] result in
             self?.queue.async { [weak self] in
-                guard let self, let pending = lifetimes.granting.removeValue(forKey: id) else { return }
+                guard let self else { return }
+                guard let pending = lifetimes.granting.removeValue(forKey: id) else {
+                    // Its creator left meanwhile (``endLifetimes(heldBy:)`` answered the call): nothing holds the lease.
+                    if case .success(let lease) = result { leaseKeeper.revoke(lease) }
+                    return
+                }
                 granted(result, pending)
                 service.tree.connection.scheduleRound()
             }
@@ -349,6 +354,10 @@ extension Fleet {
 
     /// Revokes the leases of the connection lifetimes `name` (which left this host's bus) holds.
     func endLifetimes(heldBy name: String) {
+        for (id, pending) in lifetimes.granting where pending.lifetime == nil && pending.holder.busName == name {
+            lifetimes.granting[id] = nil
+            pending.call.fail(PropBusError(.unavailable, "option 'lifetime' for \(pending.key): \(name) left the bus before the key was made").dbusError)
+        }
         guard !lifetimes.kept.isEmpty else { return }
         for (key, record) in lifetimes.records.merging(lifetimes.creating, uniquingKeysWith: { $1 })
         where record.host == configuration.hostName && record.expires == nil && record.holder.busName == name {
