@@ -116,7 +116,10 @@ final class FleetLeaseTests: FleetTestCase {
 
     func testATTLKeyEndsOnBothRunningHostsWithTheirHistory() async throws {
         let removedA = try await recordRemovals(on: hostA), removedB = try await recordRemovals(on: hostB)
-        try await hostA.createFleet("ttl.both", "s", default: .string("x"), options: ["lifetime": .double(3)])
+        // Through busctl, as any D-Bus client makes one.
+        let created = try await hostA.busctl(["call", PropBusAPI.busName, PropBusAPI.rootPath, PropBusAPI.manager, "CreateProperty",
+                                              "ssva{sv}", "ttl.both", "s", "s", "x", "2", "scope", "s", "fleet", "lifetime", "d", "3"])
+        XCTAssertEqual(created.status, 0, "\(created)")
         let listed = try await listed("ttl.both", on: hostA)
         XCTAssertNotNil(listed?.metadata["lifetime"]?.stringKeyedEntries?["expires"], "\(String(describing: listed?.metadata))")
         let goneA = await waitForRemoval(of: "ttl", removedA, timeout: 30)
