@@ -24,12 +24,22 @@ final class FleetLeaseTests: FleetTestCase {
         try await host.client.list(prefix: key).first { $0.key == key }
     }
 
+    /// Whether every one of `keys` reaches B (its ListProperties lists them).
+    private func reachB(_ keys: String...) async -> Bool {
+        await eventually(timeout: 15) {
+            for key in keys where (try? await self.listed(key, on: self.hostB)) == nil { return false }
+            return true
+        }
+    }
+
+    private let connectionLifetime: [String: DBusValue] = ["scope": .string("fleet"), "lifetime": .string("connection")]
+
     func testAConnectionLifetimeKeyShowsOnBAndGoesFromBothWhenItsCreatorIsKilled() async throws {
         let holder = try ChildProcess(BuildProducts.propctl, ["--address", hostA.bus.address, "create", "eph.k", "i", "--default", "7",
                                                               "--scope", "fleet", "--lifetime", "connection"],
                                       environment: hostA.bus.environment)
         addTeardownBlock { kill(-holder.pid, SIGKILL) }
-        let appeared = await eventually(timeout: 15) { (try? await self.listed("eph.k", on: self.hostB)) != nil }
+        let appeared = await reachB("eph.k")
         XCTAssertTrue(appeared, "the ephemeral fleet key never reached B: \(holder.stderr)\n\(diagnostics)")
         for host in [hostA!, hostB!] {
             let described = try await host.propctl(["describe", "eph.k"])
@@ -57,8 +67,8 @@ final class FleetLeaseTests: FleetTestCase {
     func testAKilledCreatingHostsConnectionKeyGoesFromBWhenItsLeaseExpires() async throws {
         let creator = try await Client.connect(to: hostA.bus)
         defer { creator.close() }
-        try await creator.create("eph.crash", "s", default: .string("x"), options: ["scope": .string("fleet"), "lifetime": .string("connection")])
-        let appeared = await eventually(timeout: 15) { (try? await self.listed("eph.crash", on: self.hostB)) != nil }
+        try await creator.create("eph.crash", "s", default: .string("x"), options: connectionLifetime)
+        let appeared = await reachB("eph.crash")
         XCTAssertTrue(appeared, "\(diagnostics)")
         let removedB = try await recordRemovals(on: hostB)
         await hostA.kill()
@@ -76,12 +86,9 @@ final class FleetLeaseTests: FleetTestCase {
     func testACleanStopEndsItsConnectionKeysAtOnceWhileATTLKeySurvivesTheRestart() async throws {
         let creator = try await Client.connect(to: hostA.bus)
         defer { creator.close() }
-        try await creator.create("eph.conn", "i", default: .int32(1), options: ["scope": .string("fleet"), "lifetime": .string("connection")])
+        try await creator.create("eph.conn", "i", default: .int32(1), options: connectionLifetime)
         try await creator.create("ttl.long", "i", default: .int32(2), options: ["scope": .string("fleet"), "lifetime": .double(120)])
-        let appeared = await eventually(timeout: 15) {
-            let conn = try? await self.listed("eph.conn", on: self.hostB), ttl = try? await self.listed("ttl.long", on: self.hostB)
-            return conn != nil && ttl != nil
-        }
+        let appeared = await reachB("eph.conn", "ttl.long")
         XCTAssertTrue(appeared, "\(diagnostics)")
         let removedB = try await recordRemovals(on: hostB)
         await hostA.stop()
@@ -101,7 +108,7 @@ final class FleetLeaseTests: FleetTestCase {
         let removedB = try await recordRemovals(on: hostB)
         let created = try await hostA.propctl(["create", "ttl.short", "i", "--default", "3", "--scope", "fleet", "--lifetime", "3"])
         XCTAssertEqual(created.status, 0, "\(created)")
-        let appeared = await eventually(timeout: 15) { (try? await self.listed("ttl.short", on: self.hostB)) != nil }
+        let appeared = await reachB("ttl.short")
         XCTAssertTrue(appeared, "\(diagnostics)")
         await hostA.stop()
         let gone = await waitForRemoval(of: "ttl", removedB, timeout: 30)
@@ -134,8 +141,8 @@ final class FleetLeaseTests: FleetTestCase {
     func testDeletingAnEphemeralFleetKeyEndsItsLeaseToo() async throws {
         let creator = try await Client.connect(to: hostA.bus)
         defer { creator.close() }
-        try await creator.create("eph.del", "i", default: .int32(1), options: ["scope": .string("fleet"), "lifetime": .string("connection")])
-        let appeared = await eventually(timeout: 15) { (try? await self.listed("eph.del", on: self.hostB)) != nil }
+        try await creator.create("eph.del", "i", default: .int32(1), options: connectionLifetime)
+        let appeared = await reachB("eph.del")
         XCTAssertTrue(appeared, "\(diagnostics)")
         let removedA = try await recordRemovals(on: hostA)
         try await hostB.client.call(PropBusAPI.manager, "DeleteProperty", [.string("eph.del")])
