@@ -15,12 +15,14 @@ public struct FleetLifetime: Sendable, Equatable {
     public var ttl: Int64
     /// The host that created the key, whose bus its creator is on.
     public var host: String
+    /// Its creator's connection on `host`'s bus, with uid, pid and process name.
     public var holder: LeaseHolder
     /// When it began and, for a TTL, when it ends: nanoseconds since the epoch (the creating host's clock).
     public var since: UInt64
     /// `nil`: the creator's connection (the creating host keeps the lease alive while it lives).
     public var expires: UInt64?
 
+    /// A lifetime of `lease` (`ttl` seconds in etcd), created on `host` by `holder`.
     public init(lease: Int64, ttl: Int64, host: String, holder: LeaseHolder, since: UInt64, expires: UInt64?) {
         self.lease = lease
         self.ttl = ttl
@@ -42,6 +44,7 @@ public struct FleetLifetime: Sendable, Equatable {
         return ValueCodec.encode(.vardict(fields))
     }
 
+    /// The lifetime ``encoded()`` wrote; `InvalidValue` for anything else.
     public static func decode(_ bytes: [UInt8]) throws(PropBusError) -> FleetLifetime {
         guard let fields = (try? ValueCodec.decode(bytes))?.stringKeyedEntries?.mapValues(\.unwrappingVariant),
               case .int64(let lease)? = fields["lease"], case .int64(let ttl)? = fields["ttl"],
@@ -66,6 +69,7 @@ public struct FleetLifetime: Sendable, Equatable {
 extension FleetLayout {
     /// `PREFIX/lifetimes/KEY`: an ephemeral fleet key's ``FleetLifetime``.
     public func lifetimeKey(_ key: Key) -> [UInt8] { lifetimesPrefix + Array(key.text.utf8) }
+    /// `PREFIX/lifetimes/`, where every ephemeral fleet key's lifetime is.
     public var lifetimesPrefix: [UInt8] { prefix + Array("lifetimes/".utf8) }
 
     /// The key whose lifetime `etcdKey` holds, if it is one.
