@@ -34,7 +34,7 @@ extension Service {
                         // Layers are the entry's own: their fields, and `writable` when a lock
                         // refuses this caller what the shape allows (docs/layers.md).
                         let locked = entry.layers?.mandatoryInForce.map { lockAuthority.locks($0, userID: callerID) } ?? false
-                        let own = EntryMetadata(entry, etcdRevision: etcdRevision, lifetime: model.leases.keyLeases[definition.key],
+                        let own = EntryMetadata(entry, etcdRevision: etcdRevision, lifetime: model.leases.keyLeases[definition.key] ?? fleet?.lifetime(of: definition),
                                                 lockedForCaller: locked)
                         item.dictionary("{sv}") { extra in
                             if let etcdRevision { extra.entry("etcd_revision", .int64(etcdRevision)) }

@@ -13,6 +13,16 @@ extension Service {
                 let lifetime = try options.removeValue(forKey: "lifetime").map { raw throws(DBusError) in
                     try bridged { () throws(PropBusError) in try Self.keyLifetime(raw, of: key) }
                 }
+                if let lifetime, let fleet, isFleetScoped(key, options: options) {
+                    // An etcd lease, granted first: the definition goes to etcd attached to it.
+                    try bridged { () throws(PropBusError) in try checkLifetime(of: key, options: options) }
+                    let holder = leaseHolder(of: origin(of: call), call: call)
+                    return try fleet.createEphemeral(call, key: key, lifetime: lifetime, holder: holder) { [unowned self] confirm throws(DBusError) in
+                        try write(call, reply: { confirm(); return [] }) { [unowned self] () throws(PropBusError) in
+                            try model.create(key: key, type: type, defaultValue: defaultValue, options: options, creator: call.credentials?.userID)
+                        }
+                    }
+                }
                 defer { if lifetime != nil { armLeaseTimer() } }
                 return try write(call) { [unowned self] () throws(PropBusError) in
                     if lifetime != nil { try checkLifetime(of: key, options: options) }
@@ -48,7 +58,8 @@ extension Service {
                                 item.variant(entry.value)
                                 // The fleet's own table, not the model: nothing here may touch the model.
                                 let etcdRevision = entry.definition.scope == .fleet ? fleet?.etcdRevision(of: entry.definition.key) : nil
-                                Self.writeMetadata(of: entry, etcdRevision: etcdRevision, lifetime: model.leases.keyLeases[entry.definition.key],
+                                Self.writeMetadata(of: entry, etcdRevision: etcdRevision,
+                                                   lifetime: model.leases.keyLeases[entry.definition.key] ?? fleet?.lifetime(of: entry.definition),
                                                    lockedForCaller: locked, to: &item)
                             }
                         }

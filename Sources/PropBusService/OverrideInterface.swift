@@ -44,14 +44,27 @@ extension Service {
         return try leaseDuration(raw, option: "lifetime", of: key)
     }
 
-    /// Refuses a `lifetime` the key cannot have: a fleet key's (its value is every host's, and
-    /// its creator's connection is to one host), or one for a key that exists without one.
+    /// Whether CreateProperty's `options` (or the key as it exists) make `keyText` a fleet key.
+    func isFleetScoped(_ keyText: String, options: [String: DBusValue]) -> Bool {
+        let existing = (try? Key(keyText)).flatMap { model.entry(for: $0) }
+        let scope = options["scope"]?.unwrappingVariant.stringValue ?? existing?.definition.scope.rawValue
+        return scope == PropertyScope.fleet.rawValue
+    }
+
+    /// Refuses a `lifetime` the key cannot have: a fleet key's without `--fleet` (its lifetime
+    /// is an etcd lease), a fleet key's that exists already (the lease is the key's from its
+    /// creation), or one for a key that exists without one.
     func checkLifetime(of keyText: String, options: [String: DBusValue]) throws(PropBusError) {
         let key = try Key(keyText)
         let existing = model.entry(for: key)
-        let scope = options["scope"]?.unwrappingVariant.stringValue ?? existing?.definition.scope.rawValue
-        if scope == PropertyScope.fleet.rawValue {
-            throw PropBusError(.invalidArgs, "option 'lifetime' for \(key): a fleet key (scope fleet) cannot be ephemeral; give lifetimes to local keys only")
+        if isFleetScoped(keyText, options: options) {
+            guard fleet != nil else {
+                throw PropBusError(.invalidArgs, "option 'lifetime' for \(key): a fleet key (scope fleet) is ephemeral through an etcd lease, and propbusd runs without --fleet")
+            }
+            if existing != nil {
+                throw PropBusError(.exists, "option 'lifetime' for \(key): the fleet key exists already; only the CreateProperty that creates a fleet key gives it a lifetime (delete it first)")
+            }
+            return
         }
         if existing != nil, model.leases.keyLeases[key] == nil {
             throw PropBusError(.exists, "option 'lifetime' for \(key): the key exists already without a lifetime; only the CreateProperty that creates a key gives it one (delete it first)")
@@ -139,6 +152,8 @@ extension Service {
     /// Ends what a connection that left the bus held without a TTL (NameOwnerChanged).
     func endLeases(heldBy name: String) {
         publish(model.endLeases(heldBy: name))
+        // Its ephemeral fleet keys' etcd leases are revoked; the watch brings their deletion.
+        fleet?.endLifetimes(heldBy: name)
     }
 
     /// Once the name is owned: deletes the ephemeral keys whose creator's connection was to the
@@ -204,6 +219,7 @@ extension Service {
         if let uid = holder.userID { items["uid"] = .uint32(uid) }
         if let pid = holder.processID { items["pid"] = .uint32(pid) }
         if let command = holder.command { items["comm"] = .string(command) }
+        if let host = holder.host { items["host"] = .string(host) }
         return items
     }
 }

@@ -134,6 +134,36 @@ final class OverrideTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertEqual(idleDelaySignals(recorder), [.uint32(0), .uint32(900)], "the user's new value shows when the override ends")
     }
 
+    func testADumpTakenDuringAnOverrideSavesTheUsersValueAndLoadsItBack() async throws {
+        try await makeIdleDelay()
+        try await client.create("display.dim", "u", default: .uint32(30))
+        let holder = try await Client.connect(to: bus)
+        defer { holder.close() }
+        let handle = try await override("display.idleDelay", .uint32(0), by: holder)
+        try await override("display.dim", .uint32(1), by: holder)
+        let dump = try await propctl(["dump", "display"])
+        XCTAssertEqual(dump.status, 0, "\(dump)")
+        let document = try JSONSerialization.jsonObject(with: Data(dump.stdout.utf8)) as? [String: Any]
+        let properties = try XCTUnwrap(document?["properties"] as? [String: Any], dump.stdout)
+        let idle = try XCTUnwrap(properties["display.idleDelay"] as? [String: Any], dump.stdout)
+        XCTAssertEqual(idle["value"] as? Int, 600, "a dump is of the user's value, not the override's: \(dump.stdout)")
+        XCTAssertEqual(idle["is_set"] as? Bool, true, dump.stdout)
+        let dim = try XCTUnwrap(properties["display.dim"] as? [String: Any], dump.stdout)
+        XCTAssertEqual(dim["value"] as? Int, 30, "an unset key under an override dumps its default: \(dump.stdout)")
+        XCTAssertEqual(dim["is_set"] as? Bool, false, dump.stdout)
+
+        // Loaded back while an override holds, the dumped value is compared with the user's
+        // value, not the override's: 600 loaded over a user 5 is a change even though 600 shows.
+        try await release(handle, by: holder)
+        try await client.set("display.idleDelay", .uint32(5))
+        let again = try await override("display.idleDelay", .uint32(600), by: holder)
+        let load = try await runCommand(BuildProducts.propctl, ["--address", bus.address, "load", "-"], environment: bus.environment,
+                                        stdin: dump.stdout, timeout: 15)
+        XCTAssertEqual(load.status, 0, "\(load)")
+        try await release(again, by: holder)
+        try await expectValue("display.idleDelay", .uint32(600), "the loaded user value shows once the override ends", from: client)
+    }
+
     func testATTLOverrideSurvivesADaemonRestartAndEndsOnItsOwn() async throws {
         try await makeIdleDelay()
         // Subscribed before the restart: the rule names the well-known name, which the new

@@ -10,12 +10,15 @@ public struct LeaseHolder: Sendable, Hashable {
     public var processID: UInt32?
     /// `/proc/PID/comm` when the lease began.
     public var command: String?
+    /// The fleet host whose bus `busName` is on (an ephemeral fleet key's creator); `nil`: this daemon's bus.
+    public var host: String?
 
-    public init(busName: String, userID: UInt32? = nil, processID: UInt32? = nil, command: String? = nil) {
+    public init(busName: String, userID: UInt32? = nil, processID: UInt32? = nil, command: String? = nil, host: String? = nil) {
         self.busName = busName
         self.userID = userID
         self.processID = processID
         self.command = command
+        self.host = host
     }
 }
 
@@ -74,6 +77,9 @@ public enum LeaseEnding: Sendable, Hashable {
     case expired
     /// Its holder's connection was to a daemon that has since restarted.
     case restarted
+    /// An ephemeral fleet key's etcd lease ended on another host's behalf: its creator left that
+    /// host's bus, or that host stopped keeping the lease alive (stopped, killed, cut off).
+    case fleetLeaseEnded(host: String)
 
     /// For history's `via`: "its holder :1.5 left the bus".
     public var reason: String {
@@ -81,6 +87,7 @@ public enum LeaseEnding: Sendable, Hashable {
         case .holderLeft(let name): "its holder \(name) left the bus"
         case .expired: "its ttl ran out"
         case .restarted: "its holder's connection did not survive the daemon's restart"
+        case .fleetLeaseEnded(let host): "its etcd lease ended: its creator left host \(host)'s bus, or \(host) stopped keeping the lease alive"
         }
     }
 }

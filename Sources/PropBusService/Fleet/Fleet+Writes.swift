@@ -185,6 +185,8 @@ extension Fleet {
                                                 attribution: attribution(of: write.call), time: Self.now(),
                                                 isFleet: { model.entry(for: $0)?.definition.scope == .fleet },
                                                 known: { [unowned self] in revisions[$0] ?? FleetRevisions() })
+            // An ephemeral fleet key's puts stay attached to its etcd lease (Fleet+Leases.swift).
+            write.plan = attachingLifetimes(to: write.plan)
             write.after = after
             writes[id] = write
             var footprint = footprint(before: before, read: read)

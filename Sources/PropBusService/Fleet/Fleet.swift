@@ -87,6 +87,8 @@ public final class Fleet: @unchecked Sendable {
     var layerWaiters: [LayerWaiter] = []
     /// "etcd cannot be reached" while it stays so: one line, then one per ``LogThrottle`` period.
     private var unreachableLog = LogThrottle(seconds: 10)
+    /// The ephemeral fleet keys' lifetimes and this host's etcd leases for them (Fleet+Leases.swift).
+    var lifetimes = FleetLifetimes()
 
     // The presence queue's.
     private var lease: Int64 = 0
@@ -154,6 +156,7 @@ public final class Fleet: @unchecked Sendable {
         }
         watchCheckTimer?.cancel()
         watchCheckTimer = nil
+        stopLifetimes()
         presenceQueue.sync {
             presenceTimer?.cancel()
             presenceTimer = nil
@@ -291,6 +294,7 @@ public final class Fleet: @unchecked Sendable {
         // At every connection, not only the first: a definition declared while etcd was
         // away (a reload) or whose offer failed is offered now, or it stays this host's.
         pushLocalDefinitions()
+        refreshLifetimes()
     }
 
     // MARK: etcd going back in time
@@ -561,6 +565,8 @@ public final class Fleet: @unchecked Sendable {
     @discardableResult
     func apply(_ events: [WatchEvent], through revision: Int64?, snapshot: Bool = false) -> Bool {
         let model = service.model, store = service.store
+        noteLifetimes(events, snapshot: snapshot)
+        defer { forgetEndedLifetimes() }
         // Only etcd's data in this commit (nothing local was waiting): it need not wait for the disk.
         let mirrorOnly = (store as? SQLiteStore).map { !$0.hasPendingLocalWrites } ?? false
         var updated: [Key: FleetRevisions] = [:]
@@ -671,6 +677,8 @@ public final class Fleet: @unchecked Sendable {
             model.origin = .fleet(host: nil, caller: nil)
         }
         for key in removed where model.entry(for: key) != nil {
+            // An ephemeral key whose etcd lease ended: history says so, as for a local one.
+            model.origin = lifetimeEnding(of: key) ?? .fleet(host: nil, caller: nil)
             do throws(PropBusError) { changes += try model.delete(key: key.text) } catch {
                 Service.log("fleet: \(key), deleted in the fleet, cannot be deleted here: \(error.message)")
             }

@@ -142,6 +142,7 @@ enum DescribeVerb: Subcommand {
         if let pid = lease["pid"] { who.append("pid " + ValueText.format(pid)) }
         if let uid = lease["uid"] { who.append("uid " + ValueText.format(uid)) }
         who.append(lease["holder"]?.stringValue ?? "?")
+        if let host = lease["host"]?.stringValue { who.append("on host " + Output.escaped(host)) }
         let name = lease["comm"]?.stringValue.map { Output.escaped($0) + " " } ?? ""
         var text = name + "(" + who.joined(separator: ", ") + ")"
         if let since = time(lease["since"]) { text += " since " + since }

@@ -61,11 +61,22 @@ enum DumpVerb: Subcommand {
         }
     }
 
+    /// The user's own value of `item`, which a dump saves (a backup of what users set): the value
+    /// shown, unless an override or a lock hides it (`user_value`; a key not set under one is
+    /// saved with its default, and `is_set` false resets it when loaded).
+    static func userValue(of item: ListedProperty) -> DBusValue {
+        if let user = item.metadata["user_value"] { return user }
+        switch item.metadata["layer"]?.stringValue {
+        case "override"?, "mandatory"?: return item.metadata["default"] ?? item.value
+        default: return item.value
+        }
+    }
+
     /// The document entry of one key.
     static func entry(_ item: ListedProperty, definitions: Bool) -> JSONValue {
         var members: [(String, JSONValue)] = [
             ("type", .string(item.type)),
-            ("value", ValueText.jsonValue(item.value)),
+            ("value", ValueText.jsonValue(userValue(of: item))),
             ("is_set", .bool(item.metadata["is_set"]?.boolValue ?? true)),
         ]
         // A command's state keys come with the command; they cannot be created alone.

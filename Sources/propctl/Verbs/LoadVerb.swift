@@ -211,7 +211,8 @@ enum LoadVerb: Subcommand {
             } catch {
                 throw CommandFailure.badValue("\(path): \(key): \(error)")
             }
-            if parsedValue != existing.value || !isSet {
+            // Against the user's value: an override or a lock showing the same value hides a different one.
+            if parsedValue != DumpVerb.userValue(of: existing) || !isSet {
                 assignments.append(DictionaryEntry(.string(key), .variant(parsedValue)))
             }
         }

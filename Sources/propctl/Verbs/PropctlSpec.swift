@@ -183,7 +183,7 @@ enum PropctlSpec {
                    completion: .choices(["local", "fleet"])),
             .value("writers", valueName: "LIST", help: "Who may write it with access control on: user names, @groups and uids, comma-separated (repeatable; '' for root and the daemon only).", repeatable: true),
             .flag("secret", help: "Readable only by its writers, with access control on; never sent in signals."),
-            .value("lifetime", valueName: "SPAN", help: "Make an ephemeral key: 'connection' (deleted when this propctl ends; it holds the key until interrupted, or while CMD runs) or a DURATION (90, 30s, 5m, 2h, 1d; deleted when it ends, also across restarts). Local keys only."),
+            .value("lifetime", valueName: "SPAN", help: "Make an ephemeral key: 'connection' (deleted when this propctl ends; it holds the key until interrupted, or while CMD runs) or a DURATION (90, 30s, 5m, 2h, 1d; deleted when it ends, also across restarts). With --scope fleet, an etcd lease: the key goes on every host (a killed host's after about 5 s)."),
         ],
         positionals: [
             .init("KEY", help: "The key to create, e.g. settings.volume."),

@@ -22,6 +22,11 @@ final class FakeEtcd: EtcdPort {
         var inside = 0
         var mostInside = 0
         var txns = 0
+        /// Granted leases and their TTLs (they never expire by themselves: a test revokes them).
+        var leases: [Int64: Int64] = [:]
+        var nextLease: Int64 = 0x7000
+        /// The leases revoked, in order.
+        var revoked: [Int64] = []
     }
 
     let state = Mutex(State())
@@ -118,9 +123,32 @@ final class FakeEtcd: EtcdPort {
         throw EtcdError(.server, "the fake etcd takes txns only")
     }
 
-    func grantLease(ttl: Int64) throws(EtcdError) -> Lease { throw EtcdError(.server, "the fake etcd grants no lease") }
-    func keepAlive(lease id: Int64) throws(EtcdError) -> Int64 { throw EtcdError(.leaseNotFound, "no lease") }
-    func revoke(lease id: Int64) throws(EtcdError) {}
+    func grantLease(ttl: Int64) throws(EtcdError) -> Lease {
+        state.withLock { state in
+            state.nextLease += 1
+            state.leases[state.nextLease] = ttl
+            return Lease(id: state.nextLease, ttl: ttl)
+        }
+    }
+
+    func keepAlive(lease id: Int64) throws(EtcdError) -> Int64 {
+        guard let ttl = state.withLock({ $0.leases[id] }) else { throw EtcdError(.leaseNotFound, "lease \(id) not found") }
+        return ttl
+    }
+
+    /// Ends lease `id`: its keys are deleted in one revision, as etcd does.
+    func revoke(lease id: Int64) throws(EtcdError) {
+        let found = state.withLock { state -> Bool in
+            guard state.leases.removeValue(forKey: id) != nil else { return false }
+            state.revoked.append(id)
+            let attached = state.kvs.values.filter { $0.lease == id }.map(\.key).sorted { $0.lexicographicallyPrecedes($1) }
+            guard !attached.isEmpty else { return true }
+            let (response, events) = Self.execute(&state, [], attached.map { .delete($0) }, [])
+            for watch in state.watches { watch.deliver(.events(events, revision: response.header.revision)) }
+            return true
+        }
+        if !found { throw EtcdError(.leaseNotFound, "lease \(id) not found") }
+    }
 
     func watchPrefix(_ prefix: [UInt8], fromRevision: Int64, onUpdate: @escaping @Sendable (WatchUpdate) -> Void) -> any EtcdWatch {
         let watch = FakeWatch(prefix: prefix, onUpdate: onUpdate)
