@@ -174,6 +174,10 @@ public final class PropertyModel {
     /// The keys whose entry carries (or carried) layer-file values, so a reload revisits them
     /// without a scan; a key leaves it when its entry goes.
     private var layeredKeys: Set<Key> = []
+    /// The layer files in force, their problems and ``layeredKeys`` as they were at the last
+    /// commit, once the round changed them: a reload whose commit the store refuses puts the
+    /// files it replaced back in force, with the entries.
+    private var layerStateAtCommit: (files: LayerFileSet, problems: [LayerProblem], keys: Set<Key>)?
 
     /// Why some of what the store holds was not loaded (an older version accepted unix fds),
     /// one line each, for the daemon's log.
@@ -271,6 +275,7 @@ public final class PropertyModel {
         reservedAtCommit = reservedRevision
         bindingsAtCommit = nil
         leasesAtCommit = nil
+        layerStateAtCommit = nil
         keysReadThisRound.removeAll(keepingCapacity: true)
     }
 
@@ -345,6 +350,11 @@ public final class PropertyModel {
         for (key, stored) in undoUnclaimed { unclaimedValues[key] = stored }
         if let bindingsAtCommit { bindings = bindingsAtCommit }
         if let leasesAtCommit { leases = leasesAtCommit }
+        if let layerStateAtCommit {
+            (layerFiles, layerProblems) = (layerStateAtCommit.files, layerStateAtCommit.problems)
+            // Kept too: a key created in the round and gone again is only looked at once more.
+            layeredKeys.formUnion(layerStateAtCommit.keys)
+        }
         revision = revisionAtCommit
         reservedRevision = reservedAtCommit
         commitRound()
@@ -669,6 +679,7 @@ public final class PropertyModel {
             let resolved = resolveLayers(for: definition)
             entry.layers = resolved.layers(over: entry.layers)
             for problem in resolved.problems where !layerProblems.contains(problem) {
+                rememberLayerState()
                 layerProblems.append(problem)
                 layerProblemHandler?(problem)
             }
@@ -1656,6 +1667,11 @@ extension PropertyModel {
         return resolved
     }
 
+    /// Keeps the layer state as it was at the last commit, before the round's first change of it.
+    private func rememberLayerState() {
+        if layerStateAtCommit == nil { layerStateAtCommit = (layerFiles, layerProblems, layeredKeys) }
+    }
+
     /// Puts `files` in force: every key they name, or named until now, takes its mandatory, site
     /// and vendor values from them; keys created later take theirs when created. Each key is
     /// changed with the file it now takes its value from (or lost it from) as the origin, so
@@ -1664,6 +1680,7 @@ extension PropertyModel {
     /// Returns the changes to publish and the keys whose lock came, went or changed whom it
     /// refuses (their writability changed for someone).
     public func applyLayerFiles(_ files: LayerFileSet) -> (changes: [PropertyChange], lockChanged: [Key]) {
+        rememberLayerState()
         layerFiles = files
         var candidates = layeredKeys
         for entry in files.entries {
