@@ -7,23 +7,11 @@ import XCTest
 private final class RefusingCommitStore: PropertyStore {
     var refuseNextCommit = false
     func load() -> StoredState { StoredState() }
-    func saveDefinition(_ definition: PropertyDefinition) {}
-    func removeDefinition(_ key: Key) {}
-    func saveValue(_ value: DBusValue, revision: UInt64, for key: Key) {}
-    func removeValue(for key: Key) {}
-    func saveRevision(_ revision: UInt64) {}
-    func saveBinding(_ binding: Binding) {}
-    func removeBinding(_ id: UInt64) {}
-    func saveNextBindingID(_ id: UInt64) {}
-    func saveCommand(_ key: Key, options: [String: DBusValue]) {}
-    func removeCommand(_ key: Key) {}
-    var hasPendingWrites: Bool { false }
-    func commit() throws(PropBusError) {
+    func commit(_ writeSet: WriteSet, durability: StoreChanges.Durability) throws(PropBusError) {
         guard refuseNextCommit else { return }
         refuseNextCommit = false
         throw PropBusError(.storeFailed, "cannot commit: No space left on device")
     }
-    func rollback() {}
 }
 
 /// Issue 27: a reload is one transaction, a savepoint per file: when the store refuses its
@@ -45,7 +33,7 @@ final class ReloadAllOrNothingTests: XCTestCase {
         let file = try ModelFile(path: modelPath, text: text)
         model.origin = .reload
         defer { model.origin = .daemon }
-        _ = try files.load(files: [(modelPath, .success(file))], into: model, commands: commands, store: store, strict: false)
+        _ = try files.load(files: [(modelPath, .success(file))], into: model, commands: commands, strict: false)
         _ = model.applyLayerFiles(layers)
         guard Round(model: model, commands: commands, store: store).end() != nil else { return true }
         files.rollbackLoad()
@@ -55,7 +43,7 @@ final class ReloadAllOrNothingTests: XCTestCase {
     func testAReloadWhoseCommitFailsLeavesTheModelCommandsBindingsAndLayerFilesAsBefore() throws {
         let store = RefusingCommitStore()
         let model = try PropertyModel(store: store)
-        let commands = CommandTable(model: model, store: store)
+        let commands = CommandTable(model: model)
         let files = ModelFileSet()
         let first = #"""
             {"groups": {"app": {"properties": {"x": {"type": "i", "default": 1}, "y": {"type": "i", "default": 2},

@@ -103,7 +103,11 @@ public final class PropertyModel {
     }
 
     public let limits: Limits
-    private let store: PropertyStore
+    /// The rows the round must make durable, as a value: the model, the command table and the
+    /// daemon's other parts record into it instead of calling the store; ``takeWriteSet()``
+    /// hands it to the store's commit with the round's changes; a rollback throws it away, and
+    /// a savepoint inside the round (``beginCall()``) is a copy of it.
+    public var storeChanges = StoreChanges()
     private var entries = EntryTable()
     private var groups: [String: Set<String>] = [:]
     /// ``keys(inGroup:)``, by group, built on first use and dropped when the group's names change.
@@ -191,7 +195,6 @@ public final class PropertyModel {
     /// Takes the properties, values and bindings of `state`, which `store` loaded (the caller
     /// hands its commands to a ``CommandTable``).
     public init(store: PropertyStore, loaded state: StoredState, limits: Limits = Limits()) {
-        self.store = store
         self.limits = limits
         revision = state.revision
         entries.reserveCapacity(state.definitions.count)
@@ -283,6 +286,8 @@ public final class PropertyModel {
     /// Apart from ``commitRound()``, which a model-file load also calls to begin its own undo
     /// log: the changes before it are still the round's, and history must see them.
     public func endWriteSet() {
+        // A fresh value: a big round's rows (a model file's declarations) are let go, not kept.
+        storeChanges = StoreChanges()
         closedChanges.removeAll()
         openBefore.removeAll(keepingCapacity: true)
         if !openVia.isEmpty { openVia.removeAll() }
@@ -332,7 +337,7 @@ public final class PropertyModel {
     /// Keeps recording: ``endWriteSet()`` forgets it.
     public func takeWriteSet() -> WriteSet {
         closeChange()
-        return WriteSet(changes: closedChanges, revision: revision)
+        return WriteSet(changes: closedChanges, revision: revision, store: storeChanges)
     }
 
     /// Puts every entry back as it was at the last ``commitRound()``; returns the keys that
@@ -394,6 +399,8 @@ public final class PropertyModel {
     private var callLeases: LeaseTable?
     private var callRevision: UInt64 = 0
     private var callReadKeys: Set<Key> = []
+    /// ``storeChanges`` when the call began: its rows leave with it.
+    private var callStoreChanges: StoreChanges?
 
     /// Starts recording one call's changes (a savepoint inside the round).
     public func beginCall() {
@@ -402,6 +409,7 @@ public final class PropertyModel {
         callBindings = bindings
         callLeases = leases
         callRevision = revision
+        callStoreChanges = storeChanges
         callReadKeys = keysReadThisRound
         keysReadThisRound = []
         openKeysAtCall = openKeys.count
@@ -417,10 +425,11 @@ public final class PropertyModel {
         keysReadThisRound.formUnion(callReadKeys)
         callBindings = nil
         callLeases = nil
+        callStoreChanges = nil
     }
 
     /// Takes the call's changes back out of the round (the round's earlier changes stay) and
-    /// stops recording. The caller restores the store's savepoint taken with ``beginCall()``.
+    /// stops recording, with the rows the call recorded for the store.
     public func rollbackCall() {
         guard let log = callLog else { return }
         for (key, old) in log {
@@ -438,10 +447,12 @@ public final class PropertyModel {
         if let callBindings { bindings = callBindings }
         if let callLeases { leases = callLeases }
         revision = callRevision
+        if let callStoreChanges { storeChanges = callStoreChanges }
         keysReadThisRound = callReadKeys
         callLog = nil
         callBindings = nil
         callLeases = nil
+        callStoreChanges = nil
     }
 
     /// Puts `key`'s entry in the state `entry` (`nil`: removed) as a call computed it before its
@@ -453,19 +464,19 @@ public final class PropertyModel {
             remember(key)
             remove(key)
             dropLeases(of: old)
-            store.removeDefinition(key)
+            storeChanges.removeDefinition(key)
             let ended = bindings.touching(key).map { removeBinding($0.id) }
             return [.deleted(key, old: old.value)] + ended
         }
         if old?.definition == entry.definition, old?.storedValue == entry.storedValue, old?.hidden?.value == entry.hidden?.value { return [] }
         remember(key)
         var next = entry
-        if old?.definition != entry.definition { store.saveDefinition(entry.definition) }
+        if old?.definition != entry.definition { storeChanges.saveDefinition(entry.definition) }
         revision += 1
         next.revision = revision
         if entry.definition.persistent {
-            if let stored = entry.storedValue { store.saveValue(stored, revision: revision, for: key) }
-            else if old?.storedValue != nil { store.removeValue(for: key) }
+            if let stored = entry.storedValue { storeChanges.saveValue(stored, revision: revision, for: key) }
+            else if old?.storedValue != nil { storeChanges.removeValue(for: key) }
             saveRevisionCeiling()
         } else {
             reserveRevision()
@@ -703,11 +714,11 @@ public final class PropertyModel {
                 try quotas.check(.storedBytes, uid: creator, using: used - min(before, used), adding: after, "cannot create \(key) with its value")
             }
         }
-        store.saveDefinition(definition)
+        storeChanges.saveDefinition(definition)
         if existing == nil || entry.value != oldValue {
             revision += 1
             entry.revision = revision
-            if let stored = entry.storedValue, definition.persistent { store.saveValue(stored, revision: revision, for: key) }
+            if let stored = entry.storedValue, definition.persistent { storeChanges.saveValue(stored, revision: revision, for: key) }
             saveRevisionCeiling()
         }
         insert(entry)
@@ -751,7 +762,7 @@ public final class PropertyModel {
         remember(key)
         remove(key)
         dropLeases(of: existing)
-        store.retireDefinition(key)
+        storeChanges.retireDefinition(key)
         if existing.definition.persistent, let kept = existing.storedValue ?? existing.hidden?.value {
             rememberUnclaimed(key)
             unclaimedValues[key] = (kept, existing.revision)
@@ -771,7 +782,7 @@ public final class PropertyModel {
         for key in keys where unclaimedValues[key] != nil {
             rememberUnclaimed(key)
             unclaimedValues[key] = nil
-            store.removeValue(for: key)
+            storeChanges.removeValue(for: key)
             pruned.append(key)
         }
         return pruned
@@ -787,7 +798,7 @@ public final class PropertyModel {
         remember(key)
         let entry = remove(key)!
         dropLeases(of: entry)
-        store.removeDefinition(key)
+        storeChanges.removeDefinition(key)
         // A channel cannot outlive one of its ends.
         let ended = bindings.touching(key).map { removeBinding($0.id) }
         return [.deleted(key, old: entry.value)] + ended + recheckBindings(affectedBy: key)
@@ -939,7 +950,7 @@ public final class PropertyModel {
             // A new value replaces a hidden one (in the store too); a Reset leaves it be.
             if newStored != nil { entry.hidden = nil }
             if entry.definition.persistent {
-                if let newStored { store.saveValue(newStored, revision: revision + 1, for: key) } else { store.removeValue(for: key) }
+                if let newStored { storeChanges.saveValue(newStored, revision: revision + 1, for: key) } else { storeChanges.removeValue(for: key) }
             }
             // Reset keeps the revision moving even when the default equals the old value, so
             // a CompareAndSet racing a Reset still sees a conflict.
@@ -960,7 +971,7 @@ public final class PropertyModel {
     /// first when it is used up, so transient changes that follow need no write of their own.
     private func saveRevisionCeiling() {
         if revision >= reservedRevision { reservedRevision = revision + Self.revisionBlock }
-        store.saveRevision(reservedRevision)
+        storeChanges.saveRevision(reservedRevision)
     }
 
     /// Makes sure the revision just handed out is reserved in the store, reserving a new block
@@ -968,7 +979,7 @@ public final class PropertyModel {
     private func reserveRevision() {
         guard revision > reservedRevision else { return }
         reservedRevision = revision + Self.revisionBlock
-        store.reserveRevisions(through: reservedRevision)
+        storeChanges.reserveRevisions(through: reservedRevision)
     }
 
     private var propagation: Propagation { propagation() }
@@ -1019,8 +1030,8 @@ public final class PropertyModel {
         // Takes the handle: the table's next one is above it from now on.
         changeLeases { $0.addOverride(hold, on: key) }
         // Handles never repeat, also across restarts (a stale ReleaseOverride must not end another).
-        store.saveNextLeaseHandle(leases.nextHandle)
-        if expires != nil { store.saveLease(Lease(hold, on: key)) }
+        storeChanges.saveNextLeaseHandle(leases.nextHandle)
+        if expires != nil { storeChanges.saveLease(Lease(hold, on: key)) }
         return (hold.handle, replaceLayers(of: entry, from: old, frozen: frozen, propagated: propagated))
     }
 
@@ -1042,11 +1053,11 @@ public final class PropertyModel {
     /// holder's connection leaves the bus (`expires` `nil`) or at `expires`.
     public func addLifetime(to key: Key, holder: LeaseHolder, now: UInt64, expires: UInt64?) {
         let lease = Lease(handle: leases.nextHandle, key: key, subject: .key, holder: holder, since: now, expires: expires)
-        if let old = leases.keyLeases[key] { store.removeLease(old.handle) }
+        if let old = leases.keyLeases[key] { storeChanges.removeLease(old.handle) }
         changeLeases { $0.addKeyLease(lease) }
-        store.saveNextLeaseHandle(leases.nextHandle)
+        storeChanges.saveNextLeaseHandle(leases.nextHandle)
         // Kept with a connection lifetime too: after a restart its creator's connection is gone.
-        store.saveLease(lease)
+        storeChanges.saveLease(lease)
     }
 
     /// Ends every lease `busName` holds without a TTL: its overrides end, its ephemeral keys go.
@@ -1082,13 +1093,13 @@ public final class PropertyModel {
     public func adoptLoadedLeases() {
         for lease in loadedLeases.sorted(by: { $0.handle < $1.handle }) {
             guard var entry = entries[lease.key] else {
-                store.removeLease(lease.handle)
+                storeChanges.removeLease(lease.handle)
                 continue
             }
             if let hold = lease.hold {
                 // A definition changed meanwhile (a model file) may no longer admit the value.
                 guard (try? entry.definition.check(hold.value, maximumSize: limits.maximumValueSize)) != nil else {
-                    store.removeLease(lease.handle)
+                    storeChanges.removeLease(lease.handle)
                     continue
                 }
                 var layers = entry.layers ?? ValueLayers()
@@ -1129,7 +1140,7 @@ public final class PropertyModel {
         layers.overrides.removeAll { $0.handle == handle }
         entry.layers = layers
         changeLeases { $0.removeOverride(hold) }
-        if hold.expires != nil { store.removeLease(handle) }
+        if hold.expires != nil { storeChanges.removeLease(handle) }
         // An end cannot be refused: a binding that would refuse the value it falls back to is left as it is.
         let (frozen, propagated) = (try? plannedSpread(of: entry, from: old)) ?? ([], [])
         return replaceLayers(of: entry, from: old, frozen: frozen, propagated: propagated)
@@ -1138,7 +1149,7 @@ public final class PropertyModel {
     private func endKeyLease(_ lease: Lease) -> [PropertyChange] {
         guard entries[lease.key] != nil, let changes = try? delete(key: lease.key.text) else {
             changeLeases { $0.removeKeyLease(of: lease.key) }
-            store.removeLease(lease.handle)
+            storeChanges.removeLease(lease.handle)
             return []
         }
         return changes
@@ -1178,11 +1189,11 @@ public final class PropertyModel {
         let key = entry.definition.key
         for hold in entry.layers?.overrides ?? [] {
             changeLeases { $0.removeOverride(hold) }
-            if hold.expires != nil { store.removeLease(hold.handle) }
+            if hold.expires != nil { storeChanges.removeLease(hold.handle) }
         }
         if let lease = leases.keyLeases[key] {
             changeLeases { $0.removeKeyLease(of: key) }
-            store.removeLease(lease.handle)
+            storeChanges.removeLease(lease.handle)
         }
     }
 
@@ -1306,8 +1317,8 @@ public final class PropertyModel {
             if snapshotTaken { bindingsAtCommit = nil }
             throw error
         }
-        store.saveNextBindingID(bindings.nextID)
-        if binding.persistent { store.saveBinding(binding) }
+        storeChanges.saveNextBindingID(bindings.nextID)
+        if binding.persistent { storeChanges.saveBinding(binding) }
         return (binding, [.bound(binding)] + changes)
     }
 
@@ -1445,7 +1456,7 @@ public final class PropertyModel {
     private func removeBinding(_ id: UInt64) -> PropertyChange {
         if bindingsAtCommit == nil { bindingsAtCommit = bindings }
         let binding = bindings.remove(id)!
-        if binding.persistent { store.removeBinding(id) }
+        if binding.persistent { storeChanges.removeBinding(id) }
         return .unbound(binding)
     }
 
