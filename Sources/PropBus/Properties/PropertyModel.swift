@@ -401,6 +401,8 @@ public final class PropertyModel {
     private var callReadKeys: Set<Key> = []
     /// ``storeChanges`` when the call began: its rows leave with it.
     private var callStoreChanges: StoreChanges?
+    /// ``reservedRevision`` when the call began.
+    private var callReservedRevision: UInt64 = 0
 
     /// Starts recording one call's changes (a savepoint inside the round).
     public func beginCall() {
@@ -410,6 +412,7 @@ public final class PropertyModel {
         callLeases = leases
         callRevision = revision
         callStoreChanges = storeChanges
+        callReservedRevision = reservedRevision
         callReadKeys = keysReadThisRound
         keysReadThisRound = []
         openKeysAtCall = openKeys.count
@@ -447,7 +450,12 @@ public final class PropertyModel {
         if let callBindings { bindings = callBindings }
         if let callLeases { leases = callLeases }
         revision = callRevision
-        if let callStoreChanges { storeChanges = callStoreChanges }
+        if var restored = callStoreChanges {
+            // A block of revisions the call reserved stays reserved (the model keeps its
+            // ceiling): the store must record it before a revision of it is handed out again.
+            if reservedRevision > callReservedRevision { restored.reserveRevisions(through: reservedRevision) }
+            storeChanges = restored
+        }
         keysReadThisRound = callReadKeys
         callLog = nil
         callBindings = nil
