@@ -193,7 +193,8 @@ public final class PropertyModel {
     }
 
     /// Takes the properties, values and bindings of `state`, which `store` loaded (the caller
-    /// hands its commands to a ``CommandTable``).
+    /// hands its commands to a ``CommandTable``). The model keeps no reference to the store:
+    /// what it changes goes into ``storeChanges``, which the round commits.
     public init(store: PropertyStore, loaded state: StoredState, limits: Limits = Limits()) {
         self.limits = limits
         revision = state.revision

@@ -3,7 +3,6 @@ import Dispatch
 import Etcd
 import Glibc
 import PropBus
-import PropBusSystem
 
 /// The daemon's side of the fleet (issue 14): mirrors the fleet keys held in etcd into the
 /// model, and sends the writes of fleet keys to etcd before they are committed here.
