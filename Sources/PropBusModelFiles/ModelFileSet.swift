@@ -66,16 +66,16 @@ public final class ModelFileSet {
         }
     }
 
-    /// Reads every file of `paths` and applies them in order: ``load(files:into:commands:store:strict:)``.
-    public func load(_ paths: [String], into model: PropertyModel, commands: CommandTable, store: PropertyStore,
+    /// Reads every file of `paths` and applies them in order: ``load(files:into:commands:strict:)``.
+    public func load(_ paths: [String], into model: PropertyModel, commands: CommandTable,
                      strict: Bool) throws(PropBusError) -> Report {
-        try load(files: Self.read(paths, maximumSize: maximumFileSize), into: model, commands: commands, store: store, strict: strict)
+        try load(files: Self.read(paths, maximumSize: maximumFileSize), into: model, commands: commands, strict: strict)
     }
 
     /// Applies the files (``read(_:maximumSize:)``) in order, then retires the keys no file
     /// declares any more, all in the model's open round (the caller commits it, or rolls it
     /// back and calls ``rollbackLoad()``). Throws only with `strict`, for the first bad file.
-    public func load(files: [ReadFile], into model: PropertyModel, commands: CommandTable, store: PropertyStore,
+    public func load(files: [ReadFile], into model: PropertyModel, commands: CommandTable,
                      strict: Bool) throws(PropBusError) -> Report {
         let paths = files.map(\.path)
         var report = Report()
@@ -100,7 +100,6 @@ public final class ModelFileSet {
             // A savepoint per file inside the load's one round: a file is skipped as a whole,
             // and a commit that fails takes back every file (committing the model's round per
             // file left the files applied when the store then refused them).
-            let savepoint = store.savepoint()
             let commandsSavepoint = commands.savepoint()
             // At start-up each file's declarations are its own change in history; a reload's
             // stay the reload's.
@@ -123,7 +122,6 @@ public final class ModelFileSet {
                 report.loaded.append(path)
             } catch {
                 // The whole file, or nothing of it.
-                savepoint.restore()
                 model.rollbackCall()
                 commands.restore(commandsSavepoint)
                 if strict { throw error }

@@ -117,7 +117,7 @@ public final class Service: @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(connection.queue))
         self.model = model
         self.store = store
-        self.commands = commands ?? CommandTable(model: model, store: store)
+        self.commands = commands ?? CommandTable(model: model)
         round = Round(model: model, commands: self.commands, store: store)
         executionIO = CommandIOLoop(capacity: self.commands.maximumRunning)
         self.options = options
@@ -234,7 +234,7 @@ public final class Service: @unchecked Sendable {
         // model file's fleet keys to etcd) leave as much behind as one round of 10,000 changes.
         // Rounds that only read do not: a client polling a property would keep a burst's
         // memory from ever being looked at again.
-        let writes = store.hasPendingWrites
+        let writes = model.storeChanges.hasWrites
         guard let rollback = round.end() else {
             if writes { freeMemory.count(1) }
             if freeMemory.becameDue() { scheduleFreeMemoryLook() }

@@ -68,9 +68,9 @@ final class Daemon: @unchecked Sendable {
                 store = database
             }
             let loaded = try store.load()
-            fleetRevisions = loaded.fleetRevisions
-            fleetCursor = loaded.fleetCursor
-            fleetSource = loaded.fleetSource
+            fleetRevisions = loaded.externalRevisions
+            fleetCursor = loaded.externalCursor
+            fleetSource = loaded.externalSource
             let model = PropertyModel(store: store, loaded: loaded, limits: options.limits)
             for reason in model.refusedAtLoad { Log.info(reason) }
             // Stored bindings and commands act with their principals' rights of today, from their
@@ -80,7 +80,7 @@ final class Daemon: @unchecked Sendable {
                 model.bindingAuthority = BindingAuthority.enforcing(.enforcing(daemonUserID: geteuid(), accounts: .system))
             }
             model.bindingStateHandler = { Log.info(Service.bindingStateLine($0, $1)) }
-            let commands = CommandTable(model: model, store: store, maximumRunning: options.maximumExecutions)
+            let commands = CommandTable(model: model, maximumRunning: options.maximumExecutions)
             // A predicate may read a key that is gone (or comes with a model file below): the
             // command then starts disabled rather than being lost.
             for (key, error) in commands.recreate(loaded.commands, allowingMissingKeys: true) {
@@ -102,7 +102,7 @@ final class Daemon: @unchecked Sendable {
             // Who a lock refuses: the `for` names resolve in the system's databases on each check.
             model.lockAuthority = LockAuthority(daemonUserID: geteuid(), checksCredentials: options.enforcesAccess, accounts: .system)
             model.layerProblemHandler = { Log.info("layer file problem: \($0)") }
-            let report = try modelFiles.load(modelPaths(), into: model, commands: commands, store: store, strict: options.strictModels)
+            let report = try modelFiles.load(modelPaths(), into: model, commands: commands, strict: options.strictModels)
             _ = commands.refresh(after: report.changes)
             logSkippedModelFiles()
             // After the model files: their keys take their layer values now, not one by one.
@@ -170,7 +170,7 @@ final class Daemon: @unchecked Sendable {
     private func apply(_ files: [ModelFileSet.ReadFile], layers: LayerFileSet) throws(DBusError) -> [ModelFileSet.Skipped] {
         dispatchPrecondition(condition: .onQueue(queue))
         // A SIGTERM while the files were read said STOPPING=1; READY=1 would contradict it.
-        guard let model, let commands, let store, let service, !stopping else { throw Self.notServing }
+        guard let model, let commands, let service, !stopping else { throw Self.notServing }
         defer {
             notifier.notify("READY=1\nSTATUS=Serving \(service.propertyCount) properties as \(Service.busName)")
         }
@@ -184,7 +184,7 @@ final class Daemon: @unchecked Sendable {
         model.layerProblemHandler = nil
         defer { model.layerProblemHandler = problemHandler }
         do {
-            report = try modelFiles.load(files: files, into: model, commands: commands, store: store, strict: false)
+            report = try modelFiles.load(files: files, into: model, commands: commands, strict: false)
         } catch {
             throw error.dbusError
         }
@@ -283,7 +283,7 @@ final class Daemon: @unchecked Sendable {
                 // cursor), so that the fleet's values win. Cleared in the same commit as the model
                 // files' declarations, which may already change fleet keys.
                 let forgetsFleetCursor = options.fleet == nil && fleetCursor > 0
-                if forgetsFleetCursor { store?.saveFleetCursor(0) }
+                if forgetsFleetCursor { model?.storeChanges.saveExternalCursor(0) }
                 // Ours now: what the model files and stored bindings changed becomes durable.
                 do throws(DBusError) { try service?.releaseCommits() } catch {
                     Self.fail("cannot commit the model files' declarations: \(error.message)", code: 1)

@@ -22,9 +22,10 @@ final class FleetStoredBindingTests: FleetTestCase {
             let store = try SQLiteStore(path: hostB.stateDirectory.appendingPathComponent(SQLiteStore.fileName).path)
             let state = try store.load()
             let id = max(state.nextBindingID, 1)
-            store.saveBinding(Binding(id: id, key: try Key("lab.job.busy"), to: try Key("lab.run.Executing"), direction: .from, persistent: true))
-            store.saveNextBindingID(id + 1)
-            try store.commit()
+            var rows = StoreChanges()
+            rows.saveBinding(Binding(id: id, key: try Key("lab.job.busy"), to: try Key("lab.run.Executing"), direction: .from, persistent: true))
+            rows.saveNextBindingID(id + 1)
+            try store.commit(WriteSet(store: rows), durability: .full)
         }
         try await hostB.start()
 

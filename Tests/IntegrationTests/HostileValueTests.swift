@@ -94,11 +94,12 @@ final class HostileValueTests: DaemonTestCase, @unchecked Sendable {
         do {
             let store = try SQLiteStore(path: storePath)
             _ = try store.load()
-            store.saveDefinition(PropertyDefinition(key: try Key("old.fd"), type: .unixFD, defaultValue: .unixFD(0)))
-            store.saveValue(.unixFD(9), revision: 90, for: try Key("old.fd"))
-            store.saveDefinition(PropertyDefinition(key: try Key("old.any"), type: .variant, defaultValue: .variant(.string(""))))
-            store.saveValue(.variant(.unixFD(9)), revision: 91, for: try Key("old.any"))
-            try store.commit()
+            var rows = StoreChanges()
+            rows.saveDefinition(PropertyDefinition(key: try Key("old.fd"), type: .unixFD, defaultValue: .unixFD(0)))
+            rows.saveValue(.unixFD(9), revision: 90, for: try Key("old.fd"))
+            rows.saveDefinition(PropertyDefinition(key: try Key("old.any"), type: .variant, defaultValue: .variant(.string(""))))
+            rows.saveValue(.variant(.unixFD(9)), revision: 91, for: try Key("old.any"))
+            try store.commit(WriteSet(store: rows), durability: .full)
         }
         daemon = try await Daemon.start(on: bus, watcher: client)
         let listed = try await client.list(prefix: "old.")
@@ -194,8 +195,9 @@ final class HostileValueTests: DaemonTestCase, @unchecked Sendable {
         do {
             let store = try SQLiteStore(path: storePath)
             _ = try store.load()
-            store.saveValue(nested(63), revision: 80, for: try Key("deep.kept"))
-            try store.commit()
+            var rows = StoreChanges()
+            rows.saveValue(nested(63), revision: 80, for: try Key("deep.kept"))
+            try store.commit(WriteSet(store: rows), durability: .full)
         }
         daemon = try await Daemon.start(on: bus, watcher: client)
         let kept = try await client.get("deep.kept")

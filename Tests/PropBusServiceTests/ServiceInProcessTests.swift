@@ -8,32 +8,17 @@ import XCTest
 final class RefusingStore: PropertyStore, @unchecked Sendable {
     var refuseNextCommit = false
     func load() -> StoredState { StoredState() }
-    func saveDefinition(_ definition: PropertyDefinition) {}
-    func removeDefinition(_ key: Key) {}
-    func saveValue(_ value: DBusValue, revision: UInt64, for key: Key) {}
-    func removeValue(for key: Key) {}
-    func saveRevision(_ revision: UInt64) {}
-    func saveBinding(_ binding: Binding) {}
-    func removeBinding(_ id: UInt64) {}
-    func saveNextBindingID(_ id: UInt64) {}
-    func saveCommand(_ key: Key, options: [String: DBusValue]) {}
-    func removeCommand(_ key: Key) {}
-    var hasPendingWrites: Bool { false }
     /// Refuses the next commit that holds a change (an idle round's empty commit passes).
     var refuseNextChange = false
-    func commit(_ writeSet: WriteSet) throws(PropBusError) {
+    func commit(_ writeSet: WriteSet, durability: StoreChanges.Durability) throws(PropBusError) {
         if refuseNextChange, !writeSet.isEmpty {
             refuseNextChange = false
             throw PropBusError(.storeFailed, "cannot commit: No space left on device")
         }
-        try commit()
-    }
-    func commit() throws(PropBusError) {
         guard refuseNextCommit else { return }
         refuseNextCommit = false
         throw PropBusError(.storeFailed, "cannot commit: No space left on device")
     }
-    func rollback() {}
 }
 
 /// The service, object tree and connection in this process, on a private bus, with a store in

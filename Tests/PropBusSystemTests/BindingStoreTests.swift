@@ -22,7 +22,7 @@ final class BindingStoreTests: XCTestCase {
             for key in ["i.a", "i.b"] { _ = try model.create(key: key, type: "i", defaultValue: .int32(0)) }
             _ = try model.bind(key: "i.a", to: "i.b", options: ["persistent": .boolean(true)], owner: ":1.1")
             _ = try model.bind(key: "i.b", to: "i.a", options: [:], owner: ":1.1")
-            try store.commit()
+            try model.commit(to: store)
         }
         let model = try PropertyModel(store: try SQLiteStore(path: directory + "/propbus.db"))
         XCTAssertEqual(model.bindings.all.map(\.id), [1])
@@ -38,7 +38,7 @@ final class BindingStoreTests: XCTestCase {
             for key in ["i.a", "i.b", "i.c"] { _ = try model.create(key: key, type: "i", defaultValue: .int32(0)) }
             _ = try model.bind(key: "i.a", to: "i.b", options: ["persistent": .boolean(true)], owner: ":1.1", principal: 65534)
             _ = try model.bind(key: "i.c", to: "i.b", options: ["persistent": .boolean(true)], owner: nil)
-            try store.commit()
+            try model.commit(to: store)
         }
         let model = try PropertyModel(store: try SQLiteStore(path: directory + "/propbus.db"))
         XCTAssertEqual(model.bindings.all.map(\.principal), [65534, nil], "a model file's binding acts for the daemon")
@@ -54,9 +54,9 @@ final class BindingStoreTests: XCTestCase {
             _ = try model.create(key: "n.a", type: "s", defaultValue: .string(""), creator: 65534)
             _ = try model.create(key: "n.b", type: "i", defaultValue: .int32(0))
             _ = try model.set("n.a", to: .string("abc"))
-            let commands = CommandTable(model: model, store: store)
+            let commands = CommandTable(model: model)
             _ = try commands.create(key: "jobs.a", options: ["exec": .array(of: .string, [.string("true")])], creator: 65534)
-            try store.commit()
+            try model.commit(to: store)
         }
         let store = try SQLiteStore(path: directory + "/propbus.db")
         let loaded = try store.load()
@@ -64,7 +64,7 @@ final class BindingStoreTests: XCTestCase {
         XCTAssertEqual(model.entry(for: try Key("n.a"))?.definition.creator, 65534)
         XCTAssertNil(model.entry(for: try Key("n.b"))?.definition.creator)
         XCTAssertEqual(model.usage.usage(of: 65534), [.properties: 1, .storedBytes: 8])
-        let commands = CommandTable(model: model, store: store)
+        let commands = CommandTable(model: model)
         XCTAssertEqual(commands.recreate(loaded.commands).count, 0)
         XCTAssertEqual(commands.definition(of: try Key("jobs.a"))?.creator, 65534)
         XCTAssertEqual(commands.usage.used(.commands, by: 65534), 1)

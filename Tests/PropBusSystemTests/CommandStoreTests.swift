@@ -27,13 +27,11 @@ final class CommandStoreTests: XCTestCase {
     private func open() throws -> (SQLiteStore, PropertyModel, CommandTable) {
         let store = try SQLiteStore(path: path)
         let model = try PropertyModel(store: store)
-        return (store, model, CommandTable(model: model, store: store))
+        return (store, model, CommandTable(model: model))
     }
 
     private func commit(_ store: SQLiteStore, _ model: PropertyModel, _ table: CommandTable) throws {
-        try store.commit()
-        model.commitRound()
-        table.commitRound()
+        if let rollback = Round(model: model, commands: table, store: store).end() { throw rollback.error }
     }
 
     private func storedKeys(_ store: SQLiteStore) throws -> [String] { try store.load().commands.map(\.key.text) }
@@ -113,10 +111,11 @@ final class CommandStoreTests: XCTestCase {
 
     func testUncommittedCommandIsNotStored() throws {
         do {
-            let (store, _, table) = try open()
+            let (store, model, table) = try open()
             _ = try table.create(key: "vm.search", options: ["exec": Self.argv])
-            store.rollback()
-            try store.commit()
+            model.rollbackRound()
+            _ = table.rollbackRound()
+            try commit(store, model, table)
         }
         XCTAssertEqual(try storedKeys(try open().0), [])
     }
@@ -169,7 +168,7 @@ final class CommandStoreTests: XCTestCase {
             let model = try PropertyModel(store: store)
             _ = try model.create(key: "app.volume", type: "d", defaultValue: .double(0.5))
             _ = try model.set("app.volume", to: .double(0.25))
-            try store.commit()
+            try model.commit(to: store)
         }
         do {
             let database = try SQLiteDatabase(path: path)
@@ -216,7 +215,7 @@ final class CommandStoreTests: XCTestCase {
              "bindings": [{"key": "ui.activity", "to": "vm.search.Executing", "direction": "from"}]}
             """)
         let model = try PropertyModel(store: MemoryStore())
-        let table = CommandTable(model: model, store: MemoryStore())
+        let table = CommandTable(model: model)
         _ = try file.apply(to: model, commands: table)
 
         let search = try XCTUnwrap(table.definition(of: try Key("vm.search")))
@@ -270,7 +269,7 @@ final class CommandStoreTests: XCTestCase {
         // Checked only when applied: the predicate's keys and type.
         let file = try ModelFile(path: "m.json", text: #"{"groups": {"a": {"commands": {"run": {"exec": ["x"], "enabled_when": "a.missing"}}}}}"#)
         let model = try PropertyModel(store: MemoryStore())
-        XCTAssertThrowsError(try file.apply(to: model, commands: CommandTable(model: model, store: MemoryStore()))) { error in
+        XCTAssertThrowsError(try file.apply(to: model, commands: CommandTable(model: model))) { error in
             let message = (error as? PropBusError)?.message ?? "\(error)"
             XCTAssertTrue(message.hasPrefix("m.json:") && message.contains(": a.run"), message)
             XCTAssertTrue(message.contains("a.missing"), message)

@@ -59,7 +59,7 @@ final class DataSafetyModelTests: XCTestCase {
             try volume(model, maximum: 100)
             _ = try model.set("demo.vol", to: .int32(80))
             try volume(model, maximum: 50)
-            try store.commit()
+            try model.commit(to: store)
         }
         let store = try SQLiteStore(path: path)
         let model = try PropertyModel(store: store)
@@ -103,31 +103,31 @@ final class DataSafetyModelTests: XCTestCase {
         let store = try SQLiteStore(path: path)
         let model = try PropertyModel(store: store)
         let files = ModelFileSet()
-        let report = try files.load([good, bad], into: model, commands: CommandTable(model: model, store: store), store: store, strict: false)
+        let report = try files.load([good, bad], into: model, commands: CommandTable(model: model), strict: false)
         XCTAssertEqual(report.loaded, [good])
         XCTAssertEqual(files.skipped.map(\.path), [bad])
         XCTAssertTrue(files.skipped.first?.reason.hasPrefix(bad + ":") ?? false, "\(files.skipped)")
         XCTAssertNotNil(model.entry(for: try Key("a.x")))
         XCTAssertNil(model.entry(for: try Key("b.ok")), "a skipped file leaves nothing behind")
-        try store.commit()
+        try model.commit(to: store)
         let reopened = try PropertyModel(store: SQLiteStore(path: path))
         XCTAssertNil(reopened.entry(for: try Key("b.ok")), "nor in the store")
         XCTAssertEqual(reopened.entry(for: try Key("a.x"))?.definition.source, good)
-        XCTAssertThrowsError(try ModelFileSet().load([bad], into: model, commands: CommandTable(model: model, store: store), store: store, strict: true))
+        XCTAssertThrowsError(try ModelFileSet().load([bad], into: model, commands: CommandTable(model: model), strict: true))
     }
 
     func testTransientChangesUseReservedRevisionsWithoutWrites() throws {
         let store = try SQLiteStore(path: path)
         let model = try PropertyModel(store: store)
         _ = try model.create(key: "vm.t", type: "i", defaultValue: .int32(0), options: ["persistent": .boolean(false)])
-        try store.commit()
+        try model.commit(to: store)
         model.commitRound()
         for value in 1...100 {
             _ = try model.set("vm.t", to: .int32(Int32(value)))
-            XCTAssertFalse(store.hasPendingWrites, "transient change \(value) wrote to the store")
+            XCTAssertFalse(model.storeChanges.hasWrites, "transient change \(value) wrote to the store")
         }
         let last = model.revision
-        try store.commit()
+        try model.commit(to: store)
         let reopened = try PropertyModel(store: SQLiteStore(path: path))
         XCTAssertGreaterThan(reopened.revision, last, "a restart starts above every revision handed out")
     }

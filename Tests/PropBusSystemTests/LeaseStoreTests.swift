@@ -32,7 +32,7 @@ final class LeaseStoreTests: XCTestCase {
             model.addLifetime(to: try Key("eph.k"), holder: holder, now: 5, expires: nil)
             timed = try model.override("display.idleDelay", with: .uint32(0), holder: holder, now: 10, expires: 99).handle
             _ = try model.override("display.idleDelay", with: .uint32(7), holder: holder, now: 11, expires: nil)
-            try store.commit(model.takeWriteSet())
+            try model.commit(to: store)
             model.commitRound()
         }
         let store = try SQLiteStore(path: path)
@@ -49,7 +49,7 @@ final class LeaseStoreTests: XCTestCase {
         let changes = model.endLeasesOfPreviousRun()
         XCTAssertTrue(changes.contains(.deleted(try Key("eph.k"), old: .int32(1))), "\(changes)")
         XCTAssertEqual(model.endExpiredLeases(now: 100).count, 1)
-        try store.commit(model.takeWriteSet())
+        try model.commit(to: store)
         XCTAssertEqual(try SQLiteStore(path: path).load().leases, [], "ended leases leave the store")
     }
 }

@@ -41,7 +41,7 @@ final class ModelFileTests: XCTestCase {
         let model = try PropertyModel(store: MemoryStore())
         _ = try model.create(key: "f.level", type: "i", defaultValue: .int32(50), options: ["scope": .string("fleet")])
         model.commitRound()
-        let commands = CommandTable(model: model, store: MemoryStore())
+        let commands = CommandTable(model: model)
         // Shared when fleet-scoped; refused when the declaration's default is not 50.
         let shared = SharedDefinitions(contains: { $0.scope == .fleet },
                                        refusal: { $1.defaultValue == $0.defaultValue ? nil : "differs from the shared definition" })
@@ -70,7 +70,7 @@ final class ModelFileTests: XCTestCase {
         _ = try model.create(key: "h.level", type: "i", defaultValue: .int32(50), options: ["source": .string("test.json")])
         _ = try model.bind(key: "h.level", to: "f.level", options: [:], owner: nil)
         model.commitRound()
-        let commands = CommandTable(model: model, store: MemoryStore())
+        let commands = CommandTable(model: model)
         let shared = SharedDefinitions(contains: { $0.scope == .fleet }, refusal: { _, _ in nil })
 
         let file = try load(#"{"groups": {"h": {"properties": {"level": {"type": "i", "default": 7}}}}}"#)
@@ -84,7 +84,7 @@ final class ModelFileTests: XCTestCase {
             .deletingLastPathComponent().appendingPathComponent("examples/flickr-search.json").path
         let file = try ModelFile(contentsOf: path)
         let model = try PropertyModel(store: MemoryStore())
-        _ = try file.apply(to: model, commands: CommandTable(model: model, store: MemoryStore()))
+        _ = try file.apply(to: model, commands: CommandTable(model: model))
         XCTAssertEqual(try model.value(of: "viewmodel.title"), .string("Flickr Search"))
         XCTAssertFalse(try model.entry("viewmodel.title").definition.writable)
         XCTAssertFalse(try model.entry("viewmodel.searchText").definition.persistent)
@@ -119,7 +119,7 @@ final class ModelFileTests: XCTestCase {
             }}}}
             """)
         let model = try PropertyModel(store: MemoryStore())
-        _ = try file.apply(to: model, commands: CommandTable(model: model, store: MemoryStore()))
+        _ = try file.apply(to: model, commands: CommandTable(model: model))
         XCTAssertEqual(try model.value(of: "ui.tags"), .array(of: .string, [.string("a"), .string("b")]))
         XCTAssertEqual(try model.value(of: "ui.volume"), .byte(5))
         XCTAssertThrowsError(try model.set("ui.volume", to: .byte(11)))
@@ -151,7 +151,7 @@ final class ModelFileTests: XCTestCase {
     func testApplyErrorsNameTheFileAndKey() throws {
         let file = try load(#"{"groups": {"a": {"properties": {"b": {"type": "i", "default": 50, "maximum": 10}}}}}"#)
         let model = try PropertyModel(store: MemoryStore())
-        XCTAssertThrowsError(try file.apply(to: model, commands: CommandTable(model: model, store: MemoryStore()))) { error in
+        XCTAssertThrowsError(try file.apply(to: model, commands: CommandTable(model: model))) { error in
             let message = (error as? PropBusError)?.message ?? ""
             XCTAssertTrue(message.hasPrefix("test.json:") && message.contains(": a.b: "), message)
         }
@@ -163,7 +163,7 @@ final class ModelFileTests: XCTestCase {
              "bindings": [{"key": "ui.on", "to": "settings.on"}]}
             """)
         let model = try PropertyModel(store: MemoryStore())
-        _ = try file.apply(to: model, commands: CommandTable(model: model, store: MemoryStore()))
+        _ = try file.apply(to: model, commands: CommandTable(model: model))
         XCTAssertEqual(try model.value(of: "ui.on"), .boolean(true))
         XCTAssertEqual(model.bindings.all.count, 1)
         XCTAssertFalse(model.bindings.all[0].persistent)
@@ -177,13 +177,13 @@ final class ModelFileTests: XCTestCase {
         do {
             let store = try SQLiteStore(path: directory + "/propbus.db")
             let model = try PropertyModel(store: store)
-            _ = try file.apply(to: model, commands: CommandTable(model: model, store: MemoryStore()))
+            _ = try file.apply(to: model, commands: CommandTable(model: model))
             _ = try model.set("s.x", to: .int32(42))
-            try store.commit()
+            try model.commit(to: store)
         }
         let store = try SQLiteStore(path: directory + "/propbus.db")
         let model = try PropertyModel(store: store)
-        _ = try file.apply(to: model, commands: CommandTable(model: model, store: MemoryStore()))
+        _ = try file.apply(to: model, commands: CommandTable(model: model))
         XCTAssertEqual(try model.value(of: "s.x"), .int32(42))
     }
 
@@ -194,7 +194,7 @@ final class ModelFileTests: XCTestCase {
         do {
             let file = try load(text)
             let model = try PropertyModel(store: MemoryStore())
-            _ = try file.apply(to: model, commands: CommandTable(model: model, store: MemoryStore()))
+            _ = try file.apply(to: model, commands: CommandTable(model: model))
             return nil
         } catch {
             return (error as? PropBusError)?.message ?? "\(error)"
@@ -283,16 +283,16 @@ final class ModelFileTests: XCTestCase {
         }
         let store = MemoryStore()
         let model = try PropertyModel(store: store)
-        let commands = CommandTable(model: model, store: store)
+        let commands = CommandTable(model: model)
         let round = Round(model: model, commands: commands, store: store)
         let files = ModelFileSet()
         try declare(1)
-        _ = try files.load([a, b], into: model, commands: commands, store: store, strict: false)
+        _ = try files.load([a, b], into: model, commands: commands, strict: false)
         XCTAssertNil(round.end())
 
         // Both files change; the store refuses the round.
         try declare(2, extra: #", "z": {"type": "s"}"#, command: "go")
-        _ = try files.load([a, b], into: model, commands: commands, store: store, strict: false)
+        _ = try files.load([a, b], into: model, commands: commands, strict: false)
         round.rollback(because: PropBusError(.storeFailed, "disk full"))
         files.rollbackLoad()
         XCTAssertEqual(try model.value(of: "a.x"), .int32(1))
@@ -301,7 +301,7 @@ final class ModelFileTests: XCTestCase {
         XCTAssertEqual(model.bindings.all.count, 1)
 
         // The next load applies all, and unmakes the file's binding before making it again.
-        _ = try files.load([a, b], into: model, commands: commands, store: store, strict: false)
+        _ = try files.load([a, b], into: model, commands: commands, strict: false)
         XCTAssertNil(round.end())
         XCTAssertEqual(try model.value(of: "a.x"), .int32(2))
         XCTAssertNotNil(model.entry(for: try Key("a.z")))

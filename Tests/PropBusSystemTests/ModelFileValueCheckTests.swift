@@ -11,7 +11,7 @@ final class ModelFileValueCheckTests: XCTestCase {
     func testModelFileDeclaringAnFDTypeIsRefusedNamingFileAndKey() throws {
         let model = try model()
         let file = try ModelFile(path: "fds.json", text: #"{"groups": {"dev": {"properties": {"handle": {"type": "ah", "default": []}}}}}"#)
-        XCTAssertThrowsError(try file.apply(to: model, commands: CommandTable(model: model, store: MemoryStore()))) { error in
+        XCTAssertThrowsError(try file.apply(to: model, commands: CommandTable(model: model))) { error in
             XCTAssertEqual((error as? PropBusError)?.code, .invalidArgs)
             for fragment in ["fds.json", "dev.handle", "unix fd"] {
                 XCTAssertTrue("\(error)".contains(fragment), "'\(error)' does not contain '\(fragment)'")

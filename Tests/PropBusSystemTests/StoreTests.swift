@@ -34,7 +34,7 @@ final class StoreTests: XCTestCase {
             _ = try model.set("app.volume", to: .double(0.1))
             _ = try model.set("app.name", to: .string("y"))
             _ = try model.set("app.big", to: .uint64(UInt64.max))
-            try store.commit()
+            try model.commit(to: store)
             model.commitRound()
         }
         let store = try SQLiteStore(path: path)
@@ -61,7 +61,7 @@ final class StoreTests: XCTestCase {
             _ = try model.create(key: "app.any", type: "v", defaultValue: .variant(.variant(.string("x"))))
             XCTAssertEqual(try model.value(of: "app.any"), .variant(.string("x")))
             _ = try model.set("app.any", to: .variant(.array(of: .int32, [.int32(1)])))
-            try store.commit()
+            try model.commit(to: store)
         }
         let model = try model(SQLiteStore(path: path))
         XCTAssertEqual(try model.value(of: "app.any"), .variant(.array(of: .int32, [.int32(1)])))
@@ -73,9 +73,9 @@ final class StoreTests: XCTestCase {
             let store = try SQLiteStore(path: path)
             let model = try model(store)
             _ = try model.create(key: "app.a", type: "i", defaultValue: .int32(0))
-            try store.commit()
+            try model.commit(to: store)
             _ = try model.set("app.a", to: .int32(5))
-            store.rollback()
+            model.rollbackRound()
         }
         XCTAssertEqual(try model(SQLiteStore(path: path)).value(of: "app.a"), .int32(0))
     }
@@ -87,7 +87,7 @@ final class StoreTests: XCTestCase {
             _ = try model.create(key: "app.a", type: "i", defaultValue: .int32(1))
             _ = try model.set("app.a", to: .int32(5))
             _ = try model.reset("app.a")
-            try store.commit()
+            try model.commit(to: store)
         }
         let store = try SQLiteStore(path: path)
         let model = try model(store)
@@ -103,7 +103,7 @@ final class StoreTests: XCTestCase {
             let model = try model(store)
             _ = try model.create(key: "vm.search", type: "s", defaultValue: .string(""), options: ["persistent": .boolean(false)])
             _ = try model.set("vm.search", to: .string("cats"))
-            try store.commit()
+            try model.commit(to: store)
         }
         let model = try model(SQLiteStore(path: path))
         XCTAssertEqual(try model.value(of: "vm.search"), .string(""), "the definition persists, the value does not")
@@ -116,9 +116,9 @@ final class StoreTests: XCTestCase {
             let model = try model(store)
             _ = try model.create(key: "app.a", type: "i", defaultValue: .int32(1))
             _ = try model.set("app.a", to: .int32(5))
-            try store.commit()
+            try model.commit(to: store)
             _ = try model.delete(key: "app.a")
-            try store.commit()
+            try model.commit(to: store)
         }
         XCTAssertEqual(try model(SQLiteStore(path: path)).count, 0)
     }
@@ -129,12 +129,60 @@ final class StoreTests: XCTestCase {
             let model = try model(store)
             _ = try model.create(key: "app.a", type: "i", defaultValue: .int32(1))
             _ = try model.set("app.a", to: .int32(5))
-            try store.commit()
+            try model.commit(to: store)
         }
         // As a model file would: the definition is declared again after loading.
         let model = try model(SQLiteStore(path: path))
         _ = try model.create(key: "app.a", type: "i", defaultValue: .int32(1))
         XCTAssertEqual(try model.value(of: "app.a"), .int32(5))
+    }
+
+    /// The store's one way in: a round's rows as a value built by hand, written in one
+    /// transaction (last write per key wins within it) and read back; removals; a round with
+    /// nothing to write creates no file.
+    func testACommitWritesAWriteSetBuiltByHand() throws {
+        let store = try SQLiteStore(path: path)
+        let key = try Key("app.volume"), command = try Key("jobs.run")
+        var rows = StoreChanges()
+        rows.saveDefinition(PropertyDefinition(key: key, type: .int32, defaultValue: .int32(1)))
+        rows.saveValue(.int32(7), revision: 3, for: key)
+        rows.saveValue(.int32(8), revision: 4, for: key)
+        rows.saveRevision(10)
+        rows.saveBinding(Binding(id: 5, key: key, to: try Key("app.other"), direction: .from, persistent: true))
+        rows.saveNextBindingID(6)
+        rows.saveCommand(command, options: ["exec": .array(of: .string, [.string("true")])])
+        rows.saveExternalRevisions(ExternalRevisions(value: 12, definition: 3), for: key)
+        rows.saveExternalCursor(40)
+        rows.saveExternalSource("http://127.0.0.1:2379/propbus")
+        rows.saveNextLeaseHandle(9)
+        try store.commit(WriteSet(store: rows), durability: .full)
+        let loaded = try SQLiteStore(path: path).load()
+        XCTAssertEqual(loaded.definitions.map(\.key), [key])
+        XCTAssertEqual(loaded.storedValue(ofDefinitionAt: 0)?.value, .int32(8), "the last write of the round")
+        XCTAssertEqual(loaded.storedValue(ofDefinitionAt: 0)?.revision, 4)
+        XCTAssertEqual(loaded.revision, 10)
+        XCTAssertEqual(loaded.bindings.map(\.id), [5])
+        XCTAssertEqual(loaded.nextBindingID, 6)
+        XCTAssertEqual(loaded.commands.map(\.key), [command])
+        XCTAssertEqual(loaded.externalRevisions, [key: ExternalRevisions(value: 12, definition: 3)])
+        XCTAssertEqual(loaded.externalCursor, 40)
+        XCTAssertEqual(loaded.externalSource, "http://127.0.0.1:2379/propbus")
+        XCTAssertEqual(loaded.nextLeaseHandle, 9)
+
+        var removals = StoreChanges()
+        removals.removeDefinition(key)
+        removals.removeBinding(5)
+        removals.removeCommand(command)
+        removals.removeExternalRevisions(for: key)
+        try store.commit(WriteSet(store: removals), durability: .replayable)
+        let emptied = try SQLiteStore(path: path).load()
+        XCTAssertTrue(emptied.definitions.isEmpty && emptied.values.isEmpty && emptied.bindings.isEmpty && emptied.commands.isEmpty, "\(emptied)")
+        XCTAssertTrue(emptied.externalRevisions.isEmpty)
+
+        let lazyPath = directory.appendingPathComponent("lazy.db").path
+        let lazy = try SQLiteStore(path: lazyPath, createLazily: true)
+        try lazy.commit(WriteSet(), durability: .full)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: lazyPath), "a round with nothing to write touches no disk")
     }
 
     func testStoreUsesWALWithFullSync() throws {
@@ -163,8 +211,9 @@ final class StoreTests: XCTestCase {
 
     func testMoveAsideKeepsEveryFile() throws {
         let store = try SQLiteStore(path: path)
-        _ = try model(store).create(key: "app.a", type: "i", defaultValue: .int32(1))
-        try store.commit()
+        let model = try model(store)
+        _ = try model.create(key: "app.a", type: "i", defaultValue: .int32(1))
+        try model.commit(to: store)
         let moved = try SQLiteStore.moveAside(path, now: 0)
         XCTAssertTrue(moved.contains(path + ".corrupt-19700101T000000Z"), "\(moved)")
         XCTAssertFalse(FileManager.default.fileExists(atPath: path))

@@ -12,7 +12,7 @@ final class CommandTableTests: XCTestCase {
     override func setUpWithError() throws {
         store = FailingStore()
         model = try PropertyModel(store: store)
-        table = CommandTable(model: model, store: store)
+        table = CommandTable(model: model)
     }
 
     // MARK: Helpers
@@ -223,7 +223,7 @@ final class CommandTableTests: XCTestCase {
     // MARK: 3. Limits and handlers
 
     func testMaximumRunningIsLimitsExceeded() throws {
-        table = CommandTable(model: model, store: store, maximumRunning: 2)
+        table = CommandTable(model: model, maximumRunning: 2)
         _ = try table.create(key: "vm.a", options: options(["concurrent": .boolean(true)]))
         _ = try table.create(key: "vm.b", options: options())
         let first = try table.accept("vm.a", input: .string("")).execution
@@ -554,8 +554,7 @@ final class CommandTableTests: XCTestCase {
         _ = try table.create(key: "vm.search", options: options())
         let execution = try table.accept("vm.search", input: .string("")).execution
         store.failNextCommit = true
-        XCTAssertThrowsError(try store.commit())
-        store.rollback()
+        XCTAssertThrowsError(try store.commit(model.takeWriteSet(), durability: .full))
         model.rollbackRound()
         XCTAssertEqual(table.rollbackRound(), [execution])
         XCTAssertEqual(table.reassertState(), [])

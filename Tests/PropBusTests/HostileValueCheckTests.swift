@@ -178,17 +178,5 @@ private final class PreparedStore: PropertyStore {
     let state: StoredState
     init(_ state: StoredState) { self.state = state }
     func load() -> StoredState { state }
-    func saveDefinition(_ definition: PropertyDefinition) {}
-    func removeDefinition(_ key: Key) {}
-    func saveValue(_ value: DBusValue, revision: UInt64, for key: Key) {}
-    func removeValue(for key: Key) {}
-    func saveRevision(_ revision: UInt64) {}
-    func saveBinding(_ binding: Binding) {}
-    func removeBinding(_ id: UInt64) {}
-    func saveNextBindingID(_ id: UInt64) {}
-    func saveCommand(_ key: Key, options: [String: DBusValue]) {}
-    func removeCommand(_ key: Key) {}
-    var hasPendingWrites: Bool { false }
-    func commit() {}
-    func rollback() {}
+    func commit(_ writeSet: WriteSet, durability: StoreChanges.Durability) {}
 }

@@ -85,6 +85,35 @@ final class PropertyModelCallTests: XCTestCase {
             XCTAssertTrue("\(error)".contains("\"local\" or \"fleet\""), "\(error)")
         }
     }
+
+    /// A savepoint inside the round is a copy of the round's rows to store, put back when the
+    /// call rolls back; but a block of revisions the call reserved stays reserved in the model,
+    /// so the store must still record it (else a restart hands those revisions out again).
+    func testARolledBackCallTakesItsRowsOutButKeepsTheBlockOfRevisionsItReserved() throws {
+        let model = try PropertyModel(store: store)
+        _ = try model.create(key: "vm.t", type: "i", defaultValue: .int32(0), options: ["persistent": .boolean(false)])
+        _ = try model.create(key: "a.kept", type: "i", defaultValue: .int32(0))
+        XCTAssertNil(Round(model: model, commands: nil, store: store).end())
+        _ = try model.set("a.kept", to: .int32(1))
+        // Hand out the rest of the first block without another reservation.
+        var value: Int32 = 0
+        while model.revision < PropertyModel.revisionBlock + 1 {
+            value += 1
+            _ = try model.set("vm.t", to: .int32(value))
+        }
+        let rowsBefore = model.storeChanges
+        XCTAssertNil(rowsBefore.reservation)
+        model.beginCall()
+        _ = try model.set("vm.t", to: .int32(-1))
+        _ = try model.create(key: "a.new", type: "i", defaultValue: .int32(7))
+        let reserved = try XCTUnwrap(model.storeChanges.reservation, "the call's transient write needed a new block")
+        model.rollbackCall()
+        XCTAssertNil(model.storeChanges.definitions[try Key("a.new")], "the call's rows left with it")
+        if case .save(let kept)? = model.storeChanges.values[try Key("a.kept")] { XCTAssertEqual(kept.value, .int32(1)) } else {
+            XCTFail("the round's earlier row stays")
+        }
+        XCTAssertEqual(model.storeChanges.reservation, reserved, "the block the call reserved is still recorded")
+    }
 }
 
 /// Writes of fleet keys that no client call carries would change one host only (a fork): the

@@ -7,31 +7,20 @@ import XCTest
 final class FailingStore: PropertyStore {
     var failNextCommit = false
     private(set) var committedValues: [Key: DBusValue] = [:]
-    private var pendingValues: [Key: DBusValue?] = [:]
 
     func load() -> StoredState { StoredState() }
-    func saveDefinition(_ definition: PropertyDefinition) {}
-    func removeDefinition(_ key: Key) { pendingValues[key] = .some(nil) }
-    func saveValue(_ value: DBusValue, revision: UInt64, for key: Key) { pendingValues[key] = value }
-    func removeValue(for key: Key) { pendingValues[key] = .some(nil) }
-    func saveRevision(_ revision: UInt64) {}
-    func saveBinding(_ binding: Binding) {}
-    func removeBinding(_ id: UInt64) {}
-    func saveNextBindingID(_ id: UInt64) {}
-    func saveCommand(_ key: Key, options: [String: DBusValue]) {}
-    func removeCommand(_ key: Key) {}
-
-    var hasPendingWrites: Bool { false }
-    func commit() throws(PropBusError) {
+    func commit(_ writeSet: WriteSet, durability: StoreChanges.Durability) throws(PropBusError) {
         if failNextCommit {
             failNextCommit = false
             throw PropBusError(.storeFailed, "cannot commit: No space left on device")
         }
-        for (key, value) in pendingValues { committedValues[key] = value }
-        pendingValues = [:]
+        for (key, write) in writeSet.store.values {
+            switch write {
+            case .save(let stored): committedValues[key] = stored.value
+            case .delete: committedValues[key] = nil
+            }
+        }
     }
-
-    func rollback() { pendingValues = [:] }
 }
 
 final class PropertyModelRoundTests: XCTestCase {

@@ -14,7 +14,7 @@ final class QuotaTests: XCTestCase {
     override func setUpWithError() throws {
         store = FailingStore()
         model = try PropertyModel(store: store, limits: .init(maximumValueSize: 4096))
-        table = CommandTable(model: model, store: store, maximumRunning: 8)
+        table = CommandTable(model: model, maximumRunning: 8)
     }
 
     private func enforce(_ overrides: [Quota: UInt64]) {
@@ -200,7 +200,7 @@ final class QuotaTests: XCTestCase {
         XCTAssertEqual(stored["creator"], .uint32(Self.nobody))
         XCTAssertNil(table.definition(of: try Key("jobs.a"))?.options["creator"], "ListCommands does not show it")
         _ = try table.delete(key: "jobs.a")
-        let again = CommandTable(model: model, store: store)
+        let again = CommandTable(model: model)
         XCTAssertEqual(again.recreate([(try Key("jobs.a"), stored)]).count, 0)
         XCTAssertEqual(again.usage.used(.commands, by: Self.nobody), 1, "counted from the stored creator")
     }

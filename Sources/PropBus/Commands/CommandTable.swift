@@ -37,7 +37,6 @@ public final class CommandTable {
     }
 
     private let model: PropertyModel
-    private let store: PropertyStore
     private var commands: [Key: Command] = [:]
     /// Commands whose predicate reads a key, by key text.
     private var readers: [String: Set<Key>] = [:]
@@ -50,9 +49,10 @@ public final class CommandTable {
     /// none unless the daemon checks callers.
     public var quotas = Quotas.off
 
-    public init(model: PropertyModel, store: PropertyStore, maximumRunning: Int = 64) {
+    /// The table of `model`'s commands; what it stores goes into the model's round
+    /// (``PropertyModel/storeChanges``).
+    public init(model: PropertyModel, maximumRunning: Int = 64) {
         self.model = model
-        self.store = store
         self.maximumRunning = maximumRunning
         // A command's key and group hold only its state. Weak: the table holds the model.
         model.creationCheck = { [weak self] key throws(PropBusError) in
@@ -166,7 +166,7 @@ public final class CommandTable {
         if definition.work != .handler { command.handler = nil }
         commands[key] = command
         if let predicate = definition.enabledWhen { for name in predicate.referencedKeys { readers[name, default: []].insert(key) } }
-        if definition.persistent { store.saveCommand(key, options: definition.storedOptions) } else { store.removeCommand(key) }
+        if definition.persistent { model.storeChanges.saveCommand(key, options: definition.storedOptions) } else { model.storeChanges.removeCommand(key) }
         return changes + update(key)
     }
 
@@ -213,7 +213,7 @@ public final class CommandTable {
         let ended = running(of: key)
         let command = commands.removeValue(forKey: key)!
         if let predicate = command.definition.enabledWhen { unindex(key, predicate) }
-        store.removeCommand(key)
+        model.storeChanges.removeCommand(key)
         return (ended, model.removeGroup(key.text))
     }
 

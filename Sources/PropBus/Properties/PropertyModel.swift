@@ -103,7 +103,11 @@ public final class PropertyModel {
     }
 
     public let limits: Limits
-    private let store: PropertyStore
+    /// The rows the round must make durable, as a value: the model, the command table and the
+    /// daemon's other parts record into it instead of calling the store; ``takeWriteSet()``
+    /// hands it to the store's commit with the round's changes; a rollback throws it away, and
+    /// a savepoint inside the round (``beginCall()``) is a copy of it.
+    public var storeChanges = StoreChanges()
     private var entries = EntryTable()
     private var groups: [String: Set<String>] = [:]
     /// ``keys(inGroup:)``, by group, built on first use and dropped when the group's names change.
@@ -174,6 +178,10 @@ public final class PropertyModel {
     /// The keys whose entry carries (or carried) layer-file values, so a reload revisits them
     /// without a scan; a key leaves it when its entry goes.
     private var layeredKeys: Set<Key> = []
+    /// The layer files in force, their problems and ``layeredKeys`` as they were at the last
+    /// commit, once the round changed them: a reload whose commit the store refuses puts the
+    /// files it replaced back in force, with the entries.
+    private var layerStateAtCommit: (files: LayerFileSet, problems: [LayerProblem], keys: Set<Key>)?
 
     /// Why some of what the store holds was not loaded (an older version accepted unix fds),
     /// one line each, for the daemon's log.
@@ -185,9 +193,9 @@ public final class PropertyModel {
     }
 
     /// Takes the properties, values and bindings of `state`, which `store` loaded (the caller
-    /// hands its commands to a ``CommandTable``).
+    /// hands its commands to a ``CommandTable``). The model keeps no reference to the store:
+    /// what it changes goes into ``storeChanges``, which the round commits.
     public init(store: PropertyStore, loaded state: StoredState, limits: Limits = Limits()) {
-        self.store = store
         self.limits = limits
         revision = state.revision
         entries.reserveCapacity(state.definitions.count)
@@ -271,6 +279,7 @@ public final class PropertyModel {
         reservedAtCommit = reservedRevision
         bindingsAtCommit = nil
         leasesAtCommit = nil
+        layerStateAtCommit = nil
         keysReadThisRound.removeAll(keepingCapacity: true)
     }
 
@@ -278,6 +287,8 @@ public final class PropertyModel {
     /// Apart from ``commitRound()``, which a model-file load also calls to begin its own undo
     /// log: the changes before it are still the round's, and history must see them.
     public func endWriteSet() {
+        // A fresh value: a big round's rows (a model file's declarations) are let go, not kept.
+        storeChanges = StoreChanges()
         closedChanges.removeAll()
         openBefore.removeAll(keepingCapacity: true)
         if !openVia.isEmpty { openVia.removeAll() }
@@ -327,7 +338,7 @@ public final class PropertyModel {
     /// Keeps recording: ``endWriteSet()`` forgets it.
     public func takeWriteSet() -> WriteSet {
         closeChange()
-        return WriteSet(changes: closedChanges, revision: revision)
+        return WriteSet(changes: closedChanges, revision: revision, store: storeChanges)
     }
 
     /// Puts every entry back as it was at the last ``commitRound()``; returns the keys that
@@ -345,6 +356,11 @@ public final class PropertyModel {
         for (key, stored) in undoUnclaimed { unclaimedValues[key] = stored }
         if let bindingsAtCommit { bindings = bindingsAtCommit }
         if let leasesAtCommit { leases = leasesAtCommit }
+        if let layerStateAtCommit {
+            (layerFiles, layerProblems) = (layerStateAtCommit.files, layerStateAtCommit.problems)
+            // Kept too: a key created in the round and gone again is only looked at once more.
+            layeredKeys.formUnion(layerStateAtCommit.keys)
+        }
         revision = revisionAtCommit
         reservedRevision = reservedAtCommit
         commitRound()
@@ -384,6 +400,10 @@ public final class PropertyModel {
     private var callLeases: LeaseTable?
     private var callRevision: UInt64 = 0
     private var callReadKeys: Set<Key> = []
+    /// ``storeChanges`` when the call began: its rows leave with it.
+    private var callStoreChanges: StoreChanges?
+    /// ``reservedRevision`` when the call began.
+    private var callReservedRevision: UInt64 = 0
 
     /// Starts recording one call's changes (a savepoint inside the round).
     public func beginCall() {
@@ -392,6 +412,8 @@ public final class PropertyModel {
         callBindings = bindings
         callLeases = leases
         callRevision = revision
+        callStoreChanges = storeChanges
+        callReservedRevision = reservedRevision
         callReadKeys = keysReadThisRound
         keysReadThisRound = []
         openKeysAtCall = openKeys.count
@@ -407,10 +429,11 @@ public final class PropertyModel {
         keysReadThisRound.formUnion(callReadKeys)
         callBindings = nil
         callLeases = nil
+        callStoreChanges = nil
     }
 
     /// Takes the call's changes back out of the round (the round's earlier changes stay) and
-    /// stops recording. The caller restores the store's savepoint taken with ``beginCall()``.
+    /// stops recording, with the rows the call recorded for the store.
     public func rollbackCall() {
         guard let log = callLog else { return }
         for (key, old) in log {
@@ -428,10 +451,17 @@ public final class PropertyModel {
         if let callBindings { bindings = callBindings }
         if let callLeases { leases = callLeases }
         revision = callRevision
+        if var restored = callStoreChanges {
+            // A block of revisions the call reserved stays reserved (the model keeps its
+            // ceiling): the store must record it before a revision of it is handed out again.
+            if reservedRevision > callReservedRevision { restored.reserveRevisions(through: reservedRevision) }
+            storeChanges = restored
+        }
         keysReadThisRound = callReadKeys
         callLog = nil
         callBindings = nil
         callLeases = nil
+        callStoreChanges = nil
     }
 
     /// Puts `key`'s entry in the state `entry` (`nil`: removed) as a call computed it before its
@@ -443,19 +473,19 @@ public final class PropertyModel {
             remember(key)
             remove(key)
             dropLeases(of: old)
-            store.removeDefinition(key)
+            storeChanges.removeDefinition(key)
             let ended = bindings.touching(key).map { removeBinding($0.id) }
             return [.deleted(key, old: old.value)] + ended
         }
         if old?.definition == entry.definition, old?.storedValue == entry.storedValue, old?.hidden?.value == entry.hidden?.value { return [] }
         remember(key)
         var next = entry
-        if old?.definition != entry.definition { store.saveDefinition(entry.definition) }
+        if old?.definition != entry.definition { storeChanges.saveDefinition(entry.definition) }
         revision += 1
         next.revision = revision
         if entry.definition.persistent {
-            if let stored = entry.storedValue { store.saveValue(stored, revision: revision, for: key) }
-            else if old?.storedValue != nil { store.removeValue(for: key) }
+            if let stored = entry.storedValue { storeChanges.saveValue(stored, revision: revision, for: key) }
+            else if old?.storedValue != nil { storeChanges.removeValue(for: key) }
             saveRevisionCeiling()
         } else {
             reserveRevision()
@@ -669,6 +699,7 @@ public final class PropertyModel {
             let resolved = resolveLayers(for: definition)
             entry.layers = resolved.layers(over: entry.layers)
             for problem in resolved.problems where !layerProblems.contains(problem) {
+                rememberLayerState()
                 layerProblems.append(problem)
                 layerProblemHandler?(problem)
             }
@@ -692,11 +723,11 @@ public final class PropertyModel {
                 try quotas.check(.storedBytes, uid: creator, using: used - min(before, used), adding: after, "cannot create \(key) with its value")
             }
         }
-        store.saveDefinition(definition)
+        storeChanges.saveDefinition(definition)
         if existing == nil || entry.value != oldValue {
             revision += 1
             entry.revision = revision
-            if let stored = entry.storedValue, definition.persistent { store.saveValue(stored, revision: revision, for: key) }
+            if let stored = entry.storedValue, definition.persistent { storeChanges.saveValue(stored, revision: revision, for: key) }
             saveRevisionCeiling()
         }
         insert(entry)
@@ -740,7 +771,7 @@ public final class PropertyModel {
         remember(key)
         remove(key)
         dropLeases(of: existing)
-        store.retireDefinition(key)
+        storeChanges.retireDefinition(key)
         if existing.definition.persistent, let kept = existing.storedValue ?? existing.hidden?.value {
             rememberUnclaimed(key)
             unclaimedValues[key] = (kept, existing.revision)
@@ -760,7 +791,7 @@ public final class PropertyModel {
         for key in keys where unclaimedValues[key] != nil {
             rememberUnclaimed(key)
             unclaimedValues[key] = nil
-            store.removeValue(for: key)
+            storeChanges.removeValue(for: key)
             pruned.append(key)
         }
         return pruned
@@ -776,7 +807,7 @@ public final class PropertyModel {
         remember(key)
         let entry = remove(key)!
         dropLeases(of: entry)
-        store.removeDefinition(key)
+        storeChanges.removeDefinition(key)
         // A channel cannot outlive one of its ends.
         let ended = bindings.touching(key).map { removeBinding($0.id) }
         return [.deleted(key, old: entry.value)] + ended + recheckBindings(affectedBy: key)
@@ -929,7 +960,7 @@ public final class PropertyModel {
             // A new value replaces a hidden one (in the store too); a Reset leaves it be.
             if newStored != nil { entry.hidden = nil }
             if entry.definition.persistent {
-                if let newStored { store.saveValue(newStored, revision: revision + 1, for: key) } else { store.removeValue(for: key) }
+                if let newStored { storeChanges.saveValue(newStored, revision: revision + 1, for: key) } else { storeChanges.removeValue(for: key) }
             }
             // Reset keeps the revision moving even when the default equals the old value, so
             // a CompareAndSet racing a Reset still sees a conflict.
@@ -950,7 +981,7 @@ public final class PropertyModel {
     /// first when it is used up, so transient changes that follow need no write of their own.
     private func saveRevisionCeiling() {
         if revision >= reservedRevision { reservedRevision = revision + Self.revisionBlock }
-        store.saveRevision(reservedRevision)
+        storeChanges.saveRevision(reservedRevision)
     }
 
     /// Makes sure the revision just handed out is reserved in the store, reserving a new block
@@ -958,7 +989,7 @@ public final class PropertyModel {
     private func reserveRevision() {
         guard revision > reservedRevision else { return }
         reservedRevision = revision + Self.revisionBlock
-        store.reserveRevisions(through: reservedRevision)
+        storeChanges.reserveRevisions(through: reservedRevision)
     }
 
     private var propagation: Propagation { propagation() }
@@ -1009,8 +1040,8 @@ public final class PropertyModel {
         // Takes the handle: the table's next one is above it from now on.
         changeLeases { $0.addOverride(hold, on: key) }
         // Handles never repeat, also across restarts (a stale ReleaseOverride must not end another).
-        store.saveNextLeaseHandle(leases.nextHandle)
-        if expires != nil { store.saveLease(Lease(hold, on: key)) }
+        storeChanges.saveNextLeaseHandle(leases.nextHandle)
+        if expires != nil { storeChanges.saveLease(Lease(hold, on: key)) }
         return (hold.handle, replaceLayers(of: entry, from: old, frozen: frozen, propagated: propagated))
     }
 
@@ -1032,11 +1063,11 @@ public final class PropertyModel {
     /// holder's connection leaves the bus (`expires` `nil`) or at `expires`.
     public func addLifetime(to key: Key, holder: LeaseHolder, now: UInt64, expires: UInt64?) {
         let lease = Lease(handle: leases.nextHandle, key: key, subject: .key, holder: holder, since: now, expires: expires)
-        if let old = leases.keyLeases[key] { store.removeLease(old.handle) }
+        if let old = leases.keyLeases[key] { storeChanges.removeLease(old.handle) }
         changeLeases { $0.addKeyLease(lease) }
-        store.saveNextLeaseHandle(leases.nextHandle)
+        storeChanges.saveNextLeaseHandle(leases.nextHandle)
         // Kept with a connection lifetime too: after a restart its creator's connection is gone.
-        store.saveLease(lease)
+        storeChanges.saveLease(lease)
     }
 
     /// Ends every lease `busName` holds without a TTL: its overrides end, its ephemeral keys go.
@@ -1072,13 +1103,13 @@ public final class PropertyModel {
     public func adoptLoadedLeases() {
         for lease in loadedLeases.sorted(by: { $0.handle < $1.handle }) {
             guard var entry = entries[lease.key] else {
-                store.removeLease(lease.handle)
+                storeChanges.removeLease(lease.handle)
                 continue
             }
             if let hold = lease.hold {
                 // A definition changed meanwhile (a model file) may no longer admit the value.
                 guard (try? entry.definition.check(hold.value, maximumSize: limits.maximumValueSize)) != nil else {
-                    store.removeLease(lease.handle)
+                    storeChanges.removeLease(lease.handle)
                     continue
                 }
                 var layers = entry.layers ?? ValueLayers()
@@ -1119,7 +1150,7 @@ public final class PropertyModel {
         layers.overrides.removeAll { $0.handle == handle }
         entry.layers = layers
         changeLeases { $0.removeOverride(hold) }
-        if hold.expires != nil { store.removeLease(handle) }
+        if hold.expires != nil { storeChanges.removeLease(handle) }
         // An end cannot be refused: a binding that would refuse the value it falls back to is left as it is.
         let (frozen, propagated) = (try? plannedSpread(of: entry, from: old)) ?? ([], [])
         return replaceLayers(of: entry, from: old, frozen: frozen, propagated: propagated)
@@ -1128,7 +1159,7 @@ public final class PropertyModel {
     private func endKeyLease(_ lease: Lease) -> [PropertyChange] {
         guard entries[lease.key] != nil, let changes = try? delete(key: lease.key.text) else {
             changeLeases { $0.removeKeyLease(of: lease.key) }
-            store.removeLease(lease.handle)
+            storeChanges.removeLease(lease.handle)
             return []
         }
         return changes
@@ -1168,11 +1199,11 @@ public final class PropertyModel {
         let key = entry.definition.key
         for hold in entry.layers?.overrides ?? [] {
             changeLeases { $0.removeOverride(hold) }
-            if hold.expires != nil { store.removeLease(hold.handle) }
+            if hold.expires != nil { storeChanges.removeLease(hold.handle) }
         }
         if let lease = leases.keyLeases[key] {
             changeLeases { $0.removeKeyLease(of: key) }
-            store.removeLease(lease.handle)
+            storeChanges.removeLease(lease.handle)
         }
     }
 
@@ -1296,8 +1327,8 @@ public final class PropertyModel {
             if snapshotTaken { bindingsAtCommit = nil }
             throw error
         }
-        store.saveNextBindingID(bindings.nextID)
-        if binding.persistent { store.saveBinding(binding) }
+        storeChanges.saveNextBindingID(bindings.nextID)
+        if binding.persistent { storeChanges.saveBinding(binding) }
         return (binding, [.bound(binding)] + changes)
     }
 
@@ -1435,7 +1466,7 @@ public final class PropertyModel {
     private func removeBinding(_ id: UInt64) -> PropertyChange {
         if bindingsAtCommit == nil { bindingsAtCommit = bindings }
         let binding = bindings.remove(id)!
-        if binding.persistent { store.removeBinding(id) }
+        if binding.persistent { storeChanges.removeBinding(id) }
         return .unbound(binding)
     }
 
@@ -1657,6 +1688,11 @@ extension PropertyModel {
         return resolved
     }
 
+    /// Keeps the layer state as it was at the last commit, before the round's first change of it.
+    private func rememberLayerState() {
+        if layerStateAtCommit == nil { layerStateAtCommit = (layerFiles, layerProblems, layeredKeys) }
+    }
+
     /// Puts `files` in force: every key they name, or named until now, takes its mandatory, site
     /// and vendor values from them; keys created later take theirs when created. Each key is
     /// changed with the file it now takes its value from (or lost it from) as the origin, so
@@ -1665,6 +1701,7 @@ extension PropertyModel {
     /// Returns the changes to publish and the keys whose lock came, went or changed whom it
     /// refuses (their writability changed for someone).
     public func applyLayerFiles(_ files: LayerFileSet) -> (changes: [PropertyChange], lockChanged: [Key]) {
+        rememberLayerState()
         layerFiles = files
         var candidates = layeredKeys
         for entry in files.entries {

@@ -1,8 +1,8 @@
 import DBusValues
 
 /// One dispatch round's transaction over the whole model: the property entries and bindings
-/// (``PropertyModel``'s undo log), the command definitions (``CommandTable``) and the store's
-/// pending writes, committed or rolled back together.
+/// (``PropertyModel``'s undo log), the command definitions (``CommandTable``) and the rows to
+/// store (``PropertyModel/storeChanges``), committed or rolled back together.
 ///
 /// The round begins at the previous ``end()``; handlers stage their changes through the model
 /// and the command table as usual; ``end()`` makes them durable, or undoes every part and says
@@ -43,12 +43,13 @@ public final class Round {
     /// Ends the round: commits the store, then forgets the undo state of the model and the
     /// command table, so the next round begins. Returns `nil` when committed.
     ///
-    /// When the store refuses, everything goes back to the last commit: the store drops its
-    /// pending writes, the model its entries and bindings, the table its definitions.
+    /// When the store refuses, everything goes back to the last commit: the model its entries,
+    /// bindings and rows to store, the table its definitions.
     public func end() -> Rollback? {
         do {
             // The round's changes as a value: the store records them (history) with the values.
-            try store.commit(model.takeWriteSet())
+            let writeSet = model.takeWriteSet()
+            try store.commit(writeSet, durability: writeSet.store.durability)
             model.commitRound()
             model.endWriteSet()
             commands?.commitRound()
@@ -61,7 +62,6 @@ public final class Round {
     /// Undoes the round in every part (the model first: the table's rollback reads it).
     @discardableResult
     public func rollback(because error: PropBusError) -> Rollback {
-        store.rollback()
         let touched = model.rollbackRound()
         let orphaned = commands?.rollbackRound() ?? []
         return Rollback(error: error, touchedKeys: touched, orphanedExecutions: orphaned)

@@ -4,7 +4,7 @@ import DBusValues
 /// remote update …) with its origin and every key it touched, before and after.
 ///
 /// The model produces it from what the round already tracks (``PropertyModel/takeWriteSet()``)
-/// and the store's commit receives it (``PropertyStore/commit(_:)``): history is a consumer of
+/// and the store's commit receives it (``PropertyStore/commit(_:durability:)``): history is a consumer of
 /// this value, not another journal. Plain data: no references into the model.
 public struct WriteSet: Sendable {
     /// Who made a change through a D-Bus call, as the daemon saw it at the time of the call.
@@ -183,12 +183,17 @@ public struct WriteSet: Sendable {
     public var changes: [Change]
     /// The model's revision once the round committed.
     public var revision: UInt64
+    /// The rows the store writes for the round (``StoreChanges``), in the same transaction as
+    /// the history of ``changes``.
+    public var store: StoreChanges
 
-    public init(changes: [Change] = [], revision: UInt64 = 0) {
+    public init(changes: [Change] = [], revision: UInt64 = 0, store: StoreChanges = StoreChanges()) {
         self.changes = changes
         self.revision = revision
+        self.store = store
     }
 
-    /// Whether the round changed no key.
+    /// Whether the round changed no key (it may still have rows to write: a pruned value,
+    /// a reservation, the external bookkeeping).
     public var isEmpty: Bool { changes.allSatisfy(\.entries.isEmpty) }
 }

@@ -36,17 +36,14 @@ extension Fleet {
         case fleet(before: [Key: PropertyModel.Entry?], after: [Key: PropertyModel.Entry?], read: Set<Key>)
     }
 
-    /// Runs `body` inside a savepoint of the round (the model's call log and the store's
-    /// savepoint). No fleet key changed: the changes stay and are published. Otherwise the call is
+    /// Runs `body` inside a savepoint of the round (the model's call log, with its rows to store). No fleet key changed: the changes stay and are published. Otherwise the call is
     /// undone and its effect returned.
     func probe(_ body: () throws(PropBusError) -> [PropertyChange]) throws(PropBusError) -> Probe {
         let model = service.model
-        let savepoint = service.store.savepoint()
         model.beginCall()
         let changes: [PropertyChange]
         do { changes = try body() } catch {
             model.rollbackCall()
-            savepoint.restore()
             throw error
         }
         let (before, read) = model.callChanges
@@ -61,7 +58,6 @@ extension Fleet {
         var after: [Key: PropertyModel.Entry?] = [:]
         for key in before.keys { after.updateValue(model.entry(for: key), forKey: key) }
         model.rollbackCall()
-        savepoint.restore()
         return .fleet(before: before, after: after, read: read)
     }
 
@@ -291,7 +287,7 @@ extension Fleet {
         let model = service.model
         // A write of fleet keys only (nothing local waiting, no local key in the call): etcd has
         // it durably, and a host that lost it replays it from its cursor.
-        let mirrorOnly = (service.store as? SQLiteStore).map { !$0.hasPendingLocalWrites } ?? false
+        let mirrorOnly = !model.storeChanges.hasOwnWrites
             && write.after.allSatisfy { key, entry in
                 (entry ?? nil)?.definition.scope == .fleet || (entry == nil && write.plan.written.contains(key))
             }
@@ -311,7 +307,7 @@ extension Fleet {
             if write.plan.writesDefinition.contains(key) { known.definition = entry == nil ? -revision : revision }
             if write.plan.writesValue.contains(key) { known.value = entry?.storedValue == nil ? -revision : revision }
             updated[key] = known
-            service.store.saveFleetRevisions(known, for: key)
+            model.storeChanges.saveExternalRevisions(known, for: key)
         }
         service.publish(changes)
         var again = false
@@ -325,7 +321,7 @@ extension Fleet {
                 write.failureAfterCommit = error
             }
         }
-        if mirrorOnly, unbound.isEmpty, !write.rerunAfterCommit { (service.store as? SQLiteStore)?.nextCommitIsMirrorOnly = true }
+        if mirrorOnly, unbound.isEmpty, !write.rerunAfterCommit { model.storeChanges.durability = .replayable }
         if let error = service.commit() {
             write.commitError = error
             writes[id] = write

@@ -3,7 +3,6 @@ import Dispatch
 import Etcd
 import Glibc
 import PropBus
-import PropBusSystem
 
 /// The daemon's side of the fleet (issue 14): mirrors the fleet keys held in etcd into the
 /// model, and sends the writes of fleet keys to etcd before they are committed here.
@@ -149,9 +148,10 @@ public final class Fleet: @unchecked Sendable {
         machine.dropHeld()
         watchGeneration += 1
         retireWatch()
-        if cursorUnsaved, let store = service.store as? SQLiteStore {
-            store.saveFleetCursor(cursor)
-            if !store.hasPendingLocalWrites { store.nextCommitIsMirrorOnly = true }
+        if cursorUnsaved {
+            let model = service.model
+            model.storeChanges.saveExternalCursor(cursor)
+            if !model.storeChanges.hasOwnWrites { model.storeChanges.durability = .replayable }
             if service.commit() == nil { cursorUnsaved = false }
         }
         watchCheckTimer?.cancel()
@@ -263,7 +263,7 @@ public final class Fleet: @unchecked Sendable {
                 return
             }
             guard revision > cursor else { return }
-            service.store.saveFleetCursor(revision)
+            service.model.storeChanges.saveExternalCursor(revision)
             if service.commit() == nil {
                 advanceCursor(to: revision)
                 cursorUnsaved = false
@@ -445,7 +445,7 @@ public final class Fleet: @unchecked Sendable {
 
     private func recordSource(_ current: String) {
         guard source != current else { return }
-        service.store.saveFleetSource(current)
+        service.model.storeChanges.saveExternalSource(current)
         if service.commit() == nil { source = current }
     }
 
@@ -494,7 +494,7 @@ public final class Fleet: @unchecked Sendable {
                 }
             }
             let keptCursor = cursor
-            for key in revisions.keys { service.store.removeFleetRevisions(for: key) }
+            for key in revisions.keys { service.model.storeChanges.removeExternalRevisions(for: key) }
             revisions = [:]
             cursor = revision
             guard apply(events, through: revision, snapshot: true) else {
@@ -505,8 +505,8 @@ public final class Fleet: @unchecked Sendable {
             // Saved even when nothing changed here (an empty etcd, no values): a restart resumes
             // from etcd's revision, not the old one.
             let forgotten = revisions.filter { $0.value.value <= 0 && $0.value.definition <= 0 }.map(\.key)
-            for key in forgotten { service.store.removeFleetRevisions(for: key) }
-            service.store.saveFleetCursor(cursor)
+            for key in forgotten { service.model.storeChanges.removeExternalRevisions(for: key) }
+            service.model.storeChanges.saveExternalCursor(cursor)
             if service.commit() == nil {
                 for key in forgotten { revisions[key] = nil }
                 cursorUnsaved = false
@@ -523,7 +523,7 @@ public final class Fleet: @unchecked Sendable {
             }
         }
         if replacing {
-            for key in revisions.keys { service.store.removeFleetRevisions(for: key) }
+            for key in revisions.keys { service.model.storeChanges.removeExternalRevisions(for: key) }
             revisions = [:]
         }
         // A value the fleet does not hold, of a key it defines, was written here while the
@@ -543,9 +543,9 @@ public final class Fleet: @unchecked Sendable {
         // full read at R and a watch from R + 1 none can come, so they are forgotten here.
         let forgotten = revisions.filter { $0.value.value <= 0 && $0.value.definition <= 0 }.map(\.key)
         guard !forgotten.isEmpty else { return true }
-        for key in forgotten { service.store.removeFleetRevisions(for: key) }
+        for key in forgotten { service.model.storeChanges.removeExternalRevisions(for: key) }
         // With the cursor: a replay from an older one could bring a forgotten key back.
-        service.store.saveFleetCursor(cursor)
+        service.model.storeChanges.saveExternalCursor(cursor)
         if service.commit() == nil {
             for key in forgotten { revisions[key] = nil }
             cursorUnsaved = false
@@ -564,11 +564,11 @@ public final class Fleet: @unchecked Sendable {
     /// Returns whether the changes were committed (or there was nothing to commit).
     @discardableResult
     func apply(_ events: [WatchEvent], through revision: Int64?, snapshot: Bool = false) -> Bool {
-        let model = service.model, store = service.store
+        let model = service.model
         noteLifetimes(events, snapshot: snapshot)
         defer { forgetEndedLifetimes() }
         // Only etcd's data in this commit (nothing local was waiting): it need not wait for the disk.
-        let mirrorOnly = (store as? SQLiteStore).map { !$0.hasPendingLocalWrites } ?? false
+        let mirrorOnly = !model.storeChanges.hasOwnWrites
         var updated: [Key: FleetRevisions] = [:]
         func known(_ key: Key) -> FleetRevisions { updated[key] ?? revisions[key] ?? FleetRevisions() }
         // Newer than what the mirror holds (deletions are negative); a snapshot also applies
@@ -695,10 +695,10 @@ public final class Fleet: @unchecked Sendable {
             }
             return true
         }
-        for (key, revisions) in updated { store.saveFleetRevisions(revisions, for: key) }
-        if let revision { store.saveFleetCursor(max(revision, cursor)) }
+        for (key, revisions) in updated { model.storeChanges.saveExternalRevisions(revisions, for: key) }
+        if let revision { model.storeChanges.saveExternalCursor(max(revision, cursor)) }
         service.publish(changes)
-        if mirrorOnly { (store as? SQLiteStore)?.nextCommitIsMirrorOnly = true }
+        if mirrorOnly { model.storeChanges.durability = .replayable }
         if let error = service.commit() {
             // Nothing of it was kept: read it all again from etcd.
             Service.log("fleet: the changes up to etcd revision \(revision ?? 0) could not be committed (\(error.message)); reading them again")
@@ -755,7 +755,7 @@ public final class Fleet: @unchecked Sendable {
                     guard abs(known.definition) < revision else { return }
                     known.definition = revision
                     if success.count > 1 { known.value = revision }
-                    service.store.saveFleetRevisions(known, for: key)
+                    service.model.storeChanges.saveExternalRevisions(known, for: key)
                     if service.commit() == nil { revisions[key] = known }
                 }
             }

@@ -5,7 +5,7 @@ import CLinux
 ///
 /// A burst that changes thousands of keys (the fleet's full read of etcd, a host offering its
 /// model file's fleet keys one after the other, a large `propctl load`) allocates tens of MiB
-/// briefly: etcd's answers and their events, the model's undo log, the store's pending rows, the
+/// briefly: etcd's answers and their events, the model's undo log, the round's rows to store, the
 /// history's write set. Freed, that memory stays resident in the arenas of the worker threads
 /// that did the work: glibc only gives back the top of a heap, and the entries the burst made
 /// keep it pinned. With 10,000 fleet keys that was 16 MiB free but resident, a host at 48 MiB

@@ -5,9 +5,12 @@ import PropBus
 
 /// The durable store: one SQLite database in WAL mode with `synchronous=FULL`.
 ///
-/// Writes are buffered in memory (only the last write per key is kept) and written by
-/// ``commit()`` in one `BEGIN IMMEDIATE … COMMIT` transaction, so a dispatch round costs one
-/// WAL fsync however many writes it holds (group commit).
+/// A round's rows come as one value (``WriteSet/store``, last write per key already kept) and
+/// ``commit(_:durability:)`` writes them in one `BEGIN IMMEDIATE … COMMIT` transaction, so a
+/// dispatch round costs one WAL fsync however many writes it holds (group commit). Nothing is
+/// pending between commits. The external bookkeeping (``StoreChanges/externalRevisions``) lives
+/// in the `fleet_keys` table and the `fleet_cursor`/`fleet_source` rows of `meta`: the names of
+/// the schema that first held them.
 ///
 /// Single owner, like the model: the service confines it to its connection's queue.
 public final class SQLiteStore: PropertyStore {
@@ -26,39 +29,17 @@ public final class SQLiteStore: PropertyStore {
     /// `nil` only for a store created lazily (``init(path:createLazily:)``) until its first commit.
     private var database: SQLiteDatabase!
     private var statements: Statements!
-    private var pendingDefinitions: [Key: Pending<PropertyDefinition>] = [:]
-    private var pendingValues: [Key: Pending<(value: DBusValue, revision: UInt64)>] = [:]
-    private var pendingRevision: UInt64?
-    private var pendingBindings: [UInt64: Pending<Binding>] = [:]
-    private var pendingNextBindingID: UInt64?
-    private var pendingCommands: [Key: Pending<[String: DBusValue]>] = [:]
-    private var pendingFleetRevisions: [Key: Pending<FleetRevisions>] = [:]
-    private var pendingFleetCursor: Int64?
-    private var pendingFleetSource: String?
-    private var pendingLeases: [UInt64: Pending<Lease>] = [:]
-    private var pendingNextLeaseHandle: UInt64?
     /// A store written before `application_id` existed gets it with its next commit: opening
     /// writes nothing (see the daemon's start-up rule).
     private var pendingApplicationID = false
-    /// A revision ceiling to record (``reserveRevisions(through:)``). A round whose reservation
-    /// cannot be written fails like any other: the model hands out no revision above the
-    /// recorded ceiling, or a restart would hand it out again.
-    private var pendingReservation: UInt64?
     /// The revision ceiling this connection last committed.
     private var committedCeiling: UInt64?
-    /// The round being committed, for history (``commit(_:)``).
-    private var pendingWriteSet: WriteSet?
     /// Change history: what is kept and for how long (`--no-history`, `--history-max-rows`, …).
     public var historyOptions = HistoryOptions()
     /// History's statements and its in-memory part (transient keys); `nil` until opened.
     let historyTable = HistoryTable()
     /// Refused attempts (`--history-denied`).
     let deniedTable = DeniedTable()
-
-    private enum Pending<T> {
-        case save(T)
-        case delete
-    }
 
     private struct Statements {
         var saveDefinition: SQLiteStatement
@@ -71,9 +52,9 @@ public final class SQLiteStore: PropertyStore {
         var removeBinding: SQLiteStatement
         var saveCommand: SQLiteStatement
         var removeCommand: SQLiteStatement
-        var saveFleetRevisions: SQLiteStatement
-        var removeFleetRevisions: SQLiteStatement
-        var saveFleetCursor: SQLiteStatement
+        var saveExternalRevisions: SQLiteStatement
+        var removeExternalRevisions: SQLiteStatement
+        var saveExternalCursor: SQLiteStatement
         var saveLease: SQLiteStatement
         var removeLease: SQLiteStatement
         var saveNextLeaseHandle: SQLiteStatement
@@ -137,9 +118,9 @@ public final class SQLiteStore: PropertyStore {
                 removeBinding: try database.prepare("DELETE FROM bindings WHERE id = ?1"),
                 saveCommand: try database.prepare("INSERT OR REPLACE INTO commands (key, options) VALUES (?1, ?2)"),
                 removeCommand: try database.prepare("DELETE FROM commands WHERE key = ?1"),
-                saveFleetRevisions: try database.prepare("INSERT OR REPLACE INTO fleet_keys (key, value_revision, definition_revision) VALUES (?1, ?2, ?3)"),
-                removeFleetRevisions: try database.prepare("DELETE FROM fleet_keys WHERE key = ?1"),
-                saveFleetCursor: try database.prepare("INSERT OR REPLACE INTO meta (name, value) VALUES ('fleet_cursor', ?1)"),
+                saveExternalRevisions: try database.prepare("INSERT OR REPLACE INTO fleet_keys (key, value_revision, definition_revision) VALUES (?1, ?2, ?3)"),
+                removeExternalRevisions: try database.prepare("DELETE FROM fleet_keys WHERE key = ?1"),
+                saveExternalCursor: try database.prepare("INSERT OR REPLACE INTO meta (name, value) VALUES ('fleet_cursor', ?1)"),
                 saveLease: try database.prepare("""
                     INSERT OR REPLACE INTO leases (handle, key, value, holder, uid, pid, comm, since, expires)
                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
@@ -331,13 +312,13 @@ public final class SQLiteStore: PropertyStore {
             let fleet = try database.prepare("SELECT key, value_revision, definition_revision FROM fleet_keys")
             while try fleet.step() {
                 if let key = try? Key(fleet.text(0) ?? "") {
-                    state.fleetRevisions[key] = FleetRevisions(value: fleet.integer(1), definition: fleet.integer(2))
+                    state.externalRevisions[key] = ExternalRevisions(value: fleet.integer(1), definition: fleet.integer(2))
                 }
             }
             let cursor = try database.prepare("SELECT value FROM meta WHERE name = 'fleet_cursor'")
-            while try cursor.step() { state.fleetCursor = cursor.integer(0) }
+            while try cursor.step() { state.externalCursor = cursor.integer(0) }
             let source = try database.prepare("SELECT value FROM meta WHERE name = 'fleet_source'")
-            while try source.step() { state.fleetSource = source.text(0) }
+            while try source.step() { state.externalSource = source.text(0) }
             try loadLeases(into: &state)
             let commands = try database.prepare("SELECT key, options FROM commands ORDER BY key")
             while try commands.step() {
@@ -359,129 +340,34 @@ public final class SQLiteStore: PropertyStore {
         return state
     }
 
-    public func saveDefinition(_ definition: PropertyDefinition) { pendingDefinitions[definition.key] = .save(definition) }
-
-    public func removeDefinition(_ key: Key) {
-        pendingDefinitions[key] = .delete
-        pendingValues[key] = .delete
-    }
-
-    public func saveValue(_ value: DBusValue, revision: UInt64, for key: Key) { pendingValues[key] = .save((value, revision)) }
-
-    public func retireDefinition(_ key: Key) { pendingDefinitions[key] = .delete }
-
-    public func savepoint() -> StoreSavepoint {
-        let (definitions, values, revision, bindings, nextBindingID, commands) =
-            (pendingDefinitions, pendingValues, pendingRevision, pendingBindings, pendingNextBindingID, pendingCommands)
-        let (leases, nextLeaseHandle) = (pendingLeases, pendingNextLeaseHandle)
-        return StoreSavepoint { [weak self] in
-            guard let self else { return }
-            (pendingDefinitions, pendingValues, pendingRevision, pendingBindings, pendingNextBindingID, pendingCommands) =
-                (definitions, values, revision, bindings, nextBindingID, commands)
-            (pendingLeases, pendingNextLeaseHandle) = (leases, nextLeaseHandle)
-        }
-    }
-
-    public func removeValue(for key: Key) { pendingValues[key] = .delete }
-
-    public func saveRevision(_ revision: UInt64) { pendingRevision = revision }
-
-    public func reserveRevisions(through ceiling: UInt64) { pendingReservation = max(pendingReservation ?? 0, ceiling) }
-
-    public func saveBinding(_ binding: Binding) { pendingBindings[binding.id] = .save(binding) }
-
-    public func removeBinding(_ id: UInt64) { pendingBindings[id] = .delete }
-
-    public func saveNextBindingID(_ id: UInt64) { pendingNextBindingID = id }
-
-    public func saveCommand(_ key: Key, options: [String: DBusValue]) { pendingCommands[key] = .save(options) }
-
-    public func removeCommand(_ key: Key) { pendingCommands[key] = .delete }
-
-    public func saveFleetRevisions(_ revisions: FleetRevisions, for key: Key) { pendingFleetRevisions[key] = .save(revisions) }
-
-    public func removeFleetRevisions(for key: Key) { pendingFleetRevisions[key] = .delete }
-
-    public func saveFleetCursor(_ revision: Int64) { pendingFleetCursor = revision }
-
-    public func saveFleetSource(_ source: String) { pendingFleetSource = source }
-
-    public func saveLease(_ lease: Lease) { pendingLeases[lease.handle] = .save(lease) }
-
-    public func removeLease(_ handle: UInt64) { pendingLeases[handle] = .delete }
-
-    public func saveNextLeaseHandle(_ handle: UInt64) { pendingNextLeaseHandle = handle }
-
-    /// Set for one commit that holds only what etcd keeps durably anyway (the fleet mirror:
-    /// values and definitions from etcd, their revisions and the watch cursor, all in the same
-    /// transaction): it is written without waiting for the disk (`synchronous=NORMAL`, still
-    /// atomic and safe against a crash of the process). After a power loss the cursor is back
-    /// with the values, and the watch replays them. Reset by the commit.
-    public var nextCommitIsMirrorOnly = false
-    /// Whether the connection is at `synchronous=NORMAL` (set for mirror-only commits).
+    /// Whether the connection is at `synchronous=NORMAL` (set for replayable commits).
     private var synchronousIsNormal = false
 
-    /// Whether writes are waiting for ``commit()``.
-    public var hasPendingWrites: Bool {
-        hasPendingLocalWrites || !pendingFleetRevisions.isEmpty || pendingFleetCursor != nil || pendingFleetSource != nil
-    }
-
-    /// Whether writes other than the fleet mirror's bookkeeping (etcd revisions, the watch
-    /// cursor) are waiting: those need the disk; the bookkeeping alone can ride with a
-    /// mirror-only commit.
-    public var hasPendingLocalWrites: Bool {
-        !pendingDefinitions.isEmpty || !pendingValues.isEmpty || pendingRevision != nil || !pendingBindings.isEmpty
-            || pendingNextBindingID != nil || !pendingCommands.isEmpty || pendingApplicationID
-            || !pendingLeases.isEmpty || pendingNextLeaseHandle != nil
-    }
-
-    /// Commits with the round's changes, which history records in the same transaction as
-    /// the values (transient keys' in memory).
-    public func commit(_ writeSet: WriteSet) throws(PropBusError) {
-        pendingWriteSet = writeSet.isEmpty ? nil : writeSet
-        defer { pendingWriteSet = nil }
-        try commit()
-    }
-
-    public func commit() throws(PropBusError) {
-        if database == nil {
-            guard hasPendingWrites || pendingReservation != nil else {
-                if let pendingWriteSet, historyOptions.isEnabled { historyTable.recordTransient(pendingWriteSet, options: historyOptions) }
-                return
-            }
-            try open()
-        }
-        guard hasPendingWrites else {
+    /// Writes the round's rows (``WriteSet/store``) in one `BEGIN IMMEDIATE … COMMIT`, straight
+    /// from the value, with the round's history in the same transaction (transient keys' in
+    /// memory). A round with no rows touches no disk; one with only a revision reservation
+    /// writes that row alone.
+    public func commit(_ writeSet: WriteSet, durability: StoreChanges.Durability) throws(PropBusError) {
+        let changes = writeSet.store
+        let history = historyOptions.isEnabled && !writeSet.isEmpty ? writeSet : nil
+        guard changes.hasWrites || pendingApplicationID else {
             // A round of transient keys only: the reservation alone (one small write per block
             // of revisions). On a full or read-only disk the round fails: its revisions would
             // come again after a crash, and a CompareAndSet holding one would succeed on another
             // value.
-            if let reservation = pendingReservation {
-                do {
-                    try useSynchronous(normal: false)
-                    try statements.begin.run([])
-                    try statements.saveRevision.run([.integer(Int64(bitPattern: reservation))])
-                    try statements.commit.run([])
-                    committedCeiling = reservation
-                    pendingReservation = nil
-                } catch {
-                    if database.inTransaction { try? database.execute("ROLLBACK") }
-                    throw PropBusError(.storeFailed, "cannot reserve revisions up to \(reservation) in the store \(path): \(error)")
-                }
-            }
-            if let pendingWriteSet, historyOptions.isEnabled { historyTable.recordTransient(pendingWriteSet, options: historyOptions) }
+            if let reservation = changes.reservation { try reserve(through: reservation) }
+            if let history { historyTable.recordTransient(history, options: historyOptions) }
             return
         }
-        let mirrorOnly = nextCommitIsMirrorOnly
-        nextCommitIsMirrorOnly = false
+        if database == nil { try open() }
         var ceiling: UInt64?
         do {
-            try useSynchronous(normal: mirrorOnly)
+            try useSynchronous(normal: durability == .replayable)
             try statements.begin.run([])
             if pendingApplicationID { try database.execute("PRAGMA application_id = \(Self.applicationID)") }
             // Sorted, so a round's writes touch B-tree pages in order.
-            for (key, pending) in pendingDefinitions.sorted(by: { $0.key < $1.key }) {
-                switch pending {
+            for (key, write) in changes.definitions.sorted(by: { $0.key < $1.key }) {
+                switch write {
                 case .save(let definition):
                     try statements.saveDefinition.run([
                         .text(key.text), .text(definition.type.signature),
@@ -491,23 +377,23 @@ public final class SQLiteStore: PropertyStore {
                     try statements.removeDefinition.run([.text(key.text)])
                 }
             }
-            for (key, pending) in pendingValues.sorted(by: { $0.key < $1.key }) {
-                switch pending {
+            for (key, write) in changes.values.sorted(by: { $0.key < $1.key }) {
+                switch write {
                 case .save(let stored):
                     try statements.saveValue.run([.text(key.text), .blob(ValueCodec.encode(stored.value)), .integer(Int64(bitPattern: stored.revision))])
                 case .delete:
                     try statements.removeValue.run([.text(key.text)])
                 }
             }
-            if pendingRevision != nil || pendingReservation != nil {
-                ceiling = max(pendingRevision ?? 0, pendingReservation ?? 0)
+            if changes.revision != nil || changes.reservation != nil {
+                ceiling = max(changes.revision ?? 0, changes.reservation ?? 0)
                 // The model records its ceiling with every durable write; rewriting the same
                 // value would only add a page to the commit.
                 if ceiling != committedCeiling { try statements.saveRevision.run([.integer(Int64(bitPattern: ceiling!))]) }
             }
-            if let pendingNextBindingID { try statements.saveNextBindingID.run([.integer(Int64(bitPattern: pendingNextBindingID))]) }
-            for (id, pending) in pendingBindings.sorted(by: { $0.key < $1.key }) {
-                switch pending {
+            if let next = changes.nextBindingID { try statements.saveNextBindingID.run([.integer(Int64(bitPattern: next))]) }
+            for (id, write) in changes.bindings.sorted(by: { $0.key < $1.key }) {
+                switch write {
                 case .save(let binding):
                     try statements.saveBinding.run([.integer(Int64(bitPattern: id)), .text(binding.key.text), .text(binding.to.text),
                                                     .blob(ValueCodec.encode(Self.options(of: binding)))])
@@ -515,27 +401,27 @@ public final class SQLiteStore: PropertyStore {
                     try statements.removeBinding.run([.integer(Int64(bitPattern: id))])
                 }
             }
-            for (key, pending) in pendingCommands.sorted(by: { $0.key < $1.key }) {
-                switch pending {
+            for (key, write) in changes.commands.sorted(by: { $0.key < $1.key }) {
+                switch write {
                 case .save(let options): try statements.saveCommand.run([.text(key.text), .blob(ValueCodec.encode(.vardict(options)))])
                 case .delete: try statements.removeCommand.run([.text(key.text)])
                 }
             }
-            for (key, pending) in pendingFleetRevisions.sorted(by: { $0.key < $1.key }) {
-                switch pending {
+            for (key, write) in changes.externalRevisions.sorted(by: { $0.key < $1.key }) {
+                switch write {
                 case .save(let revisions):
-                    try statements.saveFleetRevisions.run([.text(key.text), .integer(revisions.value), .integer(revisions.definition)])
+                    try statements.saveExternalRevisions.run([.text(key.text), .integer(revisions.value), .integer(revisions.definition)])
                 case .delete:
-                    try statements.removeFleetRevisions.run([.text(key.text)])
+                    try statements.removeExternalRevisions.run([.text(key.text)])
                 }
             }
-            if let pendingFleetCursor { try statements.saveFleetCursor.run([.integer(pendingFleetCursor)]) }
-            try writePendingLeases()
+            if let cursor = changes.externalCursor { try statements.saveExternalCursor.run([.integer(cursor)]) }
+            try writeLeases(changes)
             // In the same transaction as the values: history and values never disagree.
-            if let pendingWriteSet, historyOptions.isEnabled { try historyTable.record(pendingWriteSet, options: historyOptions) }
-            if let pendingFleetSource {
-                // Rare (a fleet's first contact, or a move): not worth a prepared statement.
-                try database.prepare("INSERT OR REPLACE INTO meta (name, value) VALUES ('fleet_source', ?1)").run([.text(pendingFleetSource)])
+            if let history { try historyTable.record(history, options: historyOptions) }
+            if let source = changes.externalSource {
+                // Rare (a first contact, or a move): not worth a prepared statement.
+                try database.prepare("INSERT OR REPLACE INTO meta (name, value) VALUES ('fleet_source', ?1)").run([.text(source)])
             }
             try statements.commit.run([])
         } catch {
@@ -543,10 +429,23 @@ public final class SQLiteStore: PropertyStore {
             throw PropBusError(.storeFailed, "cannot commit to the store \(path): \(error)")
         }
         if let ceiling { committedCeiling = ceiling }
-        if let pendingWriteSet, historyOptions.isEnabled { historyTable.recordTransient(pendingWriteSet, options: historyOptions) }
+        if let history { historyTable.recordTransient(history, options: historyOptions) }
         pendingApplicationID = false
-        pendingReservation = nil
-        clearPending()
+    }
+
+    /// Writes a revision ceiling alone (a round of transient keys that used up its block).
+    private func reserve(through reservation: UInt64) throws(PropBusError) {
+        if database == nil { try open() }
+        do {
+            try useSynchronous(normal: false)
+            try statements.begin.run([])
+            try statements.saveRevision.run([.integer(Int64(bitPattern: reservation))])
+            try statements.commit.run([])
+            committedCeiling = reservation
+        } catch {
+            if database.inTransaction { try? database.execute("ROLLBACK") }
+            throw PropBusError(.storeFailed, "cannot reserve revisions up to \(reservation) in the store \(path): \(error)")
+        }
     }
 
     /// Sets `synchronous` for the next commit: NORMAL for a mirror-only one, FULL otherwise.
@@ -561,27 +460,6 @@ public final class SQLiteStore: PropertyStore {
         } catch where normal {
             // Staying at FULL is only slower.
         }
-    }
-
-    public func rollback() {
-        // The model forgets the round's reservation with the round, and asks again.
-        pendingReservation = nil
-        clearPending()
-    }
-
-    private func clearPending() {
-        // The capacity of a big commit (a model file's declarations) is let go, not kept.
-        if pendingDefinitions.capacity > 1024 { pendingDefinitions = [:] } else { pendingDefinitions.removeAll(keepingCapacity: true) }
-        if pendingValues.capacity > 1024 { pendingValues = [:] } else { pendingValues.removeAll(keepingCapacity: true) }
-        pendingRevision = nil
-        pendingBindings.removeAll(keepingCapacity: true)
-        pendingNextBindingID = nil
-        pendingCommands.removeAll(keepingCapacity: true)
-        pendingFleetRevisions.removeAll(keepingCapacity: true)
-        pendingFleetCursor = nil
-        pendingFleetSource = nil
-        pendingLeases.removeAll(keepingCapacity: true)
-        pendingNextLeaseHandle = nil
     }
 
     // MARK: Leases
@@ -623,10 +501,10 @@ public final class SQLiteStore: PropertyStore {
         }
     }
 
-    private func writePendingLeases() throws {
-        if let pendingNextLeaseHandle { try statements.saveNextLeaseHandle.run([.integer(Int64(bitPattern: pendingNextLeaseHandle))]) }
-        for (handle, pending) in pendingLeases.sorted(by: { $0.key < $1.key }) {
-            switch pending {
+    private func writeLeases(_ changes: StoreChanges) throws {
+        if let next = changes.nextLeaseHandle { try statements.saveNextLeaseHandle.run([.integer(Int64(bitPattern: next))]) }
+        for (handle, write) in changes.leases.sorted(by: { $0.key < $1.key }) {
+            switch write {
             case .save(let lease):
                 var value: SQLiteValue = .null
                 if case .override(let overriding) = lease.subject { value = .blob(ValueCodec.encode(overriding)) }
