@@ -283,7 +283,23 @@ public final class Service: @unchecked Sendable {
             publish(try bridged(body))
             return .reply(reply())
         }
-        return try fleet.write(call, compareAndSet: compareAndSet, rerunAfterCommit: rerunAfterCommit, reply: reply, body)
+        return try fleet.write(call, compareAndSet: compareAndSet, rerunAfterCommit: rerunAfterCommit, reply: reply) { () throws(PropBusError) in
+            WriteRun(changes: try body())
+        }
+    }
+
+    /// ``write(_:compareAndSet:rerunAfterCommit:via:reply:_:)`` for a call whose reply is made by
+    /// its model work (the binding `Bind` made): the reply of the run that counts, which with the
+    /// fleet may be a later one than the first (`rerunAfterCommit`).
+    func write(_ call: MethodCall, rerunAfterCommit: Bool, replying body: @escaping () throws(PropBusError) -> WriteRun) throws(DBusError) -> MethodResult {
+        model.origin = origin(of: call)
+        defer { model.origin = .daemon }
+        guard let fleet else {
+            let run = try bridged(body)
+            publish(run.changes)
+            return .reply(run.reply ?? [])
+        }
+        return try fleet.write(call, compareAndSet: false, rerunAfterCommit: rerunAfterCommit, reply: { [] }, body)
     }
 
     /// Who made `call`, for the round's write set: the method, the bus name, and from the
@@ -391,4 +407,13 @@ public final class Service: @unchecked Sendable {
             return [valuesDescription(group: group), commandDescription(command)]
         }, at: Key.objectPath(ofGroup: group), announce: announce)
     }
+}
+
+/// One run of a write call's model work: the changes it made and, when the call's reply depends
+/// on the run (the binding `Bind` made), that reply, as a value: the fleet may run the work
+/// again after etcd accepted it, and the reply must name what that run made.
+struct WriteRun {
+    var changes: [PropertyChange]
+    /// `nil`: the call's own `reply`, evaluated once the writes are in the model.
+    var reply: [DBusValue]? = nil
 }
