@@ -5,13 +5,14 @@ import PropBus
 import PropBusExec
 import PropBusModelFiles
 import PropBusSystem
+import SystemKit
 
 /// The daemon's brain: exports a ``PropertyModel`` over D-Bus.
 ///
 /// Confined to the connection's queue: the model, the object tree and this service are only
 /// touched there. `@unchecked Sendable` for that reason, like ``ObjectTree``: work that ends
 /// elsewhere (a command's process) hops back to that queue before touching anything.
-public final class Service: @unchecked Sendable {
+public final class Service {
     /// The well-known bus name.
     public static let busName = PropBusAPI.busName
     /// The daemon's version, exposed as `Manager.Version`.
@@ -257,15 +258,14 @@ public final class Service: @unchecked Sendable {
         for binding in model.bindings.all where !exportedBindings.contains(binding.id) { exportBinding(binding) }
         // Executions went on regardless; once this round's signals are dropped, bring the
         // state keys back in line with them and announce that in a round of its own.
-        tree.connection.queue.async { [weak self] in
-            guard let self else { return }
+        later { service in
             for execution in orphaned {
-                cancelExecution(execution.id, of: execution.command, reason: PropBusError(.storeFailed, "command \(execution.command) was rolled back: \(error.message)"))
+                service.cancelExecution(execution.id, of: execution.command, reason: PropBusError(.storeFailed, "command \(execution.command) was rolled back: \(error.message)"))
             }
-            publish(commands.reassertState())
+            service.publish(service.commands.reassertState())
             // The rollback may have brought back (or taken away) a lease with a TTL.
-            armLeaseTimer()
-            tree.connection.scheduleRound()
+            service.armLeaseTimer()
+            service.tree.connection.scheduleRound()
         }
         return error.dbusError
     }
@@ -325,6 +325,17 @@ public final class Service: @unchecked Sendable {
         return via == "Revert" ? .revert(described) : .call(described)
     }
 
+    /// This service, for work that hops back to its queue (a timer, a process's end, a later
+    /// step): held weakly, and checked to be opened on the queue only, the service not being
+    /// `Sendable` (its state is the queue's). Make it on the queue.
+    var bound: LoopBound<WeakReference<Service>> { LoopBound(weak: self, on: tree.connection.queue) }
+
+    /// Runs `body` on the queue later (after `deadline`, if given), if the service still exists
+    /// then. Call on the queue.
+    func later(_ deadline: DispatchTime? = nil, _ body: @escaping @Sendable (Service) -> Void) {
+        bound.async(after: deadline, body)
+    }
+
     /// Lets rounds commit again and commits what was held back (see ``holdsCommits``).
     public func releaseCommits() throws(DBusError) {
         holdsCommits = false
@@ -343,14 +354,11 @@ public final class Service: @unchecked Sendable {
     /// callers' transient data, such as a full read's answer, are gone by then), else looks
     /// again after another period.
     private func scheduleFreeMemoryLook() {
-        let look: @Sendable () -> Void = { [weak self] in
-            guard let self else { return }
-            guard freeMemory.isQuiet() else { return scheduleFreeMemoryLook() }
-            releaseFreeMemory()
-            freeMemory.released()
+        later(freeMemoryQuietPeriod == .seconds(0) ? nil : .now() + freeMemoryQuietPeriod) { service in
+            guard service.freeMemory.isQuiet() else { return service.scheduleFreeMemoryLook() }
+            service.releaseFreeMemory()
+            service.freeMemory.released()
         }
-        let queue = tree.connection.queue
-        if freeMemoryQuietPeriod == .seconds(0) { queue.async(execute: look) } else { queue.asyncAfter(deadline: .now() + freeMemoryQuietPeriod, execute: look) }
     }
 
     private func publishOnly(_ changes: [PropertyChange]) {

@@ -3,6 +3,7 @@ import Dispatch
 import Etcd
 import PropBus
 import PropBusSystem
+import SystemKit
 
 /// The fleet's write path: the shell around ``FleetMachine``, which decides the order; here
 /// the model work is run, txns go to etcd on the ``Fleet/lanes`` and their results are applied.
@@ -141,9 +142,7 @@ extension Fleet {
         case .refresh(let id, let response):
             refresh(id, from: response)
         case .retry(let id, let microseconds):
-            queue.asyncAfter(deadline: .now() + .microseconds(microseconds)) { [weak self] in
-                self?.feed(.retryDue(id, now: DispatchTime.now().uptimeNanoseconds))
-            }
+            later(.now() + .microseconds(microseconds)) { $0.feed(.retryDue(id, now: DispatchTime.now().uptimeNanoseconds)) }
         case .reply(let id):
             guard let write = writes.removeValue(forKey: id) else { return }
             if let failure = write.failureAfterCommit {
@@ -160,9 +159,7 @@ extension Fleet {
             guard generation == watchGeneration, !stopped else { return }
             handle(update)
         case .wake(let uptime):
-            queue.asyncAfter(deadline: DispatchTime(uptimeNanoseconds: uptime)) { [weak self] in
-                self?.feed(.tick(DispatchTime.now().uptimeNanoseconds))
-            }
+            later(DispatchTime(uptimeNanoseconds: uptime)) { $0.feed(.tick(DispatchTime.now().uptimeNanoseconds)) }
         case .markUnreachable:
             markUnreachable()
         case .readAll(let rewind):
@@ -217,7 +214,8 @@ extension Fleet {
         let resendable = !write.compareAndSet && attempt <= FleetMachine.attemptsComparingValues
         // A write that waited for the connection has what is left of its bound, not a new one.
         let timeout = deadline.flatMap { Self.remaining(until: DispatchTime(uptimeNanoseconds: $0)) }
-        lanes[lane].async { [weak self] in
+        let fleet = bound, queue = queue
+        lanes[lane].async {
             let outcome: FleetMachine.TxnOutcome
             do throws(EtcdError) {
                 outcome = .answered(try client.txn(compares: plan.compares, success: plan.success, failure: plan.failure,
@@ -227,10 +225,10 @@ extension Fleet {
             }
             // sync: libdispatch runs it right here when the D-Bus queue is idle, saving a
             // thread wake-up per write. Safe: the D-Bus queue never waits for a lane.
-            self?.queue.sync { [weak self] in
-                guard let self else { return }
-                freeLanes.append(lane)
-                feed(.txnAnswered(id, outcome))
+            queue.sync {
+                guard let fleet = fleet.object() else { return }
+                fleet.freeLanes.append(lane)
+                fleet.feed(.txnAnswered(id, outcome))
             }
         }
     }
