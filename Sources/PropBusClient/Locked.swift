@@ -2,10 +2,9 @@ import Glibc
 
 /// A value behind a mutex, for the few reads that must be answered synchronously from any
 /// thread (a property's ``Property/current`` and ``Property/state``).
-///
-/// `@unchecked Sendable`: `value` is only touched with the mutex held, and the mutex lives in
-/// its own allocation so it never moves.
 final class Locked<Value>: @unchecked Sendable {
+    // Safety: `value` is only touched with the mutex held, and the mutex lives in its own
+    // allocation so it never moves.
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private var value: Value
 

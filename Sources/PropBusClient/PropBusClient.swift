@@ -12,9 +12,10 @@ import Dispatch
 /// The client follows the daemon's bus name: when the daemon goes away every property turns
 /// ``PropertyState/stale``, and when it comes back every property reads its value again and
 /// goes on delivering changes on the same sequences.
-///
-/// `@unchecked Sendable`: every mutable field is confined to the connection's serial queue.
 public final class PropBusClient: @unchecked Sendable {
+    // Safety: a public handle that programs share between tasks, hence `Sendable`; the `let`s
+    // are immutable, and every mutable field is touched only on the connection's serial queue
+    // (the methods hop there first).
     /// Which bus the daemon is on.
     public enum Bus: Sendable, Hashable {
         /// The user's session bus (`DBUS_SESSION_BUS_ADDRESS`, else `$XDG_RUNTIME_DIR/bus`).

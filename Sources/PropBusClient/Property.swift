@@ -6,10 +6,10 @@ import Dispatch
 /// Made by ``PropBusClient/property(_:as:)``. The cache is kept fresh by the daemon's
 /// `PropertiesChanged` signals; after the daemon restarts it is read again and the same
 /// ``values`` sequences go on.
-///
-/// `@unchecked Sendable`: the mutable fields are confined to the client's queue, except the
-/// snapshot behind a lock that ``current`` and ``state`` read.
 public final class Property<Value: DBusValueConvertible>: @unchecked Sendable, PropertySink {
+    // Safety: a public handle shared between tasks, hence `Sendable`; the mutable fields are
+    // confined to the client's queue, except the snapshot behind a lock (``Locked``) that
+    // ``current`` and ``state`` read from any thread.
     /// The key, e.g. `settings.volume`.
     public let key: String
     /// The client this property belongs to.

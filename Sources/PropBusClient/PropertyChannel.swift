@@ -73,9 +73,9 @@ public final class ChannelBinding {
 
 /// The key's side of a binding, on the client's queue: what the bus holds, which of the
 /// model's writes are still on their way, and which value the model was last given or wrote.
-///
-/// `@unchecked Sendable`: every mutable field is confined to the client's queue.
 final class ChannelEndpoint<Value: DBusValueConvertible>: @unchecked Sendable {
+    // Safety: every mutable field is confined to the client's queue; the channel's task holds it
+    // only to hand values over to that queue.
     let property: Property<Value>
     private var queue: DispatchQueue { property.client.queue }
     /// The daemon's latest value (from the property's signals).

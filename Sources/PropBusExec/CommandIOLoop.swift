@@ -16,11 +16,10 @@ import SystemKit
 ///
 /// Each process's outcome is passed to its completion on the loop's thread; the owner hops to
 /// its own queue from there.
-///
-/// `@unchecked Sendable`: what other threads touch (`requests`) is behind a mutex; `runs` and
-/// `buffer` belong to the loop's one thread (successive threads never overlap: one ends, under
-/// the mutex, only when nothing is held, and the next starts under it).
 public final class CommandIOLoop: @unchecked Sendable {
+    // Safety: what other threads touch (`requests`) is behind a mutex; `runs` and `buffer` belong
+    // to the loop's one thread (successive threads never overlap: one ends, under the mutex, only
+    // when nothing is held, and the next starts under it).
     /// The most processes held at once.
     public let capacity: Int
 
@@ -169,10 +168,9 @@ public final class CommandIOLoop: @unchecked Sendable {
 }
 
 /// The I/O state of one spawned process, owned by the ``CommandIOLoop`` thread once handed over.
-///
-/// `@unchecked Sendable`: built on the spawning thread, then passed once, under the loop's mutex,
-/// to the loop's thread, which alone touches it from then on.
 final class ProcessRun: @unchecked Sendable {
+    // Safety: built on the spawning thread, then passed once, under the loop's mutex, to the loop's
+    // thread, which alone touches it from then on.
     enum Stream { case input, output, error, exit }
 
     let token: UInt64

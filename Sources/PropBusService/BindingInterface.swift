@@ -38,14 +38,13 @@ extension Service {
                                                     options: try call.dictionary("options"), by: call)
                               }) { [unowned self] call throws(DBusError) in
                 let key = try call.string("key"), to = try call.string("to"), bindOptions = try call.dictionary("options")
-                let sender = call.sender, made = MadeBinding()
+                let sender = call.sender
                 // A first sync that writes a fleet key goes to etcd first; the binding is made
-                // (again) once that value is in (rerunAfterCommit).
-                return try write(call, rerunAfterCommit: true, reply: { [.objectPath(Self.path(ofBinding: made.id))] }) { [unowned self] () throws(PropBusError) in
+                // (again) once that value is in (rerunAfterCommit), and that run's binding is the reply.
+                return try write(call, rerunAfterCommit: true) { [unowned self] () throws(PropBusError) in
                     let result = try model.bind(key: key, to: to, options: bindOptions, owner: sender,
                                                 principal: call.credentials?.userID, maximumPerOwner: options.maximumBindingsPerClient)
-                    made.id = result.binding.id
-                    return result.changes
+                    return WriteRun(changes: result.changes, reply: [.objectPath(Self.path(ofBinding: result.binding.id))])
                 }
             },
             MethodDescription("Unbind", in: [("binding", .objectPath)], writes: true,
@@ -96,10 +95,4 @@ extension Service {
         if let reason { options["reason"] = .string(reason) }
         return options
     }
-}
-
-/// The id of the binding a `Bind` made, for its reply, which may be built later (fleet).
-/// Confined to the connection's queue like the service.
-final class MadeBinding {
-    var id: UInt64 = 0
 }

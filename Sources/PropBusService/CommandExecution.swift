@@ -46,17 +46,19 @@ extension Service {
     }
 
     private func spawn(_ argv: [String], for execution: CommandTable.Execution) {
-        let queue = tree.connection.queue
+        // The outcome comes on the I/O loop's thread, the service is the queue's: it hops over,
+        // and keeps the service until the process is reaped.
+        let service = LoopBound(self, on: tree.connection.queue)
         do {
             let process = try CommandProcess.execute(argv, command: execution.command, execution: execution.id, input: execution.input,
-                                                     outputLimit: model.limits.maximumValueSize, loop: executionIO) { [self] outcome in
-                queue.async { [self] in processEnded(execution, outcome) }
+                                                     outputLimit: model.limits.maximumValueSize, loop: executionIO) { outcome in
+                service.queue.async { service.value.processEnded(execution, outcome) }
             }
             running[execution.id]?.process = process
         } catch {
             // Reported in the next round, after Started and Executing=true went out.
             let failure = PropBusError(.executionFailed, "command \(execution.command): \(error.message)").dbusError
-            queue.async { [weak self] in self?.finishExecution(execution.id, of: execution.command, .failure(failure)) }
+            later { $0.finishExecution(execution.id, of: execution.command, .failure(failure)) }
         }
     }
 
@@ -103,7 +105,7 @@ extension Service {
             }
         } catch {
             let failure = PropBusError(.executionFailed, "cannot call the handler of command \(key): \(error.message)").dbusError
-            tree.connection.queue.async { [weak self] in self?.finishExecution(execution.id, of: key, .failure(failure)) }
+            later { $0.finishExecution(execution.id, of: key, .failure(failure)) }
         }
     }
 
@@ -178,7 +180,7 @@ extension Service {
         let leaders = Set(running.values.compactMap { $0.process?.pid })
         let killed = LeftoverProcesses.sweep(running: Set(running.keys), leaders: leaders)
         guard killed > 0 || attempt == 0, attempt < 100 else { return }
-        tree.connection.queue.asyncAfter(deadline: .now() + 0.05) { [weak self] in self?.sweepLeftovers(attempt: attempt + 1) }
+        later(.now() + 0.05) { $0.sweepLeftovers(attempt: attempt + 1) }
     }
 
     /// Cancels every running execution (SIGTERM): a daemon that stops must not leave work
@@ -206,7 +208,8 @@ extension Service {
 
     private func waitForExecutions(until deadline: DispatchTime, then completion: @escaping () -> Void) {
         if running.isEmpty || DispatchTime.now() >= deadline { return completion() }
-        let box = LoopBound(completion, on: tree.connection.queue)
-        tree.connection.queue.asyncAfter(deadline: .now() + 0.02) { [self] in waitForExecutions(until: deadline, then: box.value) }
+        // Strong: the completion must come even if the daemon let go of the service meanwhile.
+        let service = LoopBound(self, on: tree.connection.queue), box = LoopBound(completion, on: tree.connection.queue)
+        service.queue.asyncAfter(deadline: .now() + 0.02) { service.value.waitForExecutions(until: deadline, then: box.value) }
     }
 }

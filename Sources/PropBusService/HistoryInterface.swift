@@ -327,15 +327,14 @@ extension Service {
     func scheduleHistoryPruning() {
         guard !historyPruningScheduled, (store as? SQLiteStore)?.historyNeedsPruning == true else { return }
         historyPruningScheduled = true
-        tree.connection.queue.asyncAfter(deadline: .now() + .milliseconds(5)) { [weak self] in
-            guard let self else { return }
-            historyPruningScheduled = false
+        later(.now() + .milliseconds(5)) { service in
+            service.historyPruningScheduled = false
             // The store is the service's, confined to this queue like it.
-            guard let store = self.store as? SQLiteStore else { return }
+            guard let store = service.store as? SQLiteStore else { return }
             do throws(PropBusError) {
-                if try store.pruneHistory() { scheduleHistoryPruning() }
+                if try store.pruneHistory() { service.scheduleHistoryPruning() }
             } catch {
-                storeFailureHandler?(error)
+                service.storeFailureHandler?(error)
             }
         }
     }

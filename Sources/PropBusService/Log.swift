@@ -1,5 +1,6 @@
 import Dispatch
 import Glibc
+import Synchronization
 
 /// The daemon's one log: lines on stderr, which the journal keeps (the unit supplies
 /// `SYSLOG_IDENTIFIER`, so lines carry no timestamp or name of their own beyond the
@@ -41,29 +42,32 @@ public enum Log {
 
 /// Lets an action through at most once per period, counting what it held back.
 ///
-/// `@unchecked Sendable`: its two counters are only touched under `lock`.
-final class RateLimiter: @unchecked Sendable {
+/// `Sendable` without `@unchecked`: its two counters live in a `Mutex`, which also keeps two
+/// threads' actions from interleaving.
+final class RateLimiter: Sendable {
+    private struct Counters {
+        var last: UInt64?
+        var suppressed = 0
+    }
+
     private let period: UInt64
-    private var last: UInt64?
-    private var suppressed = 0
-    private var lock = pthread_mutex_t()
+    private let counters = Mutex(Counters())
 
     init(seconds: UInt64) {
         period = seconds * 1_000_000_000
-        pthread_mutex_init(&lock, nil)
     }
 
     /// Runs `action` (with the number held back since the last run) unless one ran within the period.
     func run(_ action: (Int) -> Void) {
-        pthread_mutex_lock(&lock)
-        defer { pthread_mutex_unlock(&lock) }
-        let now = DispatchTime.now().uptimeNanoseconds
-        if let last, now - last < period {
-            suppressed += 1
-            return
+        counters.withLock { counters in
+            let now = DispatchTime.now().uptimeNanoseconds
+            if let last = counters.last, now - last < period {
+                counters.suppressed += 1
+                return
+            }
+            counters.last = now
+            action(counters.suppressed)
+            counters.suppressed = 0
         }
-        last = now
-        action(suppressed)
-        suppressed = 0
     }
 }

@@ -5,13 +5,14 @@ import PropBus
 import PropBusExec
 import PropBusModelFiles
 import PropBusSystem
+import SystemKit
 
 /// The daemon's brain: exports a ``PropertyModel`` over D-Bus.
 ///
 /// Confined to the connection's queue: the model, the object tree and this service are only
 /// touched there. `@unchecked Sendable` for that reason, like ``ObjectTree``: work that ends
 /// elsewhere (a command's process) hops back to that queue before touching anything.
-public final class Service: @unchecked Sendable {
+public final class Service {
     /// The well-known bus name.
     public static let busName = PropBusAPI.busName
     /// The daemon's version, exposed as `Manager.Version`.
@@ -257,15 +258,14 @@ public final class Service: @unchecked Sendable {
         for binding in model.bindings.all where !exportedBindings.contains(binding.id) { exportBinding(binding) }
         // Executions went on regardless; once this round's signals are dropped, bring the
         // state keys back in line with them and announce that in a round of its own.
-        tree.connection.queue.async { [weak self] in
-            guard let self else { return }
+        later { service in
             for execution in orphaned {
-                cancelExecution(execution.id, of: execution.command, reason: PropBusError(.storeFailed, "command \(execution.command) was rolled back: \(error.message)"))
+                service.cancelExecution(execution.id, of: execution.command, reason: PropBusError(.storeFailed, "command \(execution.command) was rolled back: \(error.message)"))
             }
-            publish(commands.reassertState())
+            service.publish(service.commands.reassertState())
             // The rollback may have brought back (or taken away) a lease with a TTL.
-            armLeaseTimer()
-            tree.connection.scheduleRound()
+            service.armLeaseTimer()
+            service.tree.connection.scheduleRound()
         }
         return error.dbusError
     }
@@ -283,7 +283,23 @@ public final class Service: @unchecked Sendable {
             publish(try bridged(body))
             return .reply(reply())
         }
-        return try fleet.write(call, compareAndSet: compareAndSet, rerunAfterCommit: rerunAfterCommit, reply: reply, body)
+        return try fleet.write(call, compareAndSet: compareAndSet, rerunAfterCommit: rerunAfterCommit, reply: reply) { () throws(PropBusError) in
+            WriteRun(changes: try body())
+        }
+    }
+
+    /// ``write(_:compareAndSet:rerunAfterCommit:via:reply:_:)`` for a call whose reply is made by
+    /// its model work (the binding `Bind` made): the reply of the run that counts, which with the
+    /// fleet may be a later one than the first (`rerunAfterCommit`).
+    func write(_ call: MethodCall, rerunAfterCommit: Bool, replying body: @escaping () throws(PropBusError) -> WriteRun) throws(DBusError) -> MethodResult {
+        model.origin = origin(of: call)
+        defer { model.origin = .daemon }
+        guard let fleet else {
+            let run = try bridged(body)
+            publish(run.changes)
+            return .reply(run.reply ?? [])
+        }
+        return try fleet.write(call, compareAndSet: false, rerunAfterCommit: rerunAfterCommit, reply: { [] }, body)
     }
 
     /// Who made `call`, for the round's write set: the method, the bus name, and from the
@@ -309,6 +325,17 @@ public final class Service: @unchecked Sendable {
         return via == "Revert" ? .revert(described) : .call(described)
     }
 
+    /// This service, for work that hops back to its queue (a timer, a process's end, a later
+    /// step): held weakly, and checked to be opened on the queue only, the service not being
+    /// `Sendable` (its state is the queue's). Make it on the queue.
+    var bound: LoopBound<WeakReference<Service>> { LoopBound(weak: self, on: tree.connection.queue) }
+
+    /// Runs `body` on the queue later (after `deadline`, if given), if the service still exists
+    /// then. Call on the queue.
+    func later(_ deadline: DispatchTime? = nil, _ body: @escaping @Sendable (Service) -> Void) {
+        bound.async(after: deadline, body)
+    }
+
     /// Lets rounds commit again and commits what was held back (see ``holdsCommits``).
     public func releaseCommits() throws(DBusError) {
         holdsCommits = false
@@ -327,14 +354,11 @@ public final class Service: @unchecked Sendable {
     /// callers' transient data, such as a full read's answer, are gone by then), else looks
     /// again after another period.
     private func scheduleFreeMemoryLook() {
-        let look: @Sendable () -> Void = { [weak self] in
-            guard let self else { return }
-            guard freeMemory.isQuiet() else { return scheduleFreeMemoryLook() }
-            releaseFreeMemory()
-            freeMemory.released()
+        later(freeMemoryQuietPeriod == .seconds(0) ? nil : .now() + freeMemoryQuietPeriod) { service in
+            guard service.freeMemory.isQuiet() else { return service.scheduleFreeMemoryLook() }
+            service.releaseFreeMemory()
+            service.freeMemory.released()
         }
-        let queue = tree.connection.queue
-        if freeMemoryQuietPeriod == .seconds(0) { queue.async(execute: look) } else { queue.asyncAfter(deadline: .now() + freeMemoryQuietPeriod, execute: look) }
     }
 
     private func publishOnly(_ changes: [PropertyChange]) {
@@ -391,4 +415,13 @@ public final class Service: @unchecked Sendable {
             return [valuesDescription(group: group), commandDescription(command)]
         }, at: Key.objectPath(ofGroup: group), announce: announce)
     }
+}
+
+/// One run of a write call's model work: the changes it made and, when the call's reply depends
+/// on the run (the binding `Bind` made), that reply, as a value: the fleet may run the work
+/// again after etcd accepted it, and the reply must name what that run made.
+struct WriteRun {
+    var changes: [PropertyChange]
+    /// `nil`: the call's own `reply`, evaluated once the writes are in the model.
+    var reply: [DBusValue]? = nil
 }

@@ -9,11 +9,10 @@ import SystemKit
 
 /// The daemon's lifecycle: connect, export, own the name, tell systemd, and shut down on a signal.
 ///
-/// `@unchecked Sendable`: `store` and `model` are written once by ``openStore()`` before
-/// ``start()`` and afterwards touched only on the connection's queue; `service`, `connection`,
-/// the signal sources, the watchdog timer and `stopping` are written during start-up or shutdown
-/// on that queue and read afterwards only there.
-final class Daemon: @unchecked Sendable {
+/// Made and opened (``openStore()``) on the main thread, then handed over to ``queue`` by
+/// ``launch(options:notifier:)``: from then on everything is the queue's, and work that runs
+/// elsewhere (reading model files, the start-up's awaits) hops back through a ``LoopBound``.
+final class Daemon {
     let options: DaemonOptions
     let notifier: SystemdNotifier
     let queue = DispatchQueue(label: "org.propbus.propbusd")
@@ -155,11 +154,12 @@ final class Daemon: @unchecked Sendable {
         Log.info("reloading model files (\(origin))")
         let paths = modelPaths(), maximumSize = modelFiles.maximumFileSize
         let configDirectory = options.configDirectory, vendorDirectory = options.vendorDirectory
-        modelFileReader.async { [self] in
+        let daemon = LoopBound(self, on: queue)
+        modelFileReader.async {
             let files = ModelFileSet.read(paths, maximumSize: maximumSize)
             let layers = LayerFiles.read(configDirectory: configDirectory, vendorDirectory: vendorDirectory)
-            queue.async { [self] in
-                done(Result { () throws(DBusError) in try apply(files, layers: layers) })
+            daemon.queue.async {
+                done(Result { () throws(DBusError) in try daemon.value.apply(files, layers: layers) })
             }
         }
     }
@@ -229,41 +229,31 @@ final class Daemon: @unchecked Sendable {
         }
     }
 
+    /// Opens the store (``openStore()``) on this thread, hands the daemon over to its queue, then
+    /// starts serving (``start(_:bus:)``) in the background; the caller runs the main queue
+    /// (`dispatchMain`).
+    static func launch(options: DaemonOptions, notifier: SystemdNotifier) {
+        let daemon = Daemon(options: options, notifier: notifier)
+        daemon.openStore()
+        // The daemon is the queue's from here on.
+        let bound = LoopBound.handOver(daemon, to: daemon.queue)
+        Task { await start(bound, bus: options.bus) }
+    }
+
     /// Starts serving; on failure prints why and exits.
     ///
     /// READY=1 goes to systemd only once every object is exported and the name is owned: a unit
     /// ordered after propbusd.service, or a client woken by it, finds the daemon complete.
-    func start() async {
+    private static func start(_ bound: LoopBound<Daemon>, bus: BusAddress) async {
+        let queue = bound.queue
         // From here on SIGTERM shuts down cleanly, even before the name is owned.
-        queue.async { [self] in installSignalHandlers() }
+        queue.async { bound.value.installSignalHandlers() }
         do {
-            let connection = try await Connection.connect(to: options.bus, queue: queue)
+            let connection = try await Connection.connect(to: bus, queue: queue)
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
-                queue.async { [self] in
+                queue.async {
                     do {
-                        guard let store, let model else { throw PropBusError(.storeFailed, "the store was not opened") }
-                        var serviceOptions = options.service
-                        serviceOptions.configDirectory = options.configDirectory
-                        if options.enforcesAccess {
-                            // The propbus group is resolved once, now; writers options on each check.
-                            serviceOptions.access = .enforcing(daemonUserID: geteuid(), accounts: .system)
-                            // Only where callers are known: quotas are charged to their uids.
-                            let quotas = Quotas.enforcing(daemonUserID: geteuid(), overrides: options.quotas)
-                            model.quotas = quotas
-                            commands?.quotas = quotas
-                        }
-                        // Export everything before owning the name: no client may see a half-built daemon.
-                        service = Service(connection: connection, model: model, store: store, commands: commands, options: serviceOptions)
-                        service?.storeFailureHandler = { Log.storeFailure($0.message) }
-                        service?.holdsCommits = true
-                        service?.skippedModelFiles = modelFiles.skipped
-                        service?.announcedLayerProblems = model.layerProblems
-                        service?.reloadHandler = { [unowned self] done in reload(because: "Manager.Reload", then: done) }
-                        self.connection = connection
-                        connection.whenDisconnected { [service] in
-                            service?.killAllExecutions(timeout: 1)
-                            Self.fail("lost the connection to the bus", code: 1)
-                        }
+                        try bound.value.export(on: connection)
                         continuation.resume()
                     } catch {
                         continuation.resume(throwing: error)
@@ -275,48 +265,83 @@ final class Daemon: @unchecked Sendable {
             guard reply == .primaryOwner || reply == .alreadyOwner else {
                 Self.fail("the name \(Service.busName) is already owned on this bus", code: 1)
             }
-            queue.async { [self] in
-                // A SIGTERM during start-up already said STOPPING=1; READY=1 would contradict it.
-                guard !stopping else { return }
-                // Fleet keys are plain local keys without --fleet, and may be written here: the
-                // next start with --fleet must read the fleet in full (not resume from the
-                // cursor), so that the fleet's values win. Cleared in the same commit as the model
-                // files' declarations, which may already change fleet keys.
-                let forgetsFleetCursor = options.fleet == nil && fleetCursor > 0
-                if forgetsFleetCursor { model?.storeChanges.saveExternalCursor(0) }
-                // Ours now: what the model files and stored bindings changed becomes durable.
-                do throws(DBusError) { try service?.releaseCommits() } catch {
-                    Self.fail("cannot commit the model files' declarations: \(error.message)", code: 1)
-                }
-                do throws(PropBusError) { try (store as? SQLiteStore)?.createIfNeeded() } catch {
-                    Self.fail(error.message, code: 1)
-                }
-                // Leases that ended while the daemon was stopped end now, announced.
-                service?.startLeases()
-                if let configuration = options.fleet, let service {
-                    // After the name is owned: hosts boot offline, serving their mirror, and
-                    // the fleet connects in the background.
-                    do throws(FleetConfigurationError) {
-                        let fleet = try Fleet(configuration: configuration, service: service, revisions: fleetRevisions, cursor: fleetCursor,
-                                              source: fleetSource)
-                        service.fleet = fleet
-                        fleet.start()
-                    } catch {
-                        Self.fail(error.message, code: 1)
-                    }
-                } else if forgetsFleetCursor {
-                    fleetCursor = 0
-                    Log.info("started without --fleet on a store that mirrors a fleet: the next start with --fleet reads the fleet's keys again, and the fleet's values replace what is written here meanwhile")
-                }
-                Log.info("ready: serving \(service?.propertyCount ?? 0) properties as \(Service.busName)")
-                notifier.notify("READY=1\nSTATUS=Serving \(service?.propertyCount ?? 0) properties as \(Service.busName)")
-                startWatchdog()
-            }
+            queue.async { bound.value.serve() }
         } catch let error as DBusError {
             Self.fail("cannot start: \(error.name): \(error.message)", code: 1)
         } catch {
             Self.fail("cannot start: \(error)", code: 1)
         }
+    }
+
+    /// The first step of ``start(_:bus:)`` once connected, on the queue: makes and exports the
+    /// service, before the name is owned.
+    private func export(on connection: Connection) throws {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard let store, let model else { throw PropBusError(.storeFailed, "the store was not opened") }
+        var serviceOptions = options.service
+        serviceOptions.configDirectory = options.configDirectory
+        if options.enforcesAccess {
+            // The propbus group is resolved once, now; writers options on each check.
+            serviceOptions.access = .enforcing(daemonUserID: geteuid(), accounts: .system)
+            // Only where callers are known: quotas are charged to their uids.
+            let quotas = Quotas.enforcing(daemonUserID: geteuid(), overrides: options.quotas)
+            model.quotas = quotas
+            commands?.quotas = quotas
+        }
+        // Export everything before owning the name: no client may see a half-built daemon.
+        service = Service(connection: connection, model: model, store: store, commands: commands, options: serviceOptions)
+        service?.storeFailureHandler = { Log.storeFailure($0.message) }
+        service?.holdsCommits = true
+        service?.skippedModelFiles = modelFiles.skipped
+        service?.announcedLayerProblems = model.layerProblems
+        service?.reloadHandler = { [unowned self] done in reload(because: "Manager.Reload", then: done) }
+        self.connection = connection
+        let service = LoopBound(service, on: queue)
+        connection.whenDisconnected {
+            service.value?.killAllExecutions(timeout: 1)
+            Self.fail("lost the connection to the bus", code: 1)
+        }
+    }
+
+    /// The last step of ``start(_:bus:)`` once the name is owned, on the queue: commits what start-up
+    /// changed, starts the fleet and tells systemd.
+    private func serve() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        // A SIGTERM during start-up already said STOPPING=1; READY=1 would contradict it.
+        guard !stopping else { return }
+        // Fleet keys are plain local keys without --fleet, and may be written here: the
+        // next start with --fleet must read the fleet in full (not resume from the
+        // cursor), so that the fleet's values win. Cleared in the same commit as the model
+        // files' declarations, which may already change fleet keys.
+        let forgetsFleetCursor = options.fleet == nil && fleetCursor > 0
+        if forgetsFleetCursor { model?.storeChanges.saveExternalCursor(0) }
+        // Ours now: what the model files and stored bindings changed becomes durable.
+        do throws(DBusError) { try service?.releaseCommits() } catch {
+            Self.fail("cannot commit the model files' declarations: \(error.message)", code: 1)
+        }
+        do throws(PropBusError) { try (store as? SQLiteStore)?.createIfNeeded() } catch {
+            Self.fail(error.message, code: 1)
+        }
+        // Leases that ended while the daemon was stopped end now, announced.
+        service?.startLeases()
+        if let configuration = options.fleet, let service {
+            // After the name is owned: hosts boot offline, serving their mirror, and
+            // the fleet connects in the background.
+            do throws(FleetConfigurationError) {
+                let fleet = try Fleet(configuration: configuration, service: service, revisions: fleetRevisions, cursor: fleetCursor,
+                                      source: fleetSource)
+                service.fleet = fleet
+                fleet.start()
+            } catch {
+                Self.fail(error.message, code: 1)
+            }
+        } else if forgetsFleetCursor {
+            fleetCursor = 0
+            Log.info("started without --fleet on a store that mirrors a fleet: the next start with --fleet reads the fleet's keys again, and the fleet's values replace what is written here meanwhile")
+        }
+        Log.info("ready: serving \(service?.propertyCount ?? 0) properties as \(Service.busName)")
+        notifier.notify("READY=1\nSTATUS=Serving \(service?.propertyCount ?? 0) properties as \(Service.busName)")
+        startWatchdog()
     }
 
     private func installSignalHandlers() {

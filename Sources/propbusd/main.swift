@@ -29,9 +29,7 @@ case .success(.run(let options)):
     if !LeftoverProcesses.becomeSubreaper() {
         Log.info("cannot become a child subreaper (prctl: \(String(cString: strerror(errno)))); descendants that leave their process group may outlive their execution")
     }
-    let daemon = Daemon(options: options, notifier: notifier)
-    daemon.openStore()
-    Task { await daemon.start() }
+    Daemon.launch(options: options, notifier: notifier)
     dispatchMain()
 case .failure(let error):
     // The same three lines as propctl: the problem, the usage line, where the help is.

@@ -20,7 +20,8 @@ final class FleetInProcessTests: XCTestCase, @unchecked Sendable {
         serviceConnection = try await bus.connect()
         client = try await bus.connect()
         let etcd = etcd, store = store
-        service = try await onQueue(serviceConnection) { [serviceConnection] in
+        // Made and kept on the service's queue: the service is not Sendable.
+        try await onQueue(serviceConnection) { [self, serviceConnection] () throws in
             let model = try PropertyModel(store: store)
             for key in Self.keys { _ = try model.create(key: key, type: "i", defaultValue: .int32(0), options: ["scope": .string("fleet")]) }
             model.commitRound()
@@ -30,7 +31,7 @@ final class FleetInProcessTests: XCTestCase, @unchecked Sendable {
             let fleet = try Fleet(configuration: configuration, service: service, revisions: [:], cursor: 0, port: etcd)
             service.fleet = fleet
             fleet.start()
-            return service
+            self.service = service
         }
         // Connected, and this host's definitions offered to etcd.
         let layout = FleetLayout(prefix: "/lab/")

@@ -36,12 +36,13 @@ final class ServiceInProcessTests: XCTestCase, @unchecked Sendable {
         serviceConnection = try await bus.connect()
         client = try await bus.connect()
         let store = store
-        service = try await onQueue(serviceConnection) { [serviceConnection] in
+        // Made and kept on the service's queue: the service is not Sendable.
+        try await onQueue(serviceConnection) { [self, serviceConnection] () throws in
             let model = try PropertyModel(store: store)
             _ = try model.create(key: "app.volume", type: "i", defaultValue: .int32(1))
             _ = try model.create(key: "app.marker", type: "i", defaultValue: .int32(0))
             model.commitRound()
-            return Service(connection: serviceConnection!, model: model, store: store)
+            service = Service(connection: serviceConnection!, model: model, store: store)
         }
     }
 

@@ -4,11 +4,10 @@ import CCurl
 ///
 /// A handle keeps its connections open between requests, so reusing it saves the TCP (and TLS)
 /// handshake of every call: the client keeps idle handles in a pool.
-///
-/// `@unchecked Sendable`: libcurl allows a handle on any thread but on one at a time. A handle is
-/// either in the client's pool (under its `Mutex`) or held by the one call or watch thread that
-/// took it, never both.
 final class CurlEasy: @unchecked Sendable {
+    // Safety: libcurl allows a handle on any thread but on one at a time. A handle is either in the
+    // client's pool (under its `Mutex`) or held by the one call or watch thread that took it, never
+    // both.
     /// The `CURL *`.
     let handle: UnsafeMutableRawPointer
     /// libcurl's message for the last failure (`CURLOPT_ERRORBUFFER`), valid for the handle's life.

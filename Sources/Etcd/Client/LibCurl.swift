@@ -4,9 +4,8 @@ import Glibc
 /// libcurl, opened with `dlopen` when the first ``EtcdClient`` is made. A program that never
 /// makes one (propbusd without `--fleet`) never maps libcurl and the two dozen libraries it
 /// needs (OpenSSL, Kerberos, LDAP, libssh2…): about 6 MiB of resident pages in an idle daemon.
-///
-/// `@unchecked Sendable`: immutable C function pointers, set once under the lazy `let`'s lock.
 struct LibCurl: @unchecked Sendable {
+    // Safety: immutable C function pointers, set once under the lazy `let`'s lock.
     let easyInit: pb_curl_easy_init_fn
     let easyCleanup: pb_curl_easy_cleanup_fn
     let easyPerform: pb_curl_easy_perform_fn

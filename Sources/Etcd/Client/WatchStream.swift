@@ -46,6 +46,8 @@ public final class WatchStream: Sendable {
 /// `multi` is created in `init` and freed by the thread at its end under the same lock, so
 /// `curl_multi_wakeup` (thread-safe in libcurl) is never called on a freed handle.
 final class WatchRunner: @unchecked Sendable {
+    // Safety: the ownership above: the thread's fields are touched by the stream's thread only,
+    // the rest by other threads only through `shared`'s mutex or as immutable `let`s.
     private struct Shared {
         var cancelled = false
         var next: Int64

@@ -3,6 +3,7 @@ import Dispatch
 import Etcd
 import PropBus
 import PropBusSystem
+import SystemKit
 
 /// The fleet's write path: the shell around ``FleetMachine``, which decides the order; here
 /// the model work is run, txns go to etcd on the ``Fleet/lanes`` and their results are applied.
@@ -15,7 +16,9 @@ extension Fleet {
         /// itself is this host's, only the value its first sync wrote is the fleet's).
         var rerunAfterCommit: Bool
         var reply: () -> [DBusValue]
-        var body: () throws(PropBusError) -> [PropertyChange]
+        var body: () throws(PropBusError) -> WriteRun
+        /// The reply the last run made, when the call's reply depends on its run (``WriteRun/reply``).
+        var replyOfLastRun: [DBusValue]?
         /// The call's first run, still the mirror as it is when its turn comes at once.
         var fresh: Probe?
         /// The fleet keys its first run wrote, named by its errors before it is sent.
@@ -29,20 +32,21 @@ extension Fleet {
         var commitError: DBusError?
     }
 
-    /// What a call's model work did: nothing to fleet keys (kept in the round and published), or
-    /// fleet keys written (taken back out of the round: their before and after states).
+    /// What a call's model work did: nothing to fleet keys (kept in the round and published, with
+    /// the reply the run made, if it makes one), or fleet keys written (taken back out of the
+    /// round: their before and after states).
     enum Probe {
-        case local
+        case local(reply: [DBusValue]?)
         case fleet(before: [Key: PropertyModel.Entry?], after: [Key: PropertyModel.Entry?], read: Set<Key>)
     }
 
     /// Runs `body` inside a savepoint of the round (the model's call log, with its rows to store). No fleet key changed: the changes stay and are published. Otherwise the call is
     /// undone and its effect returned.
-    func probe(_ body: () throws(PropBusError) -> [PropertyChange]) throws(PropBusError) -> Probe {
+    func probe(_ body: () throws(PropBusError) -> WriteRun) throws(PropBusError) -> Probe {
         let model = service.model
         model.beginCall()
-        let changes: [PropertyChange]
-        do { changes = try body() } catch {
+        let run: WriteRun
+        do { run = try body() } catch {
             model.rollbackCall()
             throw error
         }
@@ -52,8 +56,8 @@ extension Fleet {
         }
         guard touchesFleet else {
             model.endCall()
-            service.publish(changes)
-            return .local
+            service.publish(run.changes)
+            return .local(reply: run.reply)
         }
         var after: [Key: PropertyModel.Entry?] = [:]
         for key in before.keys { after.updateValue(model.entry(for: key), forKey: key) }
@@ -82,11 +86,15 @@ extension Fleet {
     /// `CompareAndSet` fails with `Conflict`. When etcd cannot be reached, or FleetState is not
     /// connected: `Unavailable`.
     func write(_ call: MethodCall, compareAndSet: Bool, rerunAfterCommit: Bool, reply: @escaping () -> [DBusValue],
-               _ body: @escaping () throws(PropBusError) -> [PropertyChange]) throws(DBusError) -> MethodResult {
+               _ body: @escaping () throws(PropBusError) -> WriteRun) throws(DBusError) -> MethodResult {
         dispatchPrecondition(condition: .onQueue(queue))
         // Run now, so a bad call is refused at once and a local one is served as without the fleet.
         let probed = try bridged { () throws(PropBusError) in try probe(body) }
-        guard case .fleet(let before, let after, let read) = probed else { return .reply(reply()) }
+        let before: [Key: PropertyModel.Entry?], after: [Key: PropertyModel.Entry?], read: Set<Key>
+        switch probed {
+        case .local(let ran): return .reply(ran ?? reply())
+        case .fleet(let touched, let made, let seen): (before, after, read) = (touched, made, seen)
+        }
         let keys = Set(before.keys).union(after.keys).filter {
             (before[$0] ?? nil)?.definition.scope == .fleet || (after[$0] ?? nil)?.definition.scope == .fleet
         }.sorted()
@@ -130,15 +138,13 @@ extension Fleet {
         case .refresh(let id, let response):
             refresh(id, from: response)
         case .retry(let id, let microseconds):
-            queue.asyncAfter(deadline: .now() + .microseconds(microseconds)) { [weak self] in
-                self?.feed(.retryDue(id, now: DispatchTime.now().uptimeNanoseconds))
-            }
+            later(.now() + .microseconds(microseconds)) { $0.feed(.retryDue(id, now: DispatchTime.now().uptimeNanoseconds)) }
         case .reply(let id):
             guard let write = writes.removeValue(forKey: id) else { return }
             if let failure = write.failureAfterCommit {
                 write.call.fail(failure.dbusError)
             } else {
-                write.call.reply(write.reply())
+                write.call.reply(write.replyOfLastRun ?? write.reply())
             }
             // The signals and the reply go out now, not after a round scheduled behind this answer.
             service.tree.flushNow()
@@ -149,9 +155,7 @@ extension Fleet {
             guard generation == watchGeneration, !stopped else { return }
             handle(update)
         case .wake(let uptime):
-            queue.asyncAfter(deadline: DispatchTime(uptimeNanoseconds: uptime)) { [weak self] in
-                self?.feed(.tick(DispatchTime.now().uptimeNanoseconds))
-            }
+            later(DispatchTime(uptimeNanoseconds: uptime)) { $0.feed(.tick(DispatchTime.now().uptimeNanoseconds)) }
         case .markUnreachable:
             markUnreachable()
         case .readAll(let rewind):
@@ -168,11 +172,14 @@ extension Fleet {
             let probed: Probe
             if let fresh = write.fresh { probed = fresh } else { probed = try probe(write.body) }
             write.fresh = nil
-            guard case .fleet(let before, let after, let read) = probed else {
+            let before: [Key: PropertyModel.Entry?], after: [Key: PropertyModel.Entry?], read: Set<Key>
+            switch probed {
+            case .local(let ran):
                 writes[id] = nil
-                write.call.reply(write.reply())
+                write.call.reply(ran ?? write.reply())
                 feed(.settledLocally(id))
                 return
+            case .fleet(let touched, let made, let seen): (before, after, read) = (touched, made, seen)
             }
             // After three lost races a plain write stops comparing its own values (see
             // FleetLayout.transaction): otherwise a host writing flat out could starve this one.
@@ -205,7 +212,8 @@ extension Fleet {
         let resendable = !write.compareAndSet && attempt <= FleetMachine.attemptsComparingValues
         // A write that waited for the connection has what is left of its bound, not a new one.
         let timeout = deadline.flatMap { Self.remaining(until: DispatchTime(uptimeNanoseconds: $0)) }
-        lanes[lane].async { [weak self] in
+        let fleet = bound, queue = queue
+        lanes[lane].async {
             let outcome: FleetMachine.TxnOutcome
             do throws(EtcdError) {
                 outcome = .answered(try client.txn(compares: plan.compares, success: plan.success, failure: plan.failure,
@@ -215,10 +223,10 @@ extension Fleet {
             }
             // sync: libdispatch runs it right here when the D-Bus queue is idle, saving a
             // thread wake-up per write. Safe: the D-Bus queue never waits for a lane.
-            self?.queue.sync { [weak self] in
-                guard let self else { return }
-                freeLanes.append(lane)
-                feed(.txnAnswered(id, outcome))
+            queue.sync {
+                guard let fleet = fleet.object() else { return }
+                fleet.freeLanes.append(lane)
+                fleet.feed(.txnAnswered(id, outcome))
             }
         }
     }
@@ -316,7 +324,10 @@ extension Fleet {
             // while the txn was out (a Set served meanwhile). Then what it would write now goes
             // to etcd too, as another attempt, instead of onto this host alone.
             do throws(PropBusError) {
-                if case .fleet = try probe(write.body) { again = true }
+                switch try probe(write.body) {
+                case .fleet: again = true
+                case .local(let ran): write.replyOfLastRun = ran
+                }
             } catch {
                 write.failureAfterCommit = error
             }

@@ -3,6 +3,7 @@ import Dispatch
 import Etcd
 import Glibc
 import PropBus
+import SystemKit
 
 /// The daemon's side of the fleet (issue 14): mirrors the fleet keys held in etcd into the
 /// model, and sends the writes of fleet keys to etcd before they are committed here.
@@ -11,9 +12,9 @@ import PropBus
 /// calls waiting for etcd, the ``FleetMachine``) belongs to the D-Bus connection's queue, like
 /// the model. Blocking etcd calls go through the ``EtcdPort``: reads on `etcdQueue`, txns on the
 /// ``lanes`` (one per write the machine lets be with etcd at once), the lease's on
-/// `presenceQueue`; each hops back with its result, and the watch's thread hops over with each
-/// update. The D-Bus queue
-/// never waits for etcd. `@unchecked Sendable` for that reason, like ``Service``.
+/// ``FleetPresence``'s queue; each hops back with its result, and the watch's thread hops over
+/// with each update. The D-Bus queue never waits for etcd. Not `Sendable`: what comes back from
+/// those threads finds the fleet through a ``LoopBound``, which checks it is on the queue.
 ///
 /// **Reads** always serve the mirror (the model), also while etcd is unreachable.
 /// **Remote changes**: each watch update (one etcd revision) is applied as one round: values and
@@ -21,7 +22,7 @@ import PropBus
 /// revisions and the cursor, then signals. A change is applied only if it is newer than what
 /// the mirror holds for that key, which also recognises this host's own writes coming back.
 /// **Writes**: see ``write(_:compareAndSet:rerunAfterCommit:reply:_:)`` (Fleet+Writes.swift).
-public final class Fleet: @unchecked Sendable {
+public final class Fleet {
     /// `Manager.FleetState`.
     public enum State: String, Sendable {
         case off, connecting, connected, unavailable
@@ -35,8 +36,10 @@ public final class Fleet: @unchecked Sendable {
     /// Blocking etcd calls, in order, off the D-Bus queue.
     private let etcdQueue = DispatchQueue(label: "org.propbus.propbusd.fleet")
     /// The presence lease's calls: apart, so a keepalive waiting for a dead member never delays
-    /// a write's fail-fast answer.
-    private let presenceQueue = DispatchQueue(label: "org.propbus.propbusd.fleet-presence")
+    /// a write's fail-fast answer; also the watch checks' reads.
+    private let presenceQueue: DispatchQueue
+    /// The presence key, the presence queue's.
+    private let presence: LoopBound<FleetPresence>
     /// Where watches are cancelled: a cancel waits for the stream's thread, which may itself be
     /// waiting for the D-Bus queue (it hands updates over with `queue.sync`).
     private let retireQueue = DispatchQueue(label: "org.propbus.propbusd.fleet-watch-retire")
@@ -89,10 +92,6 @@ public final class Fleet: @unchecked Sendable {
     /// The ephemeral fleet keys' lifetimes and this host's etcd leases for them (Fleet+Leases.swift).
     var lifetimes = FleetLifetimes()
 
-    // The presence queue's.
-    private var lease: Int64 = 0
-    private var presenceTimer: DispatchSourceTimer?
-
     /// A fleet for `service`, from the revisions and cursor its store loaded. Call ``start()``
     /// once the daemon owns its name.
     public init(configuration: FleetConfiguration, service: Service, revisions: [Key: FleetRevisions], cursor: Int64,
@@ -117,6 +116,19 @@ public final class Fleet: @unchecked Sendable {
         let wait = client.requestTimeout.components
         machine = FleetMachine(connectionWait: UInt64(wait.seconds) * 1_000_000_000 + UInt64(wait.attoseconds / 1_000_000_000),
                                layout: layout)
+        let presenceQueue = DispatchQueue(label: "org.propbus.propbusd.fleet-presence")
+        self.presenceQueue = presenceQueue
+        presence = FleetPresence.make(client: client, key: layout.hostKey(configuration.hostName), hostName: configuration.hostName,
+                                      on: presenceQueue)
+    }
+
+    /// This fleet, for work that hops back to its queue: held weakly, opened on the queue only.
+    var bound: LoopBound<WeakReference<Fleet>> { LoopBound(weak: self, on: queue) }
+
+    /// Runs `body` on the queue later (after `deadline`, if given), if the fleet still exists
+    /// then. Call on the queue.
+    func later(_ deadline: DispatchTime? = nil, _ body: @escaping @Sendable (Fleet) -> Void) {
+        bound.async(after: deadline, body)
     }
 
     /// Connects: replays from the cursor, or reads everything first when there is none; starts
@@ -132,10 +144,12 @@ public final class Fleet: @unchecked Sendable {
             known.value > 0 && model.entry(for: key).map { !$0.definition.persistent } == true
         }
         if cursor > 0, !transientValueLost { resume() } else { resynchronize() }
-        startPresence()
+        let presence = presence
+        presenceQueue.async { presence.value.start() }
         let timer = DispatchSource.makeTimerSource(queue: queue)
         timer.schedule(deadline: .now() + Self.watchCheckInterval, repeating: Self.watchCheckInterval)
-        timer.setEventHandler { [weak self] in self?.checkWatch() }
+        let fleet = bound
+        timer.setEventHandler { fleet.object()?.checkWatch() }
         timer.resume()
         watchCheckTimer = timer
     }
@@ -157,12 +171,7 @@ public final class Fleet: @unchecked Sendable {
         watchCheckTimer?.cancel()
         watchCheckTimer = nil
         stopLifetimes()
-        presenceQueue.sync {
-            presenceTimer?.cancel()
-            presenceTimer = nil
-            if lease != 0 { try? client.revoke(lease: lease) }
-            lease = 0
-        }
+        presenceQueue.sync { presence.value.stop() }
     }
 
     /// The etcd revision shown as `etcd_revision` for `key` (the later of its value's and its
@@ -197,10 +206,9 @@ public final class Fleet: @unchecked Sendable {
             announceRevision()
         } else {
             revisionSignalDue = true
-            queue.asyncAfter(deadline: due) { [weak self] in
-                guard let self else { return }
-                revisionSignalDue = false
-                announceRevision()
+            later(due) { fleet in
+                fleet.revisionSignalDue = false
+                fleet.announceRevision()
             }
         }
     }
@@ -225,15 +233,15 @@ public final class Fleet: @unchecked Sendable {
         watchGeneration += 1
         let generation = watchGeneration
         retireWatch()
-        watch = client.watchPrefix(layout.prefix, fromRevision: revision) { [weak self] update in
-            guard let self else { return }
+        let fleet = bound, queue = queue
+        watch = client.watchPrefix(layout.prefix, fromRevision: revision) { update in
             // sync: libdispatch runs it on this thread when the D-Bus queue is idle, saving a
             // thread wake-up per remote change. Safe because the D-Bus queue never waits for a
             // watch's thread (retireWatch cancels elsewhere).
-            queue.sync { [self] in
-                guard generation == watchGeneration, !stopped else { return }
+            queue.sync {
+                guard let fleet = fleet.object(), generation == fleet.watchGeneration, !fleet.stopped else { return }
                 // Held back while a txn of the keys it touches is out (FleetMachine).
-                feed(.watch(generation: generation, update))
+                fleet.feed(.watch(generation: generation, update))
             }
         }
     }
@@ -282,9 +290,9 @@ public final class Fleet: @unchecked Sendable {
             watchGeneration += 1
             retireWatch()
             setState(.unavailable)
-            queue.asyncAfter(deadline: .now() + 1) { [weak self] in
-                guard let self, !stopped, watch == nil else { return }
-                startWatch(from: cursor + 1)
+            later(.now() + 1) { fleet in
+                guard !fleet.stopped, fleet.watch == nil else { return }
+                fleet.startWatch(from: fleet.cursor + 1)
             }
         }
     }
@@ -356,32 +364,37 @@ public final class Fleet: @unchecked Sendable {
         let changed = { var r = RangeRequest(key: layout.prefix, prefix: true, limit: 1); r.minModRevision = since + 1; return r }()
         let definitions = RangeRequest(key: layout.prefix + Array("defs/".utf8), prefix: true, countOnly: true)
         let values = RangeRequest(key: layout.prefix + Array("keys/".utf8), prefix: true, countOnly: true)
-        presenceQueue.async { [weak self] in
+        let fleet = bound
+        presenceQueue.async {
             // Counting is cheap (no values read); the scan for later changes only runs when
             // etcd has moved past the cursor at all.
             guard let definitionCount = try? client.range(definitions), let valueCount = try? client.range(values) else { return }
             let counts = (definitionCount.count, valueCount.count), header = definitionCount.header
             let moved = max(definitionCount.header.revision, valueCount.header.revision) > since
             let pending: Bool? = moved ? (try? client.range(changed)).map { !$0.kvs.isEmpty } : false
-            self?.queue.async { [weak self] in
-                guard let self, !stopped, watch != nil, !noticeRewind(header, since: since), let pending else { return }
-                let mirrored = (revisions.values.filter { $0.definition > 0 }.count, revisions.values.filter { $0.value > 0 }.count)
-                let countsDiffer = counts.0 != Int64(mirrored.0) || counts.1 != Int64(mirrored.1)
-                guard pending || (countsDiffer && restartedAtCursor != since), cursor == since else {
-                    suspectedCursor = nil
-                    return
-                }
-                guard suspectedCursor == since else {
-                    suspectedCursor = since
-                    return
-                }
-                suspectedCursor = nil
-                restartedAtCursor = since
-                Service.log("fleet: the watch delivered nothing after etcd revision \(since) while etcd holds \(pending ? "later changes" : "\(counts.0) definitions and \(counts.1) values against the mirror's \(mirrored.0) and \(mirrored.1)"); watching again on another member")
-                setState(.unavailable)
-                startWatch(from: since + 1)
-            }
+            fleet.async { $0.watchChecked(since: since, counts: counts, header: header, pending: pending) }
         }
+    }
+
+    /// The second half of ``checkWatch()``, on the queue: etcd's counts and whether it holds
+    /// changes after `since`.
+    private func watchChecked(since: Int64, counts: (Int64, Int64), header: ResponseHeader, pending: Bool?) {
+        guard !stopped, watch != nil, !noticeRewind(header, since: since), let pending else { return }
+        let mirrored = (revisions.values.filter { $0.definition > 0 }.count, revisions.values.filter { $0.value > 0 }.count)
+        let countsDiffer = counts.0 != Int64(mirrored.0) || counts.1 != Int64(mirrored.1)
+        guard pending || (countsDiffer && restartedAtCursor != since), cursor == since else {
+            suspectedCursor = nil
+            return
+        }
+        guard suspectedCursor == since else {
+            suspectedCursor = since
+            return
+        }
+        suspectedCursor = nil
+        restartedAtCursor = since
+        Service.log("fleet: the watch delivered nothing after etcd revision \(since) while etcd holds \(pending ? "later changes" : "\(counts.0) definitions and \(counts.1) values against the mirror's \(mirrored.0) and \(mirrored.1)"); watching again on another member")
+        setState(.unavailable)
+        startWatch(from: since + 1)
     }
 
     /// The fleet a mirror belongs to: the prefix and the etcd cluster's id. Cursors and
@@ -419,25 +432,26 @@ public final class Fleet: @unchecked Sendable {
     }
 
     /// Runs `request` off the D-Bus queue and hands its answer to `body` on it; when etcd cannot
-    /// answer, logs `failing`, says `unavailable` and runs `retry` a second later.
-    func read(_ request: RangeRequest, failing: String, retry: @escaping @Sendable () -> Void,
-              _ body: @escaping @Sendable (RangeResponse) -> Void) {
-        let client = client
-        etcdQueue.async { [weak self] in
+    /// answer, logs `failing`, says `unavailable` and runs `retry` a second later. Call on the
+    /// queue; `body` and `retry` run there.
+    func read(_ request: RangeRequest, failing: String, retry: @escaping () -> Void,
+              _ body: @escaping (RangeResponse) -> Void) {
+        let client = client, fleet = bound, then = LoopBound((body: body, retry: retry), on: queue)
+        etcdQueue.async {
             let result = Result { () throws(EtcdError) in try client.range(request) }
-            self?.queue.async { [weak self] in
-                guard let self, !stopped else { return }
+            fleet.async { fleet in
+                guard !fleet.stopped else { return }
                 switch result {
                 case .success(let response):
-                    unreachableLog.reset()
-                    body(response)
+                    fleet.unreachableLog.reset()
+                    then.value.body(response)
                 case .failure(let error):
-                    if let held = unreachableLog.admit(at: DispatchTime.now().uptimeNanoseconds) {
+                    if let held = fleet.unreachableLog.admit(at: DispatchTime.now().uptimeNanoseconds) {
                         let more = held > 0 ? " (\(held) more failed tries since the last line)" : ""
                         Service.log("fleet: \(failing): \(error.message); trying again every second\(more)")
                     }
-                    setState(.unavailable)
-                    queue.asyncAfter(deadline: .now() + 1) { retry() }
+                    fleet.setState(.unavailable)
+                    then.queue.asyncAfter(deadline: .now() + 1) { then.value.retry() }
                 }
             }
         }
@@ -706,7 +720,7 @@ public final class Fleet: @unchecked Sendable {
             // changes, and a host stopped before the full read would never apply them.
             watchGeneration += 1
             retireWatch()
-            queue.asyncAfter(deadline: .now() + 1) { [weak self] in self?.resynchronize() }
+            later(.now() + 1) { $0.resynchronize() }
             return false
         }
         revisions.merge(updated) { $1 }
@@ -744,19 +758,18 @@ public final class Fleet: @unchecked Sendable {
             if let stored = entry.storedValue { operations.append(.put(layout.valueKey(key), FleetLayout.encodeValue(stored))) }
             let success = operations
             let compares = [Compare.modRevision(of: layout.definitionKey(key), is: 0)]
-            let client = client
-            etcdQueue.async { [weak self] in
+            let client = client, fleet = bound
+            etcdQueue.async {
                 guard let response = try? client.txn(compares: compares, success: success, failure: [], resendIfConnectionLost: false, timeout: nil),
                       response.succeeded else { return }
-                self?.queue.async { [weak self] in
-                    guard let self else { return }
+                fleet.async { fleet in
                     let revision = response.header.revision
-                    var known = revisions[key] ?? FleetRevisions()
+                    var known = fleet.revisions[key] ?? FleetRevisions()
                     guard abs(known.definition) < revision else { return }
                     known.definition = revision
                     if success.count > 1 { known.value = revision }
-                    service.model.storeChanges.saveExternalRevisions(known, for: key)
-                    if service.commit() == nil { revisions[key] = known }
+                    fleet.service.model.storeChanges.saveExternalRevisions(known, for: key)
+                    if fleet.service.commit() == nil { fleet.revisions[key] = known }
                 }
             }
         }
@@ -774,54 +787,23 @@ public final class Fleet: @unchecked Sendable {
     /// The first read goes at once (to the next member: the client moved past the one that
     /// failed): after a leader change etcd answers again well before a second has passed.
     private func probeUntilReachable(after delay: DispatchTimeInterval = .seconds(0)) {
-        let client = client, key = layout.hostsPrefix
-        queue.asyncAfter(deadline: .now() + delay) { [weak self] in
-            guard let self, !stopped, state == .unavailable, watch != nil else { return }
-            etcdQueue.async { [weak self] in
+        let client = client, key = layout.hostsPrefix, etcdQueue = etcdQueue
+        later(.now() + delay) { fleet in
+            guard !fleet.stopped, fleet.state == .unavailable, fleet.watch != nil else { return }
+            let bound = fleet.bound
+            etcdQueue.async {
                 let reachable = (try? client.range(RangeRequest(key: key, prefix: true, countOnly: true))) != nil
-                self?.queue.async { [weak self] in
-                    guard let self, !stopped, state == .unavailable, watch != nil else { return }
+                bound.async { fleet in
+                    guard !fleet.stopped, fleet.state == .unavailable, fleet.watch != nil else { return }
                     if reachable {
-                        setState(.connected)
+                        fleet.setState(.connected)
                         // As on the watch's connection: what a reload declared meanwhile.
-                        pushLocalDefinitions()
+                        fleet.pushLocalDefinitions()
                     } else {
-                        probeUntilReachable(after: .seconds(1))
+                        fleet.probeUntilReachable(after: .seconds(1))
                     }
                 }
             }
-        }
-    }
-
-    // MARK: Presence
-
-    private func startPresence() {
-        presenceQueue.async { [self] in
-            let timer = DispatchSource.makeTimerSource(queue: presenceQueue)
-            timer.schedule(deadline: .now(), repeating: .seconds(3))
-            timer.setEventHandler { [weak self] in self?.renewPresence() }
-            presenceTimer = timer
-            timer.resume()
-        }
-    }
-
-    /// Keeps `PREFIX/hosts/NAME` alive under a 10 s lease; grants a new one when it expired.
-    private func renewPresence() {
-        if lease != 0 {
-            do throws(EtcdError) {
-                _ = try client.keepAlive(lease: lease)
-                return
-            } catch {
-                if error.code != .leaseNotFound { return }
-                lease = 0
-            }
-        }
-        do throws(EtcdError) {
-            let granted = try client.grantLease(ttl: 10)
-            try client.put(key: layout.hostKey(configuration.hostName), value: Array(configuration.hostName.utf8), lease: granted.id)
-            lease = granted.id
-        } catch {
-            // The next tick tries again.
         }
     }
 
@@ -838,13 +820,13 @@ public final class Fleet: @unchecked Sendable {
         let id = nextID
         nextID += 1
         hostQueries[id] = call
-        let client = client, layout = layout
-        etcdQueue.async { [weak self] in
+        let client = client, layout = layout, fleet = bound
+        etcdQueue.async {
             let result = Result { () throws(EtcdError) in
                 try client.range(RangeRequest(key: layout.hostsPrefix, prefix: true), timeout: Self.hostListTimeout)
             }
-            self?.queue.async { [weak self] in
-                guard let self, let call = hostQueries.removeValue(forKey: id) else { return }
+            fleet.async { fleet in
+                guard let call = fleet.hostQueries.removeValue(forKey: id) else { return }
                 switch result {
                 case .success(let response):
                     let names = response.kvs.compactMap { kv -> String? in

@@ -20,9 +20,10 @@ import SystemKit
 /// (propbusd sends a change's PropertiesChanged before the Set reply, so the tracked value is
 /// current then). A failed Set is printed and the local side goes back to the bus value.
 ///
-/// `@unchecked Sendable`: every mutable field is touched only on the connection's queue; the
-/// signal handlers, the call completions and the endpoint callbacks all run there.
-final class ClientChannel: @unchecked Sendable {
+/// Confined to the connection's queue: every mutable field is touched only there; the signal
+/// handlers, the call completions and the endpoint callbacks all run there, and what comes from
+/// elsewhere (the disconnection, the subscription, a later look) hops over through a ``LoopBound``.
+final class ClientChannel {
     private enum Phase { case reading, live, away }
 
     let connection: Connection
@@ -81,43 +82,51 @@ final class ClientChannel: @unchecked Sendable {
 
     private static let ownerRule = MatchRule.nameOwnerChanged(arg0: PropbusClient.busName)
 
-    /// Runs the channel until the local side ends, a signal arrives or the bus goes away.
-    func run() async throws(CommandFailure) {
+    /// Runs `channel` until the local side ends, a signal arrives or the bus goes away. The
+    /// channel is handed over to its connection's queue (`sending`: the caller keeps no use of it).
+    static func run(_ channel: sending ClientChannel) async throws(CommandFailure) {
+        let connection = channel.connection, rules = [channel.changesRule, Self.ownerRule]
+        let bound = LoopBound.handOver(channel, to: connection.queue)
         let failure: CommandFailure? = await withCheckedContinuation { continuation in
-            queue.async { [self] in
-                finished = continuation
-                connection.addSignalHandler(matching: changesRule) { [self] in busSignal($0) }
-                connection.addSignalHandler(matching: Self.ownerRule) { [self] in ownerChanged($0) }
-                connection.whenDisconnected { [self] in finish(CommandFailure(.unavailable, "lost the connection to the bus")) }
-                for number in [SIGINT, SIGTERM, SIGHUP] {
-                    // libdispatch on Linux takes the signal itself; the source lives as long as the channel.
-                    let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
-                    source.setEventHandler { [self] in finish(nil) }
-                    source.resume()
-                    signalSources.append(source)
-                }
-                if Self.reportsIdle {
-                    let source = DispatchSource.makeSignalSource(signal: SIGUSR1, queue: queue)
-                    source.setEventHandler { [self] in reportWhenIdle() }
-                    source.resume()
-                    signalSources.append(source)
-                }
-                Task { await subscribe() }
-            }
+            connection.queue.async { bound.value.start(continuation) }
+            // Its answers come on the queue, after the start.
+            Task { await subscribe(bound, to: rules, on: connection) }
         }
         if let failure { throw failure }
     }
 
+    /// The start of ``run(_:)``, on the queue.
+    private func start(_ continuation: CheckedContinuation<CommandFailure?, Never>) {
+        finished = continuation
+        let channel = LoopBound(weak: self, on: queue)
+        connection.addSignalHandler(matching: changesRule) { [self] in busSignal($0) }
+        connection.addSignalHandler(matching: Self.ownerRule) { [self] in ownerChanged($0) }
+        connection.whenDisconnected { channel.object()?.finish(CommandFailure(.unavailable, "lost the connection to the bus")) }
+        for number in [SIGINT, SIGTERM, SIGHUP] {
+            // libdispatch on Linux takes the signal itself; the source lives as long as the channel.
+            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+            source.setEventHandler { [self] in finish(nil) }
+            source.resume()
+            signalSources.append(source)
+        }
+        if Self.reportsIdle {
+            let source = DispatchSource.makeSignalSource(signal: SIGUSR1, queue: queue)
+            source.setEventHandler { [self] in reportWhenIdle() }
+            source.resume()
+            signalSources.append(source)
+        }
+    }
+
     /// Subscribe first, then read: a change between an initial read and a later AddMatch would be lost.
-    private func subscribe() async {
+    private static func subscribe(_ channel: LoopBound<ClientChannel>, to rules: [MatchRule], on connection: Connection) async {
         do {
-            try await connection.addMatch(changesRule)
-            try await connection.addMatch(Self.ownerRule)
+            for rule in rules { try await connection.addMatch(rule) }
         } catch {
-            queue.async { [self] in finish(CommandFailure(error)) }
+            let failure = CommandFailure(error)
+            channel.queue.async { channel.value.finish(failure) }
             return
         }
-        queue.async { [self] in readBus() }
+        channel.queue.async { channel.value.readBus() }
     }
 
     // MARK: Reading the bus
@@ -180,9 +189,9 @@ final class ClientChannel: @unchecked Sendable {
         guard phase == .reading else { return }
         report("cannot read \(key) from propbusd: \(failure.message); retrying")
         retriesScheduled += 1
-        queue.asyncAfter(deadline: .now() + .milliseconds(500)) { [self] in
-            retriesScheduled -= 1
-            if phase == .reading { readBus() }
+        LoopBound(weak: self, on: queue).async(after: .now() + .milliseconds(500)) { channel in
+            channel.retriesScheduled -= 1
+            if channel.phase == .reading { channel.readBus() }
         }
     }
 
@@ -374,9 +383,9 @@ final class ClientChannel: @unchecked Sendable {
                 // The write yielded to a local change; with --direction from nothing else will
                 // bring the bus value back, so look again once that change has settled.
                 retriesScheduled += 1
-                queue.asyncAfter(deadline: .now() + .milliseconds(100)) { [self] in
-                    retriesScheduled -= 1
-                    pushToLocal()
+                LoopBound(weak: self, on: queue).async(after: .now() + .milliseconds(100)) { channel in
+                    channel.retriesScheduled -= 1
+                    channel.pushToLocal()
                 }
             }
         } catch {
@@ -404,7 +413,7 @@ final class ClientChannel: @unchecked Sendable {
             report("test: idle")
             return
         }
-        queue.asyncAfter(deadline: .now() + .milliseconds(5)) { [self] in awaitIdle() }
+        LoopBound(weak: self, on: queue).async(after: .now() + .milliseconds(5)) { $0.awaitIdle() }
     }
 
     // MARK: Plumbing

@@ -17,9 +17,8 @@ import SystemKit
 /// `rename`), or in place with `inPlace` for sysfs-like files that cannot be replaced. Either
 /// way the text is followed by one newline.
 ///
-/// `@unchecked Sendable`: confined to the channel's queue (see ``LocalEndpoint``); the work it
-/// schedules runs there too.
-final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
+/// Confined to the channel's queue (see ``LocalEndpoint``); the work it schedules runs there too.
+final class FileEndpoint: LocalEndpoint {
     let path: String
     let directory: String
     let name: String
@@ -380,11 +379,17 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
         return String(decoding: bytes, as: UTF8.self)
     }
 
+    /// ``deliverCollected()`` on the queue's next turn, if the endpoint still exists then.
+    private func deliverCollectedLater() {
+        guard let queue else { return }
+        LoopBound(weak: self, on: queue).async { $0.deliverCollected() }
+    }
+
     func write(_ text: String) throws(CommandFailure) -> Bool {
         collectEvents()
         guard !pendingComplete, !pendingModified, settle == nil, current() == notified else {
             // The file changed and the channel has not heard of it yet: that change goes first.
-            if pendingComplete || pendingModified { queue?.async { [weak self] in self?.deliverCollected() } } else if settle == nil { scheduleSettle() }
+            if pendingComplete || pendingModified { deliverCollectedLater() } else if settle == nil { scheduleSettle() }
             return false
         }
         let bytes = Array((text + "\n").utf8)
@@ -425,7 +430,7 @@ final class FileEndpoint: LocalEndpoint, @unchecked Sendable {
         if collectEvents() || settle != nil {
             if replacement >= 0 { close(replacement) }
             unlink(temporary)
-            queue?.async { [weak self] in self?.deliverCollected() }
+            deliverCollectedLater()
             return false
         }
         let replacementWatch = replacement >= 0 ? inotify_add_watch(inotify, "/proc/self/fd/\(replacement)", Self.fileMask) : -1

@@ -10,11 +10,9 @@ import SystemKit
 /// A stream has no state to read back, so its current value is the last line that went
 /// through it in either direction: what it said last, or what it was told last.
 ///
-/// Confined to the channel's queue (see ``LocalEndpoint``).
-///
-/// `@unchecked Sendable`: the reading thread touches only the immutable descriptors and labels,
-/// and hands every line over to the queue; all mutable state is used on the queue only.
-final class LineEndpoint: LocalEndpoint, @unchecked Sendable {
+/// Confined to the channel's queue (see ``LocalEndpoint``); the reading thread hands every line
+/// over to the queue.
+final class LineEndpoint: LocalEndpoint {
     /// How a value is written on one line.
     enum Framing: Sendable {
         /// The text itself: simple for shell scripts, but a value cannot hold a newline.
@@ -91,8 +89,11 @@ final class LineEndpoint: LocalEndpoint, @unchecked Sendable {
         guard reads else { return }
         self.changed = changed
         self.ended = ended
-        // A blocking reader on its own thread: no O_NONBLOCK is left on a terminal's stdin.
-        DetachedThread.start { [self] in
+        // A blocking reader on its own thread: no O_NONBLOCK is left on a terminal's stdin. It
+        // takes the immutable settings along and hands every line over to the queue.
+        let endpoint = LoopBound(self, on: queue)
+        let input = input, maximumLineLength = maximumLineLength, coprocess = coprocess, label = label
+        DetachedThread.start {
             var splitter = LineSplitter(maximumLength: maximumLineLength)
             var chunk = [UInt8](repeating: 0, count: 16 * 1024)
             while true {
@@ -100,13 +101,14 @@ final class LineEndpoint: LocalEndpoint, @unchecked Sendable {
                 if count < 0, errno == EINTR { continue }
                 if count <= 0 { break }
                 let events = chunk.withUnsafeBytes { splitter.append(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
-                if !events.isEmpty { queue.async { self.received(events) } }
+                if !events.isEmpty { queue.async { endpoint.value.received(events) } }
             }
             let rest = splitter.finish()
             let failure = coprocess.flatMap { Self.reap($0, label: label) }
             queue.async {
-                self.received(rest)
-                if !self.stopped { self.ended?(failure) }
+                let endpoint = endpoint.value
+                endpoint.received(rest)
+                if !endpoint.stopped { endpoint.ended?(failure) }
             }
         }
     }

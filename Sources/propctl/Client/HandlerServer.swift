@@ -1,13 +1,14 @@
 import DBus
 import PropBus
 import PropBusExec
+import SystemKit
 
 /// Serves `org.propbus.PropBus1.Handler` for one command: each `Run` spawns the argv (without a
 /// shell) and replies with what it printed; `Cancel` stops that process group.
 ///
-/// `@unchecked Sendable`: everything is confined to the connection's queue; process
-/// completions hop back to it before touching anything.
-final class HandlerServer: @unchecked Sendable {
+/// Everything is confined to the connection's queue: the verb holds the server as a
+/// ``LoopBound``, and process completions hop back to the queue through one.
+final class HandlerServer {
     static let path = PropBusAPI.handlerPath
     static let interface = PropBusAPI.handlerInterface
 
@@ -29,24 +30,28 @@ final class HandlerServer: @unchecked Sendable {
 
     private static let ownerRule = MatchRule.nameOwnerChanged(arg0: PropbusClient.busName)
 
-    /// Exports the handler object, subscribes to propbusd's restarts, then registers.
-    func start() async throws(CommandFailure) {
-        await onQueue { [self] in
-            let tree = ObjectTree(connection: connection)
-            tree.export(ExportedObject { [unowned self] in [handlerDescription()] }, at: Self.path)
-            self.tree = tree
-            // A restarted propbusd has forgotten its handlers: register again.
-            // Weak: the connection holds this handler and may outlive the server.
-            connection.addSignalHandler(matching: Self.ownerRule) { [weak self] message in
-                guard let self, let arguments = try? message.arguments(), arguments.count == 3, arguments[2].stringValue?.isEmpty == false else { return }
-                Task { try? await register() }
-            }
-        }
+    /// Exports the handler object of `server` (for `key`, on `connection`, its queue's),
+    /// subscribes to propbusd's restarts, then registers.
+    static func start(_ server: LoopBound<HandlerServer>, for key: Key, on connection: Connection) async throws(CommandFailure) {
+        await onQueue(connection) { server.value.export() }
         do { try await connection.addMatch(Self.ownerRule) } catch { throw CommandFailure(error) }
-        try await register()
+        try await register(key, on: connection)
     }
 
-    private func register() async throws(CommandFailure) {
+    /// The object and the restart handler of ``start(_:for:on:)``, on the queue.
+    private func export() {
+        let tree = ObjectTree(connection: connection)
+        tree.export(ExportedObject { [unowned self] in [handlerDescription()] }, at: Self.path)
+        self.tree = tree
+        // A restarted propbusd has forgotten its handlers: register again.
+        let connection = connection, key = key
+        connection.addSignalHandler(matching: Self.ownerRule) { message in
+            guard let arguments = try? message.arguments(), arguments.count == 3, arguments[2].stringValue?.isEmpty == false else { return }
+            Task { try? await Self.register(key, on: connection) }
+        }
+    }
+
+    private static func register(_ key: Key, on connection: Connection) async throws(CommandFailure) {
         do {
             _ = try await connection.call(destination: PropbusClient.busName, path: Key.rootPath, interface: PropbusClient.managerInterface,
                                           member: "RegisterHandler", arguments: [.string(key.text)])
@@ -55,14 +60,14 @@ final class HandlerServer: @unchecked Sendable {
         }
     }
 
-    /// Stops every running process (their executions fail as the connection closes).
-    func stop() async {
-        await onQueue { [self] in
-            for (_, entry) in running { entry.process.terminate(grace: 1) }
+    /// Stops every running process of `server` (their executions fail as the connection closes).
+    static func stop(_ server: LoopBound<HandlerServer>, on connection: Connection) async {
+        await onQueue(connection) {
+            for (_, entry) in server.value.running { entry.process.terminate(grace: 1) }
         }
     }
 
-    private func onQueue(_ body: @escaping @Sendable () -> Void) async {
+    private static func onQueue(_ connection: Connection, _ body: @escaping @Sendable () -> Void) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             connection.queue.async {
                 body()
@@ -76,9 +81,10 @@ final class HandlerServer: @unchecked Sendable {
             MethodDescription("Run", in: [("key", .string), ("id", .uint64), ("input", .variant)], out: [("result", .variant)]) { [unowned self] call throws(DBusError) in
                 let id = try call.uint64("id"), input = try call.variant("input")
                 do {
+                    let server = LoopBound(self, on: connection.queue)
                     let process = try CommandProcess.execute(argv, command: key, execution: id, input: input,
-                                                             outputLimit: 1 << 20, loop: io) { [self] outcome in
-                        connection.queue.async { [self] in finish(id, outcome) }
+                                                             outputLimit: 1 << 20, loop: io) { outcome in
+                        server.queue.async { server.value.finish(id, outcome) }
                     }
                     running[id] = (process, call)
                 } catch let error as PropBusError {

@@ -70,9 +70,8 @@ enum BindVerb: Subcommand {
         }
         // stdout carries the --stdio protocol; change events then go to stderr.
         let events = parsed.flag("json") ? (stdio ? FileDescriptor.standardError : FileDescriptor.standardOutput) : nil
-        let channel = ClientChannel(connection: client.connection, key: key, endpoint: endpoint, transforms: transforms,
-                                    direction: direction, events: events, verbose: parsed.flag("verbose"))
-        try await channel.run()
+        try await ClientChannel.run(ClientChannel(connection: client.connection, key: key, endpoint: endpoint, transforms: transforms,
+                                                  direction: direction, events: events, verbose: parsed.flag("verbose")))
     }
 
     /// `--to KEY2`: `Manager.Bind(KEY, KEY2, options)`. Without `--persist` the binding lives as

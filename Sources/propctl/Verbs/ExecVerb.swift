@@ -3,6 +3,7 @@ import DBus
 import Dispatch
 import Glibc
 import PropBus
+import SystemKit
 
 /// `propctl exec KEY [INPUT] [--type TYPE] [--no-wait]`: `Command.Start`, then the execution's
 /// `Finished` or `Failed` signal.
@@ -32,11 +33,11 @@ enum ExecVerb: Subcommand {
             return
         }
 
-        let waiter = ExecutionWaiter(client: client, key: key, path: path)
-        try await waiter.subscribe()
+        let waiter = LoopBound.handOver(ExecutionWaiter(client: client, key: key, path: path), to: client.connection.queue)
+        try await ExecutionWaiter.subscribe(waiter, on: client.connection, to: ExecutionWaiter.rule(path))
         let id = try await start(client, key, path, input)
         Output.error("propctl exec: execution \(id) of \(key) started")
-        let (result, interruption) = await waiter.wait(for: id)
+        let (result, interruption) = await ExecutionWaiter.wait(waiter, for: id)
         switch result {
         case .success(let value):
             Output.line(json ? Output.json(.object([("key", .string(key.text)), ("id", .unsignedInteger(id)), ("result", ValueText.jsonValue(value))]))
@@ -70,8 +71,8 @@ enum ExecVerb: Subcommand {
 
 /// Waits for one execution's outcome, cancelling it on SIGINT or SIGTERM.
 ///
-/// `@unchecked Sendable`: every property is touched only on the connection's queue.
-final class ExecutionWaiter: @unchecked Sendable {
+/// Every property is touched only on the connection's queue: the verb holds it as a ``LoopBound``.
+final class ExecutionWaiter {
     private let client: PropbusClient
     private let key: Key
     private let path: String
@@ -88,34 +89,17 @@ final class ExecutionWaiter: @unchecked Sendable {
         self.path = path
     }
 
-    private var rule: MatchRule {
+    /// The command's signals at `path`.
+    static func rule(_ path: String) -> MatchRule {
         MatchRule(sender: PropbusClient.busName, path: path, interface: ExecVerb.commandInterface)
     }
 
-    /// Subscribes to the command's signals and takes over SIGINT and SIGTERM: before Start, so
-    /// that neither the outcome nor an early Ctrl-C can be missed.
-    func subscribe() async throws(CommandFailure) {
-        let connection = client.connection
+    /// Subscribes to the command's signals (`rule`) and takes over SIGINT and SIGTERM: before
+    /// Start, so that neither the outcome nor an early Ctrl-C can be missed.
+    static func subscribe(_ waiter: LoopBound<ExecutionWaiter>, on connection: Connection, to rule: MatchRule) async throws(CommandFailure) {
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            connection.queue.async { [self] in
-                connection.addSignalHandler(matching: rule) { [self] message in received(message) }
-                // A daemon that dies takes the execution's outcome with it: no Finished will come.
-                connection.addSignalHandler(matching: Self.ownerChanges) { [self] message in
-                    guard let arguments = try? message.arguments(), arguments.count == 3, arguments[2].stringValue == "" else { return }
-                    end(.failure(DBusError(name: DBusError.Name.noReply,
-                                           message: "propbusd left the bus while execution \(id.map(String.init) ?? "?") of \(key) ran")))
-                }
-                connection.whenDisconnected { [self] in
-                    connection.queue.async { [self] in
-                        end(.failure(DBusError(name: DBusError.Name.disconnected, message: "the bus went away while execution \(id.map(String.init) ?? "?") of \(key) ran")))
-                    }
-                }
-                for number in [SIGINT, SIGTERM] {
-                    let source = DispatchSource.makeSignalSource(signal: number, queue: connection.queue)
-                    source.setEventHandler { [self] in interrupted(by: number) }
-                    source.resume()
-                    sources.append(source)
-                }
+            connection.queue.async {
+                waiter.value.listen(to: rule, as: waiter)
                 done.resume()
             }
         }
@@ -127,16 +111,42 @@ final class ExecutionWaiter: @unchecked Sendable {
         }
     }
 
+    /// The handlers of ``subscribe(_:on:to:)``, on the queue.
+    private func listen(to rule: MatchRule, as waiter: LoopBound<ExecutionWaiter>) {
+        let connection = client.connection
+        connection.addSignalHandler(matching: rule) { [self] message in received(message) }
+        // A daemon that dies takes the execution's outcome with it: no Finished will come.
+        connection.addSignalHandler(matching: Self.ownerChanges) { [self] message in
+            guard let arguments = try? message.arguments(), arguments.count == 3, arguments[2].stringValue == "" else { return }
+            end(.failure(DBusError(name: DBusError.Name.noReply,
+                                   message: "propbusd left the bus while execution \(id.map(String.init) ?? "?") of \(key) ran")))
+        }
+        connection.whenDisconnected {
+            connection.queue.async {
+                let waiter = waiter.value
+                waiter.end(.failure(DBusError(name: DBusError.Name.disconnected,
+                                              message: "the bus went away while execution \(waiter.id.map(String.init) ?? "?") of \(waiter.key) ran")))
+            }
+        }
+        for number in [SIGINT, SIGTERM] {
+            let source = DispatchSource.makeSignalSource(signal: number, queue: connection.queue)
+            source.setEventHandler { [self] in interrupted(by: number) }
+            source.resume()
+            sources.append(source)
+        }
+    }
+
     private static let ownerChanges = MatchRule.nameOwnerChanged(arg0: PropbusClient.busName)
 
     /// The outcome of execution `id`, and the signal that cancelled it, if one did.
-    func wait(for id: UInt64) async -> (Result<DBusValue, DBusError>, Int32?) {
+    static func wait(_ waiter: LoopBound<ExecutionWaiter>, for id: UInt64) async -> (Result<DBusValue, DBusError>, Int32?) {
         await withCheckedContinuation { continuation in
-            client.connection.queue.async { [self] in
-                self.continuation = continuation
-                self.id = id
-                if interruption != nil { cancel() }
-                if let outcome = outcomes[id] { end(outcome) }
+            waiter.queue.async {
+                let waiter = waiter.value
+                waiter.continuation = continuation
+                waiter.id = id
+                if waiter.interruption != nil { waiter.cancel() }
+                if let outcome = waiter.outcomes[id] { waiter.end(outcome) }
             }
         }
     }

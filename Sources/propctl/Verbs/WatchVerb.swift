@@ -24,24 +24,25 @@ enum WatchVerb: Subcommand {
         // row): the daemon sends nothing more for it, and costs nothing when nobody asks.
         let origin: (@Sendable (String) async -> [String: DBusValue]?)?
         if parsed.flag("origin") { origin = { @Sendable key in await latestChange(of: key, client) } } else { origin = nil }
-        let printer = WatchPrinter(patterns: patterns.map(KeyPrefix.init), json: parsed.flag("json"), timestamps: parsed.flag("timestamps"),
-                                   queue: connection.queue, origin: origin) { key throws(CommandFailure) in
+        let prefixes = patterns.map(KeyPrefix.init)
+        let printer = LoopBound.handOver(WatchPrinter(patterns: prefixes, json: parsed.flag("json"), timestamps: parsed.flag("timestamps"),
+                                                      queue: connection.queue, origin: origin) { key throws(CommandFailure) in
             try await client.value(of: PropbusClient.key(key))
-        }
+        }, to: connection.queue)
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             connection.queue.async {
                 connection.whenDisconnected {
                     Output.error("propctl watch: the bus went away")
                     exit(CommandFailure.ExitCode.unavailable.rawValue)
                 }
-                connection.addSignalHandler(matching: Self.changes) { printer.received($0) }
+                connection.addSignalHandler(matching: Self.changes) { printer.value.received($0) }
                 connection.addSignalHandler(matching: Self.ownerChanges) { message in
                     guard let args = try? message.arguments(), args.count == 3 else { return }
                     if args[2].stringValue == "" {
                         Output.error("propctl watch: propbusd left the bus; waiting for it to come back")
                     } else {
                         Output.error("propctl watch: propbusd is back; current values follow")
-                        Task { await printCurrent(client, printer) }
+                        Task { await printCurrent(client, printer, prefixes) }
                     }
                 }
                 continuation.resume()
@@ -53,9 +54,9 @@ enum WatchVerb: Subcommand {
         } catch {
             throw CommandFailure(error)
         }
-        let current = await printCurrent(client, printer)
+        let current = await printCurrent(client, printer, prefixes)
         // A typo would otherwise wait in silence; a group that does not exist yet may be meant.
-        for pattern in printer.patterns where !pattern.text.isEmpty && !current.contains(where: pattern.matches) {
+        for pattern in prefixes where !pattern.text.isEmpty && !current.contains(where: pattern.matches) {
             let hint = await client.nearestKeyOrGroup(to: pattern.text).map { "; did you mean '\($0)'?" } ?? ""
             Output.error("propctl watch: no key or group named \(pattern.text) yet; waiting for it to appear\(hint)")
         }
@@ -77,13 +78,13 @@ enum WatchVerb: Subcommand {
     /// Prints the current value of every watched key, then lets the changes through.
     /// Returns the keys printed.
     @discardableResult
-    private static func printCurrent(_ client: PropbusClient, _ printer: WatchPrinter) async -> [String] {
+    private static func printCurrent(_ client: PropbusClient, _ printer: LoopBound<WatchPrinter>, _ patterns: [KeyPrefix]) async -> [String] {
         // Nothing to print while the daemon is away; its return prints them all.
-        let items = ((try? await client.list(prefix: "")) ?? []).filter { printer.watches($0.key) }
+        let items = ((try? await client.list(prefix: "")) ?? []).filter { WatchPrinter.watches($0.key, patterns) }
         let current = items.map { ($0.key, $0.value) }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             client.connection.queue.async {
-                printer.start(initial: current)
+                printer.value.start(initial: current)
                 continuation.resume()
             }
         }
@@ -101,9 +102,9 @@ enum WatchVerb: Subcommand {
 /// read back: a value is printed as a change, "no such key" as `KEY (deleted)`. Later changes
 /// wait in `pending` meanwhile, so lines keep the order of the signals.
 ///
-/// `@unchecked Sendable`: only touched on that queue (signal handlers, `start`, the reads'
-/// completions, which hop back onto it).
-final class WatchPrinter: @unchecked Sendable {
+/// Only touched on that queue (signal handlers, `start`, the reads' completions, which hop back
+/// onto it): the verb holds it as a ``LoopBound``.
+final class WatchPrinter {
     /// A line to print: a value, or a key to read back first.
     private enum Event {
         case value(String, DBusValue)
@@ -136,6 +137,11 @@ final class WatchPrinter: @unchecked Sendable {
 
     /// Whether `key` is one of the watched keys or below a watched prefix.
     func watches(_ key: String) -> Bool {
+        Self.watches(key, patterns)
+    }
+
+    /// Whether `key` is one of `patterns`' keys or below one of their prefixes (all, if none).
+    static func watches(_ key: String, _ patterns: [KeyPrefix]) -> Bool {
         patterns.isEmpty || patterns.contains { $0.matches(key) }
     }
 
@@ -182,29 +188,32 @@ final class WatchPrinter: @unchecked Sendable {
                 }
                 // Later lines wait for this one's origin, so lines keep the signals' order.
                 reading = true
+                let printer = LoopBound(self, on: queue)
                 Task {
                     let row = await origin(key)
-                    self.queue.async {
-                        self.reading = false
-                        self.print(key, value, origin: row)
-                        self.drain()
+                    printer.queue.async {
+                        let printer = printer.value
+                        printer.reading = false
+                        printer.print(key, value, origin: row)
+                        printer.drain()
                     }
                 }
             case .invalidated(let key):
                 reading = true
-                let read = self.read
+                let read = self.read, printer = LoopBound(self, on: queue)
                 Task {
                     let result: Result<DBusValue, CommandFailure>
                     do throws(CommandFailure) { result = .success(try await read(key)) } catch { result = .failure(error) }
-                    self.queue.async {
-                        self.reading = false
+                    printer.queue.async {
+                        let printer = printer.value
+                        printer.reading = false
                         switch result {
-                        case .success(let value): self.print(key, value)
+                        case .success(let value): printer.print(key, value)
                         case .failure(let failure) where failure.message.contains(PropBusError.Code.unknownKey.dbusName):
-                            self.printDeleted(key)
+                            printer.printDeleted(key)
                         case .failure: break   // a secret the caller may not read: nothing to show
                         }
-                        self.drain()
+                        printer.drain()
                     }
                 }
             }
