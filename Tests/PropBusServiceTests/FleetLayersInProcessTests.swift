@@ -20,7 +20,8 @@ final class FleetLayersInProcessTests: XCTestCase, @unchecked Sendable {
         serviceConnection = try await bus.connect()
         client = try await bus.connect()
         let etcd = etcd, key = key
-        service = try await onQueue(serviceConnection) { [serviceConnection] in
+        // Made and kept on the service's queue: the service is not Sendable.
+        try await onQueue(serviceConnection) { [self, serviceConnection] () throws in
             let store = MemoryStore()
             let model = try PropertyModel(store: store)
             _ = try model.create(key: key.text, type: "i", defaultValue: .int32(50), options: ["scope": .string("fleet")])
@@ -31,7 +32,7 @@ final class FleetLayersInProcessTests: XCTestCase, @unchecked Sendable {
             let fleet = try Fleet(configuration: configuration, service: service, revisions: [:], cursor: 0, port: etcd)
             service.fleet = fleet
             fleet.start()
-            return service
+            self.service = service
         }
         let layout = layout
         let ready = await eventually(timeout: 10) { etcd.value(of: layout.definitionKey(key)) != nil }

@@ -37,7 +37,8 @@ final class FleetLeaseInProcessTests: XCTestCase, @unchecked Sendable {
         ownLease = try seed("eph.mine", host: "a")
         otherLease = try seed("eph.theirs", host: "b")
         let etcd = etcd, store = RefusingStore()
-        service = try await onQueue(serviceConnection) { [serviceConnection] in
+        // Made and kept on the service's queue: the service is not Sendable.
+        try await onQueue(serviceConnection) { [self, serviceConnection] () throws in
             let model = try PropertyModel(store: store)
             let service = Service(connection: serviceConnection!, model: model, store: store)
             var configuration = try FleetConfiguration.parse("etcd://127.0.0.1:1/lab")
@@ -45,7 +46,7 @@ final class FleetLeaseInProcessTests: XCTestCase, @unchecked Sendable {
             let fleet = try Fleet(configuration: configuration, service: service, revisions: [:], cursor: 0, port: etcd)
             service.fleet = fleet
             fleet.start()
-            return service
+            self.service = service
         }
     }
 

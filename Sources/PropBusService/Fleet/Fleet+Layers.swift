@@ -63,7 +63,7 @@ extension Fleet {
     /// Reads every fleet layer (a host starting with a cursor resumes its watch after it, so
     /// the layers set before would never come), applies them as one round, then runs `body`.
     /// The watch's replay of older layer events then changes nothing (their revisions are older).
-    func readLayers(then body: @escaping @Sendable () -> Void) {
+    func readLayers(then body: @escaping () -> Void) {
         read(RangeRequest(key: layout.layersPrefix, prefix: true), failing: "cannot read the fleet layers from etcd",
              retry: { [weak self] in self?.readLayers(then: body) }) { [self] response in
             let events = response.kvs.map { WatchEvent(kind: .put, kv: $0) }
@@ -114,12 +114,12 @@ extension Fleet {
         }
         let client = client, pending = LoopBound(call, on: queue), timeout = client.requestTimeout
         let compare = Compare.modRevision(of: layout.definitionKey(key), is: definitionRevision)
-        Self.layerQueue.async { [weak self] in
+        let fleet = bound
+        Self.layerQueue.async {
             let result = Result { () throws(EtcdError) in
                 try client.txn(compares: [compare], success: [operation], failure: [], resendIfConnectionLost: true, timeout: timeout)
             }
-            self?.queue.async { [weak self] in
-                guard let self else { return }
+            fleet.async { fleet in
                 let call = pending.value
                 switch result {
                 case .failure(let error):
@@ -127,14 +127,14 @@ extension Fleet {
                 case .success(let response) where !response.succeeded:
                     call.fail(PropBusError(.conflict, "the definition of fleet key \(key) changed in the fleet meanwhile; try again").dbusError)
                 case .success(let response):
-                    guard response.header.revision > cursor else { return call.reply([]) }
-                    let id = nextID
-                    nextID += 1
-                    layerWaiters.append(LayerWaiter(id: id, revision: response.header.revision, call: call))
+                    guard response.header.revision > fleet.cursor else { return call.reply([]) }
+                    let id = fleet.nextID
+                    fleet.nextID += 1
+                    fleet.layerWaiters.append(LayerWaiter(id: id, revision: response.header.revision, call: call))
                     // Bounded: etcd holds it, so a slow watch delays only this host's own view.
-                    queue.asyncAfter(deadline: .now() + .seconds(Int(max(1, timeout.components.seconds)))) { [weak self] in
-                        guard let self, let index = layerWaiters.firstIndex(where: { $0.id == id }) else { return }
-                        layerWaiters.remove(at: index).call.reply([])
+                    fleet.bound.async(after: .now() + .seconds(Int(max(1, timeout.components.seconds)))) { fleet in
+                        guard let index = fleet.layerWaiters.firstIndex(where: { $0.id == id }) else { return }
+                        fleet.layerWaiters.remove(at: index).call.reply([])
                     }
                 }
             }

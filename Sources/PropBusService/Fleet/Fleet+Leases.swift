@@ -237,8 +237,9 @@ extension Fleet {
 
     private var leaseKeeper: FleetLeaseKeeper {
         if let keeper = lifetimes.keeper { return keeper }
-        let keeper = FleetLeaseKeeper(client: client) { [weak self] id in
-            self?.queue.async { [weak self] in self?.lifetimes.kept[id] = nil }
+        let fleet = bound
+        let keeper = FleetLeaseKeeper(client: client) { id in
+            fleet.async { fleet in fleet.lifetimes.kept[id] = nil }
         }
         lifetimes.keeper = keeper
         return keeper
@@ -266,16 +267,16 @@ extension Fleet {
         let id = nextID
         nextID += 1
         lifetimes.granting[id] = PendingCreation(call: call, key: key, user: user, ttl: ttl, lifetime: lifetime, holder: holder, create: create)
-        leaseKeeper.grant(ttl: ttl) { [weak self] result in
-            self?.queue.async { [weak self] in
-                guard let self else { return }
-                guard let pending = lifetimes.granting.removeValue(forKey: id) else {
+        let fleet = bound
+        leaseKeeper.grant(ttl: ttl) { result in
+            fleet.async { fleet in
+                guard let pending = fleet.lifetimes.granting.removeValue(forKey: id) else {
                     // Its creator left meanwhile (``endLifetimes(heldBy:)`` answered the call): nothing holds the lease.
-                    if case .success(let lease) = result { leaseKeeper.revoke(lease) }
+                    if case .success(let lease) = result { fleet.leaseKeeper.revoke(lease) }
                     return
                 }
-                granted(result, pending)
-                service.tree.connection.scheduleRound()
+                fleet.granted(result, pending)
+                fleet.service.tree.connection.scheduleRound()
             }
         }
         return .deferred
@@ -333,7 +334,7 @@ extension Fleet {
             }
             switch try pending.create(confirm) {
             case .deferred:
-                queue.asyncAfter(deadline: .now() + Self.creationBound) { [weak self] in self?.abandonCreation(of: key, lease: id) }
+                bound.async(after: .now() + Self.creationBound) { fleet in fleet.abandonCreation(of: key, lease: id) }
             case .reply(let values):
                 abandonCreation(of: key, lease: id)
                 call.reply(values)
@@ -453,13 +454,14 @@ extension Fleet {
     /// cursor, and the records before it are in no update it will see), and revokes this host's
     /// connection lifetimes from before its start.
     func refreshLifetimes() {
-        leaseKeeper.read(RangeRequest(key: layout.lifetimesPrefix, prefix: true)) { [weak self] result in
+        let fleet = bound
+        leaseKeeper.read(RangeRequest(key: layout.lifetimesPrefix, prefix: true)) { result in
             guard case .success(let response) = result else { return }
-            self?.queue.async { [weak self] in
-                guard let self, !stopped else { return }
+            fleet.async { fleet in
+                guard !fleet.stopped else { return }
                 for kv in response.kvs {
-                    guard let key = layout.lifetimeSubject(kv.key), lifetimes.records[key] == nil else { continue }
-                    note(kv, of: key)
+                    guard let key = fleet.layout.lifetimeSubject(kv.key), fleet.lifetimes.records[key] == nil else { continue }
+                    fleet.note(kv, of: key)
                 }
             }
         }
