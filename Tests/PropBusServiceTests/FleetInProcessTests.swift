@@ -117,6 +117,42 @@ final class FleetInProcessTests: XCTestCase, @unchecked Sendable {
         XCTAssertTrue(arrived, "the value etcd holds did not reach the mirror")
     }
 
+    /// etcd restored from a backup with the cluster's own name, token and URLs, and written past
+    /// this host's revision before it asks again: only the member's raft term, lower than it
+    /// showed before, tells. The host reads etcd in full and the write goes through.
+    func testAMemberAnsweringAtALowerRaftTermIsNoticedAndTheWriteGoesThroughAfterTheFullRead() async throws {
+        etcd.state.withLock { $0.raftTerm = 7 }
+        try await set("lab.k1", .int32(1))
+        etcd.state.withLock { state in
+            state.kvs = [:]
+            state.log = []
+            state.revision += 50
+            state.raftTerm = 2
+        }
+        try await set("lab.k1", .int32(2))
+        XCTAssertEqual(await lastRewind(), .memberTermBelow(member: 0x1, etcd: 2, seen: 7))
+        XCTAssertEqual(try storedValue("lab.k1"), .int32(2))
+    }
+
+    /// A watch cancelled with a compact revision below one etcd showed before: etcd's history
+    /// started again (a restore, a wipe). Read in full as a rewind, not as a plain compaction.
+    func testACompactRevisionBelowOneSeenBeforeIsARewind() async throws {
+        let first = etcd.state.withLock { $0.watches.count }
+        etcd.state.withLock { $0.watches.last?.deliver(.compacted(compactRevision: 30)) }
+        let watchingAgain = await eventually { self.etcd.state.withLock { $0.watches.count } > first }
+        XCTAssertTrue(watchingAgain, "no new watch after the compaction")
+        let plainCompaction = await lastRewind()
+        XCTAssertNil(plainCompaction, "a first compaction is no rewind")
+        etcd.state.withLock { $0.watches.last?.deliver(.compacted(compactRevision: 5)) }
+        let noticed = await eventually { await self.lastRewind() != nil }
+        XCTAssertTrue(noticed, "the compact revision going back was not noticed")
+        XCTAssertEqual(await lastRewind(), .compactionBelowSeen(etcd: 5, seen: 30))
+    }
+
+    private func lastRewind() async -> FleetRewind? {
+        await onQueue(serviceConnection) { [self] in service?.fleet?.lastRewind }
+    }
+
     private func assertThrowsStoreFailed(_ body: () async throws -> Void) async {
         do {
             try await body()

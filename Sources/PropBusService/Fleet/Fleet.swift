@@ -81,6 +81,8 @@ public final class Fleet: @unchecked Sendable {
     private var revisionSignalDue = false
     /// Whether a full read after etcd went back in time (``FleetRewind``) is under way.
     var rewinding = false
+    /// What the last time etcd went back in time looked like (the log says it too).
+    private(set) var lastRewind: FleetRewind?
     /// "etcd cannot be reached" while it stays so: one line, then one per ``LogThrottle`` period.
     private var unreachableLog = LogThrottle(seconds: 10)
 
@@ -323,6 +325,7 @@ public final class Fleet: @unchecked Sendable {
             + "etcd is the source of truth: reading \(configuration.prefix) in full; fleet keys it lacks keep this host's definition, "
             + "offered to etcd again, and lose their values")
         rewinding = true
+        lastRewind = rewind
         watchGeneration += 1
         retireWatch()
         setState(.connecting)

@@ -114,7 +114,7 @@ struct FleetMachine: Sendable {
         case write(WriteID, Footprint, compareAndSet: Bool, now: UInt64)
         /// The shell computed the write at its turn (``Action/prepare(_:attempt:deadline:)``):
         /// its footprint now, and the cursor and cluster the mirror was at.
-        case prepared(WriteID, Footprint, cursor: Int64, clusterID: UInt64?)
+        case prepared(WriteID, Footprint, cursor: Int64, clusterID: UInt64?, terms: [UInt64: UInt64] = [:])
         /// At its turn the write touched no fleet key any more, or failed: answered by the shell.
         case settledLocally(WriteID)
         case txnAnswered(WriteID, TxnOutcome)
@@ -186,7 +186,7 @@ struct FleetMachine: Sendable {
             writes[id] = write
             queue.append(id)
             if let deadline = write.deadline { actions.append(.wake(at: deadline)) }
-        case .prepared(let id, let footprint, let cursor, let clusterID):
+        case .prepared(let id, let footprint, let cursor, let clusterID, _):
             guard var write = writes[id], write.phase == .preparing else { break }
             write.footprint = footprint
             write.cursorAtSend = cursor

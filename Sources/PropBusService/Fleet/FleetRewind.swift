@@ -11,13 +11,18 @@ enum FleetRewind: Equatable, Sendable {
     case revisionBelowMirror(etcd: Int64, mirror: Int64)
     /// Another cluster answers on the fleet's endpoints.
     case otherCluster(etcd: UInt64, mirror: UInt64)
+    /// A member answered at a raft term below one it answered with before: its raft log
+    /// started again (restored from a backup, or recreated), whatever the revisions say.
+    case memberTermBelow(member: UInt64, etcd: UInt64, seen: UInt64)
+    /// A watch was cancelled with a compact revision below one etcd reported before.
+    case compactionBelowSeen(etcd: Int64, seen: Int64)
 
     /// What `header` says against a mirror at `cursor` belonging to cluster `clusterID` (nil
     /// while no answer recorded one). Only answers that reflect every committed change may be
     /// asked: a linearizable read's or a txn's. A watch's header comes from the member that
     /// serves it, which may lag behind: a revision there below the cursor is a reason to ask
     /// with a read, not a verdict (see ``isSuspicious(revision:cursor:)``).
-    static func check(_ header: ResponseHeader, cursor: Int64, clusterID: UInt64?) -> FleetRewind? {
+    static func check(_ header: ResponseHeader, cursor: Int64, clusterID: UInt64?, terms: [UInt64: UInt64] = [:]) -> FleetRewind? {
         if let clusterID, header.clusterID != 0, header.clusterID != clusterID {
             return .otherCluster(etcd: header.clusterID, mirror: clusterID)
         }
@@ -26,6 +31,10 @@ enum FleetRewind: Equatable, Sendable {
             return .revisionBelowMirror(etcd: header.revision, mirror: cursor)
         }
         return nil
+    }
+
+    static func check(compactRevision: Int64, seen: Int64) -> FleetRewind? {
+        nil
     }
 
     /// Whether a watch's revision (its creation, a progress notification) is below the cursor,
@@ -56,6 +65,10 @@ enum FleetRewind: Equatable, Sendable {
             "etcd answers at revision \(etcd), below the mirror's \(mirror)"
         case .otherCluster(let etcd, let mirror):
             "etcd answers as cluster \(String(etcd, radix: 16)), not the mirror's \(String(mirror, radix: 16))"
+        case .memberTermBelow(let member, let etcd, let seen):
+            "etcd member \(String(member, radix: 16)) answers at raft term \(etcd), below the \(seen) it answered with before"
+        case .compactionBelowSeen(let etcd, let seen):
+            "etcd reports compact revision \(etcd), below the \(seen) it reported before"
         }
     }
 }

@@ -15,6 +15,10 @@ final class FakeEtcd: EtcdPort {
     struct State {
         var revision: Int64 = 1
         var clusterID: UInt64 = 0xfeed
+        /// The member that answers, and its raft term (a restored or recreated member starts
+        /// its raft log again, at a low term).
+        var memberID: UInt64 = 0x1
+        var raftTerm: UInt64 = 2
         var kvs: [[UInt8]: KeyValue] = [:]
         var log: [WatchEvent] = []
         var watches: [FakeWatch] = []
@@ -22,6 +26,10 @@ final class FakeEtcd: EtcdPort {
         var inside = 0
         var mostInside = 0
         var txns = 0
+
+        func header(_ revision: Int64) -> ResponseHeader {
+            ResponseHeader(revision: revision, clusterID: clusterID, memberID: memberID, raftTerm: raftTerm)
+        }
     }
 
     let state = Mutex(State())
@@ -49,7 +57,7 @@ final class FakeEtcd: EtcdPort {
             switch op {
             case .range(let request):
                 let kvs = state.kvs[request.key].map { [$0] } ?? []
-                responses.append(.range(RangeResponse(header: ResponseHeader(revision: revision, clusterID: state.clusterID), kvs: kvs)))
+                responses.append(.range(RangeResponse(header: state.header(revision), kvs: kvs)))
             case .put(let request):
                 let old = state.kvs[request.key]
                 let kv = KeyValue(key: request.key, value: request.value, createRevision: old?.createRevision ?? revision,
@@ -63,7 +71,7 @@ final class FakeEtcd: EtcdPort {
             }
         }
         state.log += events
-        return (TxnResponse(header: ResponseHeader(revision: revision, clusterID: state.clusterID), succeeded: holds, responses: responses), events)
+        return (TxnResponse(header: state.header(revision), succeeded: holds, responses: responses), events)
     }
 
     /// Forgets everything, as etcd recreated empty on the same endpoints would.
@@ -77,7 +85,7 @@ final class FakeEtcd: EtcdPort {
 
     func range(_ request: RangeRequest) throws(EtcdError) -> RangeResponse {
         state.withLock { state in
-            let header = ResponseHeader(revision: state.revision, clusterID: state.clusterID)
+            let header = state.header(state.revision)
             let end = request.rangeEnd
             let kvs = state.kvs.values.filter { kv in
                 if let end { return kv.key.lexicographicallyPrecedes(end) && !kv.key.lexicographicallyPrecedes(request.key) }
