@@ -130,7 +130,8 @@ final class FleetInProcessTests: XCTestCase, @unchecked Sendable {
             state.raftTerm = 2
         }
         try await set("lab.k1", .int32(2))
-        XCTAssertEqual(await lastRewind(), .memberTermBelow(member: 0x1, etcd: 2, seen: 7))
+        let rewind = await lastRewind()
+        XCTAssertEqual(rewind, .memberTermBelow(member: 0x1, etcd: 2, seen: 7))
         XCTAssertEqual(try storedValue("lab.k1"), .int32(2))
     }
 
@@ -146,7 +147,8 @@ final class FleetInProcessTests: XCTestCase, @unchecked Sendable {
         etcd.state.withLock { $0.watches.last?.deliver(.compacted(compactRevision: 5)) }
         let noticed = await eventually { await self.lastRewind() != nil }
         XCTAssertTrue(noticed, "the compact revision going back was not noticed")
-        XCTAssertEqual(await lastRewind(), .compactionBelowSeen(etcd: 5, seen: 30))
+        let rewind = await lastRewind()
+        XCTAssertEqual(rewind, .compactionBelowSeen(etcd: 5, seen: 30))
     }
 
     private func lastRewind() async -> FleetRewind? {
