@@ -189,7 +189,7 @@ extension Fleet {
             writes[id] = write
             var footprint = footprint(before: before, read: read)
             footprint.written.formUnion(write.plan.written)
-            feed(.prepared(id, footprint, cursor: cursor, clusterID: source.flatMap(FleetRewind.clusterID(ofSource:))))
+            feed(.prepared(id, footprint, cursor: cursor, clusterID: source.flatMap(FleetRewind.clusterID(ofSource:)), terms: raftTerms))
         } catch {
             writes[id] = nil
             write.call.fail(error.dbusError)
@@ -221,6 +221,9 @@ extension Fleet {
                 guard let self else { return }
                 freeLanes.append(lane)
                 feed(.txnAnswered(id, outcome))
+                // After the machine's check, which judges by the terms known when it was sent
+                // (and may have forgotten them: etcd went back in time).
+                if case .answered(let response) = outcome { FleetRewind.note(response.header, in: &raftTerms) }
             }
         }
     }

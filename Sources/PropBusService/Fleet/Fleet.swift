@@ -83,6 +83,11 @@ public final class Fleet: @unchecked Sendable {
     var rewinding = false
     /// What the last time etcd went back in time looked like (the log says it too).
     private(set) var lastRewind: FleetRewind?
+    /// The highest raft term each etcd member answered with in the mirror's history (see
+    /// ``FleetRewind/check(_:cursor:clusterID:terms:)``); forgotten when etcd went back in time.
+    var raftTerms: [UInt64: UInt64] = [:]
+    /// The highest compact revision a watch was cancelled with in the mirror's history.
+    private var compactionSeen: Int64 = 0
     /// "etcd cannot be reached" while it stays so: one line, then one per ``LogThrottle`` period.
     private var unreachableLog = LogThrottle(seconds: 10)
 
@@ -267,6 +272,11 @@ public final class Fleet: @unchecked Sendable {
             if state != .unavailable { Service.log("fleet: watch interrupted: \(error.message)") }
             setState(.unavailable)
         case .compacted(let compactRevision):
+            if let rewind = FleetRewind.check(compactRevision: compactRevision, seen: compactionSeen) {
+                rewound(rewind)
+                return
+            }
+            compactionSeen = max(compactionSeen, compactRevision)
             Service.log("fleet: etcd compacted past revision \(cursor + 1) (to \(compactRevision)): reading everything again")
             watchGeneration += 1
             retireWatch()
@@ -296,21 +306,24 @@ public final class Fleet: @unchecked Sendable {
     /// a watch reported a revision below the cursor; if not, and `connecting`, the watch's
     /// connection stands.
     private func confirmRevision(connecting: Bool) {
-        let generation = watchGeneration, since = cursor
+        let generation = watchGeneration, since = cursor, terms = raftTerms
         read(RangeRequest(key: layout.prefix, prefix: true, countOnly: true), failing: "cannot reach etcd to check its revision",
              retry: { [weak self] in self?.confirmRevision(connecting: connecting) }) { [self] response in
-            guard generation == watchGeneration, !noticeRewind(response.header, since: since), connecting else { return }
+            guard generation == watchGeneration, !noticeRewind(response.header, since: since, terms: terms), connecting else { return }
             connected()
         }
     }
 
-    /// Whether `header`, of a linearizable read or a txn sent when the mirror was at `since`,
-    /// shows etcd gone back in time; if so, the mirror is resynchronised to etcd
-    /// (``rewound(_:)``). Also true while such a resynchronisation is under way.
+    /// Whether `header`, of a linearizable read or a txn sent when the mirror was at `since` and
+    /// etcd's members had shown `terms`, shows etcd gone back in time; if so, the mirror is
+    /// resynchronised to etcd (``rewound(_:)``). Also true while such a resynchronisation is
+    /// under way.
     @discardableResult
-    func noticeRewind(_ header: ResponseHeader, since: Int64) -> Bool {
+    func noticeRewind(_ header: ResponseHeader, since: Int64, terms: [UInt64: UInt64]) -> Bool {
         if rewinding { return true }
-        guard let rewind = FleetRewind.check(header, cursor: since, clusterID: source.flatMap(FleetRewind.clusterID(ofSource:))) else {
+        guard let rewind = FleetRewind.check(header, cursor: since, clusterID: source.flatMap(FleetRewind.clusterID(ofSource:)),
+                                             terms: terms) else {
+            FleetRewind.note(header, in: &raftTerms)
             return false
         }
         rewound(rewind)
@@ -326,6 +339,9 @@ public final class Fleet: @unchecked Sendable {
             + "offered to etcd again, and lose their values")
         rewinding = true
         lastRewind = rewind
+        // A new history: its members' terms and compactions start again.
+        raftTerms = [:]
+        compactionSeen = 0
         watchGeneration += 1
         retireWatch()
         setState(.connecting)
@@ -346,7 +362,7 @@ public final class Fleet: @unchecked Sendable {
     /// the prefix) restarts it once per cursor, not forever.
     private func checkWatch() {
         guard watch != nil, !stopped else { return }
-        let since = cursor, client = client, layout = layout
+        let since = cursor, terms = raftTerms, client = client, layout = layout
         let changed = { var r = RangeRequest(key: layout.prefix, prefix: true, limit: 1); r.minModRevision = since + 1; return r }()
         let definitions = RangeRequest(key: layout.prefix + Array("defs/".utf8), prefix: true, countOnly: true)
         let values = RangeRequest(key: layout.prefix + Array("keys/".utf8), prefix: true, countOnly: true)
@@ -358,7 +374,7 @@ public final class Fleet: @unchecked Sendable {
             let moved = max(definitionCount.header.revision, valueCount.header.revision) > since
             let pending: Bool? = moved ? (try? client.range(changed)).map { !$0.kvs.isEmpty } : false
             self?.queue.async { [weak self] in
-                guard let self, !stopped, watch != nil, !noticeRewind(header, since: since), let pending else { return }
+                guard let self, !stopped, watch != nil, !noticeRewind(header, since: since, terms: terms), let pending else { return }
                 let mirrored = (revisions.values.filter { $0.definition > 0 }.count, revisions.values.filter { $0.value > 0 }.count)
                 let countsDiffer = counts.0 != Int64(mirrored.0) || counts.1 != Int64(mirrored.1)
                 guard pending || (countsDiffer && restartedAtCursor != since), cursor == since else {
@@ -387,7 +403,7 @@ public final class Fleet: @unchecked Sendable {
     /// Resumes from the cursor, once etcd says it is the fleet the mirror belongs to (one
     /// count-only read); another fleet is read in full instead (``applySnapshot(_:replacing:)``).
     private func resume() {
-        let since = cursor
+        let since = cursor, terms = raftTerms
         read(RangeRequest(key: layout.prefix, prefix: true, countOnly: true),
              failing: "cannot reach etcd to resume from revision \(cursor)",
              retry: { [weak self] in self?.resume() }) { [self] response in
@@ -404,7 +420,7 @@ public final class Fleet: @unchecked Sendable {
                 return
             }
             if source == nil { recordSource(current) }
-            if noticeRewind(response.header, since: since) { return }
+            if noticeRewind(response.header, since: since, terms: terms) { return }
             startWatch(from: cursor + 1)
         }
     }
@@ -445,11 +461,13 @@ public final class Fleet: @unchecked Sendable {
     ///
     /// `rewound`: etcd went back in time (``rewound(_:)``); so does a snapshot below the cursor.
     private func resynchronize(rewound: Bool = false) {
-        let since = cursor
+        let since = cursor, terms = raftTerms
         read(RangeRequest(key: layout.prefix, prefix: true), failing: "cannot read \(configuration.prefix) from etcd",
              retry: { [weak self] in self?.resynchronize(rewound: rewound) }) { [self] response in
             let current = sourceName(response.header)
-            let rewound = rewound || FleetRewind.check(response.header, cursor: since, clusterID: nil) != nil
+            let rewound = rewound || FleetRewind.check(response.header, cursor: since, clusterID: nil, terms: terms) != nil
+            if rewound { raftTerms = [:] }
+            FleetRewind.note(response.header, in: &raftTerms)
             let replacing = !rewound && (source.map { $0 != current } ?? false)
             // Not committed: a full read again is scheduled, and no watch may go past it.
             guard applySnapshot(response, replacing: replacing, rewound: rewound) else { return }
