@@ -1,7 +1,9 @@
 import DBus
+import Dispatch
 import Etcd
 import PropBus
 @testable import PropBusService
+import Synchronization
 import XCTest
 
 /// The fleet's shell (``Fleet``) in this process against a fake etcd port: a service on a
@@ -153,6 +155,41 @@ final class FleetInProcessTests: XCTestCase, @unchecked Sendable {
 
     private func lastRewind() async -> FleetRewind? {
         await onQueue(serviceConnection) { [self] in service?.fleet?.lastRewind }
+    }
+
+    /// Answers that come back while the D-Bus queue is busy are committed together, once,
+    /// and only then answered (group commit), not one commit each.
+    func testAnswersComingBackTogetherAreCommittedOnceBeforeTheirReplies() async throws {
+        let running = await onQueue(serviceConnection) { [self] in service?.fleet }
+        let fleet = try XCTUnwrap(running)
+        etcd.state.withLock { $0.gate = Self.keys.count; $0.holdAnswers = true }
+        let sets = Task {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (index, key) in Self.keys.enumerated() { group.addTask { try await self.set(key, .int32(Int32(index + 20))) } }
+                try await group.waitForAll()
+            }
+        }
+        let allWithEtcd = await eventually { self.etcd.state.withLock { $0.inside } == Self.keys.count }
+        XCTAssertTrue(allWithEtcd, "the writes were not with etcd together")
+        // The D-Bus queue busy (a long round, say) while every answer comes back.
+        let busy = DispatchSemaphore(value: 0)
+        let entered = Mutex(false)
+        serviceConnection.queue.async { entered.withLock { $0 = true }; busy.wait() }
+        let blocked = await eventually { entered.withLock { $0 } }
+        XCTAssertTrue(blocked)
+        let before = store.changeCommits
+        etcd.state.withLock { $0.holdAnswers = false }
+        // Read off the D-Bus queue, which the test keeps busy.
+        let back = await eventually { fleet.answersWaitingForTheQueue == Self.keys.count }
+        XCTAssertTrue(back, "the answers did not come back")
+        busy.signal()
+        try await sets.value
+        let commits = await onQueue(serviceConnection) { [store] in store.changeCommits } - before
+        XCTAssertEqual(commits, 1, "commits for \(Self.keys.count) answers that came back together")
+        for (index, key) in Self.keys.enumerated() {
+            let value = try await get(key)
+            XCTAssertEqual(value, .int32(Int32(index + 20)))
+        }
     }
 
     private func assertThrowsStoreFailed(_ body: () async throws -> Void) async {

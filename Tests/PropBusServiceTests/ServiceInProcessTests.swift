@@ -21,7 +21,10 @@ final class RefusingStore: PropertyStore, @unchecked Sendable {
     var hasPendingWrites: Bool { false }
     /// Refuses the next commit that holds a change (an idle round's empty commit passes).
     var refuseNextChange = false
+    /// Commits that held a change.
+    var changeCommits = 0
     func commit(_ writeSet: WriteSet) throws(PropBusError) {
+        if !writeSet.isEmpty { changeCommits += 1 }
         if refuseNextChange, !writeSet.isEmpty {
             refuseNextChange = false
             throw PropBusError(.storeFailed, "cannot commit: No space left on device")

@@ -217,8 +217,10 @@ extension Fleet {
             }
             // sync: libdispatch runs it right here when the D-Bus queue is idle, saving a
             // thread wake-up per write. Safe: the D-Bus queue never waits for a lane.
+            self?.answersOnTheWay.withLock { $0 += 1 }
             self?.queue.sync { [weak self] in
                 guard let self else { return }
+                answersOnTheWay.withLock { $0 -= 1 }
                 freeLanes.append(lane)
                 feed(.txnAnswered(id, outcome))
                 // After the machine's check, which judges by the terms known when it was sent

@@ -4,6 +4,7 @@ import Etcd
 import Glibc
 import PropBus
 import PropBusSystem
+import Synchronization
 
 /// The daemon's side of the fleet (issue 14): mirrors the fleet keys held in etcd into the
 /// model, and sends the writes of fleet keys to etcd before they are committed here.
@@ -61,6 +62,10 @@ public final class Fleet: @unchecked Sendable {
     /// Threads for txns: one per write the machine lets be with etcd at once, and which are free.
     let lanes = (0..<FleetMachine.maximumInFlight).map { DispatchQueue(label: "org.propbus.propbusd.fleet-txn-\($0)") }
     var freeLanes = Array((0..<FleetMachine.maximumInFlight).reversed())
+    /// Txn answers the lanes hold while they wait for the D-Bus queue.
+    let answersOnTheWay = Mutex(0)
+    /// How many txn answers wait for the D-Bus queue (tests: to know they all came back).
+    var answersWaitingForTheQueue: Int { answersOnTheWay.withLock { $0 } }
     private var hostQueries: [UInt64: MethodCall] = [:]
     var nextID: UInt64 = 1
     /// The cursor at which the last watch check found changes in etcd the watch had not

@@ -26,6 +26,9 @@ final class FakeEtcd: EtcdPort {
         var inside = 0
         var mostInside = 0
         var txns = 0
+        /// Txns that write wait while this is set (after the gate), so their answers can be
+        /// made to come back together.
+        var holdAnswers = false
 
         func header(_ revision: Int64) -> ResponseHeader {
             ResponseHeader(revision: revision, clusterID: clusterID, memberID: memberID, raftTerm: raftTerm)
@@ -111,6 +114,7 @@ final class FakeEtcd: EtcdPort {
             let start = ContinuousClock.now
             while state.withLock({ $0.inside < $0.gate }), ContinuousClock.now - start < .seconds(1) { usleep(1000) }
         }
+        while state.withLock({ $0.holdAnswers }) { usleep(1000) }
         return state.withLock { state in
             if gated { state.inside -= 1 }
             let (response, events) = Self.execute(&state, compares, success, failure)
