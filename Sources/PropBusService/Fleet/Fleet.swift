@@ -62,10 +62,20 @@ public final class Fleet: @unchecked Sendable {
     /// Threads for txns: one per write the machine lets be with etcd at once, and which are free.
     let lanes = (0..<FleetMachine.maximumInFlight).map { DispatchQueue(label: "org.propbus.propbusd.fleet-txn-\($0)") }
     var freeLanes = Array((0..<FleetMachine.maximumInFlight).reversed())
-    /// Txn answers the lanes hold while they wait for the D-Bus queue.
-    let answersOnTheWay = Mutex(0)
+    /// Txn outcomes the lanes handed over and whether a lane is delivering them to the D-Bus
+    /// queue (``deliver(_:lane:_:)``): the lanes' and the D-Bus queue's, behind the mutex.
+    let arrivals = Mutex(Arrivals())
     /// How many txn answers wait for the D-Bus queue (tests: to know they all came back).
-    var answersWaitingForTheQueue: Int { answersOnTheWay.withLock { $0 } }
+    var answersWaitingForTheQueue: Int { arrivals.withLock { $0.outcomes.count } }
+    /// Writes etcd accepted whose results are applied here, waiting for one commit together
+    /// (``commitAnswers()``); only while the D-Bus queue handles a batch of outcomes.
+    var awaitingCommit: [(id: UInt64, revisions: [Key: FleetRevisions])] = []
+    /// Whether that commit may skip the disk (only etcd's data in it; see ``apply(_:through:snapshot:)``).
+    var awaitingCommitIsMirrorOnly = true
+    /// Whether outcomes are being handled as a batch (their commits wait for its end).
+    var handlingAnswers = false
+    /// Whether replies wait for one flush at the end of a batch's commit.
+    var flushAfterReplies = false
     private var hostQueries: [UInt64: MethodCall] = [:]
     var nextID: UInt64 = 1
     /// The cursor at which the last watch check found changes in etcd the watch had not
@@ -578,6 +588,9 @@ public final class Fleet: @unchecked Sendable {
     /// Returns whether the changes were committed (or there was nothing to commit).
     @discardableResult
     func apply(_ events: [WatchEvent], through revision: Int64?, snapshot: Bool = false) -> Bool {
+        // This round's commit would take the answers applied before it: theirs comes first, so
+        // each call is answered by the commit that holds its write.
+        commitAnswers()
         let model = service.model, store = service.store
         // Only etcd's data in this commit (nothing local was waiting): it need not wait for the disk.
         let mirrorOnly = (store as? SQLiteStore).map { !$0.hasPendingLocalWrites } ?? false
