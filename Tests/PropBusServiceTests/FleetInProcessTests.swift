@@ -1,4 +1,4 @@
-import DBus
+@testable import DBus
 import Dispatch
 import Etcd
 import PropBus
@@ -190,6 +190,33 @@ final class FleetInProcessTests: XCTestCase, @unchecked Sendable {
             let value = try await get(key)
             XCTAssertEqual(value, .int32(Int32(index + 20)))
         }
+    }
+
+    /// Another host's change of a fleet key is announced before this host commits it: etcd
+    /// holds it durably, and a crash before the commit replays it from the cursor committed
+    /// with it. The PropertiesChanged leaves before the store's commit starts.
+    func testAnotherHostsChangeIsAnnouncedBeforeItIsCommittedHere() async throws {
+        let key = try Key("lab.k3")
+        let announced = Mutex(false), announcedAtCommit = Mutex<[Bool]>([])
+        _ = await onQueue(serviceConnection) { [serviceConnection, store] in
+            serviceConnection!.sendObserver = { message in
+                if message.member == "PropertiesChanged", message.path == key.objectPath { announced.withLock { $0 = true } }
+            }
+            store.beforeChangeCommit = { announcedAtCommit.withLock { $0.append(announced.withLock { $0 }) } }
+        }
+        // Another host's write, straight to etcd; the watch brings it.
+        let layout = FleetLayout(prefix: "/lab/")
+        _ = try etcd.txn(compares: [], success: [.put(layout.valueKey(key), FleetLayout.encodeValue(.int32(5)))], failure: [],
+                         resendIfConnectionLost: false, timeout: nil)
+        let committed = await eventually { !announcedAtCommit.withLock { $0 }.isEmpty }
+        XCTAssertTrue(committed, "the change was not committed here")
+        XCTAssertEqual(announcedAtCommit.withLock { $0.first }, true, "committed before it was announced")
+        _ = await onQueue(serviceConnection) { [serviceConnection, store] in
+            serviceConnection!.sendObserver = nil
+            store.beforeChangeCommit = nil
+        }
+        let value = try await get("lab.k3")
+        XCTAssertEqual(value, .int32(5))
     }
 
     private func assertThrowsStoreFailed(_ body: () async throws -> Void) async {

@@ -23,8 +23,13 @@ final class RefusingStore: PropertyStore, @unchecked Sendable {
     var refuseNextChange = false
     /// Commits that held a change.
     var changeCommits = 0
+    /// Runs before each commit that holds a change (on the service's queue).
+    var beforeChangeCommit: (() -> Void)?
     func commit(_ writeSet: WriteSet) throws(PropBusError) {
-        if !writeSet.isEmpty { changeCommits += 1 }
+        if !writeSet.isEmpty {
+            changeCommits += 1
+            beforeChangeCommit?()
+        }
         if refuseNextChange, !writeSet.isEmpty {
             refuseNextChange = false
             throw PropBusError(.storeFailed, "cannot commit: No space left on device")
