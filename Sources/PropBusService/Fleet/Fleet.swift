@@ -594,6 +594,7 @@ public final class Fleet: @unchecked Sendable {
         let model = service.model, store = service.store
         // Only etcd's data in this commit (nothing local was waiting): it need not wait for the disk.
         let mirrorOnly = (store as? SQLiteStore).map { !$0.hasPendingLocalWrites } ?? false
+        let nothingLocalWaits = (store as? SQLiteStore).map { !$0.hasPendingLocalWrites } ?? !store.hasPendingWrites
         var updated: [Key: FleetRevisions] = [:]
         func known(_ key: Key) -> FleetRevisions { updated[key] ?? revisions[key] ?? FleetRevisions() }
         // Newer than what the mirror holds (deletions are negative); a snapshot also applies
@@ -719,6 +720,17 @@ public final class Fleet: @unchecked Sendable {
         for (key, revisions) in updated { store.saveFleetRevisions(revisions, for: key) }
         if let revision { store.saveFleetCursor(max(revision, cursor)) }
         service.publish(changes)
+        if nothingLocalWaits, !service.holdsCommits, definedHere.isEmpty, removed.isEmpty, changes.allSatisfy({ change in
+            guard case .valueChanged(let key, _) = change else { return false }
+            return model.entry(for: key)?.definition.scope == .fleet
+        }) {
+            // Only fleet keys' values, which etcd holds durably: announced now, committed right
+            // after, so the signal does not wait for the store. A crash in between replays them
+            // from the cursor this commit saves; a failed commit reads them again (below).
+            service.holdsCommits = true
+            service.tree.flushNow()
+            service.holdsCommits = false
+        }
         if mirrorOnly { (store as? SQLiteStore)?.nextCommitIsMirrorOnly = true }
         if let error = service.commit() {
             // Nothing of it was kept: read it all again from etcd.
