@@ -91,6 +91,45 @@ final class FleetRewindTests: FleetTestCase {
         XCTAssertEqual(kept, .int32(6), "after a restart B differs from etcd\n\(diagnostics)")
     }
 
+    /// etcd recreated empty and written past a host's cursor while that host was frozen: when it
+    /// runs again every revision it sees looks fine, but the member answers at a raft term below
+    /// the one it answered with before (its raft log started again). The host notices, says so,
+    /// and follows etcd's state: a value etcd no longer holds is dropped, as on the other host.
+    func testAWipeWrittenPastAFrozenHostsCursorIsNoticedByTheMembersLowerRaftTerm() async throws {
+        // Each restart of a lone member is an election: its raft term goes up by one or more.
+        for _ in 0..<3 {
+            cluster!.kill(0)
+            try cluster!.launch(0)
+            try cluster!.waitUntilServing()
+        }
+        let connected = await hostA.waitForFleetState("connected", timeout: 20)
+        XCTAssertTrue(connected, diagnostics)
+        let key = "lab.term.level", other = "lab.term.kept"
+        try await hostA.createFleet(key, "i", default: .int32(1))
+        try await hostA.createFleet(other, "i", default: .int32(1))
+        try await hostA.client.set(other, .int32(9))
+        try await hostA.client.set(key, .int32(5))
+        let arrived = await hostB.waitFor(key, .int32(5))
+        XCTAssertTrue(arrived, diagnostics)
+        let pidA = try XCTUnwrap(hostA.process?.pid)
+
+        kill(pidA, SIGSTOP)
+        try cluster!.wipe(0)
+        try cluster!.waitUntilServing()
+        // Past every cursor the hosts had: writes outside the fleet's prefix.
+        for n in 0..<300 { try etcd.put(key: Array("/elsewhere/\(n)".utf8), value: [1]) }
+        kill(pidA, SIGCONT)
+
+        let dropped = await hostA.waitFor(other, .int32(1), timeout: 20)
+        XCTAssertTrue(dropped, "A kept a value the wiped etcd does not hold\n\(diagnostics)")
+        XCTAssertTrue(hostA.stderr.contains("raft term"), "A did not log the member's lower raft term\n\(hostA.stderr.suffix(3000))")
+        let connectedAgain = await hostA.waitForFleetState("connected", timeout: 20)
+        XCTAssertTrue(connectedAgain, diagnostics)
+        try await hostA.client.set(key, .int32(6))
+        let written = await hostB.waitFor(key, .int32(6))
+        XCTAssertTrue(written, "a Set on A after the wipe never reached B\n\(diagnostics)")
+    }
+
     /// A host that was down during the wipe notices it at its start (etcd's revision below its
     /// cursor), instead of resuming from a cursor the new etcd never had.
     func testAHostStoppedDuringAWipeNoticesItWhenItStarts() async throws {

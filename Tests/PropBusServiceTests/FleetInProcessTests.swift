@@ -1,7 +1,9 @@
-import DBus
+@testable import DBus
+import Dispatch
 import Etcd
 import PropBus
 @testable import PropBusService
+import Synchronization
 import XCTest
 
 /// The fleet's shell (``Fleet``) in this process against a fake etcd port: a service on a
@@ -116,6 +118,106 @@ final class FleetInProcessTests: XCTestCase, @unchecked Sendable {
         await assertThrowsStoreFailed { try await self.set("lab.k2", .int32(7)) }
         let arrived = await eventually { (try? await self.get("lab.k2")) == .int32(7) }
         XCTAssertTrue(arrived, "the value etcd holds did not reach the mirror")
+    }
+
+    /// etcd restored from a backup with the cluster's own name, token and URLs, and written past
+    /// this host's revision before it asks again: only the member's raft term, lower than it
+    /// showed before, tells. The host reads etcd in full and the write goes through.
+    func testAMemberAnsweringAtALowerRaftTermIsNoticedAndTheWriteGoesThroughAfterTheFullRead() async throws {
+        etcd.state.withLock { $0.raftTerm = 7 }
+        try await set("lab.k1", .int32(1))
+        etcd.state.withLock { state in
+            state.kvs = [:]
+            state.log = []
+            state.revision += 50
+            state.raftTerm = 2
+        }
+        try await set("lab.k1", .int32(2))
+        let rewind = await lastRewind()
+        XCTAssertEqual(rewind, .memberTermBelow(member: 0x1, etcd: 2, seen: 7))
+        XCTAssertEqual(try storedValue("lab.k1"), .int32(2))
+    }
+
+    /// A watch cancelled with a compact revision below one etcd showed before: etcd's history
+    /// started again (a restore, a wipe). Read in full as a rewind, not as a plain compaction.
+    func testACompactRevisionBelowOneSeenBeforeIsARewind() async throws {
+        let first = etcd.state.withLock { $0.watches.count }
+        etcd.state.withLock { $0.watches.last?.deliver(.compacted(compactRevision: 30)) }
+        let watchingAgain = await eventually { self.etcd.state.withLock { $0.watches.count } > first }
+        XCTAssertTrue(watchingAgain, "no new watch after the compaction")
+        let plainCompaction = await lastRewind()
+        XCTAssertNil(plainCompaction, "a first compaction is no rewind")
+        etcd.state.withLock { $0.watches.last?.deliver(.compacted(compactRevision: 5)) }
+        let noticed = await eventually { await self.lastRewind() != nil }
+        XCTAssertTrue(noticed, "the compact revision going back was not noticed")
+        let rewind = await lastRewind()
+        XCTAssertEqual(rewind, .compactionBelowSeen(etcd: 5, seen: 30))
+    }
+
+    private func lastRewind() async -> FleetRewind? {
+        await onQueue(serviceConnection) { [self] in service?.fleet?.lastRewind }
+    }
+
+    /// Answers that come back while the D-Bus queue is busy are committed together, once,
+    /// and only then answered (group commit), not one commit each.
+    func testAnswersComingBackTogetherAreCommittedOnceBeforeTheirReplies() async throws {
+        let running = await onQueue(serviceConnection) { [self] in service?.fleet?.arrivals }
+        let arrivals = try XCTUnwrap(running)
+        etcd.state.withLock { $0.gate = Self.keys.count; $0.holdAnswers = true }
+        let sets = Task {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (index, key) in Self.keys.enumerated() { group.addTask { try await self.set(key, .int32(Int32(index + 20))) } }
+                try await group.waitForAll()
+            }
+        }
+        let allWithEtcd = await eventually { self.etcd.state.withLock { $0.inside } == Self.keys.count }
+        XCTAssertTrue(allWithEtcd, "the writes were not with etcd together")
+        // The D-Bus queue busy (a long round, say) while every answer comes back.
+        let busy = DispatchSemaphore(value: 0)
+        let entered = Mutex(false)
+        serviceConnection.queue.async { entered.withLock { $0 = true }; busy.wait() }
+        let blocked = await eventually { entered.withLock { $0 } }
+        XCTAssertTrue(blocked)
+        let before = store.changeCommits
+        etcd.state.withLock { $0.holdAnswers = false }
+        // Read off the D-Bus queue, which the test keeps busy.
+        let back = await eventually { arrivals.waiting == Self.keys.count }
+        XCTAssertTrue(back, "the answers did not come back")
+        busy.signal()
+        try await sets.value
+        let commits = await onQueue(serviceConnection) { [store] in store.changeCommits } - before
+        XCTAssertEqual(commits, 1, "commits for \(Self.keys.count) answers that came back together")
+        for (index, key) in Self.keys.enumerated() {
+            let value = try await get(key)
+            XCTAssertEqual(value, .int32(Int32(index + 20)))
+        }
+    }
+
+    /// Another host's change of a fleet key is announced before this host commits it: etcd
+    /// holds it durably, and a crash before the commit replays it from the cursor committed
+    /// with it. The PropertiesChanged leaves before the store's commit starts.
+    func testAnotherHostsChangeIsAnnouncedBeforeItIsCommittedHere() async throws {
+        let key = try Key("lab.k3")
+        let announced = Mutex(false), announcedAtCommit = Mutex<[Bool]>([])
+        _ = await onQueue(serviceConnection) { [serviceConnection, store] in
+            serviceConnection!.sendObserver = { message in
+                if message.member == "PropertiesChanged", message.path == key.objectPath { announced.withLock { $0 = true } }
+            }
+            store.beforeChangeCommit = { announcedAtCommit.withLock { $0.append(announced.withLock { $0 }) } }
+        }
+        // Another host's write, straight to etcd; the watch brings it.
+        let layout = FleetLayout(prefix: "/lab/")
+        _ = try etcd.txn(compares: [], success: [.put(layout.valueKey(key), FleetLayout.encodeValue(.int32(5)))], failure: [],
+                         resendIfConnectionLost: false, timeout: nil)
+        let committed = await eventually { !announcedAtCommit.withLock { $0 }.isEmpty }
+        XCTAssertTrue(committed, "the change was not committed here")
+        XCTAssertEqual(announcedAtCommit.withLock { $0.first }, true, "committed before it was announced")
+        _ = await onQueue(serviceConnection) { [serviceConnection, store] in
+            serviceConnection!.sendObserver = nil
+            store.beforeChangeCommit = nil
+        }
+        let value = try await get("lab.k3")
+        XCTAssertEqual(value, .int32(5))
     }
 
     private func assertThrowsStoreFailed(_ body: () async throws -> Void) async {

@@ -13,6 +13,8 @@ private final class Harness {
     let layout = FleetLayout(prefix: "/t/")
     var mirror: [Key: (value: String, revision: Int64)] = [:]
     var cursor: Int64 = 0
+    /// The highest raft term each etcd member answered with, as the shell records it.
+    var terms: [UInt64: UInt64] = [:]
     private var intents: [UInt64: (values: [Key: String], compareAndSet: Int64?, read: Set<Key>)] = [:]
     private var outbox: [UInt64: (compares: [Compare], success: [RequestOp], failure: [RequestOp])] = [:]
     private var answers: [UInt64: TxnResponse] = [:]
@@ -21,6 +23,8 @@ private final class Harness {
     /// "fail 1 …", "update k=v@r", "retry 1", "unreachable", "readAll".
     var log: [String] = []
     var failNextCommit = false
+    /// What each readAll said etcd did.
+    var rewinds: [FleetRewind] = []
     var now: UInt64 = 1_000_000_000
 
     init(state: Fleet.State = .connected) {
@@ -47,6 +51,7 @@ private final class Harness {
     func answer(_ id: UInt64) {
         guard let response = answers.removeValue(forKey: id) else { return XCTFail("etcd did not run write \(id)") }
         feed(.txnAnswered(id, .answered(response)))
+        terms[response.header.memberID] = max(terms[response.header.memberID] ?? 0, response.header.raftTerm)
     }
 
     /// The connection went away before the answer (the member died): the port's error.
@@ -86,7 +91,7 @@ private final class Harness {
         case .prepare(let id, _, _):
             log.append("prepare \(id)")
             guard let intent = intents[id] else { return }
-            feed(.prepared(id, .init(written: Set(intent.values.keys), read: intent.read), cursor: cursor, clusterID: etcd.clusterID))
+            feed(.prepared(id, .init(written: Set(intent.values.keys), read: intent.read), cursor: cursor, clusterID: etcd.clusterID, terms: terms))
         case .send(let id, _, _):
             log.append("send \(id)")
             guard let intent = intents[id] else { return }
@@ -135,8 +140,9 @@ private final class Harness {
             log.append("wake")
         case .markUnreachable:
             log.append("unreachable")
-        case .readAll:
+        case .readAll(let rewind):
             log.append("readAll")
+            rewinds.append(rewind)
         }
     }
 
@@ -359,6 +365,48 @@ final class FleetMachineTests: XCTestCase {
         let applied = host.index(of: "apply 1"), readAll = host.index(of: "readAll")
         XCTAssertNotNil(readAll, "\(host.log)")
         XCTAssertLessThan(applied ?? .max, readAll ?? -1)
+    }
+
+    func testAnAnswerFromAMemberAtALowerRaftTermThanItShowedIsARewindEvenAboveTheCursor() {
+        let host = Harness()
+        host.etcd.raftTerm = 7
+        host.write(1, ["a.k": "first"])
+        host.etcdRuns(1)
+        host.answer(1)
+        host.deliverWatch()
+        // Restored from a backup with the cluster's own name, token and URLs, and written past
+        // the mirror's revision since: the same cluster and member ids, revisions above the
+        // cursor, but the member's raft log started again.
+        var restored = FakeEtcd.State()
+        restored.revision = host.etcd.revision + 50
+        restored.raftTerm = 2
+        host.etcd = restored
+        host.write(2, ["a.k": "second"])
+        host.etcdRuns(2)
+        host.answer(2)
+        XCTAssertEqual(host.rewinds, [.memberTermBelow(member: 0x1, etcd: 2, seen: 7)], "\(host.log)")
+        XCTAssertFalse(host.log.contains { $0 == "retry 2" || $0.hasPrefix("fail 2") }, "not a lost race: \(host.log)")
+    }
+
+    func testAnswersOfOneMemberAcrossAnElectionArrivingOutOfOrderAreNoRewind() {
+        let host = Harness()
+        host.etcd.raftTerm = 7
+        host.write(1, ["a.k": "x"])
+        host.write(2, ["b.k": "y"])
+        host.etcdRuns(1)
+        // A new leader between the two: the member answers at a higher term from now on.
+        host.etcd.raftTerm = 8
+        host.etcdRuns(2)
+        host.answer(2)
+        host.answer(1)
+        XCTAssertEqual(host.rewinds, [], "\(host.log)")
+        XCTAssertTrue(host.log.contains("reply 1") && host.log.contains("reply 2"), "\(host.log)")
+        // And the next write, sent after the member showed term 8, is judged against 8.
+        host.write(3, ["a.k": "z"])
+        host.etcd.raftTerm = 8
+        host.etcdRuns(3)
+        host.answer(3)
+        XCTAssertEqual(host.rewinds, [], "\(host.log)")
     }
 
     // MARK: The connection

@@ -27,6 +27,23 @@ final class FleetRewindTests: XCTestCase {
         XCTAssertFalse(FleetRewind.isSuspicious(revision: 0, cursor: 38))
     }
 
+    func testAMemberAnsweringAtALowerRaftTermThanItShowedBeforeIsARewind() {
+        let restored = ResponseHeader(revision: 90, clusterID: 0xabc, memberID: 0x11, raftTerm: 2)
+        XCTAssertEqual(FleetRewind.check(restored, cursor: 38, clusterID: 0xabc, terms: [0x11: 7]),
+                       .memberTermBelow(member: 0x11, etcd: 2, seen: 7))
+        XCTAssertNil(FleetRewind.check(restored, cursor: 38, clusterID: 0xabc, terms: [0x11: 2]), "the same term")
+        XCTAssertNil(FleetRewind.check(restored, cursor: 38, clusterID: 0xabc, terms: [0x22: 7]), "another member counts its own terms")
+        XCTAssertNil(FleetRewind.check(ResponseHeader(revision: 90, clusterID: 0xabc), cursor: 38, clusterID: 0xabc, terms: [0: 7]),
+                     "a header naming no member tells nothing")
+    }
+
+    func testACompactRevisionBelowOneSeenBeforeIsARewind() {
+        XCTAssertEqual(FleetRewind.check(compactRevision: 5, seen: 30), .compactionBelowSeen(etcd: 5, seen: 30))
+        XCTAssertNil(FleetRewind.check(compactRevision: 30, seen: 30))
+        XCTAssertNil(FleetRewind.check(compactRevision: 31, seen: 30))
+        XCTAssertNil(FleetRewind.check(compactRevision: 5, seen: 0), "none seen yet")
+    }
+
     func testAWatchBelowTheCursorIsOnlySuspicious() {
         XCTAssertTrue(FleetRewind.isSuspicious(revision: 1, cursor: 38))
         XCTAssertFalse(FleetRewind.isSuspicious(revision: 38, cursor: 38))

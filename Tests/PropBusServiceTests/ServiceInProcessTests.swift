@@ -10,7 +10,15 @@ final class RefusingStore: PropertyStore, @unchecked Sendable {
     func load() -> StoredState { StoredState() }
     /// Refuses the next commit that holds a change (an idle round's empty commit passes).
     var refuseNextChange = false
+    /// Commits that held a change.
+    var changeCommits = 0
+    /// Runs before each commit that holds a change (on the service's queue).
+    var beforeChangeCommit: (() -> Void)?
     func commit(_ writeSet: WriteSet, durability: StoreChanges.Durability) throws(PropBusError) {
+        if !writeSet.isEmpty {
+            changeCommits += 1
+            beforeChangeCommit?()
+        }
         if refuseNextChange, !writeSet.isEmpty {
             refuseNextChange = false
             throw PropBusError(.storeFailed, "cannot commit: No space left on device")

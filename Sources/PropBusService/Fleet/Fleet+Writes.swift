@@ -2,7 +2,7 @@ import DBus
 import Dispatch
 import Etcd
 import PropBus
-import PropBusSystem
+import Synchronization
 import SystemKit
 
 /// The fleet's write path: the shell around ``FleetMachine``, which decides the order; here
@@ -32,6 +32,13 @@ extension Fleet {
         var commitError: DBusError?
     }
 
+    /// Txn outcomes on their way from the lanes to the D-Bus queue (``deliver(_:lane:_:)``).
+    struct Arrivals: Sendable {
+        var outcomes: [(id: UInt64, lane: Int, outcome: FleetMachine.TxnOutcome)] = []
+        /// A lane is handing them over: the others leave theirs here for it.
+        var delivering = false
+    }
+
     /// What a call's model work did: nothing to fleet keys (kept in the round and published, with
     /// the reply the run made, if it makes one), or fleet keys written (taken back out of the
     /// round: their before and after states).
@@ -40,7 +47,8 @@ extension Fleet {
         case fleet(before: [Key: PropertyModel.Entry?], after: [Key: PropertyModel.Entry?], read: Set<Key>)
     }
 
-    /// Runs `body` inside a savepoint of the round (the model's call log, with its rows to store). No fleet key changed: the changes stay and are published. Otherwise the call is
+    /// Runs `body` inside a savepoint of the round (the model's call log, with its rows to
+    /// store). No fleet key changed: the changes stay and are published. Otherwise the call is
     /// undone and its effect returned.
     func probe(_ body: () throws(PropBusError) -> WriteRun) throws(PropBusError) -> Probe {
         let model = service.model
@@ -134,7 +142,8 @@ extension Fleet {
         case .send(let id, let attempt, let deadline):
             send(id, attempt: attempt, deadline: deadline)
         case .apply(let id, let response):
-            feed(.applied(id, applyAnswer(id, response)))
+            // nil: applied, its commit waits for the batch's end (commitAnswers).
+            if let outcome = applyAnswer(id, response) { feed(.applied(id, outcome)) }
         case .refresh(let id, let response):
             refresh(id, from: response)
         case .retry(let id, let microseconds):
@@ -146,13 +155,16 @@ extension Fleet {
             } else {
                 write.call.reply(write.replyOfLastRun ?? write.reply())
             }
-            // The signals and the reply go out now, not after a round scheduled behind this answer.
-            service.tree.flushNow()
+            // The signals and the reply go out now, not after a round scheduled behind this
+            // answer (after a batch's commit: once, for every reply of the batch).
+            if !flushAfterReplies { service.tree.flushNow() }
         case .fail(let id, let failure):
             guard let write = writes.removeValue(forKey: id) else { return }
             write.call.fail(error(failure, of: write))
         case .applyUpdate(let generation, let update):
             guard generation == watchGeneration, !stopped else { return }
+            // Its commit (a progress notification's cursor, a round) would take the answers applied before it.
+            commitAnswers()
             handle(update)
         case .wake(let uptime):
             later(DispatchTime(uptimeNanoseconds: uptime)) { $0.feed(.tick(DispatchTime.now().uptimeNanoseconds)) }
@@ -175,6 +187,8 @@ extension Fleet {
             let before: [Key: PropertyModel.Entry?], after: [Key: PropertyModel.Entry?], read: Set<Key>
             switch probed {
             case .local(let ran):
+                // A local write now in the round: the batch's commit must wait for the disk.
+                awaitingCommitIsMirrorOnly = false
                 writes[id] = nil
                 write.call.reply(ran ?? write.reply())
                 feed(.settledLocally(id))
@@ -194,7 +208,7 @@ extension Fleet {
             writes[id] = write
             var footprint = footprint(before: before, read: read)
             footprint.written.formUnion(write.plan.written)
-            feed(.prepared(id, footprint, cursor: cursor, clusterID: source.flatMap(FleetRewind.clusterID(ofSource:))))
+            feed(.prepared(id, footprint, cursor: cursor, clusterID: source.flatMap(FleetRewind.clusterID(ofSource:)), terms: raftTerms))
         } catch {
             writes[id] = nil
             write.call.fail(error.dbusError)
@@ -212,7 +226,7 @@ extension Fleet {
         let resendable = !write.compareAndSet && attempt <= FleetMachine.attemptsComparingValues
         // A write that waited for the connection has what is left of its bound, not a new one.
         let timeout = deadline.flatMap { Self.remaining(until: DispatchTime(uptimeNanoseconds: $0)) }
-        let fleet = bound, queue = queue
+        let fleet = bound, queue = queue, arrivals = arrivals
         lanes[lane].async {
             let outcome: FleetMachine.TxnOutcome
             do throws(EtcdError) {
@@ -221,14 +235,74 @@ extension Fleet {
             } catch {
                 outcome = .failed(error)
             }
-            // sync: libdispatch runs it right here when the D-Bus queue is idle, saving a
-            // thread wake-up per write. Safe: the D-Bus queue never waits for a lane.
-            queue.sync {
-                guard let fleet = fleet.object() else { return }
-                fleet.freeLanes.append(lane)
-                fleet.feed(.txnAnswered(id, outcome))
+            Self.deliver(id, lane: lane, outcome, through: arrivals, to: fleet, on: queue)
+        }
+    }
+
+    /// Hands a txn's outcome to the D-Bus queue (on its lane's thread). Outcomes that arrive
+    /// while another lane is handing some over are left for that lane, which takes them with
+    /// its own: one turn of the D-Bus queue and **one commit** for every write they answer
+    /// (group commit), instead of a turn and a commit each while the queue is busy anyway.
+    private static func deliver(_ id: UInt64, lane: Int, _ outcome: FleetMachine.TxnOutcome, through arrivals: FleetArrivals,
+                                to fleet: LoopBound<WeakReference<Fleet>>, on queue: DispatchQueue) {
+        let delivers = arrivals.state.withLock { arrivals in
+            arrivals.outcomes.append((id, lane, outcome))
+            if arrivals.delivering { return false }
+            arrivals.delivering = true
+            return true
+        }
+        guard delivers else { return }
+        // sync: libdispatch runs it right here when the D-Bus queue is idle, saving a
+        // thread wake-up per write. Safe: the D-Bus queue never waits for a lane.
+        queue.sync {
+            // Until none is left: one left after the last look would wait for the next answer.
+            while true {
+                let batch = arrivals.state.withLock { arrivals in
+                    defer { arrivals.outcomes = [] }
+                    if arrivals.outcomes.isEmpty { arrivals.delivering = false }
+                    return arrivals.outcomes
+                }
+                if batch.isEmpty { return }
+                // A stopped fleet's answers are drained all the same, so `delivering` ends.
+                fleet.object()?.handleAnswers(batch)
             }
         }
+    }
+
+    /// The machine gets each outcome in turn; the writes etcd accepted are applied as they
+    /// come and committed together at the end, then answered.
+    private func handleAnswers(_ batch: [(id: UInt64, lane: Int, outcome: FleetMachine.TxnOutcome)]) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        for answer in batch { freeLanes.append(answer.lane) }
+        handlingAnswers = true
+        for answer in batch {
+            feed(.txnAnswered(answer.id, answer.outcome))
+            // After the machine's check, which judges by the terms known when it was sent
+            // (and may have forgotten them: etcd went back in time).
+            if case .answered(let response) = answer.outcome { FleetRewind.note(response.header, in: &raftTerms) }
+        }
+        handlingAnswers = false
+        commitAnswers()
+    }
+
+    /// Commits the writes applied since the last commit (``awaitingCommit``) and tells the
+    /// machine, which answers their calls: all replies after the one commit that holds them,
+    /// then one flush.
+    func commitAnswers() {
+        guard !awaitingCommit.isEmpty else { return }
+        let done = awaitingCommit
+        awaitingCommit = []
+        if awaitingCommitIsMirrorOnly { service.model.storeChanges.durability = .replayable }
+        awaitingCommitIsMirrorOnly = true
+        let error = service.commit()
+        if error == nil { for write in done { revisions.merge(write.revisions) { $1 } } }
+        flushAfterReplies = true
+        for write in done {
+            writes[write.id]?.commitError = error
+            feed(.applied(write.id, error == nil ? .committed : .commitFailed))
+        }
+        flushAfterReplies = false
+        service.tree.flushNow()
     }
 
     /// The time left until `deadline` (at least 100 ms, so a txn can be sent at all), or nil for
@@ -288,17 +362,29 @@ extension Fleet {
         apply(events, through: nil)
     }
 
-    /// Applies a write etcd accepted, commits, and says how that ended.
-    private func applyAnswer(_ id: UInt64, _ response: TxnResponse) -> FleetMachine.ApplyOutcome {
+    /// Applies a write etcd accepted, commits, and says how that ended; nil while a batch of
+    /// answers is handled: its commit is the batch's (``commitAnswers()``).
+    ///
+    /// Such a commit holds only what etcd keeps durably (the fleet keys' values, their etcd
+    /// revisions): it need not wait for the disk. After a crash (or power loss) the local copy
+    /// of a fleet key may lag behind what was acknowledged, never ahead, and the watch replays
+    /// it from the cursor committed with it: nothing acknowledged is lost, etcd holds it.
+    private func applyAnswer(_ id: UInt64, _ response: TxnResponse) -> FleetMachine.ApplyOutcome? {
         guard var write = writes[id] else { return .commitFailed }
+        // A write whose commit cannot wait: a Bind runs again after it, and a definition may
+        // end bindings. The answers applied before it are committed first, on their own.
+        let joinsBatch = handlingAnswers && !write.rerunAfterCommit && write.plan.writesDefinition.isEmpty
+        if !joinsBatch { commitAnswers() }
         let revision = response.header.revision
         let model = service.model
-        // A write of fleet keys only (nothing local waiting, no local key in the call): etcd has
-        // it durably, and a host that lost it replays it from its cursor.
-        let mirrorOnly = !model.storeChanges.hasOwnWrites
-            && write.after.allSatisfy { key, entry in
-                (entry ?? nil)?.definition.scope == .fleet || (entry == nil && write.plan.written.contains(key))
-            }
+        // A write of fleet keys only (nothing local in the call). Nothing local may wait in the
+        // store either; in a batch, what waits is the batch's own fleet writes.
+        let fleetOnly = write.after.allSatisfy { key, entry in
+            (entry ?? nil)?.definition.scope == .fleet || (entry == nil && write.plan.written.contains(key))
+        }
+        let storeHoldsNoLocalWrite = joinsBatch && !awaitingCommit.isEmpty
+            || !model.storeChanges.hasOwnWrites
+        let mirrorOnly = storeHoldsNoLocalWrite && fleetOnly
         var changes: [PropertyChange] = []
         // History names the call (and this host) as the origin of what etcd accepted.
         if let caller = attribution(of: write.call) { model.origin = .call(caller) }
@@ -318,6 +404,12 @@ extension Fleet {
             model.storeChanges.saveExternalRevisions(known, for: key)
         }
         service.publish(changes)
+        if joinsBatch {
+            awaitingCommitIsMirrorOnly = awaitingCommitIsMirrorOnly && mirrorOnly
+            awaitingCommit.append((id, updated))
+            writes[id] = write
+            return nil
+        }
         var again = false
         if write.rerunAfterCommit {
             // Run as a call again: its fleet writes are in, unless a local key it reads changed
@@ -343,4 +435,13 @@ extension Fleet {
         if again { service.tree.flushNow() }
         return again ? .again : .committed
     }
+}
+
+/// The txn outcomes on their way from the lanes to the D-Bus queue, behind a mutex: the one
+/// piece of the fleet the lanes' threads touch (``Fleet/arrivals``).
+final class FleetArrivals: Sendable {
+    let state = Mutex(Fleet.Arrivals())
+
+    /// How many txn answers wait for the D-Bus queue (tests: to know they all came back).
+    var waiting: Int { state.withLock { $0.outcomes.count } }
 }

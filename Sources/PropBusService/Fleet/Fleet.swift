@@ -3,6 +3,7 @@ import Dispatch
 import Etcd
 import Glibc
 import PropBus
+import Synchronization
 import SystemKit
 
 /// The daemon's side of the fleet (issue 14): mirrors the fleet keys held in etcd into the
@@ -63,6 +64,18 @@ public final class Fleet {
     /// Threads for txns: one per write the machine lets be with etcd at once, and which are free.
     let lanes = (0..<FleetMachine.maximumInFlight).map { DispatchQueue(label: "org.propbus.propbusd.fleet-txn-\($0)") }
     var freeLanes = Array((0..<FleetMachine.maximumInFlight).reversed())
+    /// Txn outcomes the lanes handed over and whether a lane is delivering them to the D-Bus
+    /// queue (``deliver(_:lane:_:)``): the lanes' and the D-Bus queue's, behind its mutex.
+    let arrivals = FleetArrivals()
+    /// Writes etcd accepted whose results are applied here, waiting for one commit together
+    /// (``commitAnswers()``); only while the D-Bus queue handles a batch of outcomes.
+    var awaitingCommit: [(id: UInt64, revisions: [Key: FleetRevisions])] = []
+    /// Whether that commit may skip the disk (only etcd's data in it; see ``apply(_:through:snapshot:)``).
+    var awaitingCommitIsMirrorOnly = true
+    /// Whether outcomes are being handled as a batch (their commits wait for its end).
+    var handlingAnswers = false
+    /// Whether replies wait for one flush at the end of a batch's commit.
+    var flushAfterReplies = false
     private var hostQueries: [UInt64: MethodCall] = [:]
     var nextID: UInt64 = 1
     /// The cursor at which the last watch check found changes in etcd the watch had not
@@ -83,6 +96,13 @@ public final class Fleet {
     private var revisionSignalDue = false
     /// Whether a full read after etcd went back in time (``FleetRewind``) is under way.
     var rewinding = false
+    /// What the last time etcd went back in time looked like (the log says it too).
+    private(set) var lastRewind: FleetRewind?
+    /// The highest raft term each etcd member answered with in the mirror's history (see
+    /// ``FleetRewind/check(_:cursor:clusterID:terms:)``); forgotten when etcd went back in time.
+    var raftTerms: [UInt64: UInt64] = [:]
+    /// The highest compact revision a watch was cancelled with in the mirror's history.
+    private var compactionSeen: Int64 = 0
     /// The fleet's layers as etcd holds them (Fleet+Layers.swift), and the layer writes waiting
     /// for this host to apply them.
     var layerMirror = FleetLayerMirror()
@@ -281,6 +301,11 @@ public final class Fleet {
             if state != .unavailable { Service.log("fleet: watch interrupted: \(error.message)") }
             setState(.unavailable)
         case .compacted(let compactRevision):
+            if let rewind = FleetRewind.check(compactRevision: compactRevision, seen: compactionSeen) {
+                rewound(rewind)
+                return
+            }
+            compactionSeen = max(compactionSeen, compactRevision)
             Service.log("fleet: etcd compacted past revision \(cursor + 1) (to \(compactRevision)): reading everything again")
             watchGeneration += 1
             retireWatch()
@@ -311,21 +336,24 @@ public final class Fleet {
     /// a watch reported a revision below the cursor; if not, and `connecting`, the watch's
     /// connection stands.
     private func confirmRevision(connecting: Bool) {
-        let generation = watchGeneration, since = cursor
+        let generation = watchGeneration, since = cursor, terms = raftTerms
         read(RangeRequest(key: layout.prefix, prefix: true, countOnly: true), failing: "cannot reach etcd to check its revision",
              retry: { [weak self] in self?.confirmRevision(connecting: connecting) }) { [self] response in
-            guard generation == watchGeneration, !noticeRewind(response.header, since: since), connecting else { return }
+            guard generation == watchGeneration, !noticeRewind(response.header, since: since, terms: terms), connecting else { return }
             connected()
         }
     }
 
-    /// Whether `header`, of a linearizable read or a txn sent when the mirror was at `since`,
-    /// shows etcd gone back in time; if so, the mirror is resynchronised to etcd
-    /// (``rewound(_:)``). Also true while such a resynchronisation is under way.
+    /// Whether `header`, of a linearizable read or a txn sent when the mirror was at `since` and
+    /// etcd's members had shown `terms`, shows etcd gone back in time; if so, the mirror is
+    /// resynchronised to etcd (``rewound(_:)``). Also true while such a resynchronisation is
+    /// under way.
     @discardableResult
-    func noticeRewind(_ header: ResponseHeader, since: Int64) -> Bool {
+    func noticeRewind(_ header: ResponseHeader, since: Int64, terms: [UInt64: UInt64]) -> Bool {
         if rewinding { return true }
-        guard let rewind = FleetRewind.check(header, cursor: since, clusterID: source.flatMap(FleetRewind.clusterID(ofSource:))) else {
+        guard let rewind = FleetRewind.check(header, cursor: since, clusterID: source.flatMap(FleetRewind.clusterID(ofSource:)),
+                                             terms: terms) else {
+            FleetRewind.note(header, in: &raftTerms)
             return false
         }
         rewound(rewind)
@@ -340,6 +368,10 @@ public final class Fleet {
             + "etcd is the source of truth: reading \(configuration.prefix) in full; fleet keys it lacks keep this host's definition, "
             + "offered to etcd again, and lose their values")
         rewinding = true
+        lastRewind = rewind
+        // A new history: its members' terms and compactions start again.
+        raftTerms = [:]
+        compactionSeen = 0
         watchGeneration += 1
         retireWatch()
         setState(.connecting)
@@ -360,7 +392,7 @@ public final class Fleet {
     /// the prefix) restarts it once per cursor, not forever.
     private func checkWatch() {
         guard watch != nil, !stopped else { return }
-        let since = cursor, client = client, layout = layout
+        let since = cursor, terms = raftTerms, client = client, layout = layout
         let changed = { var r = RangeRequest(key: layout.prefix, prefix: true, limit: 1); r.minModRevision = since + 1; return r }()
         let definitions = RangeRequest(key: layout.prefix + Array("defs/".utf8), prefix: true, countOnly: true)
         let values = RangeRequest(key: layout.prefix + Array("keys/".utf8), prefix: true, countOnly: true)
@@ -372,14 +404,14 @@ public final class Fleet {
             let counts = (definitionCount.count, valueCount.count), header = definitionCount.header
             let moved = max(definitionCount.header.revision, valueCount.header.revision) > since
             let pending: Bool? = moved ? (try? client.range(changed)).map { !$0.kvs.isEmpty } : false
-            fleet.async { $0.watchChecked(since: since, counts: counts, header: header, pending: pending) }
+            fleet.async { $0.watchChecked(since: since, terms: terms, counts: counts, header: header, pending: pending) }
         }
     }
 
     /// The second half of ``checkWatch()``, on the queue: etcd's counts and whether it holds
     /// changes after `since`.
-    private func watchChecked(since: Int64, counts: (Int64, Int64), header: ResponseHeader, pending: Bool?) {
-        guard !stopped, watch != nil, !noticeRewind(header, since: since), let pending else { return }
+    private func watchChecked(since: Int64, terms: [UInt64: UInt64], counts: (Int64, Int64), header: ResponseHeader, pending: Bool?) {
+        guard !stopped, watch != nil, !noticeRewind(header, since: since, terms: terms), let pending else { return }
         let mirrored = (revisions.values.filter { $0.definition > 0 }.count, revisions.values.filter { $0.value > 0 }.count)
         let countsDiffer = counts.0 != Int64(mirrored.0) || counts.1 != Int64(mirrored.1)
         guard pending || (countsDiffer && restartedAtCursor != since), cursor == since else {
@@ -406,7 +438,7 @@ public final class Fleet {
     /// Resumes from the cursor, once etcd says it is the fleet the mirror belongs to (one
     /// count-only read); another fleet is read in full instead (``applySnapshot(_:replacing:)``).
     private func resume() {
-        let since = cursor
+        let since = cursor, terms = raftTerms
         read(RangeRequest(key: layout.prefix, prefix: true, countOnly: true),
              failing: "cannot reach etcd to resume from revision \(cursor)",
              retry: { [weak self] in self?.resume() }) { [self] response in
@@ -423,7 +455,7 @@ public final class Fleet {
                 return
             }
             if source == nil { recordSource(current) }
-            if noticeRewind(response.header, since: since) { return }
+            if noticeRewind(response.header, since: since, terms: terms) { return }
             readLayers { [weak self] in
                 guard let self else { return }
                 startWatch(from: cursor + 1)
@@ -468,11 +500,13 @@ public final class Fleet {
     ///
     /// `rewound`: etcd went back in time (``rewound(_:)``); so does a snapshot below the cursor.
     private func resynchronize(rewound: Bool = false) {
-        let since = cursor
+        let since = cursor, terms = raftTerms
         read(RangeRequest(key: layout.prefix, prefix: true), failing: "cannot read \(configuration.prefix) from etcd",
              retry: { [weak self] in self?.resynchronize(rewound: rewound) }) { [self] response in
             let current = sourceName(response.header)
-            let rewound = rewound || FleetRewind.check(response.header, cursor: since, clusterID: nil) != nil
+            let rewound = rewound || FleetRewind.check(response.header, cursor: since, clusterID: nil, terms: terms) != nil
+            if rewound { raftTerms = [:] }
+            FleetRewind.note(response.header, in: &raftTerms)
             let replacing = !rewound && (source.map { $0 != current } ?? false)
             // Not committed: a full read again is scheduled, and no watch may go past it.
             guard applySnapshot(response, replacing: replacing, rewound: rewound) else { return }
@@ -578,6 +612,9 @@ public final class Fleet {
     /// Returns whether the changes were committed (or there was nothing to commit).
     @discardableResult
     func apply(_ events: [WatchEvent], through revision: Int64?, snapshot: Bool = false) -> Bool {
+        // This round's commit would take the answers applied before it: theirs comes first, so
+        // each call is answered by the commit that holds its write.
+        commitAnswers()
         let model = service.model
         noteLifetimes(events, snapshot: snapshot)
         defer { forgetEndedLifetimes() }
@@ -712,6 +749,17 @@ public final class Fleet {
         for (key, revisions) in updated { model.storeChanges.saveExternalRevisions(revisions, for: key) }
         if let revision { model.storeChanges.saveExternalCursor(max(revision, cursor)) }
         service.publish(changes)
+        if mirrorOnly, !service.holdsCommits, definedHere.isEmpty, removed.isEmpty, changes.allSatisfy({ change in
+            guard case .valueChanged(let key, _) = change else { return false }
+            return model.entry(for: key)?.definition.scope == .fleet
+        }) {
+            // Only fleet keys' values, which etcd holds durably: announced now, committed right
+            // after, so the signal does not wait for the store. A crash in between replays them
+            // from the cursor this commit saves; a failed commit reads them again (below).
+            service.holdsCommits = true
+            service.tree.flushNow()
+            service.holdsCommits = false
+        }
         if mirrorOnly { model.storeChanges.durability = .replayable }
         if let error = service.commit() {
             // Nothing of it was kept: read it all again from etcd.

@@ -113,8 +113,9 @@ struct FleetMachine: Sendable {
         /// A call's first run wrote fleet keys (`footprint`); its reply waits.
         case write(WriteID, Footprint, compareAndSet: Bool, now: UInt64)
         /// The shell computed the write at its turn (``Action/prepare(_:attempt:deadline:)``):
-        /// its footprint now, and the cursor and cluster the mirror was at.
-        case prepared(WriteID, Footprint, cursor: Int64, clusterID: UInt64?)
+        /// its footprint now, the cursor and cluster the mirror was at, and the raft term each
+        /// etcd member answered with so far (``FleetRewind/check(_:cursor:clusterID:terms:)``).
+        case prepared(WriteID, Footprint, cursor: Int64, clusterID: UInt64?, terms: [UInt64: UInt64] = [:])
         /// At its turn the write touched no fleet key any more, or failed: answered by the shell.
         case settledLocally(WriteID)
         case txnAnswered(WriteID, TxnOutcome)
@@ -146,6 +147,7 @@ struct FleetMachine: Sendable {
         var phase: Phase = .queued
         var cursorAtSend: Int64 = 0
         var clusterID: UInt64?
+        var terms: [UInt64: UInt64] = [:]
     }
 
     /// FleetState as the shell last said.
@@ -186,11 +188,12 @@ struct FleetMachine: Sendable {
             writes[id] = write
             queue.append(id)
             if let deadline = write.deadline { actions.append(.wake(at: deadline)) }
-        case .prepared(let id, let footprint, let cursor, let clusterID):
+        case .prepared(let id, let footprint, let cursor, let clusterID, let terms):
             guard var write = writes[id], write.phase == .preparing else { break }
             write.footprint = footprint
             write.cursorAtSend = cursor
             write.clusterID = clusterID
+            write.terms = terms
             if state != .connected || others(of: id).contains(where: { footprint.depends(on: $0.footprint) && $0.phase != .queued }) {
                 // Its keys changed at its turn and now meet a write in flight (or the
                 // connection went): back to the head of the line.
@@ -310,7 +313,8 @@ struct FleetMachine: Sendable {
         case .answered(let answer):
             response = answer
         }
-        let rewind = FleetRewind.check(response.header, cursor: write.cursorAtSend, clusterID: write.clusterID)
+        let rewind = FleetRewind.check(response.header, cursor: write.cursorAtSend, clusterID: write.clusterID,
+                                       terms: write.terms)
         // etcd went back in time: nothing more is sent until the mirror is etcd's again.
         if rewind != nil { state = .connecting }
         if response.succeeded {

@@ -11,13 +11,24 @@ enum FleetRewind: Equatable, Sendable {
     case revisionBelowMirror(etcd: Int64, mirror: Int64)
     /// Another cluster answers on the fleet's endpoints.
     case otherCluster(etcd: UInt64, mirror: UInt64)
+    /// A member answered at a raft term below one it answered with before: its raft log
+    /// started again (restored from a backup, or recreated), whatever the revisions say.
+    case memberTermBelow(member: UInt64, etcd: UInt64, seen: UInt64)
+    /// A watch was cancelled with a compact revision below one etcd reported before.
+    case compactionBelowSeen(etcd: Int64, seen: Int64)
 
     /// What `header` says against a mirror at `cursor` belonging to cluster `clusterID` (nil
     /// while no answer recorded one). Only answers that reflect every committed change may be
     /// asked: a linearizable read's or a txn's. A watch's header comes from the member that
     /// serves it, which may lag behind: a revision there below the cursor is a reason to ask
     /// with a read, not a verdict (see ``isSuspicious(revision:cursor:)``).
-    static func check(_ header: ResponseHeader, cursor: Int64, clusterID: UInt64?) -> FleetRewind? {
+    ///
+    /// `terms`: the highest raft term each member answered with *before the request was sent*.
+    /// A member's term never goes down in its life, so one answering below it was restored or
+    /// recreated, even when etcd has since been written past the cursor (the revision alone then
+    /// looks fine). Terms seen only after the request was sent do not count: two answers of one
+    /// member on both sides of an election may arrive in either order.
+    static func check(_ header: ResponseHeader, cursor: Int64, clusterID: UInt64?, terms: [UInt64: UInt64] = [:]) -> FleetRewind? {
         if let clusterID, header.clusterID != 0, header.clusterID != clusterID {
             return .otherCluster(etcd: header.clusterID, mirror: clusterID)
         }
@@ -25,7 +36,24 @@ enum FleetRewind: Equatable, Sendable {
         if header.revision > 0, header.revision < cursor {
             return .revisionBelowMirror(etcd: header.revision, mirror: cursor)
         }
+        if header.memberID != 0, header.raftTerm != 0, let seen = terms[header.memberID], header.raftTerm < seen {
+            return .memberTermBelow(member: header.memberID, etcd: header.raftTerm, seen: seen)
+        }
         return nil
+    }
+
+    /// Records the raft term of `header`'s member in `terms` (the highest each answered with).
+    static func note(_ header: ResponseHeader, in terms: inout [UInt64: UInt64]) {
+        guard header.memberID != 0, header.raftTerm > terms[header.memberID] ?? 0 else { return }
+        terms[header.memberID] = header.raftTerm
+    }
+
+    /// What a watch cancelled at `compactRevision` says when etcd reported `seen` (0: none)
+    /// before in the mirror's history: a compaction never moves backwards in one history, so
+    /// a lower one means etcd's history started again.
+    static func check(compactRevision: Int64, seen: Int64) -> FleetRewind? {
+        guard seen > 0, compactRevision < seen else { return nil }
+        return .compactionBelowSeen(etcd: compactRevision, seen: seen)
     }
 
     /// Whether a watch's revision (its creation, a progress notification) is below the cursor,
@@ -56,6 +84,10 @@ enum FleetRewind: Equatable, Sendable {
             "etcd answers at revision \(etcd), below the mirror's \(mirror)"
         case .otherCluster(let etcd, let mirror):
             "etcd answers as cluster \(String(etcd, radix: 16)), not the mirror's \(String(mirror, radix: 16))"
+        case .memberTermBelow(let member, let etcd, let seen):
+            "etcd member \(String(member, radix: 16)) answers at raft term \(etcd), below the \(seen) it answered with before"
+        case .compactionBelowSeen(let etcd, let seen):
+            "etcd reports compact revision \(etcd), below the \(seen) it reported before"
         }
     }
 }

@@ -15,6 +15,10 @@ final class FakeEtcd: EtcdPort {
     struct State {
         var revision: Int64 = 1
         var clusterID: UInt64 = 0xfeed
+        /// The member that answers, and its raft term (a restored or recreated member starts
+        /// its raft log again, at a low term).
+        var memberID: UInt64 = 0x1
+        var raftTerm: UInt64 = 2
         var kvs: [[UInt8]: KeyValue] = [:]
         var log: [WatchEvent] = []
         var watches: [FakeWatch] = []
@@ -27,6 +31,13 @@ final class FakeEtcd: EtcdPort {
         var nextLease: Int64 = 0x7000
         /// The leases revoked, in order.
         var revoked: [Int64] = []
+        /// Txns that write wait while this is set (after the gate), so their answers can be
+        /// made to come back together.
+        var holdAnswers = false
+
+        func header(_ revision: Int64) -> ResponseHeader {
+            ResponseHeader(revision: revision, clusterID: clusterID, memberID: memberID, raftTerm: raftTerm)
+        }
     }
 
     let state = Mutex(State())
@@ -54,7 +65,7 @@ final class FakeEtcd: EtcdPort {
             switch op {
             case .range(let request):
                 let kvs = state.kvs[request.key].map { [$0] } ?? []
-                responses.append(.range(RangeResponse(header: ResponseHeader(revision: revision, clusterID: state.clusterID), kvs: kvs)))
+                responses.append(.range(RangeResponse(header: state.header(revision), kvs: kvs)))
             case .put(let request):
                 let old = state.kvs[request.key]
                 let kv = KeyValue(key: request.key, value: request.value, createRevision: old?.createRevision ?? revision,
@@ -68,7 +79,7 @@ final class FakeEtcd: EtcdPort {
             }
         }
         state.log += events
-        return (TxnResponse(header: ResponseHeader(revision: revision, clusterID: state.clusterID), succeeded: holds, responses: responses), events)
+        return (TxnResponse(header: state.header(revision), succeeded: holds, responses: responses), events)
     }
 
     /// Forgets everything, as etcd recreated empty on the same endpoints would.
@@ -82,7 +93,7 @@ final class FakeEtcd: EtcdPort {
 
     func range(_ request: RangeRequest) throws(EtcdError) -> RangeResponse {
         state.withLock { state in
-            let header = ResponseHeader(revision: state.revision, clusterID: state.clusterID)
+            let header = state.header(state.revision)
             let end = request.rangeEnd
             let kvs = state.kvs.values.filter { kv in
                 if let end { return kv.key.lexicographicallyPrecedes(end) && !kv.key.lexicographicallyPrecedes(request.key) }
@@ -108,6 +119,7 @@ final class FakeEtcd: EtcdPort {
             let start = ContinuousClock.now
             while state.withLock({ $0.inside < $0.gate }), ContinuousClock.now - start < .seconds(1) { usleep(1000) }
         }
+        while state.withLock({ $0.holdAnswers }) { usleep(1000) }
         return state.withLock { state in
             if gated { state.inside -= 1 }
             let (response, events) = Self.execute(&state, compares, success, failure)
