@@ -100,29 +100,31 @@ final class WireBuffer {
     /// NUL-terminated. Returns `false` for a NUL inside, which the peer would read as the end.
     @discardableResult
     func appendText(_ text: String, signature: Bool = false) -> Bool {
-        var text = text
-        return text.withUTF8 { utf8 -> Bool in
-            if signature { append(UInt8(truncatingIfNeeded: utf8.count)) } else { append(aligned: UInt32(truncatingIfNeeded: utf8.count)) }
-            reserve(utf8.count + 1)
-            var clean = true
-            if utf8.count <= 32 {
-                // Most are short (metadata names, one-letter signatures): one pass beats two calls.
-                let target = (base + count).assumingMemoryBound(to: UInt8.self)
-                for index in 0..<utf8.count {
-                    let byte = utf8[index]
-                    target[index] = byte
-                    if byte == 0 { clean = false }
-                }
-                count += utf8.count
-            } else if let source = utf8.baseAddress {
-                (base + count).copyMemory(from: source, byteCount: utf8.count)
-                clean = memchr(source, 0, utf8.count) == nil
-                count += utf8.count
+        // In place for native and small strings (no copy, no retain): only a bridged one is copied.
+        text.utf8.withContiguousStorageIfAvailable { appendText(utf8: $0, signature: signature) }
+            ?? Array(text.utf8).withUnsafeBufferPointer { appendText(utf8: $0, signature: signature) }
+    }
+
+    @inline(__always) private func appendText(utf8: UnsafeBufferPointer<UInt8>, signature: Bool) -> Bool {
+        if signature { append(UInt8(truncatingIfNeeded: utf8.count)) } else { append(aligned: UInt32(truncatingIfNeeded: utf8.count)) }
+        reserve(utf8.count + 1)
+        var clean = true
+        if utf8.count <= 32 {
+            // Most are short (metadata names, one-letter signatures): one pass beats two calls.
+            let target = (base + count).assumingMemoryBound(to: UInt8.self)
+            for index in 0..<utf8.count {
+                let byte = utf8[index]
+                target[index] = byte
+                if byte == 0 { clean = false }
             }
-            base.storeBytes(of: 0, toByteOffset: count, as: UInt8.self)
-            count += 1
-            return clean
+        } else if let source = utf8.baseAddress {
+            (base + count).copyMemory(from: source, byteCount: utf8.count)
+            clean = memchr(source, 0, utf8.count) == nil
         }
+        count += utf8.count
+        base.storeBytes(of: 0, toByteOffset: count, as: UInt8.self)
+        count += 1
+        return clean
     }
 
     /// A whole value; it must have passed ``DBusValue/validate()``. Throws for what a buffer
