@@ -22,8 +22,9 @@ enum MessageIterator {
 
     /// Reads the single value at `iter`, using the signature libdbus reports for it.
     static func read(_ iter: inout DBusMessageIter, fds: inout [Int32]) throws(ValueError) -> DBusValue {
-        // Basic types need no signature: skip the allocation and parse on the hot path.
-        if let basicType = basicType(dbus_message_iter_get_arg_type(&iter)) {
+        // Basic types and variants need no signature: skip the allocation and parse on the hot path.
+        // A switch, not a dictionary: every argument of every call (a `Get`'s two names) is read here.
+        if let basicType = DBusType(basicCode: TypeCode(rawValue: UInt8(truncatingIfNeeded: dbus_message_iter_get_arg_type(&iter)))) {
             return try read(&iter, as: basicType, fds: &fds)
         }
         guard let raw = dbus_message_iter_get_signature(&iter) else { throw ValueError("out of memory reading a signature") }
@@ -32,27 +33,6 @@ enum MessageIterator {
         let type: DBusType
         do { type = try DBusType(parsing: text) } catch { throw ValueError("bad signature from the wire: \(error)") }
         return try read(&iter, as: type, fds: &fds)
-    }
-
-    /// The basic type of a libdbus type code, or `nil` for a container: a switch, not a
-    /// dictionary, since every argument of every call (each `Get`'s two names) comes through here.
-    private static func basicType(_ code: Int32) -> DBusType? {
-        switch TypeCode(rawValue: UInt8(truncatingIfNeeded: code)) {
-        case .byte: .byte
-        case .boolean: .boolean
-        case .int16: .int16
-        case .uint16: .uint16
-        case .int32: .int32
-        case .uint32: .uint32
-        case .int64: .int64
-        case .uint64: .uint64
-        case .double: .double
-        case .string: .string
-        case .objectPath: .objectPath
-        case .signature: .signature
-        case .unixFD: .unixFD
-        default: nil
-        }
     }
 
     private static func basic<T>(_ iter: inout DBusMessageIter, _ zero: T) -> T {
