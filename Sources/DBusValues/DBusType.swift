@@ -7,6 +7,27 @@ public indirect enum DBusType: Hashable, Sendable {
     case dictionary(key: DBusType, value: DBusType)
     case structure([DBusType])
 
+    /// The basic type (or `v`) a type code stands for; `nil` for a container's or a marker's code.
+    public init?(basicCode code: TypeCode?) {
+        switch code {
+        case .byte: self = .byte
+        case .boolean: self = .boolean
+        case .int16: self = .int16
+        case .uint16: self = .uint16
+        case .int32: self = .int32
+        case .uint32: self = .uint32
+        case .int64: self = .int64
+        case .uint64: self = .uint64
+        case .double: self = .double
+        case .string: self = .string
+        case .objectPath: self = .objectPath
+        case .signature: self = .signature
+        case .unixFD: self = .unixFD
+        case .variant: self = .variant
+        default: return nil
+        }
+    }
+
     /// The type's signature text, e.g. `a{sv}`.
     public var signature: String {
         switch self {

@@ -138,7 +138,7 @@ extension DBusValue {
     }
 
     /// The wire alignment of a value of `type`.
-    static func alignment(of type: DBusType) -> Int {
+    public static func alignment(of type: DBusType) -> Int {
         switch type {
         case .byte, .signature, .variant: 1
         case .int16, .uint16: 2

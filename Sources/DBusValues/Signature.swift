@@ -54,20 +54,6 @@ public struct Signature: Hashable, Sendable, CustomStringConvertible {
                 throw fail("unknown type code '\(Character(Unicode.Scalar(byte)))'", at: start)
             }
             switch code {
-            case .byte: return .byte
-            case .boolean: return .boolean
-            case .int16: return .int16
-            case .uint16: return .uint16
-            case .int32: return .int32
-            case .uint32: return .uint32
-            case .int64: return .int64
-            case .uint64: return .uint64
-            case .double: return .double
-            case .string: return .string
-            case .objectPath: return .objectPath
-            case .signature: return .signature
-            case .unixFD: return .unixFD
-            case .variant: return .variant
             case .array:
                 guard arrayDepth < Signature.maximumDepth else { throw fail("arrays nested deeper than 32", at: start) }
                 if !atEnd, bytes[index] == TypeCode.dictBegin.rawValue {
@@ -99,6 +85,10 @@ public struct Signature: Hashable, Sendable, CustomStringConvertible {
             case .dictBegin: throw fail("dict entry outside an array", at: start)
             case .dictEnd: throw fail("unexpected '}'", at: start)
             case .structValue, .dictEntryValue: throw fail("unknown type code '\(code.character)'", at: start)
+            default:
+                // Every other code is a basic type's or `v`.
+                guard let single = DBusType(basicCode: code) else { throw fail("unknown type code '\(code.character)'", at: start) }
+                return single
             }
         }
     }

@@ -16,7 +16,7 @@ extension Service {
         let model = model, access = options.access, fleet = fleet
         // Locks are decided for this caller, outside the walk, which may not touch the model.
         let lockAuthority = model.lockAuthority, callerID = call.credentials?.userID
-        return .stream(ReplyBody { writer in
+        return .stream(ReplyBody(signature: "a(suvtba{sv})a(sa{sv})") { writer in
             // Shapes are known once every row was seen, so they come last: one pass.
             var shapes = ListingShapes()
             writer.array(of: "(suvtba{sv})", alignment: 8) { items in

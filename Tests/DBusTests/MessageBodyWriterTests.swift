@@ -12,16 +12,7 @@ final class MessageBodyWriterTests: XCTestCase {
     }
 
     /// The marshalled body of `message`: the bytes after the header, which is padded to 8.
-    private func body(of message: Message) -> [UInt8] {
-        if message.serial == 0 { dbus_message_set_serial(message.raw, 1) }
-        var pointer: UnsafeMutablePointer<CChar>? = nil
-        var length: Int32 = 0
-        guard dbus_message_marshal(message.raw, &pointer, &length) != 0, let pointer else { return [] }
-        defer { dbus_free(pointer) }
-        let bytes = pointer.withMemoryRebound(to: UInt8.self, capacity: Int(length)) { Array(UnsafeBufferPointer(start: $0, count: Int(length))) }
-        let bodyLength = Int(bytes[4]) | Int(bytes[5]) << 8 | Int(bytes[6]) << 16 | Int(bytes[7]) << 24
-        return Array(bytes.suffix(bodyLength))
-    }
+    private func body(of message: Message) -> [UInt8] { message.marshalledBody() }
 
     /// One `ListProperties` row and a `GetManagedObjects`-like nesting, as values.
     private let values: [DBusValue] = [
@@ -89,6 +80,69 @@ final class MessageBodyWriterTests: XCTestCase {
         var counter = MessageBodyWriter.counting()
         write(&counter)
         XCTAssertEqual(counter.size, offset)
+    }
+
+    /// Every kind of value, nested, at every alignment: what a buffered writer marshals by hand.
+    private let mixed: [DBusValue] = [
+        .byte(7), .int16(-2), .boolean(true), .uint16(9), .int64(-5), .byte(1), .double(-0.0), .uint32(3), .uint64(.max),
+        .int32(-1), .signature("a{sv}"), .objectPath("/a/b"), .string(""), .string("é\u{301}K"),
+        .variant(.variant(.int16(4))), .bytes([]), .bytes([9, 8]),
+        .array(of: .int64, []), .array(of: .structure([.byte, .double]), [.structure([.byte(1), .double(.nan)])]),
+        .dictionary(key: .string, value: .variant, []),
+        .dictionary(key: .uint16, value: .array(.string), [DictionaryEntry(.uint16(1), .array(of: .string, [.string("x")]))]),
+        .structure([.byte(2), .structure([.int16(3)]), .variant(.array(of: .variant, [.variant(.objectPath("/"))]))]),
+    ]
+
+    /// A buffered writer's body as the message libdbus makes from it.
+    private func buffered(_ write: (inout MessageBodyWriter) -> Void, signature: String) throws -> (Message, MessageBodyWriter) {
+        var writer = MessageBodyWriter.buffered(limit: .max, arrayLimit: .max)
+        write(&writer)
+        XCTAssertNil(writer.failure)
+        return (try makeMessage().replacingBody(with: try XCTUnwrap(writer.buffer), signature: signature), writer)
+    }
+
+    func testABufferedBodyIsTheSameBytesAsOneAppendedThroughLibdbus() throws {
+        for (values, write) in [(values, self.write), (mixed, { (writer: inout MessageBodyWriter) in
+            for value in self.mixed { writer.value(value) }
+        })] {
+            let expected = try makeMessage()
+            try expected.append(values)
+            let signature = values.map(\.signature).joined()
+            let (made, writer) = try buffered(write, signature: signature)
+            XCTAssertEqual(made.serial, 0, "the serial is given when it is sent")
+            XCTAssertEqual(made.signature, signature)
+            XCTAssertEqual(try made.arguments(), values)
+            XCTAssertEqual(body(of: made), body(of: expected))
+            XCTAssertEqual(writer.size, body(of: expected).count)
+        }
+    }
+
+    func testABufferedBodyThatDoesNotMatchItsSignatureIsRefused() throws {
+        var writer = MessageBodyWriter.buffered(limit: .max, arrayLimit: .max)
+        writer.string("a")
+        XCTAssertThrowsError(try makeMessage().replacingBody(with: try XCTUnwrap(writer.buffer), signature: "u"))
+    }
+
+    func testABufferedWriterRefusesUnixFDsAndNuls() throws {
+        var fds = MessageBodyWriter.buffered(limit: .max, arrayLimit: .max)
+        fds.variant(.unixFD(0))
+        XCTAssertNotNil(fds.failure, "an fd travels beside the body: a buffer cannot carry it")
+        var nul = MessageBodyWriter.buffered(limit: .max, arrayLimit: .max)
+        nul.array(of: "s", alignment: 4) { $0.string("a\u{0}b") }
+        XCTAssertNotNil(nul.failure)
+    }
+
+    func testABufferedWriterStopsAtItsLimitAndCountsTheRest() throws {
+        var counter = MessageBodyWriter.counting()
+        write(&counter)
+        var writer = MessageBodyWriter.buffered(limit: 100, arrayLimit: .max)
+        write(&writer)
+        XCTAssertTrue(writer.overflowed)
+        XCTAssertEqual(writer.size, counter.size)
+        XCTAssertLessThanOrEqual(writer.buffer?.count ?? 0, 200, "no more than the limit (and the field that passed it) was built")
+        var arrays = MessageBodyWriter.buffered(limit: .max, arrayLimit: 64)
+        write(&arrays)
+        XCTAssertTrue(arrays.overflowed)
     }
 
     func testStopsAppendingAtItsLimitAndCountsTheRest() throws {

@@ -55,6 +55,13 @@ final class ListPropertiesMetadataTests: XCTestCase {
         Service.writeMetadata(of: entry, etcdRevision: etcdRevision, lifetime: lifetime, to: &writer)
         XCTAssertNil(writer.failure, file: file, line: line)
         XCTAssertEqual(try streamed.arguments(), try built.arguments(), file: file, line: line)
+        // The listing marshals into a buffer: the same bytes.
+        var buffered = MessageBodyWriter.buffered(limit: .max, arrayLimit: .max)
+        Service.writeMetadata(of: entry, etcdRevision: etcdRevision, lifetime: lifetime, to: &buffered)
+        XCTAssertNil(buffered.failure, file: file, line: line)
+        let made = try makeMessage().replacingBody(with: try XCTUnwrap(buffered.buffer), signature: "a{sv}")
+        XCTAssertEqual(try made.arguments(), try built.arguments(), file: file, line: line)
+        XCTAssertEqual(made.marshalledBody(), built.marshalledBody(), file: file, line: line)
     }
 
     func testStreamedMetadataIsWhatTheDictionarySays() throws {

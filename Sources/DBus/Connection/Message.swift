@@ -126,7 +126,7 @@ public final class Message: @unchecked Sendable {
         var iter = DBusMessageIter()
         guard dbus_message_iter_init(raw, &iter) != 0 else { return [] }
         var fds: [Int32] = []
-        defer { receivedFDs += fds }
+        defer { if !fds.isEmpty { receivedFDs += fds } }
         do {
             return try MessageIterator.readAll(&iter, fds: &fds)
         } catch {

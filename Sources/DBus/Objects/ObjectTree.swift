@@ -448,13 +448,16 @@ public final class ObjectTree: @unchecked Sendable {
         flush()
     }
 
-    /// Replies with a body written straight into the message. The writer stops appending at the
+    /// Replies with a body written straight into the message (or, for a buffered body, into a
+    /// buffer the message is then made from, with one check by libdbus). The writer stops appending at the
     /// message limit and only counts the rest, so a reply too big to send becomes
     /// ``replyTooLarge`` (with its whole size) having built no more than the limit.
     private func reply(to message: Message, streaming body: ReplyBody, isWrite: Bool = false, credentials: Credentials? = nil) {
         guard !message.noReply, let built = message.makeReturn() else { return }
-        var writer = MessageBodyWriter.appending(to: built, limit: maximumMessageSize - Self.headerAllowance,
-                                                 arrayLimit: Self.protocolArrayLimit)
+        let limit = maximumMessageSize - Self.headerAllowance
+        var writer = body.bufferedSignature == nil
+            ? MessageBodyWriter.appending(to: built, limit: limit, arrayLimit: Self.protocolArrayLimit)
+            : MessageBodyWriter.buffered(limit: limit, arrayLimit: Self.protocolArrayLimit)
         body.write(&writer)
         let size = MessageSize(bytes: writer.size + Self.headerAllowance, largestArray: writer.largestArray)
         guard size.excess(over: maximumMessageSize) == nil, !writer.overflowed else {
@@ -466,7 +469,11 @@ public final class ObjectTree: @unchecked Sendable {
             return
         }
         var reply = built
-        if let failure = writer.failure {
+        var failure = writer.failure
+        if failure == nil, let signature = body.bufferedSignature, let buffer = writer.buffer {
+            do throws(DBusError) { reply = try built.replacingBody(with: buffer, signature: signature) } catch { failure = error.message }
+        }
+        if let failure {
             guard let error = message.makeError(.failed("cannot encode the reply: \(failure)")) else { return }
             reply = error
         } else {

@@ -138,8 +138,9 @@ final class StandardInterfaces {
         InterfaceDescription("org.freedesktop.DBus.ObjectManager", methods: [
             MethodDescription("GetManagedObjects", out: [("objpath_interfaces_and_properties", .dictionary(key: .objectPath, value: .dictionary(key: .string, value: .dictionary(key: .string, value: .variant))))]) { [unowned tree] call in
                 let objects = tree.managedObjects(below: call.path)
-                // Written straight into the reply: no dictionary per object and interface.
-                return .stream(ReplyBody { writer in
+                // Written straight into the reply: no dictionary per object and interface;
+                // through a buffer, with no libdbus call per field.
+                return .stream(ReplyBody(signature: "a{oa{sa{sv}}}") { writer in
                     writer.dictionary("{oa{sa{sv}}}") { paths in
                         for (objectPath, object) in objects {
                             paths.entry { entry in

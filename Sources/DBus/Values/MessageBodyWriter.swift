@@ -13,6 +13,10 @@ import Glibc
 /// passed ``DBusValue/validate()`` on their way in (a model's stored values, defaults and
 /// metadata have). libdbus still checks strings' UTF-8 and every signature; what it refuses, and
 /// running out of memory, ends in ``failure`` and the caller answers with an error instead.
+///
+/// A buffered writer (``buffered(limit:arrayLimit:)``, a ``ReplyBody`` made with a signature)
+/// marshals into a ``WireBuffer`` instead, and libdbus checks the whole body once when the
+/// message is made from it: the same bytes, without a libdbus call per field.
 public struct MessageBodyWriter {
     /// The body's length so far: the bytes appended, or that would have been.
     public private(set) var size: Int
@@ -28,6 +32,8 @@ public struct MessageBodyWriter {
     private let arrayLimit: Int
     private var counting: Bool
     private var iter: DBusMessageIter
+    /// Set for a buffered writer, which writes here and never touches `iter`.
+    private(set) var buffer: WireBuffer?
 
     /// A writer that appends nothing: it only counts.
     public static func counting() -> MessageBodyWriter {
@@ -40,6 +46,14 @@ public struct MessageBodyWriter {
         var iter = DBusMessageIter()
         dbus_message_iter_init_append(message.raw, &iter)
         return MessageBodyWriter(size: 0, limit: limit, arrayLimit: arrayLimit, counting: false, iter: iter)
+    }
+
+    /// A writer marshalling into its own ``buffer`` up to `limit` bytes of body and `arrayLimit`
+    /// bytes per array; ``Message/replacingBody(with:signature:)`` makes the message.
+    static func buffered(limit: Int, arrayLimit: Int) -> MessageBodyWriter {
+        var writer = MessageBodyWriter(size: 0, limit: limit, arrayLimit: arrayLimit, counting: false, iter: DBusMessageIter())
+        writer.buffer = WireBuffer()
+        return writer
     }
 
     private init(size: Int, limit: Int, arrayLimit: Int, counting: Bool, iter: DBusMessageIter) {
@@ -82,6 +96,10 @@ public struct MessageBodyWriter {
         let length = text.utf8.count
         size = Self.align(size, 4) + 4 + length + 1
         guard appends() else { return }
+        if buffer != nil {
+            if !buffer!.appendText(text) { fail("cannot append the string '\(text.prefix(40))'") }
+            return
+        }
         let ok = text.withCString { cString -> Bool in
             // A NUL inside would silently cut the string short in libdbus.
             guard strlen(cString) == length else { return false }
@@ -95,6 +113,7 @@ public struct MessageBodyWriter {
     public mutating func boolean(_ value: Bool) {
         size = Self.align(size, 4) + 4
         guard appends() else { return }
+        if buffer != nil { buffer!.append(aligned: UInt32(value ? 1 : 0)); return }
         var raw: dbus_bool_t = value ? 1 : 0
         if dbus_message_iter_append_basic(&iter, TypeCode.boolean.cValue, &raw) == 0 { fail("out of memory") }
     }
@@ -103,6 +122,7 @@ public struct MessageBodyWriter {
     public mutating func uint64(_ value: UInt64) {
         size = Self.align(size, 8) + 8
         guard appends() else { return }
+        if buffer != nil { buffer!.append(aligned: value); return }
         var raw = value
         if dbus_message_iter_append_basic(&iter, TypeCode.uint64.cValue, &raw) == 0 { fail("out of memory") }
     }
@@ -111,7 +131,9 @@ public struct MessageBodyWriter {
     public mutating func value(_ value: DBusValue) {
         size += value.wireSize(at: size)
         guard appends() else { return }
-        do { try MessageIterator.append(value, to: &iter) } catch { fail(error.reason) }
+        do throws(ValueError) {
+            if buffer != nil { try buffer!.append(value) } else { try MessageIterator.append(value, to: &iter) }
+        } catch { fail(error.reason) }
     }
 
     /// A variant (`v`) holding `value`, which must have passed ``DBusValue/validate()``.
@@ -122,6 +144,11 @@ public struct MessageBodyWriter {
     /// A variant whose payload, of type `signature`, `body` writes.
     public mutating func variant(signature: String, _ body: (inout MessageBodyWriter) -> Void) {
         size += 1 + signature.utf8.count + 1
+        if buffer != nil {
+            if appends() { buffer!.appendText(signature, signature: true) }
+            body(&self)
+            return
+        }
         container(.variant, signature, body)
     }
 
@@ -133,7 +160,14 @@ public struct MessageBodyWriter {
         size = Self.align(size, 4) + 4
         let start = Self.align(size, alignment)
         size = start
-        container(.array, elementSignature, body)
+        if buffer != nil {
+            // Inline: a buffer needs no sub-iterator, only the length filled in afterwards.
+            let array = appends() ? buffer!.openArray(alignment: alignment) : nil
+            body(&self)
+            if let array, !counting { buffer!.closeArray(array) }
+        } else {
+            container(.array, elementSignature, body)
+        }
         largestArray = max(largestArray, size - start)
         if largestArray > arrayLimit { overflowed = true; counting = true }
     }
@@ -146,6 +180,11 @@ public struct MessageBodyWriter {
     /// One dictionary entry: `body` writes its key, then its value.
     public mutating func entry(_ body: (inout MessageBodyWriter) -> Void) {
         size = Self.align(size, 8)
+        if buffer != nil {
+            if appends() { buffer!.pad(to: 8) }
+            body(&self)
+            return
+        }
         container(.dictEntryValue, nil, body)
     }
 
@@ -172,6 +211,11 @@ public struct MessageBodyWriter {
     /// A struct, whose fields `body` writes in order.
     public mutating func structure(_ body: (inout MessageBodyWriter) -> Void) {
         size = Self.align(size, 8)
+        if buffer != nil {
+            if appends() { buffer!.pad(to: 8) }
+            body(&self)
+            return
+        }
         container(.structValue, nil, body)
     }
 
@@ -207,6 +251,21 @@ public struct MessageBodyWriter {
 public struct ReplyBody {
     /// Writes the reply's arguments.
     let write: (inout MessageBodyWriter) -> Void
+    /// The arguments' signature, for a body marshalled into a buffer first.
+    let bufferedSignature: String?
 
-    public init(_ write: @escaping (inout MessageBodyWriter) -> Void) { self.write = write }
+    /// A body appended field by field through libdbus: for small bodies (a `Get`), where making
+    /// a message from a buffer would cost more than the appends.
+    public init(_ write: @escaping (inout MessageBodyWriter) -> Void) {
+        self.write = write
+        bufferedSignature = nil
+    }
+
+    /// A body marshalled into a buffer, which libdbus checks once against `signature` (the
+    /// arguments' types, concatenated) when the reply is made: for big bodies (listings of
+    /// thousands of fields). It must hold no unix fd: those travel beside a body.
+    public init(signature: String, _ write: @escaping (inout MessageBodyWriter) -> Void) {
+        self.write = write
+        bufferedSignature = signature
+    }
 }

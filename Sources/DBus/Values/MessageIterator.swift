@@ -22,9 +22,9 @@ enum MessageIterator {
 
     /// Reads the single value at `iter`, using the signature libdbus reports for it.
     static func read(_ iter: inout DBusMessageIter, fds: inout [Int32]) throws(ValueError) -> DBusValue {
-        // Basic types need no signature: skip the allocation and parse on the hot path.
-        if let code = TypeCode(rawValue: UInt8(truncatingIfNeeded: dbus_message_iter_get_arg_type(&iter))),
-           let basicType = basicTypes[code] {
+        // Basic types and variants need no signature: skip the allocation and parse on the hot path.
+        // A switch, not a dictionary: every argument of every call (a `Get`'s two names) is read here.
+        if let basicType = DBusType(basicCode: TypeCode(rawValue: UInt8(truncatingIfNeeded: dbus_message_iter_get_arg_type(&iter)))) {
             return try read(&iter, as: basicType, fds: &fds)
         }
         guard let raw = dbus_message_iter_get_signature(&iter) else { throw ValueError("out of memory reading a signature") }
@@ -34,12 +34,6 @@ enum MessageIterator {
         do { type = try DBusType(parsing: text) } catch { throw ValueError("bad signature from the wire: \(error)") }
         return try read(&iter, as: type, fds: &fds)
     }
-
-    private static let basicTypes: [TypeCode: DBusType] = [
-        .byte: .byte, .boolean: .boolean, .int16: .int16, .uint16: .uint16, .int32: .int32, .uint32: .uint32,
-        .int64: .int64, .uint64: .uint64, .double: .double, .string: .string, .objectPath: .objectPath,
-        .signature: .signature, .unixFD: .unixFD,
-    ]
 
     private static func basic<T>(_ iter: inout DBusMessageIter, _ zero: T) -> T {
         var value = zero
