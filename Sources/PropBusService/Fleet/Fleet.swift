@@ -578,9 +578,11 @@ public final class Fleet: @unchecked Sendable {
         }
         var changes: [PropertyChange] = []
         var values: [(Key, DBusValue?)] = []
-        // Who made each value's change, as etcd's value says (history); definitions and
-        // deletions carry none.
-        var origins: [Key: WriteSet.Origin] = [:]
+        // Who made each change, as etcd's value or definition says, or for a deletion the
+        // deleter record of its transaction (history).
+        var origins: [Key: WriteSet.Origin] = [:], deletedBy: [Key: WriteSet.Origin] = [:]
+        let deleters = layout.deleters(in: events)
+        func origin(_ caller: WriteSet.Caller?) -> WriteSet.Origin { .fleet(host: caller?.host, caller: caller) }
         model.origin = .fleet(host: nil, caller: nil)
         defer { model.origin = .daemon }
         var removed: [Key] = []
@@ -612,6 +614,7 @@ public final class Fleet: @unchecked Sendable {
                     revisions.definition = -modRevision
                     updated[key] = revisions
                     removed.append(key)
+                    deletedBy[key] = origin(deleters[modRevision])
                     continue
                 }
                 if let existing = model.entry(for: key), revisions.definition == 0 {
@@ -627,6 +630,8 @@ public final class Fleet: @unchecked Sendable {
                     if let existing = model.entry(for: key), existing.definition.type.signature != type {
                         changes += try model.delete(key: key.text)
                     }
+                    model.origin = origin(FleetLayout.definitionCaller(event.kv.value))
+                    defer { model.origin = origin(nil) }
                     changes += try model.create(key: key.text, type: type, defaultValue: defaultValue, options: options, frozen: boundFleetKeys)
                 } catch {
                     Service.log("fleet: the definition of \(key) at etcd revision \(modRevision) cannot be applied: \(error.message)")
@@ -638,11 +643,12 @@ public final class Fleet: @unchecked Sendable {
                 updated[key] = revisions
                 if event.kind == .delete {
                     values.append((key, nil))
+                    origins[key] = origin(deleters[modRevision])
                 } else {
                     do throws(PropBusError) {
                         let (value, caller) = try FleetLayout.decodeAttributedValue(event.kv.value)
                         values.append((key, value))
-                        origins[key] = .fleet(host: caller?.host, caller: caller)
+                        origins[key] = origin(caller)
                     } catch {
                         Service.log("fleet: the value of \(key) at etcd revision \(modRevision) cannot be read: \(error.message)")
                     }
@@ -678,7 +684,7 @@ public final class Fleet: @unchecked Sendable {
         }
         for key in removed where model.entry(for: key) != nil {
             // An ephemeral key whose etcd lease ended: history says so, as for a local one.
-            model.origin = lifetimeEnding(of: key) ?? .fleet(host: nil, caller: nil)
+            model.origin = lifetimeEnding(of: key) ?? deletedBy[key] ?? origin(nil)
             do throws(PropBusError) { changes += try model.delete(key: key.text) } catch {
                 Service.log("fleet: \(key), deleted in the fleet, cannot be deleted here: \(error.message)")
             }
