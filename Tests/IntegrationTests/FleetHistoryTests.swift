@@ -57,6 +57,13 @@ final class FleetHistoryTests: FleetTestCase {
         XCTAssertTrue(created.succeeded, "\(created)")
         let defined = await hostB.waitFor("kiosk.theme", .string("light"))
         XCTAssertTrue(defined, diagnostics)
+        // A Reset deletes the value in etcd: its writer comes with the deletion too.
+        let set = try await hostA.propctl(["set", "kiosk.theme", "dark"])
+        XCTAssertTrue(set.succeeded, "\(set)")
+        let reset = try await hostA.propctl(["reset", "kiosk.theme"])
+        XCTAssertTrue(reset.succeeded, "\(reset)")
+        let back = await hostB.waitFor("kiosk.theme", .string("light"))
+        XCTAssertTrue(back, diagnostics)
         let deleted = try await hostA.propctl(["delete", "kiosk.theme"])
         XCTAssertTrue(deleted.succeeded, "\(deleted)")
         try await Fleet.barrier(from: hostA, to: hostB)
@@ -66,7 +73,9 @@ final class FleetHistoryTests: FleetTestCase {
         let deletion = try XCTUnwrap(rows.first { $0["kind"] as? String == "deleted" }, "\(rows)")
         XCTAssertEqual(creation["via"] as? String, "fleet change from fleet-host-a (CreateProperty)", "\(creation)")
         XCTAssertEqual(deletion["via"] as? String, "fleet change from fleet-host-a (DeleteProperty)", "\(deletion)")
-        for row in [creation, deletion] {
+        let resetRow = try XCTUnwrap(rows.last { $0["kind"] as? String == "changed" }, "\(rows)")
+        XCTAssertEqual(resetRow["via"] as? String, "fleet change from fleet-host-a (Reset)", "\(resetRow)")
+        for row in [creation, resetRow, deletion] {
             XCTAssertEqual(row["host"] as? String, "fleet-host-a", "\(row)")
             XCTAssertEqual(row["user"] as? String, "root", "\(row)")
             XCTAssertEqual(row["comm"] as? String, "propctl", "\(row)")

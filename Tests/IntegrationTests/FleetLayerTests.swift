@@ -192,8 +192,21 @@ final class FleetLayerTests: FleetSystemAccessTestCase {
             }
         }
 
+        // A value one fleet key of the group refuses is refused, naming that key.
+        do {
+            _ = try await hostA.client.call(PropBusAPI.manager, "SetFleetLayer", [.string("mandatory"), .string("kiosk.*"), .variant(.string("loud")),
+                                                                                   .array(of: .string, [])])
+            XCTFail("a string lock of integer keys was taken")
+        } catch let error as DBusError {
+            XCTAssertEqual(error.name, PropBusAPI.standard("InvalidArgs"), "\(error)")
+            XCTAssertTrue(error.message.contains("kiosk.*") && error.message.contains("kiosk.brightness"), "\(error)")
+        }
+
         let unlock = try await hostB.propctl(["unlock", "kiosk.*", "--fleet"])
         XCTAssertTrue(unlock.succeeded, "\(unlock)\n\(diagnostics)")
+        let again = try await hostB.propctl(["unlock", "kiosk.*", "--fleet"])
+        XCTAssertFalse(again.succeeded, "\(again)")
+        XCTAssertTrue(again.stderr.contains("kiosk.* has no fleet mandatory value"), "\(again)")
         for host in [hostA!, hostB!] {
             for (key, value) in [("kiosk.volume", 50), ("kiosk.brightness", 80), ("kiosk.contrast", 1)] {
                 let back = await host.waitFor(key, .int32(Int32(value)))
