@@ -138,8 +138,7 @@ struct FleetLayerMirror: Sendable {
 
         /// `key`'s layers (`nil`: none).
         subscript(key: Key) -> Layers? {
-            let own = entries[.key(key)]
-            var layers = own ?? Layers()
+            var layers = entries[.key(key)] ?? Layers()
             for kind in FleetLayerKind.allCases where layers[kind] == nil {
                 // Longest first: the most specific group's.
                 layers[kind] = prefixes.lazy.filter { key.text.hasPrefix($0) }.compactMap { entries[.prefix($0)]?[kind] }.first
@@ -149,12 +148,9 @@ struct FleetLayerMirror: Sendable {
     }
 
     /// The entries as etcd holds them, by what they name.
-    private(set) var entries: [LayerEntry.Target: Layers] = [:] {
-        didSet {
-            prefixes = entries.keys.compactMap { if case .prefix(let text) = $0 { text } else { nil } }
-                .sorted { $0.count != $1.count ? $0.count > $1.count : $0 < $1 }
-        }
-    }
+    private(set) var entries: [LayerEntry.Target: Layers] = [:]
+    /// The group prefixes entries name, longest first; kept as prefix entries come and go (a
+    /// full read of many key entries sorts nothing).
     private var prefixes: [String] = []
     /// The etcd `mod_revision` of each layer key applied (negative: deleted), so that a replay
     /// of older events after a full read changes nothing.
@@ -194,7 +190,12 @@ struct FleetLayerMirror: Sendable {
                 order.append(key)
             }
             next[kind] = layer
-            entries[target] = next.mandatory == nil && next.defaults == nil ? nil : next
+            let held = entries[target] != nil, holds = next.mandatory != nil || next.defaults != nil
+            entries[target] = holds ? next : nil
+            if case .prefix = target, held != holds {
+                prefixes = entries.keys.compactMap { if case .prefix(let text) = $0 { text } else { nil } }
+                    .sorted { $0.count != $1.count ? $0.count > $1.count : $0 < $1 }
+            }
             let change = "\(kind.rawValue) \(String(decoding: etcdKey, as: UTF8.self))" + (layer == nil ? " removed" : "")
             for key in affected { last[key] = (change, layer?.caller ?? (layer == nil ? deleters[abs(revisions[etcdKey] ?? 0)] : nil)) }
         }
