@@ -51,4 +51,44 @@ final class FleetHistoryTests: FleetTestCase {
         let rows = try await history(hostB, "kiosk.mode")
         XCTAssertEqual(rows.last?["via"] as? String, "fleet change", "\(rows)")
     }
+
+    func testTheCreationAndDeletionOfAFleetKeyNameTheirCallerOnTheOtherHost() async throws {
+        let created = try await hostA.propctl(["create", "kiosk.theme", "s", "--default", "light", "--scope", "fleet"])
+        XCTAssertTrue(created.succeeded, "\(created)")
+        let defined = await hostB.waitFor("kiosk.theme", .string("light"))
+        XCTAssertTrue(defined, diagnostics)
+        // A Reset deletes the value in etcd: its writer comes with the deletion too.
+        let set = try await hostA.propctl(["set", "kiosk.theme", "dark"])
+        XCTAssertTrue(set.succeeded, "\(set)")
+        let reset = try await hostA.propctl(["reset", "kiosk.theme"])
+        XCTAssertTrue(reset.succeeded, "\(reset)")
+        let back = await hostB.waitFor("kiosk.theme", .string("light"))
+        XCTAssertTrue(back, diagnostics)
+        let deleted = try await hostA.propctl(["delete", "kiosk.theme"])
+        XCTAssertTrue(deleted.succeeded, "\(deleted)")
+        try await Fleet.barrier(from: hostA, to: hostB)
+
+        let rows = try await history(hostB, "kiosk.theme")
+        let creation = try XCTUnwrap(rows.first { $0["kind"] as? String == "created" }, "\(rows)")
+        let deletion = try XCTUnwrap(rows.first { $0["kind"] as? String == "deleted" }, "\(rows)")
+        XCTAssertEqual(creation["via"] as? String, "fleet change from fleet-host-a (CreateProperty)", "\(creation)")
+        XCTAssertEqual(deletion["via"] as? String, "fleet change from fleet-host-a (DeleteProperty)", "\(deletion)")
+        let resetRow = try XCTUnwrap(rows.last { $0["kind"] as? String == "changed" }, "\(rows)")
+        XCTAssertEqual(resetRow["via"] as? String, "fleet change from fleet-host-a (Reset)", "\(resetRow)")
+        for row in [creation, resetRow, deletion] {
+            XCTAssertEqual(row["host"] as? String, "fleet-host-a", "\(row)")
+            XCTAssertEqual(row["user"] as? String, "root", "\(row)")
+            XCTAssertEqual(row["comm"] as? String, "propctl", "\(row)")
+        }
+    }
+
+    func testADefinitionWrittenWithoutAttributionIsStillRead() async throws {
+        // What an earlier propbusd wrote: type, default and options, no writer.
+        let bytes = ValueCodec.encode(.vardict(["type": .string("s"), "default": .string("a"), "options": .vardict([:])]))
+        _ = try etcd.put(key: Array(("/" + prefix + "/defs/kiosk.mode").utf8), value: bytes)
+        let arrived = await hostB.waitFor("kiosk.mode", .string("a"))
+        XCTAssertTrue(arrived, diagnostics)
+        let rows = try await history(hostB, "kiosk.mode")
+        XCTAssertEqual(rows.first?["via"] as? String, "fleet change", "\(rows)")
+    }
 }

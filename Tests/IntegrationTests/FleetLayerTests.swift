@@ -95,7 +95,10 @@ final class FleetLayerTests: FleetSystemAccessTestCase {
         let vias = rows.compactMap { $0["via"] as? String }
         let etcdKey = "/\(prefix)/layers/mandatory/kiosk.volume"
         XCTAssertTrue(vias.contains("fleet layer mandatory \(etcdKey) from fleet-host-a (SetFleetLayer)"), "\(vias)")
-        XCTAssertTrue(vias.contains("fleet layer mandatory \(etcdKey) removed"), "\(vias)")
+        XCTAssertTrue(vias.contains("fleet layer mandatory \(etcdKey) removed from fleet-host-b (RemoveFleetLayer)"), "\(vias)")
+        let removal = try XCTUnwrap(rows.last { ($0["via"] as? String)?.contains("removed") == true }, "\(rows)")
+        XCTAssertEqual(removal["user"] as? String, "root", "\(removal)")
+        XCTAssertEqual(removal["host"] as? String, "fleet-host-b", "\(removal)")
     }
 
     func testAFleetDefaultUnderAUserValueShowsOnlyAfterTheUserValueIsReset() async throws {
@@ -165,5 +168,61 @@ final class FleetLayerTests: FleetSystemAccessTestCase {
         try await Fleet.barrier(from: hostA, to: hostB)
         let layers = try etcd.range(RangeRequest(key: Array("/\(prefix)/layers/".utf8), prefix: true))
         XCTAssertEqual(layers.kvs.count, 0, diagnostics)
+    }
+
+    func testAGroupPrefixFleetLockLocksEveryFleetKeyOfTheGroupOnBothHostsAndKeysCreatedLater() async throws {
+        try await createVolume()
+        let writers: [String: DBusValue] = ["writers": .array(of: .string, [.string("nobody")])]
+        try await hostA.createFleet("kiosk.brightness", "i", default: .int32(80), options: writers)
+        let defined = await hostB.waitFor("kiosk.brightness", .int32(80))
+        XCTAssertTrue(defined, diagnostics)
+
+        let lock = try await hostA.propctl(["lock", "kiosk.*", "20", "--fleet"])
+        XCTAssertTrue(lock.succeeded, "\(lock)\n\(diagnostics)")
+        // A key created afterwards, on the other host, is locked as well.
+        try await hostB.createFleet("kiosk.contrast", "i", default: .int32(1), options: writers)
+        for host in [hostA!, hostB!] {
+            for key in ["kiosk.volume", "kiosk.brightness", "kiosk.contrast"] {
+                let locked = await host.waitFor(key, .int32(20))
+                XCTAssertTrue(locked, "\(host.name): \(key)\n\(diagnostics)")
+                let source = try await describeField(host, key, "layer_source")
+                XCTAssertEqual(source, layerSource("mandatory", "kiosk.*"), "\(host.name): \(key)")
+                let refused = try await setAsNobody(on: host, key, "56")
+                XCTAssertTrue(refused.stderr.contains(PropBusAPI.error("Locked")), "\(host.name): \(key): \(refused)")
+            }
+        }
+
+        // A value one fleet key of the group refuses is refused, naming that key.
+        do {
+            _ = try await hostA.client.call(PropBusAPI.manager, "SetFleetLayer", [.string("mandatory"), .string("kiosk.*"), .variant(.string("loud")),
+                                                                                   .array(of: .string, [])])
+            XCTFail("a string lock of integer keys was taken")
+        } catch let error as DBusError {
+            XCTAssertEqual(error.name, PropBusAPI.standard("InvalidArgs"), "\(error)")
+            XCTAssertTrue(error.message.contains("kiosk.*") && error.message.contains("kiosk.brightness"), "\(error)")
+        }
+
+        let unlock = try await hostB.propctl(["unlock", "kiosk.*", "--fleet"])
+        XCTAssertTrue(unlock.succeeded, "\(unlock)\n\(diagnostics)")
+        let again = try await hostB.propctl(["unlock", "kiosk.*", "--fleet"])
+        XCTAssertFalse(again.succeeded, "\(again)")
+        XCTAssertTrue(again.stderr.contains("kiosk.* has no fleet mandatory value"), "\(again)")
+        for host in [hostA!, hostB!] {
+            for (key, value) in [("kiosk.volume", 50), ("kiosk.brightness", 80), ("kiosk.contrast", 1)] {
+                let back = await host.waitFor(key, .int32(Int32(value)))
+                XCTAssertTrue(back, "\(host.name): \(key)\n\(diagnostics)")
+            }
+        }
+
+        // A group default, under the keys' user values.
+        try await hostA.client.set("kiosk.brightness", .int32(90))
+        let setDefault = try await hostA.propctl(["lock", "kiosk.*", "30", "--default", "--fleet"])
+        XCTAssertTrue(setDefault.succeeded, "\(setDefault)\n\(diagnostics)")
+        let fallback = await hostB.waitFor("kiosk.contrast", .int32(30))
+        XCTAssertTrue(fallback, diagnostics)
+        let kept = try await hostB.client.get("kiosk.brightness")
+        XCTAssertEqual(kept, .int32(90), "a default is under the user value")
+        let source = try await describeField(hostB, "kiosk.volume", "layer_source")
+        XCTAssertEqual(source, layerSource("default", "kiosk.*"))
     }
 }

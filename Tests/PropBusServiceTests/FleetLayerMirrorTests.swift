@@ -23,7 +23,7 @@ final class FleetLayerMirrorTests: XCTestCase {
     func testLayerKeysAreClassifiedBackAndAreNoValuesOrDefinitions() {
         XCTAssertEqual(layout.layerKey(.mandatory, volume), Array("/pb/layers/mandatory/kiosk.volume".utf8))
         XCTAssertEqual(layout.layerKey(.defaults, volume), Array("/pb/layers/defaults/kiosk.volume".utf8))
-        XCTAssertEqual(layout.classifyLayer(layout.layerKey(.defaults, volume))?.key, volume)
+        XCTAssertEqual(layout.classifyLayer(layout.layerKey(.defaults, volume))?.target, .key(volume))
         XCTAssertEqual(layout.classifyLayer(layout.layerKey(.mandatory, volume))?.kind, .mandatory)
         XCTAssertEqual(layout.classify(layout.layerKey(.mandatory, volume)), .other)
         XCTAssertNil(layout.classifyLayer(Array("/pb/layers/other/kiosk.volume".utf8)))
@@ -91,5 +91,65 @@ final class FleetLayerMirrorTests: XCTestCase {
         XCTAssertEqual(applied.problems.count, 1)
         XCTAssertTrue(applied.problems[0].contains("/pb/layers/mandatory/kiosk.volume"), applied.problems[0])
         XCTAssertNil(mirror.layers[volume], "an entry that cannot be read locks nothing")
+    }
+
+    private func put(_ kind: FleetLayerKind, _ target: LayerEntry.Target, _ value: DBusValue, at revision: Int64) -> WatchEvent {
+        WatchEvent(kind: .put, kv: KeyValue(key: layout.layerKey(kind, target), value: FleetLayout.encodeLayer(value, lockedFor: nil, attribution: nil, time: 7),
+                                            modRevision: revision))
+    }
+
+    func testAGroupPrefixEntryLayersEveryFleetKeyOfItsGroupNowAndLaterAndAKeyEntryWinsOverIt() throws {
+        let mode = try Key("kiosk.mode"), other = try Key("lab.volume"), group = LayerEntry.Target.prefix("kiosk.")
+        XCTAssertEqual(layout.layerKey(.mandatory, group), Array("/pb/layers/mandatory/kiosk.*".utf8))
+        XCTAssertEqual(layout.classifyLayer(layout.layerKey(.mandatory, group))?.target, group)
+        XCTAssertNil(layout.classifyLayer(Array("/pb/layers/mandatory/.*".utf8)))
+        let keys = { (prefix: String) in [self.volume, mode, other].filter { $0.text.hasPrefix(prefix) } }
+        var mirror = FleetLayerMirror()
+        let set = mirror.apply([put(.mandatory, group, .int32(20), at: 10)], layout: layout, keys: keys)
+        XCTAssertEqual(set.changes.map(\.key), [mode, volume])
+        XCTAssertEqual(set.changes.first?.change, "mandatory /pb/layers/mandatory/kiosk.*")
+        XCTAssertEqual(mirror.layers[volume]?.mandatory?.value, .int32(20))
+        XCTAssertEqual(mirror.layers[volume]?.mandatory?.source, "fleet mandatory /pb/layers/mandatory/kiosk.*")
+        XCTAssertNil(mirror.layers[other])
+        // A key the fleet defines later is layered as well: the lookup resolves the prefix.
+        XCTAssertEqual(mirror.layers[try Key("kiosk.brightness")]?.mandatory?.value, .int32(20))
+
+        // The key's own entry wins over its group's, as in mandatory.d files.
+        let own = mirror.apply([put(.mandatory, .int32(25), at: 11)], layout: layout, keys: keys)
+        XCTAssertEqual(own.changes.map(\.key), [volume])
+        XCTAssertEqual(mirror.layers[volume]?.mandatory?.value, .int32(25))
+        let removed = mirror.apply([WatchEvent(kind: .delete, kv: KeyValue(key: layout.layerKey(.mandatory, group), modRevision: 12))], layout: layout, keys: keys)
+        XCTAssertEqual(removed.changes.map(\.key), [mode], "the key's own entry still holds")
+        XCTAssertEqual(removed.changes.first?.change, "mandatory /pb/layers/mandatory/kiosk.* removed")
+        XCTAssertNil(mirror.layers[mode])
+        XCTAssertEqual(mirror.layers[volume]?.mandatory?.value, .int32(25))
+
+        // A full read holding only a group default: the key's lock goes, the default covers both.
+        let snapshot = mirror.apply([put(.defaults, group, .int32(30), at: 13)], layout: layout, snapshot: true, revision: 14, keys: keys)
+        XCTAssertEqual(Set(snapshot.changes.map(\.key)), [mode, volume])
+        XCTAssertNil(mirror.layers[volume]?.mandatory)
+        XCTAssertEqual(mirror.layers[mode]?.defaults?.value, .int32(30))
+        XCTAssertEqual(mirror.layers[volume]?.defaults?.source, "fleet default /pb/layers/defaults/kiosk.*")
+    }
+
+    func testARemovalNamesItsRemoverFromTheDeletionRecordOfItsRevision() {
+        var mirror = FleetLayerMirror()
+        _ = mirror.apply([put(.mandatory, .int32(20), at: 10)], layout: layout)
+        let remover = WriteSet.Caller(via: "RemoveFleetLayer", busName: ":1.9", userID: 0, userName: "root", host: "kiosk-2")
+        XCTAssertEqual(layout.classify(layout.deleterKey), .other)
+        XCTAssertNil(layout.classifyLayer(layout.deleterKey))
+        let record = { (revision: Int64) in
+            WatchEvent(kind: .put, kv: KeyValue(key: self.layout.deleterKey, value: FleetLayout.encodeDeleter(remover, time: 8), modRevision: revision))
+        }
+        let removed = mirror.apply([record(12), delete(.mandatory, at: 12)], layout: layout)
+        XCTAssertEqual(removed.changes.first?.change, "mandatory /pb/layers/mandatory/kiosk.volume removed")
+        XCTAssertEqual(removed.changes.first?.caller?.host, "kiosk-2")
+        XCTAssertEqual(removed.changes.first?.caller?.via, "RemoveFleetLayer")
+        XCTAssertEqual(removed.changes.first?.caller?.userName, "root")
+        // A record of another revision is another deletion's.
+        _ = mirror.apply([put(.mandatory, .int32(20), at: 13)], layout: layout)
+        let other = mirror.apply([record(14), delete(.mandatory, at: 15)], layout: layout)
+        XCTAssertEqual(other.changes.count, 1)
+        XCTAssertNil(other.changes.first?.caller)
     }
 }

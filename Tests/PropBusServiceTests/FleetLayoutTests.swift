@@ -236,4 +236,33 @@ final class FleetLayoutTests: XCTestCase {
         XCTAssertNil(bare.caller)
         XCTAssertThrowsError(try FleetLayout.decodeAttributedValue(Array(bytes.prefix(7))), "truncated")
     }
+
+    func testADefinitionCarriesItsWriterADeletionItsDeleterAndABareDefinitionReadsWithout() throws {
+        let caller = WriteSet.Caller(via: "CreateProperty", busName: ":1.7", userID: 0, userName: "root", command: "propctl", host: "kiosk-1")
+        var definition = PropertyDefinition(key: volume, type: .int32, defaultValue: .int32(50))
+        definition.scope = .fleet
+        let bytes = FleetLayout.encodeDefinition(definition, attribution: caller, time: 7)
+        XCTAssertEqual(FleetLayout.definitionCaller(bytes), caller)
+        let (type, defaultValue, options) = try FleetLayout.decodeDefinition(bytes, key: volume)
+        XCTAssertEqual(type, "i")
+        XCTAssertEqual(defaultValue, .int32(50))
+        XCTAssertNil(options["by"], "the writer is no option of the key")
+        XCTAssertNil(FleetLayout.definitionCaller(FleetLayout.encodeDefinition(definition)), "an earlier propbusd's definition")
+        XCTAssertEqual(try FleetLayout.decodeDefinition(FleetLayout.encodeDefinition(definition), key: volume).type, "i")
+
+        let created = entry(volume, .int32, .int32(5))
+        let plan = try layout.transaction(before: [volume: absent], after: [volume: created], read: [], attribution: caller, time: 7,
+                                          isFleet: { _ in true }, known: { _ in FleetRevisions() })
+        XCTAssertEqual(plan.success, [RequestOp.put(layout.definitionKey(volume), FleetLayout.encodeDefinition(created.definition, attribution: caller, time: 7))])
+        var deleter = caller
+        deleter.via = "DeleteProperty"
+        let deleted = try layout.transaction(before: [volume: created], after: [volume: absent], read: [], attribution: deleter, time: 8,
+                                             isFleet: { _ in true }, known: { _ in FleetRevisions(value: 20, definition: 20) })
+        XCTAssertEqual(deleted.success, [RequestOp.delete(layout.definitionKey(volume)), .delete(layout.valueKey(volume)),
+                                         .put(layout.deleterKey, FleetLayout.encodeDeleter(deleter, time: 8))])
+        // Every host reads who deleted from the record of the deletion's revision.
+        let events = [WatchEvent(kind: .delete, kv: KeyValue(key: layout.definitionKey(volume), modRevision: 30)),
+                      WatchEvent(kind: .put, kv: KeyValue(key: layout.deleterKey, value: FleetLayout.encodeDeleter(deleter, time: 8), modRevision: 30))]
+        XCTAssertEqual(layout.deleters(in: events), [30: deleter])
+    }
 }

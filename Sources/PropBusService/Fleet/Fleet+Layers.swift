@@ -32,16 +32,25 @@ extension Fleet {
     /// Returns the changes to publish and whether the model was touched (a commit is needed
     /// even when no value changed: a lock alone changes writability).
     func applyLayerEvents(_ events: [WatchEvent], snapshot: Bool, revision: Int64?, defined: Set<Key>) -> (changes: [PropertyChange], touched: Bool) {
-        let (changed, problems) = layerMirror.apply(events, layout: layout, snapshot: snapshot, revision: revision ?? 0)
+        let model = service.model
+        // The fleet keys a group prefix names now (the ones defined later take it when they come).
+        let fleetKeys = { (prefix: String) -> [Key] in
+            var keys: [Key] = []
+            model.forEachEntry(withPrefix: prefix) { entry in if entry.definition.scope == .fleet { keys.append(entry.definition.key) } }
+            return keys
+        }
+        let (changed, problems) = layerMirror.apply(events, layout: layout, snapshot: snapshot, revision: revision ?? 0, keys: fleetKeys)
         for problem in problems { Service.log("fleet: \(problem)") }
         var items = changed.map { ($0.key, $0.layers, WriteSet.Origin.fleetLayer(change: $0.change, caller: $0.caller)) }
         let listed = Set(changed.map(\.key))
-        for key in (snapshot ? Set(layerMirror.layers.keys) : defined).subtracting(listed).sorted() {
+        // After a full read every key that holds a layer takes it again; with a group prefix
+        // that may be any fleet key.
+        let candidates = snapshot ? (layerMirror.hasPrefixes ? model.keys { $0.scope == .fleet } : layerMirror.namedKeys) : Array(defined)
+        for key in Set(candidates).subtracting(listed).sorted() {
             guard let held = layerMirror.layers[key], let (kind, top) = held.mandatory.map({ (FleetLayerKind.mandatory, $0) }) ?? held.defaults.map({ (.defaults, $0) }) else { continue }
-            items.append((key, held, .fleetLayer(change: "\(kind.rawValue) \(String(decoding: layout.layerKey(kind, key), as: UTF8.self))", caller: top.caller)))
+            items.append((key, held, .fleetLayer(change: "\(kind.rawValue) \(top.etcdKey)", caller: top.caller)))
         }
         guard !items.isEmpty else { return ([], false) }
-        let model = service.model
         // Into local keys only, as the fleet's values spread: a bound fleet key changes with
         // its own layers on every host.
         var frozen: Set<Key> = []
@@ -86,46 +95,69 @@ extension Fleet {
         layerWaiters.removeAll { $0.revision <= cursor }
     }
 
-    /// `SetFleetLayer` (`value` given) and `RemoveFleetLayer`: one etcd transaction, which
-    /// compares the key's definition with the mirror's (so the value was checked against the
-    /// definition etcd holds). Answered once this host applied it from the watch, or after the
-    /// request timeout if the watch is slower (etcd has it: every host applies it when its
-    /// watch brings it).
-    func writeLayer(_ call: MethodCall, kind: FleetLayerKind, key: Key, value: DBusValue?, lockedFor: [String]?) throws(PropBusError) -> MethodResult {
-        guard let entry = service.model.entry(for: key), entry.definition.scope == .fleet else {
-            throw PropBusError(.invalidArgs, "\(key) is not a fleet key (scope fleet): the fleet's layers apply to fleet keys only; a local key is locked by a mandatory.d file (propctl lock without --fleet)")
-        }
-        let definitionRevision = revisions[key]?.definition ?? 0
-        guard state == .connected, definitionRevision > 0 else {
-            throw PropBusError(.unavailable, "cannot change the fleet \(kind == .mandatory ? "mandatory value" : "default") of \(key): "
-                + (definitionRevision > 0 ? "FleetState is \(state.rawValue)" : "etcd does not hold its definition yet"))
-        }
-        let etcdKey = layout.layerKey(kind, key)
-        let operation: RequestOp
-        if let value {
-            try entry.definition.check(value, maximumSize: service.model.limits.maximumValueSize)
-            operation = .put(etcdKey, FleetLayout.encodeLayer(value, lockedFor: lockedFor, attribution: attribution(of: call), time: Self.now()))
-        } else {
-            guard layerMirror.layers[key]?[kind] != nil else {
-                throw PropBusError(.invalidArgs, kind == .mandatory ? "\(key) has no fleet mandatory value (propctl lock \(key) VALUE --fleet)"
-                                   : "\(key) has no fleet default (propctl lock \(key) VALUE --default --fleet)")
+    /// `SetFleetLayer` (`value` given) and `RemoveFleetLayer` of one key or of a group prefix
+    /// (`GROUP.*`): one etcd transaction. For a key it compares the key's definition with the
+    /// mirror's (so the value was checked against the definition etcd holds); a prefix's value is
+    /// checked against every fleet key of the group here now (a key defined later with another
+    /// type skips it, logged). A removal puts who made it in ``FleetLayout/deleterKey`` in the
+    /// same transaction, for every host's history. Answered once this host applied it from the
+    /// watch, or after the request timeout if the watch is slower (etcd has it: every host
+    /// applies it when its watch brings it).
+    func writeLayer(_ call: MethodCall, kind: FleetLayerKind, target: LayerEntry.Target, value: DBusValue?, lockedFor: [String]?) throws(PropBusError) -> MethodResult {
+        let what = kind == .mandatory ? "mandatory value" : "default"
+        let compares: [Compare]
+        switch target {
+        case .key(let key):
+            guard let entry = service.model.entry(for: key), entry.definition.scope == .fleet else {
+                throw PropBusError(.invalidArgs, "\(key) is not a fleet key (scope fleet): the fleet's layers apply to fleet keys only; a local key is locked by a mandatory.d file (propctl lock without --fleet)")
             }
-            operation = .delete(etcdKey)
+            let definitionRevision = revisions[key]?.definition ?? 0
+            guard state == .connected, definitionRevision > 0 else {
+                throw PropBusError(.unavailable, "cannot change the fleet \(what) of \(key): "
+                    + (definitionRevision > 0 ? "FleetState is \(state.rawValue)" : "etcd does not hold its definition yet"))
+            }
+            if let value { try entry.definition.check(value, maximumSize: service.model.limits.maximumValueSize) }
+            compares = [.modRevision(of: layout.definitionKey(key), is: definitionRevision)]
+        case .prefix(let prefix):
+            guard state == .connected else {
+                throw PropBusError(.unavailable, "cannot change the fleet \(what) of \(target.text): FleetState is \(state.rawValue)")
+            }
+            compares = []
+            guard let value else { break }
+            var problem: PropBusError?
+            let maximumSize = service.model.limits.maximumValueSize
+            service.model.forEachEntry(withPrefix: prefix) { entry in
+                guard problem == nil, entry.definition.scope == .fleet else { return }
+                do throws(PropBusError) { try entry.definition.check(value, maximumSize: maximumSize) } catch {
+                    problem = PropBusError(error.code, "the fleet \(what) of \(target.text) does not fit fleet key \(entry.definition.key): \(error.message)")
+                }
+            }
+            if let problem { throw problem }
+        }
+        let etcdKey = layout.layerKey(kind, target)
+        let operations: [RequestOp]
+        if let value {
+            operations = [.put(etcdKey, FleetLayout.encodeLayer(value, lockedFor: lockedFor, attribution: attribution(of: call), time: Self.now()))]
+        } else {
+            guard layerMirror.entries[target]?[kind] != nil else {
+                throw PropBusError(.invalidArgs, kind == .mandatory ? "\(target.text) has no fleet mandatory value (propctl lock \(target.text) VALUE --fleet)"
+                                   : "\(target.text) has no fleet default (propctl lock \(target.text) VALUE --default --fleet)")
+            }
+            operations = [.delete(etcdKey)] + (attribution(of: call).map { [RequestOp.put(layout.deleterKey, FleetLayout.encodeDeleter($0, time: Self.now()))] } ?? [])
         }
         let client = client, pending = LoopBound(call, on: queue), timeout = client.requestTimeout
-        let compare = Compare.modRevision(of: layout.definitionKey(key), is: definitionRevision)
         let fleet = bound
         Self.layerQueue.async {
             let result = Result { () throws(EtcdError) in
-                try client.txn(compares: [compare], success: [operation], failure: [], resendIfConnectionLost: true, timeout: timeout)
+                try client.txn(compares: compares, success: operations, failure: [], resendIfConnectionLost: true, timeout: timeout)
             }
             fleet.async { fleet in
                 let call = pending.value
                 switch result {
                 case .failure(let error):
-                    call.fail(PropBusError(.unavailable, "cannot write the fleet layer of \(key) to etcd: \(error.message)").dbusError)
+                    call.fail(PropBusError(.unavailable, "cannot write the fleet layer of \(target.text) to etcd: \(error.message)").dbusError)
                 case .success(let response) where !response.succeeded:
-                    call.fail(PropBusError(.conflict, "the definition of fleet key \(key) changed in the fleet meanwhile; try again").dbusError)
+                    call.fail(PropBusError(.conflict, "the definition of fleet key \(target.text) changed in the fleet meanwhile; try again").dbusError)
                 case .success(let response):
                     guard response.header.revision > fleet.cursor else { return call.reply([]) }
                     let id = fleet.nextID
@@ -145,29 +177,30 @@ extension Fleet {
 
 extension Service {
     /// `SetFleetLayer(s layer, s key, v value, as for)` and `RemoveFleetLayer(s layer, s key)`
-    /// of the Manager: the fleet's mandatory values and defaults (docs/layers.md), for
+    /// of the Manager (`key`: a fleet key or a group prefix `GROUP.*`): the fleet's mandatory
+    /// values and defaults (docs/layers.md), for
     /// privileged callers only (root and propbusd's own user), as the files of `mandatory.d` are.
     func fleetLayerMethods() -> [MethodDescription] {
         [
             MethodDescription("SetFleetLayer", in: [("layer", .string), ("key", .string), ("value", .variant), ("for", .array(.string))], writes: true,
                               access: .custom { [unowned self] call throws(DBusError) in try authorizeFleetLayers(call) }) { [unowned self] call throws(DBusError) in
-                let (fleet, kind, key) = try fleetLayerTarget(call)
+                let (fleet, kind, target) = try fleetLayerTarget(call)
                 let value = try call.argument("value").unwrappingVariantOnce
                 let names = try call.strings("for")
                 if kind == .defaults, !names.isEmpty {
-                    throw PropBusError(.invalidArgs, "a fleet default of \(key) locks nobody: \"for\" applies to the mandatory layer only").dbusError
+                    throw PropBusError(.invalidArgs, "a fleet default of \(target.text) locks nobody: \"for\" applies to the mandatory layer only").dbusError
                 }
                 if let bad = names.first(where: { $0.isEmpty || $0 == "@" }) {
-                    throw PropBusError(.invalidArgs, "\"for\" of the fleet mandatory value of \(key) names \"\(bad)\"; expected user names, uids, @group or @gid").dbusError
+                    throw PropBusError(.invalidArgs, "\"for\" of the fleet mandatory value of \(target.text) names \"\(bad)\"; expected user names, uids, @group or @gid").dbusError
                 }
                 return try bridged { () throws(PropBusError) in
-                    try fleet.writeLayer(call, kind: kind, key: key, value: value, lockedFor: names.isEmpty ? nil : names)
+                    try fleet.writeLayer(call, kind: kind, target: target, value: value, lockedFor: names.isEmpty ? nil : names)
                 }
             },
             MethodDescription("RemoveFleetLayer", in: [("layer", .string), ("key", .string)], writes: true,
                               access: .custom { [unowned self] call throws(DBusError) in try authorizeFleetLayers(call) }) { [unowned self] call throws(DBusError) in
-                let (fleet, kind, key) = try fleetLayerTarget(call)
-                return try bridged { () throws(PropBusError) in try fleet.writeLayer(call, kind: kind, key: key, value: nil, lockedFor: nil) }
+                let (fleet, kind, target) = try fleetLayerTarget(call)
+                return try bridged { () throws(PropBusError) in try fleet.writeLayer(call, kind: kind, target: target, value: nil, lockedFor: nil) }
             },
         ]
     }
@@ -179,15 +212,15 @@ extension Service {
         throw PropBusError(.accessDenied, "\(AccessPolicy.describe(call.credentials)) may not change the fleet layers of \(key): only root and propbusd's own user may").dbusError
     }
 
-    /// The fleet, the layer and the key a fleet-layer call names.
-    private func fleetLayerTarget(_ call: MethodCall) throws(DBusError) -> (Fleet, FleetLayerKind, Key) {
+    /// The fleet, the layer and the key or group prefix (`GROUP.*`) a fleet-layer call names.
+    private func fleetLayerTarget(_ call: MethodCall) throws(DBusError) -> (Fleet, FleetLayerKind, LayerEntry.Target) {
         guard let fleet else { throw PropBusError(.unavailable, "propbusd runs without --fleet: there is no fleet").dbusError }
         let layer = try call.string("layer")
         guard let kind = FleetLayerKind(rawValue: layer) else {
             throw PropBusError(.invalidArgs, "layer \"\(layer)\" is not a fleet layer; expected \"mandatory\" or \"defaults\"").dbusError
         }
         let text = try call.string("key")
-        let key = try bridged { () throws(PropBusError) in try Key(text) }
-        return (fleet, kind, key)
+        let target = try bridged { () throws(PropBusError) in try LayerEntry.Target(parsing: text) }
+        return (fleet, kind, target)
     }
 }

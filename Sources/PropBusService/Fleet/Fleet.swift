@@ -629,9 +629,11 @@ public final class Fleet {
         }
         var changes: [PropertyChange] = []
         var values: [(Key, DBusValue?)] = []
-        // Who made each value's change, as etcd's value says (history); definitions and
-        // deletions carry none.
-        var origins: [Key: WriteSet.Origin] = [:]
+        // Who made each change, as etcd's value or definition says, or for a deletion the
+        // deleter record of its transaction (history).
+        var origins: [Key: WriteSet.Origin] = [:], deletedBy: [Key: WriteSet.Origin] = [:]
+        let deleters = layout.deleters(in: events)
+        func origin(_ caller: WriteSet.Caller?) -> WriteSet.Origin { .fleet(host: caller?.host, caller: caller) }
         model.origin = .fleet(host: nil, caller: nil)
         defer { model.origin = .daemon }
         var removed: [Key] = []
@@ -663,6 +665,7 @@ public final class Fleet {
                     revisions.definition = -modRevision
                     updated[key] = revisions
                     removed.append(key)
+                    deletedBy[key] = origin(deleters[modRevision])
                     continue
                 }
                 if let existing = model.entry(for: key), revisions.definition == 0 {
@@ -678,6 +681,8 @@ public final class Fleet {
                     if let existing = model.entry(for: key), existing.definition.type.signature != type {
                         changes += try model.delete(key: key.text)
                     }
+                    model.origin = origin(FleetLayout.definitionCaller(event.kv.value))
+                    defer { model.origin = origin(nil) }
                     changes += try model.create(key: key.text, type: type, defaultValue: defaultValue, options: options, frozen: boundFleetKeys)
                 } catch {
                     Service.log("fleet: the definition of \(key) at etcd revision \(modRevision) cannot be applied: \(error.message)")
@@ -689,11 +694,12 @@ public final class Fleet {
                 updated[key] = revisions
                 if event.kind == .delete {
                     values.append((key, nil))
+                    origins[key] = origin(deleters[modRevision])
                 } else {
                     do throws(PropBusError) {
                         let (value, caller) = try FleetLayout.decodeAttributedValue(event.kv.value)
                         values.append((key, value))
-                        origins[key] = .fleet(host: caller?.host, caller: caller)
+                        origins[key] = origin(caller)
                     } catch {
                         Service.log("fleet: the value of \(key) at etcd revision \(modRevision) cannot be read: \(error.message)")
                     }
@@ -729,7 +735,7 @@ public final class Fleet {
         }
         for key in removed where model.entry(for: key) != nil {
             // An ephemeral key whose etcd lease ended: history says so, as for a local one.
-            model.origin = lifetimeEnding(of: key) ?? .fleet(host: nil, caller: nil)
+            model.origin = lifetimeEnding(of: key) ?? deletedBy[key] ?? origin(nil)
             do throws(PropBusError) { changes += try model.delete(key: key.text) } catch {
                 Service.log("fleet: \(key), deleted in the fleet, cannot be deleted here: \(error.message)")
             }

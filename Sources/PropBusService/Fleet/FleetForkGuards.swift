@@ -67,7 +67,7 @@ extension Fleet {
     /// Says so when the fleet's definition of `key`, arriving for the first time, replaces one a
     /// model file declared differently (the host read the file before it knew the fleet's key).
     func noteFirstDefinition(of key: Key, replacing existing: PropertyModel.Entry, with bytes: [UInt8], at revision: Int64) {
-        guard let source = existing.definition.source, FleetLayout.encodeDefinition(existing.definition) != bytes else { return }
+        guard let source = existing.definition.source, !FleetLayout.sameDefinition(FleetLayout.encodeDefinition(existing.definition), bytes) else { return }
         Service.log("fleet: \(key): the fleet's definition (etcd revision \(revision)) replaces the one model file \(source) declares; "
             + "that file is refused at its next load until it declares \(key) as the fleet does")
     }

@@ -22,21 +22,40 @@ public enum FleetLayerKind: String, Sendable, CaseIterable {
     }
 }
 
+extension LayerEntry.Target {
+    /// A key (`GROUP.NAME`) or a group prefix (`GROUP.*`), as a layer file names it.
+    init(parsing text: String) throws(PropBusError) {
+        guard text.hasSuffix(".*") else {
+            self = .key(try Key(text))
+            return
+        }
+        let group = String(text.dropLast(2))
+        guard (try? Key(group + ".x")) != nil else {
+            throw PropBusError(.invalidKey, "\"\(text)\" is not a group prefix: expected a group name followed by .* (\"settings.*\")")
+        }
+        self = .prefix(group + ".")
+    }
+}
+
 extension FleetLayout {
     /// Where etcd holds `key`'s fleet layer of `kind`.
-    public func layerKey(_ kind: FleetLayerKind, _ key: Key) -> [UInt8] {
-        layersPrefix + Array("\(kind.rawValue)/".utf8) + Array(key.text.utf8)
+    public func layerKey(_ kind: FleetLayerKind, _ key: Key) -> [UInt8] { layerKey(kind, .key(key)) }
+
+    /// Where etcd holds the fleet layer of `kind` of one key or of a group prefix
+    /// (`PREFIX/layers/mandatory/GROUP.*`, as a mandatory.d file writes it).
+    public func layerKey(_ kind: FleetLayerKind, _ target: LayerEntry.Target) -> [UInt8] {
+        layersPrefix + Array("\(kind.rawValue)/".utf8) + Array(target.text.utf8)
     }
 
     /// Every fleet layer's etcd key starts with it.
     public var layersPrefix: [UInt8] { prefix + Array("layers/".utf8) }
 
     /// Which fleet layer `etcdKey` is, if it is one (``classify(_:)`` calls them `.other`).
-    public func classifyLayer(_ etcdKey: [UInt8]) -> (kind: FleetLayerKind, key: Key)? {
+    public func classifyLayer(_ etcdKey: [UInt8]) -> (kind: FleetLayerKind, target: LayerEntry.Target)? {
         guard etcdKey.starts(with: layersPrefix) else { return nil }
         let rest = String(decoding: etcdKey[layersPrefix.count...], as: UTF8.self)
         for kind in FleetLayerKind.allCases where rest.hasPrefix(kind.rawValue + "/") {
-            return (try? Key(String(rest.dropFirst(kind.rawValue.count + 1)))).map { (kind, $0) }
+            return (try? LayerEntry.Target(parsing: String(rest.dropFirst(kind.rawValue.count + 1)))).map { (kind, $0) }
         }
         return nil
     }
@@ -48,12 +67,7 @@ extension FleetLayout {
     public static func encodeLayer(_ value: DBusValue, lockedFor: [String]?, attribution: WriteSet.Caller?, time: Int64) -> [UInt8] {
         var fields: [String: DBusValue] = ["value": value]
         if let lockedFor { fields["for"] = .array(of: .string, lockedFor.map { .string($0) }) }
-        if let attribution {
-            var by = attribution.fields
-            by["via"] = .string(attribution.via)
-            by["time"] = .int64(time)
-            fields["by"] = .vardict(by)
-        }
+        if let attribution { fields["by"] = attributionFields(attribution, time: time) }
         return ValueCodec.encode(.vardict(fields))
     }
 
@@ -73,17 +87,17 @@ extension FleetLayout {
             }
             lockedFor = strings
         }
-        let caller = fields["by"]?.stringKeyedEntries.map { by in
-            let by = by.mapValues(\.unwrappingVariant)
-            return WriteSet.Caller(via: by["via"]?.stringValue ?? "", fields: by)
-        }
-        return (value, lockedFor, caller)
+        return (value, lockedFor, fields["by"].flatMap(caller(ofAttribution:)))
     }
 }
 
 /// The fleet layers a host holds, from the watch and the full reads; pure (no model, no I/O),
 /// owned by ``Fleet`` on the D-Bus queue. Not stored: a host reads them at every start
 /// (``Fleet/readLayers(then:)``) and at every full read.
+///
+/// An entry names one key or a group prefix (`GROUP.*`); a key's layer of each kind is its own
+/// entry's, else the longest prefix's that matches it (a mandatory.d file's key entry wins over
+/// its prefix entries alike), so a key the fleet defines later takes its group's at once.
 struct FleetLayerMirror: Sendable {
     /// One fleet layer of one key.
     struct Layer: Sendable, Equatable {
@@ -92,6 +106,8 @@ struct FleetLayerMirror: Sendable {
         var caller: WriteSet.Caller?
         /// `fleet mandatory ETCDKEY`, `fleet default ETCDKEY`.
         var source: String
+        /// The entry's etcd key (a key's own, or its group prefix's).
+        var etcdKey: String
     }
 
     /// Both layers of one key.
@@ -115,61 +131,114 @@ struct FleetLayerMirror: Sendable {
         var caller: WriteSet.Caller?
     }
 
-    private(set) var layers: [Key: Layers] = [:]
+    /// The layers in force for each key, resolved from the entries.
+    struct Lookup: Sendable {
+        fileprivate let entries: [LayerEntry.Target: Layers]
+        fileprivate let prefixes: [String]
+
+        /// `key`'s layers (`nil`: none).
+        subscript(key: Key) -> Layers? {
+            var layers = entries[.key(key)] ?? Layers()
+            for kind in FleetLayerKind.allCases where layers[kind] == nil {
+                // Longest first: the most specific group's.
+                layers[kind] = prefixes.lazy.filter { key.text.hasPrefix($0) }.compactMap { entries[.prefix($0)]?[kind] }.first
+            }
+            return layers.mandatory == nil && layers.defaults == nil ? nil : layers
+        }
+    }
+
+    /// The entries as etcd holds them, by what they name.
+    private(set) var entries: [LayerEntry.Target: Layers] = [:]
+    /// The group prefixes entries name, longest first; kept as prefix entries come and go (a
+    /// full read of many key entries sorts nothing).
+    private var prefixes: [String] = []
     /// The etcd `mod_revision` of each layer key applied (negative: deleted), so that a replay
     /// of older events after a full read changes nothing.
     private var revisions: [[UInt8]: Int64] = [:]
 
+    /// Each key's layers in force.
+    var layers: Lookup { Lookup(entries: entries, prefixes: prefixes) }
+
+    /// Whether any entry names a group prefix (then every fleet key may hold layers).
+    var hasPrefixes: Bool { !prefixes.isEmpty }
+
+    /// The keys entries name one by one.
+    var namedKeys: [Key] { entries.keys.compactMap { if case .key(let key) = $0 { key } else { nil } } }
+
     /// Applies watch events (or, with `snapshot`, every layer key a full read at `revision`
     /// found: the layers it lacks are gone, and what it holds stands whatever revisions the
-    /// mirror had). Events of other keys are passed over. Returns the
-    /// keys whose layers changed, in order, and the entries that could not be read.
-    mutating func apply(_ events: [WatchEvent], layout: FleetLayout, snapshot: Bool = false, revision: Int64 = 0) -> (changes: [Change], problems: [String]) {
-        var changed: [Key: Change] = [:], order: [Key] = [], problems: [String] = []
-        func note(_ key: Key, _ kind: FleetLayerKind, _ etcdKey: [UInt8], removed: Bool, caller: WriteSet.Caller?) {
-            if changed[key] == nil { order.append(key) }
-            let change = "\(kind.rawValue) \(String(decoding: etcdKey, as: UTF8.self))" + (removed ? " removed" : "")
-            changed[key] = Change(key: key, layers: layers[key] ?? Layers(), change: change, caller: caller)
+    /// mirror had). Events of other keys are passed over; a deletion is attributed to the
+    /// ``FleetLayout/deleterKey`` record of its revision. `keys` gives the fleet keys a group
+    /// prefix names now (the ones defined later take it when they come). Returns the keys whose
+    /// layers changed, in order, and the entries that could not be read.
+    mutating func apply(_ events: [WatchEvent], layout: FleetLayout, snapshot: Bool = false, revision: Int64 = 0,
+                        keys: (String) -> [Key] = { _ in [] }) -> (changes: [Change], problems: [String]) {
+        var before: [Key: Layers?] = [:], order: [Key] = [], last: [Key: (change: String, caller: WriteSet.Caller?)] = [:]
+        var problems: [String] = []
+        let deleters = layout.deleters(in: events)
+        func set(_ target: LayerEntry.Target, _ kind: FleetLayerKind, to layer: Layer?, etcdKey: [UInt8]) {
+            var next = entries[target] ?? Layers()
+            guard next[kind] != layer else { return }
+            let affected: [Key]
+            switch target {
+            case .key(let key): affected = [key]
+            case .prefix(let text): affected = keys(text).sorted()
+            }
+            let lookup = layers
+            for key in affected where before[key] == nil {
+                before[key] = .some(lookup[key])
+                order.append(key)
+            }
+            next[kind] = layer
+            let held = entries[target] != nil, holds = next.mandatory != nil || next.defaults != nil
+            entries[target] = holds ? next : nil
+            if case .prefix = target, held != holds {
+                prefixes = entries.keys.compactMap { if case .prefix(let text) = $0 { text } else { nil } }
+                    .sorted { $0.count != $1.count ? $0.count > $1.count : $0 < $1 }
+            }
+            let change = "\(kind.rawValue) \(String(decoding: etcdKey, as: UTF8.self))" + (layer == nil ? " removed" : "")
+            for key in affected { last[key] = (change, layer?.caller ?? (layer == nil ? deleters[abs(revisions[etcdKey] ?? 0)] : nil)) }
         }
         var present: Set<[UInt8]> = []
         for event in events {
-            guard let (kind, key) = layout.classifyLayer(event.kv.key) else { continue }
+            guard let (kind, target) = layout.classifyLayer(event.kv.key) else { continue }
             let etcdKey = event.kv.key, modRevision = event.kv.modRevision
             present.insert(etcdKey)
             let held = revisions[etcdKey] ?? 0
             // A full read is etcd's state at its revision, also after etcd went back in time
             // (its revisions started again); a watch event only counts if it is newer.
             guard snapshot || modRevision > abs(held) else { continue }
-            var next = layers[key] ?? Layers()
             if event.kind == .delete {
                 revisions[etcdKey] = -modRevision
-                next[kind] = nil
+                set(target, kind, to: nil, etcdKey: etcdKey)
             } else {
                 revisions[etcdKey] = modRevision
                 do throws(PropBusError) {
                     let (value, lockedFor, caller) = try FleetLayout.decodeLayer(event.kv.value)
-                    next[kind] = Layer(value: value, lockedFor: kind == .mandatory ? lockedFor : nil, caller: caller, source: kind.source(etcdKey))
+                    set(target, kind, to: Layer(value: value, lockedFor: kind == .mandatory ? lockedFor : nil, caller: caller,
+                                                  source: kind.source(etcdKey), etcdKey: String(decoding: etcdKey, as: UTF8.self)),
+                        etcdKey: etcdKey)
                 } catch {
                     problems.append("the fleet layer \(String(decoding: etcdKey, as: UTF8.self)) at etcd revision \(modRevision) cannot be read: \(error.message)")
-                    next[kind] = nil
+                    set(target, kind, to: nil, etcdKey: etcdKey)
                 }
             }
-            guard next != (layers[key] ?? Layers()) else { continue }
-            layers[key] = next.mandatory == nil && next.defaults == nil ? nil : next
-            note(key, kind, etcdKey, removed: next[kind] == nil, caller: next[kind]?.caller)
         }
         if snapshot {
-            for (key, held) in layers.sorted(by: { $0.key < $1.key }) {
-                var next = held
-                for kind in FleetLayerKind.allCases where next[kind] != nil && !present.contains(layout.layerKey(kind, key)) {
-                    next[kind] = nil
-                    revisions[layout.layerKey(kind, key)] = -revision
-                    note(key, kind, layout.layerKey(kind, key), removed: true, caller: nil)
+            for (target, held) in entries.sorted(by: { $0.key.text < $1.key.text }) {
+                for kind in FleetLayerKind.allCases where held[kind] != nil && !present.contains(layout.layerKey(kind, target)) {
+                    revisions[layout.layerKey(kind, target)] = -revision
+                    set(target, kind, to: nil, etcdKey: layout.layerKey(kind, target))
                 }
-                layers[key] = next.mandatory == nil && next.defaults == nil ? nil : next
-                if changed[key] != nil { changed[key]!.layers = next }
             }
         }
-        return (order.compactMap { changed[$0] }, problems)
+        let lookup = layers
+        var changes: [Change] = []
+        for key in order {
+            let now = lookup[key]
+            guard now != before[key] ?? nil, let (change, caller) = last[key] else { continue }
+            changes.append(Change(key: key, layers: now ?? Layers(), change: change, caller: caller))
+        }
+        return (changes, problems)
     }
 }

@@ -11,6 +11,8 @@ import PropBusSystem
 /// - `PREFIX/defs/KEY`: the definition, `ValueCodec` bytes of an `a{sv}`: `type` (s),
 ///   `default` (v) and `options` (the `CreateProperty` options, `a{sv}`).
 /// - `PREFIX/hosts/NAME`: presence, under a lease.
+/// - `PREFIX/deleted-by`: who made the deletions of the last transaction that deleted
+///   something (``deleterKey``).
 public struct FleetLayout: Sendable, Equatable {
     /// The prefix, `/PREFIX/`.
     public let prefix: [UInt8]
@@ -30,6 +32,12 @@ public struct FleetLayout: Sendable, Equatable {
     public func definitionKey(_ key: Key) -> [UInt8] { prefix + Array("defs/".utf8) + Array(key.text.utf8) }
     public func hostKey(_ name: String) -> [UInt8] { prefix + Array("hosts/".utf8) + Array(name.utf8) }
     public var hostsPrefix: [UInt8] { prefix + Array("hosts/".utf8) }
+
+    /// Who made the deletions of the transaction that last put it (``encodeDeleter(_:time:)``):
+    /// a deletion in etcd carries no value, so a transaction that deletes a fleet key or a fleet
+    /// layer puts this beside, and every host names the deleter of each deletion of that
+    /// revision in its history. One key for the whole fleet: it is overwritten, never piles up.
+    public var deleterKey: [UInt8] { prefix + Array("deleted-by".utf8) }
 
     /// What `etcdKey` is; `.other` for keys outside the layout or with an invalid key name.
     public func classify(_ etcdKey: [UInt8]) -> Path {
@@ -63,14 +71,42 @@ public struct FleetLayout: Sendable, Equatable {
     public static func encodeValue(_ value: DBusValue, attribution: WriteSet.Caller?, time: Int64) -> [UInt8] {
         guard let attribution else { return encodeValue(value) }
         let encoded = ValueCodec.encode(value)
-        var fields = attribution.fields
-        fields["via"] = .string(attribution.via)
-        fields["time"] = .int64(time)
         var output: [UInt8] = [attributedFormat]
         withUnsafeBytes(of: UInt32(encoded.count).littleEndian) { output.append(contentsOf: $0) }
         output += encoded
-        output += ValueCodec.encode(.vardict(fields))
+        output += ValueCodec.encode(attributionFields(attribution, time: time))
         return output
+    }
+
+    /// Who wrote something, as etcd holds it: an `a{sv}` of the caller's fields (`host`, `uid`,
+    /// `user`, `pid`, `comm`, `exe`, `unit`, `bus_name`) with `via` and `time` (nanoseconds
+    /// since the epoch).
+    static func attributionFields(_ caller: WriteSet.Caller, time: Int64) -> DBusValue {
+        var fields = caller.fields
+        fields["via"] = .string(caller.via)
+        fields["time"] = .int64(time)
+        return .vardict(fields)
+    }
+
+    /// The caller ``attributionFields(_:time:)`` holds; `nil` if it is no `a{sv}`.
+    static func caller(ofAttribution value: DBusValue) -> WriteSet.Caller? {
+        guard let fields = value.stringKeyedEntries?.mapValues(\.unwrappingVariant) else { return nil }
+        return WriteSet.Caller(via: fields["via"]?.stringValue ?? "", fields: fields)
+    }
+
+    /// The ``deleterKey`` record: who made a transaction's deletions.
+    public static func encodeDeleter(_ caller: WriteSet.Caller, time: Int64) -> [UInt8] {
+        ValueCodec.encode(attributionFields(caller, time: time))
+    }
+
+    /// Who made the deletions of each revision among `events`, from the ``deleterKey`` records
+    /// they hold (put in the same transaction as the deletions, so in the same watch update).
+    public func deleters(in events: [WatchEvent]) -> [Int64: WriteSet.Caller] {
+        var deleters: [Int64: WriteSet.Caller] = [:]
+        for event in events where event.kind == .put && event.kv.key == deleterKey {
+            if let caller = (try? ValueCodec.decode(event.kv.value)).flatMap(Self.caller(ofAttribution:)) { deleters[event.kv.modRevision] = caller }
+        }
+        return deleters
     }
 
     /// A fleet key's value from etcd and, when it carries one, who wrote it; a value written
@@ -83,24 +119,42 @@ public struct FleetLayout: Sendable, Equatable {
             guard length <= bytes.count - 5 else { throw ValueCodecError("an attributed value's length \(length) passes its end") }
             let value = try ValueCodec.decode(Array(bytes[5..<5 + length]))
             // The value is what matters: an attribution that cannot be read leaves it unattributed.
-            guard let fields = (try? ValueCodec.decode(Array(bytes[(5 + length)...])))?.stringKeyedEntries?.mapValues(\.unwrappingVariant) else {
-                return (value, nil)
-            }
-            return (value, WriteSet.Caller(via: fields["via"]?.stringValue ?? "", fields: fields))
+            return (value, (try? ValueCodec.decode(Array(bytes[(5 + length)...]))).flatMap(caller(ofAttribution:)))
         } catch {
             throw PropBusError(.invalidValue, "an etcd value could not be read: \(error)")
         }
     }
 
     /// A definition as etcd holds it. Host-local parts stay out: the model file it came from.
-    public static func encodeDefinition(_ definition: PropertyDefinition) -> [UInt8] {
+    /// With `attribution`, also `by`: who defined it (``attributionFields(_:time:)``), for the
+    /// other hosts' history; a host that does not know `by` passes over it.
+    public static func encodeDefinition(_ definition: PropertyDefinition, attribution: WriteSet.Caller? = nil, time: Int64 = 0) -> [UInt8] {
         var options = definition.metadata
         for local in ["default", "source", "state_of"] { options[local] = nil }
-        return ValueCodec.encode(.vardict([
+        var fields: [String: DBusValue] = [
             "type": .string(definition.type.signature),
             "default": definition.defaultValue,
             "options": .vardict(options),
-        ]))
+        ]
+        if let attribution { fields["by"] = attributionFields(attribution, time: time) }
+        return ValueCodec.encode(.vardict(fields))
+    }
+
+    /// Who wrote a definition from etcd; `nil` for one written without (by an earlier propbusd).
+    public static func definitionCaller(_ bytes: [UInt8]) -> WriteSet.Caller? {
+        guard let by = (try? decodeValue(bytes))?.stringKeyedEntries?["by"] else { return nil }
+        return caller(ofAttribution: by.unwrappingVariantOnce)
+    }
+
+    /// Whether two definitions from etcd (or ``encodeDefinition(_:attribution:time:)``) define
+    /// the same, whoever wrote them.
+    public static func sameDefinition(_ one: [UInt8], _ other: [UInt8]) -> Bool {
+        func unattributed(_ bytes: [UInt8]) -> DBusValue? {
+            guard var fields = (try? decodeValue(bytes))?.stringKeyedEntries else { return nil }
+            fields["by"] = nil
+            return .vardict(fields)
+        }
+        return one == other || (unattributed(one).map { $0 == unattributed(other) } ?? false)
     }
 
     /// The `CreateProperty` arguments a definition from etcd stands for.
@@ -184,9 +238,10 @@ public struct FleetLayout: Sendable, Equatable {
             if unshared || old?.definition != new.definition,
                case let definitionBytes = Self.encodeDefinition(new.definition),
                unshared || old.map({ Self.encodeDefinition($0.definition) }) != definitionBytes {
-                plan.success.append(.put(definitionKey(key), definitionBytes))
+                let attributed = Self.encodeDefinition(new.definition, attribution: attribution, time: time)
+                plan.success.append(.put(definitionKey(key), attributed))
                 plan.writesDefinition.insert(key)
-                requestBytes += (definitionBytes.count + prefix.count + key.text.utf8.count + 40) * 4 / 3
+                requestBytes += (attributed.count + prefix.count + key.text.utf8.count + 40) * 4 / 3
             }
             if old?.storedValue != new.storedValue || (!wasFleet && new.storedValue != nil) {
                 if let stored = new.storedValue {
@@ -202,6 +257,12 @@ public struct FleetLayout: Sendable, Equatable {
         }
         for key in read.sorted() where before[key] == nil && isFleet(key) {
             compare(valueKey(key), known(key).value)
+        }
+        // A deletion (of a key, or a reset's of its value) carries no writer: the record beside does.
+        if let attribution, plan.success.contains(where: { if case .deleteRange = $0 { true } else { false } }) {
+            let record = Self.encodeDeleter(attribution, time: time)
+            plan.success.append(.put(deleterKey, record))
+            requestBytes += (record.count + deleterKey.count + 40) * 4 / 3
         }
         let most = max(plan.compares.count, plan.success.count)
         guard most <= Self.maximumOperations else {

@@ -15,11 +15,10 @@ enum LockVerb: Subcommand {
         let target = parsed.positional("KEY") ?? ""
         let client = try await PropbusClient.connect(parsed)
         if try FleetLayerVerb.isFleet(parsed, verb: "lock") {
-            let key = try PropbusClient.key(target)
-            let type = try await client.type(of: key)
+            let type = try await FleetLayerVerb.type(of: target, client)
             let value: DBusValue
-            do { value = try ValueText.parse(parsed.positional("VALUE") ?? "", as: type) } catch { throw .badValue(key.text, error) }
-            _ = try await client.manager("SetFleetLayer", [.string(FleetLayerVerb.layer(parsed)), .string(key.text), .variant(value),
+            do { value = try ValueText.parse(parsed.positional("VALUE") ?? "", as: type) } catch { throw .badValue(target, error) }
+            _ = try await client.manager("SetFleetLayer", [.string(FleetLayerVerb.layer(parsed)), .string(target), .variant(value),
                                                            .array(of: .string, parsed.options("for").map { .string($0) })])
             return
         }
@@ -42,8 +41,7 @@ enum UnlockVerb: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let client = try await PropbusClient.connect(parsed)
         if try FleetLayerVerb.isFleet(parsed, verb: "unlock") {
-            let key = try PropbusClient.key(parsed.positional("KEY") ?? "")
-            _ = try await client.manager("RemoveFleetLayer", [.string(FleetLayerVerb.layer(parsed)), .string(key.text)])
+            _ = try await client.manager("RemoveFleetLayer", [.string(FleetLayerVerb.layer(parsed)), .string(parsed.positional("KEY") ?? "")])
             return
         }
         try await LayerFileEditor.update(client, target: parsed.positional("KEY") ?? "", value: nil, lockedFor: nil, verb: "unlock")
@@ -53,7 +51,7 @@ enum UnlockVerb: Subcommand {
 /// `--fleet` and `--default` of lock and unlock.
 enum FleetLayerVerb {
     /// Whether the verb changes the fleet's layers; `--default` means nothing without `--fleet`
-    /// (a site default is a `defaults.d` file), nor a group prefix with it.
+    /// (a site default is a `defaults.d` file).
     static func isFleet(_ parsed: ParsedCommand, verb: String) throws(CommandFailure) -> Bool {
         guard parsed.flag("fleet") else {
             if parsed.flag("default") {
@@ -61,13 +59,27 @@ enum FleetLayerVerb {
             }
             return false
         }
-        if (parsed.positional("KEY") ?? "").hasSuffix(".*") {
-            throw CommandFailure(.usage, "propctl \(verb) --fleet takes one fleet key, not a group prefix")
-        }
         if verb == "lock", parsed.flag("default"), !parsed.options("for").isEmpty {
             throw CommandFailure(.usage, "propctl lock --default --fleet sets a default, which locks nobody: --for applies to locks only")
         }
         return true
+    }
+
+    /// The type a fleet layer's value of `target` is parsed as: the key's, or for a group prefix
+    /// (`GROUP.*`) the one type of the group's fleet keys (the daemon checks it against each).
+    static func type(of target: String, _ client: PropbusClient) async throws(CommandFailure) -> DBusType {
+        guard target.hasSuffix(".*") else { return try await client.type(of: try PropbusClient.key(target)) }
+        let group = String(target.dropLast(2))
+        let types = Set(try await client.list(prefix: group)
+            .filter { $0.key.hasPrefix(group + ".") && $0.metadata["scope"]?.unwrappingVariantOnce.stringValue == "fleet" }.map(\.type))
+        guard types.count == 1, let signature = types.first else {
+            throw CommandFailure(.usage, types.isEmpty
+                ? "propctl lock \(target) --fleet: the group has no fleet key yet to type the value by; create one first"
+                : "propctl lock \(target) --fleet: the group's fleet keys have several types (\(types.sorted().joined(separator: ", "))): lock them one by one")
+        }
+        do { return try DBusType(parsing: signature) } catch {
+            throw CommandFailure(.dbusError, "the daemon reported an invalid type '\(signature)' in \(target)")
+        }
     }
 
     /// The fleet layer named: `mandatory`, or `defaults` with `--default`.

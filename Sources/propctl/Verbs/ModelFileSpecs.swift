@@ -27,8 +27,9 @@ extension PropctlSpec {
             the lock refuses fail with org.propbus.PropBus1.Error.Locked naming the file: \
             everyone but root (and propbusd's own user on the system bus), or with --for only \
             the users and @groups named. Their own values are kept, hidden, and show again on \
-            unlock. Needs write access to that directory (root). With --fleet, a fleet key is \
-            locked on every host of the fleet instead (in etcd, Manager.SetFleetLayer; root or \
+            unlock. Needs write access to that directory (root). With --fleet, a fleet key (or \
+            with GROUP.* every fleet key of the group, also those defined later) is locked on \
+            every host of the fleet instead (in etcd, Manager.SetFleetLayer; root or \
             propbusd's user), and with --default --fleet it gets the fleet's default, below \
             the user's value.
             """,
@@ -52,7 +53,7 @@ extension PropctlSpec {
         discussion: """
             Removes the entry from mandatory.d/50-propctl.json and reloads: the key shows its \
             user's value (or its defaults) again. Locks in other files are edited by hand. \
-            With --fleet, removes the fleet's lock of a fleet key (with --default, its fleet \
+            With --fleet, removes the fleet's lock of a fleet key or GROUP.* (with --default, its fleet \
             default) on every host.
             """,
         options: [.flag("fleet", help: "Remove the fleet's lock of a fleet key (etcd)."),
