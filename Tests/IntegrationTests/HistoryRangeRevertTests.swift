@@ -76,4 +76,26 @@ final class HistoryRangeRevertTests: AccessControlTestCase, @unchecked Sendable 
         let usage = try await propctl(["revert", "settings", "--since", "@1", "--to", "@1"])
         XCTAssertEqual(usage.status, 64, "\(usage)")
     }
+
+    /// Whether a secret key's value is back to what it was, or changed since, is not told to a
+    /// caller who may not write it: every key of the span is checked before any value is compared.
+    func testARangeOverASecretKeyTheCallerMayNotWriteIsDeniedWhateverItsValues() async throws {
+        assertSucceeded(try await propctl(["create", "vault.pin", "s", "--default", "", "--secret"]))
+        assertSucceeded(try await propctl(["set", "vault.pin", "1234"]))
+        let since = try await latestRevision() + 1
+        assertSucceeded(try await propctl(["set", "vault.pin", "5678"]))
+        assertSucceeded(try await propctl(["set", "vault.pin", "1234"]))
+        // Back to the value before the span: a revert would change nothing.
+        assertDenied(try await propctlAsNobody(["revert", "vault.pin", "--since", "@\(since)"]), naming: "vault.pin")
+        assertDenied(try await propctlAsNobody(["revert", "--since", "@\(since)"]), naming: "vault.pin")
+
+        let until = try await latestRevision()
+        assertSucceeded(try await propctl(["set", "vault.pin", "9999"]))
+        // Changed after the span: a Conflict would tell that it changed, and who changed it.
+        let conflict = try await propctlAsNobody(["revert", "vault.pin", "--since", "@\(since)", "--until", "@\(until)"])
+        assertDenied(conflict, naming: "vault.pin")
+        XCTAssertFalse(conflict.stderr.contains("changed it since"), conflict.stderr)
+        let unchanged = try await client.get("vault.pin")
+        XCTAssertEqual(unchanged, .string("9999"))
+    }
 }
