@@ -86,7 +86,7 @@ extension Service {
                 guard let store = store as? SQLiteStore, store.historyOptions.isEnabled else {
                     throw PropBusError(.unavailable, "propbusd keeps no history (it runs with --no-history or without a store): there is nothing to revert to").dbusError
                 }
-                let assignments = try bridged { () throws(PropBusError) in try revertRange(keys, range, force: force, in: store) }
+                let assignments = try bridged { () throws(PropBusError) in try revertRange(keys, range, force: force, in: store, by: call) }
                 for (key, _) in assignments { try authorizeWrite(existing: key, by: call) }
                 let reverted = assignments.map(\.0)
                 return try write(call, via: "Revert", reply: { [.array(of: .string, reverted.map(DBusValue.string))] }) { [unowned self] () throws(PropBusError) in
@@ -190,9 +190,19 @@ extension Service {
     /// range's last change of it wrote (else `Conflict` naming who changed it since, unless
     /// `force`). A key created or deleted in the range is a `Conflict`: Revert puts back
     /// values, not properties.
-    private func revertRange(_ keys: [String], _ range: HistoryRange, force: Bool, in store: SQLiteStore) throws(PropBusError) -> [(String, DBusValue)] {
+    ///
+    /// Every key is checked like a Set of it by the caller of `call` before any value is
+    /// compared: whether a key holds what it did, or changed since, says something of its value.
+    private func revertRange(_ keys: [String], _ range: HistoryRange, force: Bool, in store: SQLiteStore,
+                             by call: MethodCall) throws(PropBusError) -> [(String, DBusValue)] {
+        func authorize(_ key: Key) throws(PropBusError) {
+            guard options.access.isEnabled, let entry = model.entry(for: key) else { return }
+            try options.access.checkWrite(key.text, writers: entry.definition.writers, caller: call.credentials)
+        }
         // Asked as prefixes, then kept to the key and what lies under it (as ListHistory's callers do).
         let named = keys.map { $0.hasSuffix(".") ? String($0.dropLast()) : $0 }
+        // A named key is refused before its history is read.
+        for text in named { if let key = try? Key(text) { try authorize(key) } }
         func isNamed(_ key: Key) -> Bool { named.isEmpty || named.contains { key.text == $0 || key.text.hasPrefix($0 + ".") } }
         var first: [Key: HistoryRecord] = [:], last: [Key: HistoryRecord] = [:], order: [Key] = []
         for prefix in named.isEmpty ? [""] : named {
@@ -212,6 +222,7 @@ extension Service {
         guard !order.isEmpty else {
             throw PropBusError(.unknownKey, "history holds no change \(named.isEmpty ? "" : "of \(named.joined(separator: ", ")) ")\(range.text)")
         }
+        for key in order { try authorize(key) }
         var assignments: [(String, DBusValue)] = []
         for key in order {
             guard let firstRecord = first[key], let lastRecord = last[key] else { continue }
