@@ -98,4 +98,33 @@ final class HistoryRangeRevertTests: AccessControlTestCase, @unchecked Sendable 
         let unchanged = try await client.get("vault.pin")
         XCTAssertEqual(unchanged, .string("9999"))
     }
+
+    /// One call reads a bounded span: a span of more changes than RevertRange reads at once is
+    /// refused with LimitsExceeded naming the bound (by anyone: the scan holds the daemon's
+    /// queue), and a narrower one still goes.
+    func testASpanOfMoreChangesThanOneCallReadsIsRefusedWithTheBound() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("revert-span-\(getpid())").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let names = (0..<1000).map { "k\($0)" }
+        let model = names.map { "\"\($0)\": {\"type\": \"i\", \"default\": 0}" }.joined(separator: ", ")
+        try "{\"groups\": {\"bulk\": {\"properties\": {\(model)}}}}".write(toFile: directory + "/bulk.json", atomically: true, encoding: .utf8)
+        try await restartDaemon(arguments: daemonArguments + ["--model", directory + "/bulk.json"])
+        let since = try await latestRevision() + 1
+        // 11 000 changes: one Apply of the 1000 keys, 11 times.
+        for round in 1...11 {
+            let values = names.map { "\"bulk.\($0)\": {\"type\": \"i\", \"value\": \(round)}" }.joined(separator: ", ")
+            try "{\"properties\": {\(values)}}".write(toFile: directory + "/values.json", atomically: true, encoding: .utf8)
+            assertSucceeded(try await propctl(["load", directory + "/values.json"]))
+        }
+        for result in [try await propctl(["revert", "--since", "@\(since)"]), try await propctlAsNobody(["revert", "--since", "@\(since)"])] {
+            XCTAssertEqual(result.status, 1, "\(result)")
+            XCTAssertTrue(result.stderr.contains("LimitsExceeded") && result.stderr.contains("10000"), result.stderr)
+        }
+        let untouched = try await client.get("bulk.k0")
+        XCTAssertEqual(untouched, .int32(11))
+        assertSucceeded(try await propctl(["revert", "bulk.k0", "--since", "@\(since)"]))
+        let reverted = try await client.get("bulk.k0")
+        XCTAssertEqual(reverted, .int32(0))
+    }
 }
