@@ -147,6 +147,10 @@ extension Service {
         return assignments
     }
 
+    /// The most rows of history one `RevertRange` reads (its keys' spans together): the read
+    /// holds the service's queue, so a longer span is refused, not read.
+    static let maximumRevertRangeRows = 10_000
+
     /// Which changes `RevertRange` undoes: revisions and commit times, each bound inclusive.
     struct HistoryRange {
         var since: UInt64?, until: UInt64?, sinceTime: Int64?, untilTime: Int64?
@@ -207,18 +211,22 @@ extension Service {
         for text in named { if let key = try? Key(text) { try authorizeRevert(of: key, by: call) } }
         func isNamed(_ key: Key) -> Bool { named.isEmpty || named.contains { key.text == $0 || key.text.hasPrefix($0 + ".") } }
         var first: [Key: HistoryRecord] = [:], last: [Key: HistoryRecord] = [:], order: [Key] = []
+        var remaining = Self.maximumRevertRangeRows
         for prefix in named.isEmpty ? [""] : named {
-            var cursor = range.since.map { $0 == 0 ? 0 : $0 - 1 } ?? 0
-            scan: while true {
-                let chunk = try store.history(prefix: prefix, after: cursor, limit: 1000)
-                for record in chunk {
-                    if range.isPast(record) { break scan }
-                    cursor = record.revision
-                    guard range.contains(record), isNamed(record.key) else { continue }
-                    if first[record.key] == nil { first[record.key] = record; order.append(record.key) }
-                    last[record.key] = record
-                }
-                if chunk.count < 1000 { break }
+            // One read of the rows left and one more, not chunks: each read orders all of the
+            // prefix's rows by revision, so chunks would repeat that for every chunk.
+            let rows = try store.history(prefix: prefix, after: range.since.map { $0 == 0 ? 0 : $0 - 1 } ?? 0, limit: remaining + 1)
+            var ended = rows.count <= remaining
+            for record in rows {
+                if range.isPast(record) { ended = true; break }
+                guard remaining > 0 else { break }
+                remaining -= 1
+                guard range.contains(record), isNamed(record.key) else { continue }
+                if first[record.key] == nil { first[record.key] = record; order.append(record.key) }
+                last[record.key] = record
+            }
+            guard ended else {
+                throw PropBusError(.limitsExceeded, "RevertRange reads at most \(Self.maximumRevertRangeRows) changes of history in one call, and the span \(range.text)\(named.isEmpty ? "" : " of \(named.joined(separator: ", "))") holds more: bound it with until, or name fewer keys or groups")
             }
         }
         guard !order.isEmpty else {
