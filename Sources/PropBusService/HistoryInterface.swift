@@ -226,7 +226,9 @@ extension Service {
                 last[record.key] = record
             }
             guard ended else {
-                throw PropBusError(.limitsExceeded, "RevertRange reads at most \(Self.maximumRevertRangeRows) changes of history in one call, and the span \(range.text)\(named.isEmpty ? "" : " of \(named.joined(separator: ", "))") holds more: bound it with until, or name fewer keys or groups")
+                // History has no index by time: a span starting at a time is read from history's start.
+                let start = range.since == nil ? ", counted from the start of history since the span starts at a time (give its start as a revision: --since @REV)" : ""
+                throw PropBusError(.limitsExceeded, "RevertRange reads at most \(Self.maximumRevertRangeRows) changes of history in one call, and the span \(range.text)\(named.isEmpty ? "" : " of \(named.joined(separator: ", "))") holds more\(start): bound it with until, or name fewer keys or groups")
             }
         }
         guard !order.isEmpty else {

@@ -121,6 +121,9 @@ final class HistoryRangeRevertTests: AccessControlTestCase, @unchecked Sendable 
             XCTAssertEqual(result.status, 1, "\(result)")
             XCTAssertTrue(result.stderr.contains("LimitsExceeded") && result.stderr.contains("10000"), result.stderr)
         }
+        // A start given as a time is counted from history's start (no index by time), and says so.
+        let byTime = try await propctl(["revert", "--since", "2000-01-01"])
+        XCTAssertTrue(byTime.stderr.contains("LimitsExceeded") && byTime.stderr.contains("--since @REV"), byTime.stderr)
         let untouched = try await client.get("bulk.k0")
         XCTAssertEqual(untouched, .int32(11))
         assertSucceeded(try await propctl(["revert", "bulk.k0", "--since", "@\(since)"]))
