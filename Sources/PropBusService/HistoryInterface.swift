@@ -60,7 +60,7 @@ extension Service {
             MethodDescription("Revert", in: [("keys", .array(.string)), ("revision", .uint64), ("change", .uint64), ("force", .boolean)],
                               out: [("reverted", .array(.string))], writes: true,
                               // The keys are known only from history (a change's keys, a group's): each
-                              // is checked like a Set of it in the handler, before anything changes.
+                              // is checked like a Set of it before any value of it is compared.
                               access: .custom { _ throws(DBusError) in }) { [unowned self] call throws(DBusError) in
                 let keys = try call.strings("keys"), revision = try call.uint64("revision")
                 let change = try call.uint64("change"), force = try call.argument("force").boolValue ?? false
@@ -68,7 +68,7 @@ extension Service {
                     throw PropBusError(.unavailable, "propbusd keeps no history (it runs with --no-history or without a store): there is nothing to revert to").dbusError
                 }
                 let assignments = try bridged { () throws(PropBusError) in
-                    change != 0 ? try revertChange(change, force: force, in: store) : try revertKeys(keys, to: revision, in: store)
+                    change != 0 ? try revertChange(change, force: force, in: store, by: call) : try revertKeys(keys, to: revision, in: store, by: call)
                 }
                 for (key, _) in assignments { try authorizeWrite(existing: key, by: call) }
                 let reverted = assignments.map(\.0)
@@ -86,7 +86,7 @@ extension Service {
                 guard let store = store as? SQLiteStore, store.historyOptions.isEnabled else {
                     throw PropBusError(.unavailable, "propbusd keeps no history (it runs with --no-history or without a store): there is nothing to revert to").dbusError
                 }
-                let assignments = try bridged { () throws(PropBusError) in try revertRange(keys, range, force: force, in: store) }
+                let assignments = try bridged { () throws(PropBusError) in try revertRange(keys, range, force: force, in: store, by: call) }
                 for (key, _) in assignments { try authorizeWrite(existing: key, by: call) }
                 let reverted = assignments.map(\.0)
                 return try write(call, via: "Revert", reply: { [.array(of: .string, reverted.map(DBusValue.string))] }) { [unowned self] () throws(PropBusError) in
@@ -96,9 +96,16 @@ extension Service {
         ]
     }
 
+    /// Writer rights on `key`, checked by every revert before it compares any value of it:
+    /// whether a key holds what it did, or changed since, says something of its value.
+    private func authorizeRevert(of key: Key, by call: MethodCall) throws(PropBusError) {
+        guard options.access.isEnabled, let entry = model.entry(for: key) else { return }
+        try options.access.checkWrite(key.text, writers: entry.definition.writers, caller: call.credentials)
+    }
+
     /// The values `keys` (keys, or groups for every key under them) held at `revision`, for
     /// those that hold something else now.
-    private func revertKeys(_ keys: [String], to revision: UInt64, in store: SQLiteStore) throws(PropBusError) -> [(String, DBusValue)] {
+    private func revertKeys(_ keys: [String], to revision: UInt64, in store: SQLiteStore, by call: MethodCall) throws(PropBusError) -> [(String, DBusValue)] {
         guard !keys.isEmpty else { throw PropBusError(.invalidArgs, "Revert expects keys (or groups) with a revision, or a change") }
         var chosen: [Key] = []
         for text in keys {
@@ -108,6 +115,7 @@ extension Service {
             guard !found.isEmpty else { throw PropBusError(.unknownKey, "no property or group named \(text)") }
             chosen += found
         }
+        for key in chosen { try authorizeRevert(of: key, by: call) }
         var assignments: [(String, DBusValue)] = []
         for key in chosen {
             guard let then = try store.history(of: key, atOrBefore: revision).then, let value = then.newValue else {
@@ -120,9 +128,10 @@ extension Service {
 
     /// The values change `change` replaced, if its keys still hold what it wrote (else
     /// `Conflict` naming who changed them since, unless `force`).
-    private func revertChange(_ change: UInt64, force: Bool, in store: SQLiteStore) throws(PropBusError) -> [(String, DBusValue)] {
+    private func revertChange(_ change: UInt64, force: Bool, in store: SQLiteStore, by call: MethodCall) throws(PropBusError) -> [(String, DBusValue)] {
         let records = try store.history(ofChange: change)
         guard !records.isEmpty else { throw PropBusError(.unknownKey, "history holds no change \(change) (pruned, or never made)") }
+        for record in records { try authorizeRevert(of: record.key, by: call) }
         var assignments: [(String, DBusValue)] = []
         for record in records {
             guard let old = record.oldValue, record.newValue != nil, model.entry(for: record.key) != nil else {
@@ -137,6 +146,10 @@ extension Service {
         }
         return assignments
     }
+
+    /// The most rows of history one `RevertRange` reads (its keys' spans together): the read
+    /// holds the service's queue, so a longer span is refused, not read.
+    static let maximumRevertRangeRows = 10_000
 
     /// Which changes `RevertRange` undoes: revisions and commit times, each bound inclusive.
     struct HistoryRange {
@@ -190,28 +203,38 @@ extension Service {
     /// range's last change of it wrote (else `Conflict` naming who changed it since, unless
     /// `force`). A key created or deleted in the range is a `Conflict`: Revert puts back
     /// values, not properties.
-    private func revertRange(_ keys: [String], _ range: HistoryRange, force: Bool, in store: SQLiteStore) throws(PropBusError) -> [(String, DBusValue)] {
+    private func revertRange(_ keys: [String], _ range: HistoryRange, force: Bool, in store: SQLiteStore,
+                             by call: MethodCall) throws(PropBusError) -> [(String, DBusValue)] {
         // Asked as prefixes, then kept to the key and what lies under it (as ListHistory's callers do).
         let named = keys.map { $0.hasSuffix(".") ? String($0.dropLast()) : $0 }
+        // A named key is refused before its history is read.
+        for text in named { if let key = try? Key(text) { try authorizeRevert(of: key, by: call) } }
         func isNamed(_ key: Key) -> Bool { named.isEmpty || named.contains { key.text == $0 || key.text.hasPrefix($0 + ".") } }
         var first: [Key: HistoryRecord] = [:], last: [Key: HistoryRecord] = [:], order: [Key] = []
+        var remaining = Self.maximumRevertRangeRows
         for prefix in named.isEmpty ? [""] : named {
-            var cursor = range.since.map { $0 == 0 ? 0 : $0 - 1 } ?? 0
-            scan: while true {
-                let chunk = try store.history(prefix: prefix, after: cursor, limit: 1000)
-                for record in chunk {
-                    if range.isPast(record) { break scan }
-                    cursor = record.revision
-                    guard range.contains(record), isNamed(record.key) else { continue }
-                    if first[record.key] == nil { first[record.key] = record; order.append(record.key) }
-                    last[record.key] = record
-                }
-                if chunk.count < 1000 { break }
+            // One read of the rows left and one more, not chunks: each read orders all of the
+            // prefix's rows by revision, so chunks would repeat that for every chunk.
+            let rows = try store.history(prefix: prefix, after: range.since.map { $0 == 0 ? 0 : $0 - 1 } ?? 0, limit: remaining + 1)
+            var ended = rows.count <= remaining
+            for record in rows {
+                if range.isPast(record) { ended = true; break }
+                guard remaining > 0 else { break }
+                remaining -= 1
+                guard range.contains(record), isNamed(record.key) else { continue }
+                if first[record.key] == nil { first[record.key] = record; order.append(record.key) }
+                last[record.key] = record
+            }
+            guard ended else {
+                // History has no index by time: a span starting at a time is read from history's start.
+                let start = range.since == nil ? ", counted from the start of history since the span starts at a time (give its start as a revision: --since @REV)" : ""
+                throw PropBusError(.limitsExceeded, "RevertRange reads at most \(Self.maximumRevertRangeRows) changes of history in one call, and the span \(range.text)\(named.isEmpty ? "" : " of \(named.joined(separator: ", "))") holds more\(start): bound it with until, or name fewer keys or groups")
             }
         }
         guard !order.isEmpty else {
             throw PropBusError(.unknownKey, "history holds no change \(named.isEmpty ? "" : "of \(named.joined(separator: ", ")) ")\(range.text)")
         }
+        for key in order { try authorizeRevert(of: key, by: call) }
         var assignments: [(String, DBusValue)] = []
         for key in order {
             guard let firstRecord = first[key], let lastRecord = last[key] else { continue }

@@ -76,4 +76,58 @@ final class HistoryRangeRevertTests: AccessControlTestCase, @unchecked Sendable 
         let usage = try await propctl(["revert", "settings", "--since", "@1", "--to", "@1"])
         XCTAssertEqual(usage.status, 64, "\(usage)")
     }
+
+    /// Whether a secret key's value is back to what it was, or changed since, is not told to a
+    /// caller who may not write it: every key of the span is checked before any value is compared.
+    func testARangeOverASecretKeyTheCallerMayNotWriteIsDeniedWhateverItsValues() async throws {
+        assertSucceeded(try await propctl(["create", "vault.pin", "s", "--default", "", "--secret"]))
+        assertSucceeded(try await propctl(["set", "vault.pin", "1234"]))
+        let since = try await latestRevision() + 1
+        assertSucceeded(try await propctl(["set", "vault.pin", "5678"]))
+        assertSucceeded(try await propctl(["set", "vault.pin", "1234"]))
+        // Back to the value before the span: a revert would change nothing.
+        assertDenied(try await propctlAsNobody(["revert", "vault.pin", "--since", "@\(since)"]), naming: "vault.pin")
+        assertDenied(try await propctlAsNobody(["revert", "--since", "@\(since)"]), naming: "vault.pin")
+
+        let until = try await latestRevision()
+        assertSucceeded(try await propctl(["set", "vault.pin", "9999"]))
+        // Changed after the span: a Conflict would tell that it changed, and who changed it.
+        let conflict = try await propctlAsNobody(["revert", "vault.pin", "--since", "@\(since)", "--until", "@\(until)"])
+        assertDenied(conflict, naming: "vault.pin")
+        XCTAssertFalse(conflict.stderr.contains("changed it since"), conflict.stderr)
+        let unchanged = try await client.get("vault.pin")
+        XCTAssertEqual(unchanged, .string("9999"))
+    }
+
+    /// One call reads a bounded span: a span of more changes than RevertRange reads at once is
+    /// refused with LimitsExceeded naming the bound (by anyone: the scan holds the daemon's
+    /// queue), and a narrower one still goes.
+    func testASpanOfMoreChangesThanOneCallReadsIsRefusedWithTheBound() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("revert-span-\(getpid())").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let names = (0..<1000).map { "k\($0)" }
+        let model = names.map { "\"\($0)\": {\"type\": \"i\", \"default\": 0}" }.joined(separator: ", ")
+        try "{\"groups\": {\"bulk\": {\"properties\": {\(model)}}}}".write(toFile: directory + "/bulk.json", atomically: true, encoding: .utf8)
+        try await restartDaemon(arguments: daemonArguments + ["--model", directory + "/bulk.json"])
+        let since = try await latestRevision() + 1
+        // 11 000 changes: one Apply of the 1000 keys, 11 times.
+        for round in 1...11 {
+            let values = names.map { "\"bulk.\($0)\": {\"type\": \"i\", \"value\": \(round)}" }.joined(separator: ", ")
+            try "{\"properties\": {\(values)}}".write(toFile: directory + "/values.json", atomically: true, encoding: .utf8)
+            assertSucceeded(try await propctl(["load", directory + "/values.json"]))
+        }
+        for result in [try await propctl(["revert", "--since", "@\(since)"]), try await propctlAsNobody(["revert", "--since", "@\(since)"])] {
+            XCTAssertEqual(result.status, 1, "\(result)")
+            XCTAssertTrue(result.stderr.contains("LimitsExceeded") && result.stderr.contains("10000"), result.stderr)
+        }
+        // A start given as a time is counted from history's start (no index by time), and says so.
+        let byTime = try await propctl(["revert", "--since", "2000-01-01"])
+        XCTAssertTrue(byTime.stderr.contains("LimitsExceeded") && byTime.stderr.contains("--since @REV"), byTime.stderr)
+        let untouched = try await client.get("bulk.k0")
+        XCTAssertEqual(untouched, .int32(11))
+        assertSucceeded(try await propctl(["revert", "bulk.k0", "--since", "@\(since)"]))
+        let reverted = try await client.get("bulk.k0")
+        XCTAssertEqual(reverted, .int32(0))
+    }
 }

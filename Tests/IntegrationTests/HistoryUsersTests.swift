@@ -94,6 +94,27 @@ final class HistoryUsersTests: AccessControlTestCase, @unchecked Sendable {
         XCTAssertFalse(denied.stdout.contains("9999"), "a refused secret value is never recorded: \(denied.stdout)")
     }
 
+    /// Revert to a revision, or of a change, tells a non-writer nothing of a secret's value:
+    /// not whether it holds the value it had then (an empty reply), nor whether it changed since
+    /// (a Conflict naming who); AccessDenied comes first.
+    func testRevertOfASecretKeyByANonWriterIsDeniedBeforeItsValueIsCompared() async throws {
+        assertSucceeded(try await propctl(["create", "vault.pin", "s", "--default", "", "--writers", "@audio", "--secret"]))
+        assertSucceeded(try await propctl(as: "alice", ["set", "vault.pin", "1234"]))
+        let before = try json(try await propctl(["--json", "history", "vault.pin"]))
+        let then = try XCTUnwrap(before.last?["revision"] as? Int)
+        assertSucceeded(try await propctl(as: "alice", ["set", "vault.pin", "5678"]))
+        let changed = try json(try await propctl(["--json", "history", "vault.pin"]))
+        let change = try XCTUnwrap(changed.last?["change"] as? Int)
+        assertSucceeded(try await propctl(as: "alice", ["set", "vault.pin", "1234"]))
+
+        let same = try await propctl(as: "bob", ["revert", "vault.pin", "--to", "@\(then)"])
+        XCTAssertFalse(same.succeeded, "the value equals the one at @\(then): \(same)")
+        XCTAssertTrue(same.stderr.contains("AccessDenied") && same.stderr.contains("vault.pin"), same.stderr)
+        let overwritten = try await propctl(as: "bob", ["revert", "--change", "\(change)"])
+        XCTAssertTrue(overwritten.stderr.contains("AccessDenied") && overwritten.stderr.contains("vault.pin"), overwritten.stderr)
+        XCTAssertFalse(overwritten.stderr.contains("changed it since"), overwritten.stderr)
+    }
+
     func testHistoryFiltersByUserAndTime() async throws {
         assertSucceeded(try await propctl(["create", "settings.volume", "i", "--default", "50", "--writers", "@audio"]))
         assertSucceeded(try await propctl(as: "alice", ["set", "settings.volume", "40"]))
