@@ -111,4 +111,51 @@ final class HistoryStoreTests: XCTestCase {
         end(model, store)
         XCTAssertEqual(try store.history(prefix: "p.", after: 0, limit: 100).count, 4)
     }
+
+    // MARK: Write cost
+
+    /// WAL frames one commit added: the WAL is emptied first (another connection's TRUNCATE
+    /// checkpoint), so its size after the commit is its header and that commit's frames.
+    private func framesOfOneCommit(_ model: PropertyModel, _ store: PropertyStore, path: String, round: Int) throws -> Int {
+        while (store as? SQLiteStore)?.historyNeedsPruning == true, try (store as? SQLiteStore)?.pruneHistory() == true {}
+        try SQLiteDatabase(path: path).execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        for writer in 0..<16 { _ = try model.set("bench.w\(writer)", to: .int32(Int32(round * 16 + writer))) }
+        end(model, store)
+        var info = stat()
+        XCTAssertEqual(stat(path + "-wal", &info), 0)
+        let pageSize = Int(try SQLiteDatabase(path: path).textRows("PRAGMA page_size").first ?? "4096") ?? 4096
+        return (Int(info.st_size) - 32) / (pageSize + 24)
+    }
+
+    /// Sixteen writers' group commit (one round setting 16 keys, each with a long history
+    /// already) writes about the pages it writes with `--no-history`: recording history must
+    /// not add a page per key (the `(key, revision)` index has an insertion point per key), only
+    /// the few its rows fill.
+    func testAGroupCommitOf16KeysWritesAboutThePagesItWritesWithoutHistory() throws {
+        var frames: [Bool: Int] = [:]
+        for enabled in [true, false] {
+            let path = directory.appendingPathComponent("history-\(enabled).db").path
+            let store = try SQLiteStore(path: path)
+            store.historyOptions.isEnabled = enabled
+            let model = try PropertyModel(store: store)
+            for writer in 0..<16 { _ = try model.create(key: "bench.w\(writer)", type: "i", defaultValue: .int32(0), options: [:]) }
+            end(model, store)
+            model.origin = .call(WriteSet.Caller(
+                via: "Set", busName: ":1.4242", userID: 1000, userName: "alice", processID: 4242, command: "write-client",
+                executable: "/usr/local/src/propbus/bench/build/write-client", unit: "user@1000.service"))
+            // Long enough that each key's index entries span pages of their own.
+            for round in 0..<400 {
+                for writer in 0..<16 { _ = try model.set("bench.w\(writer)", to: .int32(Int32(round * 16 + writer))) }
+                end(model, store)
+                // As the daemon does between rounds.
+                while store.historyNeedsPruning, try store.pruneHistory() {}
+            }
+            frames[enabled] = try (0..<4).map { try framesOfOneCommit(model, store, path: path, round: 1000 + $0) }.max()
+            if enabled {
+                XCTAssertEqual(try store.history(prefix: "bench.w3", after: 0, limit: 10_000).count, 1 + 400 + 4, "every change recorded")
+            }
+        }
+        let on = try XCTUnwrap(frames[true]), off = try XCTUnwrap(frames[false])
+        XCTAssertLessThanOrEqual(on, off + 4, "a 16-key commit wrote \(on) WAL pages with history, \(off) without")
+    }
 }
