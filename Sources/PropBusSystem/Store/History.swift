@@ -70,6 +70,9 @@ final class HistoryTable {
     /// Set when a pruning step found nothing to delete in `history`: the next one moves the
     /// recent rows first, whatever their number (a bound smaller than ``HistoryOptions/indexBatch``).
     private var moveBeforePruning = false
+    /// The caller whose fields ``insert`` holds bound (parameters 10…17), when `callerIsBound`.
+    private var boundCaller: WriteSet.Caller?
+    private var callerIsBound = false
     private var pruneOldest: SQLiteStatement?
     private var pruneOlderThan: SQLiteStatement?
     private var countOfKey: SQLiteStatement?
@@ -90,6 +93,7 @@ final class HistoryTable {
 
     func attach(_ database: SQLiteDatabase) throws(SQLiteError) {
         self.database = database
+        callerIsBound = false
         insert = try database.prepare("""
             INSERT INTO history_recent (id, \(Self.columns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
             """)
@@ -115,18 +119,22 @@ final class HistoryTable {
         return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
     }
 
+    /// `created`, `changed`, `redefined` or `deleted`.
+    private static func kind(of entry: WriteSet.Entry) -> String {
+        switch (entry.before, entry.after) {
+        case (nil, _): return "created"
+        case (_, nil): return "deleted"
+        case (let old?, let new?): return old.value == new.value && old.definition != new.definition ? "redefined" : "changed"
+        }
+    }
+
     /// The records of `writeSet`'s changes, persistent or transient ones.
     static func records(of writeSet: WriteSet, transient: Bool, time: Int64) -> [HistoryRecord] {
         var records: [HistoryRecord] = []
         for change in writeSet.changes {
             let id = change.id
             for entry in change.entries where entry.isTransient == transient {
-                let kind: String
-                switch (entry.before, entry.after) {
-                case (nil, _): kind = "created"
-                case (_, nil): kind = "deleted"
-                case (let old?, let new?): kind = old.value == new.value && old.definition != new.definition ? "redefined" : "changed"
-                }
+                let kind = Self.kind(of: entry)
                 records.append(HistoryRecord(
                     change: id, revision: entry.after?.revision ?? writeSet.revision, time: time, key: entry.key, kind: kind,
                     oldValue: entry.before?.value, newValue: entry.after?.value, via: entry.via ?? change.origin.via,
@@ -138,28 +146,46 @@ final class HistoryTable {
 
     /// Writes the persistent keys' changes; call inside the commit's transaction. Deletes
     /// nothing: what passes the bounds is pruned later, between rounds (``prune(options:)``).
+    ///
+    /// Binds straight from the write set, one parameter at a time, and the caller's fields
+    /// only when they differ from the last row's (a connection's writes, a change's keys):
+    /// this runs for every key of every durable write.
     func record(_ writeSet: WriteSet, options: HistoryOptions) throws(SQLiteError) {
         guard let insert else { return }
         let time = Self.now()
-        for record in Self.records(of: writeSet, transient: false, time: time) {
-            let caller = record.caller
-            try insert.run([
-                .integer(nextID), .integer(Int64(bitPattern: record.change)), .integer(Int64(bitPattern: record.revision)), .integer(record.time),
-                .text(record.key.text), .text(record.kind),
-                record.oldValue.map { .blob(ValueCodec.encode($0)) } ?? .null,
-                record.newValue.map { .blob(ValueCodec.encode($0)) } ?? .null,
-                .text(record.via),
-                caller?.userID.map { .integer(Int64($0)) } ?? .null, caller?.userName.map { .text($0) } ?? .null,
-                caller?.processID.map { .integer(Int64($0)) } ?? .null, caller?.command.map { .text($0) } ?? .null,
-                caller?.executable.map { .text($0) } ?? .null, caller?.unit.map { .text($0) } ?? .null,
-                caller.map { .text($0.busName) } ?? .null, caller?.host.map { .text($0) } ?? .null,
-            ])
-            // A rolled-back commit leaves a gap in the ids, which only need to grow.
-            nextID += 1
-            rowCount += 1
-            recentCount += 1
-            if let limit = options.maximumPerKey, try count(of: record.key, adding: 1) > limit { keysOverLimit.insert(record.key) }
-            if oldestTimeIsKnown, oldestTime == nil { oldestTime = time }
+        for change in writeSet.changes where change.entries.contains(where: { !$0.isTransient }) {
+            let id = Int64(bitPattern: change.id), via = change.origin.via, caller = change.origin.caller
+            for entry in change.entries where !entry.isTransient {
+                insert.reset()
+                try insert.bind(.integer(nextID), at: 1)
+                try insert.bind(.integer(id), at: 2)
+                try insert.bind(.integer(Int64(bitPattern: entry.after?.revision ?? writeSet.revision)), at: 3)
+                try insert.bind(.integer(time), at: 4)
+                try insert.bind(.text(entry.key.text), at: 5)
+                try insert.bind(.text(Self.kind(of: entry)), at: 6)
+                try insert.bind(entry.before.map { .blob(ValueCodec.encode($0.value)) } ?? .null, at: 7)
+                try insert.bind(entry.after.map { .blob(ValueCodec.encode($0.value)) } ?? .null, at: 8)
+                try insert.bind(.text(entry.via ?? via), at: 9)
+                if !callerIsBound || boundCaller != caller {
+                    try insert.bind(caller?.userID.map { .integer(Int64($0)) } ?? .null, at: 10)
+                    try insert.bind(caller?.userName.map { .text($0) } ?? .null, at: 11)
+                    try insert.bind(caller?.processID.map { .integer(Int64($0)) } ?? .null, at: 12)
+                    try insert.bind(caller?.command.map { .text($0) } ?? .null, at: 13)
+                    try insert.bind(caller?.executable.map { .text($0) } ?? .null, at: 14)
+                    try insert.bind(caller?.unit.map { .text($0) } ?? .null, at: 15)
+                    try insert.bind(caller.map { .text($0.busName) } ?? .null, at: 16)
+                    try insert.bind(caller?.host.map { .text($0) } ?? .null, at: 17)
+                    boundCaller = caller
+                    callerIsBound = true
+                }
+                try insert.run()
+                // A rolled-back commit leaves a gap in the ids, which only need to grow.
+                nextID += 1
+                rowCount += 1
+                recentCount += 1
+                if let limit = options.maximumPerKey, try count(of: entry.key, adding: 1) > limit { keysOverLimit.insert(entry.key) }
+                if oldestTimeIsKnown, oldestTime == nil { oldestTime = time }
+            }
         }
     }
 
