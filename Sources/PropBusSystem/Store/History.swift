@@ -60,6 +60,7 @@ final class HistoryTable {
     /// move, no index) and `history` (indexed). Every query reads both.
     private static let tables = ["history", "history_recent"]
     private var insert: SQLiteStatement?
+    private var lastOfBatch: SQLiteStatement?
     private var moveRecent: SQLiteStatement?
     private var removeMoved: SQLiteStatement?
     /// The next row's id: commits give ids themselves, so rows keep them when moved and ids
@@ -97,11 +98,12 @@ final class HistoryTable {
         insert = try database.prepare("""
             INSERT INTO history_recent (id, \(Self.columns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
             """)
-        // Oldest first, in id order: the batch's index entries go in page by page.
+        // Oldest first, up to the batch's last id: ranges of ids, read and deleted in order.
+        lastOfBatch = try database.prepare("SELECT id FROM history_recent ORDER BY id LIMIT 1 OFFSET ?1")
         moveRecent = try database.prepare("""
-            INSERT INTO history (id, \(Self.columns)) SELECT id, \(Self.columns) FROM history_recent ORDER BY id LIMIT ?1
+            INSERT INTO history (id, \(Self.columns)) SELECT id, \(Self.columns) FROM history_recent WHERE id <= ?1 ORDER BY id
             """)
-        removeMoved = try database.prepare("DELETE FROM history_recent WHERE id IN (SELECT id FROM history_recent ORDER BY id LIMIT ?1)")
+        removeMoved = try database.prepare("DELETE FROM history_recent WHERE id <= ?1")
         pruneOldest = try database.prepare("DELETE FROM history WHERE id IN (SELECT id FROM history ORDER BY id LIMIT ?1)")
         pruneOlderThan = try database.prepare("DELETE FROM history WHERE id IN (SELECT id FROM history WHERE time < ?1 ORDER BY id LIMIT ?2)")
         // The recent rows are few and unindexed: scanned.
@@ -228,7 +230,7 @@ final class HistoryTable {
     /// oldest rows past the row bound, as many past the age, and the oldest rows of up to that
     /// many keys past their bound. Returns whether work is left for another step.
     func prune(options: HistoryOptions) throws(SQLiteError) -> Bool {
-        guard let database, let pruneOldest, let pruneOlderThan, let pruneOldestOfKey, let moveRecent, let removeMoved,
+        guard let database, let pruneOldest, let pruneOlderThan, let pruneOldestOfKey, let lastOfBatch, let moveRecent, let removeMoved,
               !database.inTransaction else { return false }
         let now = Self.now()
         guard try needsPruning(options, now: now) else { return false }
@@ -236,9 +238,11 @@ final class HistoryTable {
         try database.execute("BEGIN IMMEDIATE")
         do {
             if recentCount > 0, recentCount >= options.indexBatch || recentCount == rowCount || moveBeforePruning {
-                let batch = Int64(max(options.indexBatch, 1))
-                try moveRecent.run([.integer(batch)])
-                try removeMoved.run([.integer(batch)])
+                var last = Int64.max
+                try lastOfBatch.bind([.integer(Int64(max(options.indexBatch, 1) - 1))])
+                while try lastOfBatch.step() { last = lastOfBatch.integer(0) }
+                try moveRecent.run([.integer(last)])
+                try removeMoved.run([.integer(last)])
                 recentCount -= Int(database.changes)
             }
             var deletedSome = false
