@@ -17,7 +17,8 @@ public struct HistoryOptions: Sendable {
     /// rounds in small steps of its own (``SQLiteStore/pruneHistory()``), so no call waits for it.
     public var pruneBatch = 256
     /// The most rows commits leave in `history_recent` before a step between rounds moves them
-    /// into `history` and its indexes (and the most one step moves). A commit only appends to
+    /// all into `history` and its indexes (a step comes a few milliseconds after the commit
+    /// that reached it, so they are not many more). A commit only appends to
     /// that table, which has no index: indexing a commit's rows in it would dirty a page of the
     /// `(key, revision)` index per key the commit wrote, each costing the WAL write, its
     /// checksum and a checkpoint's copy; a batch of rows shares those pages.
@@ -60,7 +61,6 @@ final class HistoryTable {
     /// move, no index) and `history` (indexed). Every query reads both.
     private static let tables = ["history", "history_recent"]
     private var insert: SQLiteStatement?
-    private var lastOfBatch: SQLiteStatement?
     private var moveRecent: SQLiteStatement?
     private var removeMoved: SQLiteStatement?
     /// The next row's id: commits give ids themselves, so rows keep them when moved and ids
@@ -98,12 +98,12 @@ final class HistoryTable {
         insert = try database.prepare("""
             INSERT INTO history_recent (id, \(Self.columns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
             """)
-        // Oldest first, up to the batch's last id: ranges of ids, read and deleted in order.
-        lastOfBatch = try database.prepare("SELECT id FROM history_recent ORDER BY id LIMIT 1 OFFSET ?1")
+        // All of them, oldest first; then the table is emptied as a whole (a DELETE without
+        // WHERE frees its pages without visiting its rows).
         moveRecent = try database.prepare("""
-            INSERT INTO history (id, \(Self.columns)) SELECT id, \(Self.columns) FROM history_recent WHERE id <= ?1 ORDER BY id
+            INSERT INTO history (id, \(Self.columns)) SELECT id, \(Self.columns) FROM history_recent ORDER BY id
             """)
-        removeMoved = try database.prepare("DELETE FROM history_recent WHERE id <= ?1")
+        removeMoved = try database.prepare("DELETE FROM history_recent")
         pruneOldest = try database.prepare("DELETE FROM history WHERE id IN (SELECT id FROM history ORDER BY id LIMIT ?1)")
         pruneOlderThan = try database.prepare("DELETE FROM history WHERE id IN (SELECT id FROM history WHERE time < ?1 ORDER BY id LIMIT ?2)")
         // The recent rows are few and unindexed: scanned.
@@ -130,12 +130,18 @@ final class HistoryTable {
         }
     }
 
+    /// ``WriteSet/Entry/isTransient``, reading the one field through the optionals instead of
+    /// copying the entry (`after ?? before`): asked of every key of every commit, twice.
+    private static func isTransient(_ entry: WriteSet.Entry) -> Bool {
+        !(entry.after?.definition.persistent ?? entry.before?.definition.persistent ?? true)
+    }
+
     /// The records of `writeSet`'s changes, persistent or transient ones.
     static func records(of writeSet: WriteSet, transient: Bool, time: Int64) -> [HistoryRecord] {
         var records: [HistoryRecord] = []
-        for change in writeSet.changes {
+        for change in writeSet.changes where change.entries.contains(where: { isTransient($0) == transient }) {
             let id = change.id
-            for entry in change.entries where entry.isTransient == transient {
+            for entry in change.entries where isTransient(entry) == transient {
                 let kind = Self.kind(of: entry)
                 records.append(HistoryRecord(
                     change: id, revision: entry.after?.revision ?? writeSet.revision, time: time, key: entry.key, kind: kind,
@@ -155,9 +161,9 @@ final class HistoryTable {
     func record(_ writeSet: WriteSet, options: HistoryOptions) throws(SQLiteError) {
         guard let insert else { return }
         let time = Self.now()
-        for change in writeSet.changes where change.entries.contains(where: { !$0.isTransient }) {
+        for change in writeSet.changes where change.entries.contains(where: { !Self.isTransient($0) }) {
             let id = Int64(bitPattern: change.id), via = change.origin.via, caller = change.origin.caller
-            for entry in change.entries where !entry.isTransient {
+            for entry in change.entries where !Self.isTransient(entry) {
                 insert.reset()
                 try insert.bind(.integer(nextID), at: 1)
                 try insert.bind(.integer(id), at: 2)
@@ -224,13 +230,13 @@ final class HistoryTable {
         return oldestTime.map { $0 < now - Int64(age) * 1_000_000_000 } ?? false
     }
 
-    /// One step between rounds, in a transaction of its own: moves up to
-    /// ``HistoryOptions/indexBatch`` of the recent rows into `history` when that many wait (or
-    /// when pruning needs them), then deletes at most ``HistoryOptions/pruneBatch`` of the
+    /// One step between rounds, in a transaction of its own: moves the recent rows into
+    /// `history` when ``HistoryOptions/indexBatch`` of them wait (or when pruning needs them),
+    /// then deletes at most ``HistoryOptions/pruneBatch`` of the
     /// oldest rows past the row bound, as many past the age, and the oldest rows of up to that
     /// many keys past their bound. Returns whether work is left for another step.
     func prune(options: HistoryOptions) throws(SQLiteError) -> Bool {
-        guard let database, let pruneOldest, let pruneOlderThan, let pruneOldestOfKey, let lastOfBatch, let moveRecent, let removeMoved,
+        guard let database, let pruneOldest, let pruneOlderThan, let pruneOldestOfKey, let moveRecent, let removeMoved,
               !database.inTransaction else { return false }
         let now = Self.now()
         guard try needsPruning(options, now: now) else { return false }
@@ -238,12 +244,9 @@ final class HistoryTable {
         try database.execute("BEGIN IMMEDIATE")
         do {
             if recentCount > 0, recentCount >= options.indexBatch || recentCount == rowCount || moveBeforePruning {
-                var last = Int64.max
-                try lastOfBatch.bind([.integer(Int64(max(options.indexBatch, 1) - 1))])
-                while try lastOfBatch.step() { last = lastOfBatch.integer(0) }
-                try moveRecent.run([.integer(last)])
-                try removeMoved.run([.integer(last)])
-                recentCount -= Int(database.changes)
+                try moveRecent.run([])
+                try removeMoved.run([])
+                recentCount = 0
             }
             var deletedSome = false
             if rowCount > options.maximumRows {
