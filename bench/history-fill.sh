@@ -20,11 +20,14 @@ db="$state/propbus.db"
 [ -f "$db" ] || { echo "history-fill: no store at $db" >&2; exit 1; }
 command -v sqlite3 >/dev/null || { echo "history-fill: needs sqlite3 (apt-get install sqlite3)" >&2; exit 1; }
 start=$(date +%s%N)
+# A store of schema 7 and before (an earlier propbusd, to compare) has no history_recent.
+recent=history_recent
+[ -n "$(sqlite3 "$db" "SELECT name FROM sqlite_master WHERE name = 'history_recent'")" ] || recent=history
 sqlite3 "$db" <<SQL
 PRAGMA journal_mode=WAL;
 BEGIN;
 CREATE TEMP TABLE last AS
-  SELECT max(coalesce((SELECT max(id) FROM history), 0), coalesce((SELECT max(id) FROM history_recent), 0)) AS id;
+  SELECT max(coalesce((SELECT max(id) FROM history), 0), coalesce((SELECT max(id) FROM $recent), 0)) AS id;
 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $rows)
 INSERT INTO history (id, change, revision, time, key, kind, old_value, new_value, via, uid, user, pid, comm, exe, unit, bus_name)
 SELECT (SELECT id FROM last) + i, i, i, $start - ($rows - i) * 1000, 'bench.k' || (i % $keys), 'changed',
