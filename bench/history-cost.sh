@@ -4,10 +4,15 @@
 # so a loaded shared machine changes it far less than writes/s); wall-clock writes/s beside it.
 # (perf's instruction counter is not available in every VM; task-clock always is.)
 #
-#   bench/history-cost.sh [--seconds S] [--levels "0 10000 100000"] [--history-rows N] [--pairs P]
+#   bench/history-cost.sh [--seconds S] [--levels "0 10000 100000"] [--history-rows N] [--pairs P] [--pages]
 #
 #   --pairs P  measure on and off alternately P times each (default 3) and compare medians:
 #              on a shared machine the load moves between runs more than history costs
+#   --pages    also count the pages SQLite writes (pwrite64 calls of a page's size, to the WAL
+#              and by checkpoints to the database) per acknowledged write and per fsync (one
+#              commit), from one more 16-writer run of each mode under strace: a count, which
+#              the machine's load does not change (strace's slowness does change how many
+#              writes a group commit carries, for both modes alike)
 #
 # For each store size, with history on and with --no-history: a fresh store of that many keys
 # (pre-filled with N history rows when asked, bench/history-fill.sh), then 1 and 16 writers
@@ -17,13 +22,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
 command -v swift >/dev/null || export PATH="$PATH:/opt/swift/usr/bin"
-seconds=3 levels="0 10000 100000" history_rows=0 pairs=3
+seconds=3 levels="0 10000 100000" history_rows=0 pairs=3 pages=0
 while [ $# -gt 0 ]; do
   case $1 in
     --seconds) seconds=$2; shift 2 ;;
     --levels) levels=$2; shift 2 ;;
     --history-rows) history_rows=$2; shift 2 ;;
     --pairs) pairs=$2; shift 2 ;;
+    --pages) pages=1; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "history-cost: unknown argument '$1' (try --help)" >&2; exit 64 ;;
   esac
@@ -55,6 +61,16 @@ start() {
   pids+=("$pb")
   bench_wait_owner org.propbus.PropBus1 || exit 1
 }
+# pages PID WRITERS → "$per_write $per_fsync": pages SQLite wrote per acknowledged write, per fsync
+pages() {
+  strace -f -e trace=pwrite64,fsync,fdatasync -o "$tmp/strace.out" -p "$1" 2>/dev/null & local strace_pid=$!
+  sleep 0.5
+  local out; out=$(bench/build/write-client "$ADDR" propbus "$2" "$seconds")
+  kill -INT "$strace_pid"; wait "$strace_pid" 2>/dev/null || true
+  awk -v w="$(awk '{ print $1 }' <<<"$out")" '
+    /pwrite64\(/ && / = 4096$/ { p++ } /fsync\(|fdatasync\(/ && / = 0$/ { f++ }
+    END { printf "%.2f %.1f", (w > 0 ? p / w : 0), (f > 0 ? p / f : 0) }' "$tmp/strace.out"
+}
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 printf '%-8s %-8s %14s %10s %14s %10s   (medians of %s runs)\n' keys history "CPU µs/w (1)" "1 wr/s" "CPU µs/w (16)" "16 wr/s" "$pairs"
@@ -77,6 +93,14 @@ for level in $levels; do
       bench_stop_pid "$pb"; bench_wait_gone org.propbus.PropBus1
     done
   done
+  if [ "$pages" -eq 1 ]; then
+    for mode in on off; do
+      start "$mode" "$tmp/propbus-$level-$mode"
+      read -r a b <<<"$(pages "$pb" 16)"
+      printf '%-8s %-8s pages/write (16) %s, pages/fsync %s\n' "$level" "$mode" "$a" "$b"
+      bench_stop_pid "$pb"; bench_wait_gone org.propbus.PropBus1
+    done
+  fi
   declare -A m
   for mode in on off; do
     m[$mode]="$(median ${c1[$mode]}) $(median ${r1[$mode]}) $(median ${c16[$mode]}) $(median ${r16[$mode]})"

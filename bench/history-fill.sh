@@ -12,19 +12,25 @@
 #
 # The rows are numbered 1…N ("change" and "revision"), like a history that came before the
 # bench's writes; their values are int32 blobs in ValueCodec's format (format byte 1,
-# signature "i", 4 bytes little-endian).
+# signature "i", 4 bytes little-endian). They go into the indexed `history` table, with ids after
+# every row already in either table (rows keep their ids when moved from `history_recent`).
 set -euo pipefail
 state=$1 rows=$2 keys=${3:-10000}
 db="$state/propbus.db"
 [ -f "$db" ] || { echo "history-fill: no store at $db" >&2; exit 1; }
 command -v sqlite3 >/dev/null || { echo "history-fill: needs sqlite3 (apt-get install sqlite3)" >&2; exit 1; }
 start=$(date +%s%N)
+# A store of schema 7 and before (an earlier propbusd, to compare) has no history_recent.
+recent=history_recent
+[ -n "$(sqlite3 "$db" "SELECT name FROM sqlite_master WHERE name = 'history_recent'")" ] || recent=history
 sqlite3 "$db" <<SQL
 PRAGMA journal_mode=WAL;
 BEGIN;
+CREATE TEMP TABLE last AS
+  SELECT max(coalesce((SELECT max(id) FROM history), 0), coalesce((SELECT max(id) FROM $recent), 0)) AS id;
 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $rows)
-INSERT INTO history (change, revision, time, key, kind, old_value, new_value, via, uid, user, pid, comm, exe, unit, bus_name)
-SELECT i, i, $start - ($rows - i) * 1000, 'bench.k' || (i % $keys), 'changed',
+INSERT INTO history (id, change, revision, time, key, kind, old_value, new_value, via, uid, user, pid, comm, exe, unit, bus_name)
+SELECT (SELECT id FROM last) + i, i, i, $start - ($rows - i) * 1000, 'bench.k' || (i % $keys), 'changed',
        x'01016900000000', x'01016901000000', 'Set', 0, 'root', 1, 'bench', '/usr/bin/bench', NULL, ':1.1'
 FROM n;
 COMMIT;

@@ -111,4 +111,127 @@ final class HistoryStoreTests: XCTestCase {
         end(model, store)
         XCTAssertEqual(try store.history(prefix: "p.", after: 0, limit: 100).count, 4)
     }
+
+    // MARK: Write cost
+
+    /// WAL frames one commit added: the WAL is emptied first (another connection's TRUNCATE
+    /// checkpoint), so its size after the commit is its header and that commit's frames.
+    private func framesOfOneCommit(_ model: PropertyModel, _ store: PropertyStore, path: String, round: Int) throws -> Int {
+        while (store as? SQLiteStore)?.historyNeedsPruning == true, try (store as? SQLiteStore)?.pruneHistory() == true {}
+        try SQLiteDatabase(path: path).execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        for writer in 0..<16 { _ = try model.set("bench.w\(writer)", to: .int32(Int32(round * 16 + writer))) }
+        end(model, store)
+        var info = stat()
+        XCTAssertEqual(stat(path + "-wal", &info), 0)
+        let pageSize = Int(try SQLiteDatabase(path: path).textRows("PRAGMA page_size").first ?? "4096") ?? 4096
+        return (Int(info.st_size) - 32) / (pageSize + 24)
+    }
+
+    /// Sixteen writers' group commit (one round setting 16 keys, each with a long history
+    /// already) writes about the pages it writes with `--no-history`: recording history must
+    /// not add a page per key (the `(key, revision)` index has an insertion point per key), only
+    /// the few its rows take: their leaf, and when it fills a new one, its parent, the free
+    /// list's trunk and the database header (25 pages against 1 when commits indexed them).
+    func testAGroupCommitOf16KeysWritesAboutThePagesItWritesWithoutHistory() throws {
+        var frames: [Bool: Int] = [:]
+        for enabled in [true, false] {
+            let path = directory.appendingPathComponent("history-\(enabled).db").path
+            let store = try SQLiteStore(path: path)
+            store.historyOptions.isEnabled = enabled
+            let model = try PropertyModel(store: store)
+            for writer in 0..<16 { _ = try model.create(key: "bench.w\(writer)", type: "i", defaultValue: .int32(0), options: [:]) }
+            end(model, store)
+            model.origin = .call(WriteSet.Caller(
+                via: "Set", busName: ":1.4242", userID: 1000, userName: "alice", processID: 4242, command: "write-client",
+                executable: "/usr/local/src/propbus/bench/build/write-client", unit: "user@1000.service"))
+            // Long enough that each key's index entries span pages of their own.
+            for round in 0..<400 {
+                for writer in 0..<16 { _ = try model.set("bench.w\(writer)", to: .int32(Int32(round * 16 + writer))) }
+                end(model, store)
+                // As the daemon does between rounds.
+                while store.historyNeedsPruning, try store.pruneHistory() {}
+            }
+            frames[enabled] = try (0..<4).map { try framesOfOneCommit(model, store, path: path, round: 1000 + $0) }.max()
+            if enabled {
+                XCTAssertEqual(try store.history(prefix: "bench.w3", after: 0, limit: 10_000).count, 1 + 400 + 4, "every change recorded")
+            }
+        }
+        let on = try XCTUnwrap(frames[true]), off = try XCTUnwrap(frames[false])
+        XCTAssertLessThanOrEqual(on, off + 6, "a 16-key commit wrote \(on) WAL pages with history, \(off) without")
+    }
+
+    /// Schema 7 → 8: a store an earlier propbusd wrote (history in `history` only, no
+    /// `history_recent`) opens with its rows kept, readable, and new rows after them.
+    func testVersion7StoreIsMigratedKeepingItsHistory() throws {
+        do {
+            let store = try SQLiteStore(path: path)
+            let model = try PropertyModel(store: store)
+            _ = try model.create(key: "m.x", type: "i", defaultValue: .int32(0), options: [:])
+            end(model, store)
+            model.origin = .call(alice)
+            _ = try model.set("m.x", to: .int32(1))
+            end(model, store)
+            while try store.pruneHistory() {}
+        }
+        do {
+            // What schema 7 was: every row in `history`.
+            let database = try SQLiteDatabase(path: path)
+            try database.execute("INSERT INTO history SELECT * FROM history_recent")
+            try database.execute("DROP TABLE history_recent")
+            try database.execute("PRAGMA user_version = 7")
+        }
+        let store = try SQLiteStore(path: path)
+        XCTAssertEqual(try SQLiteDatabase(path: path).textRows("PRAGMA user_version"), ["\(SQLiteStore.schemaVersion)"])
+        let model = try PropertyModel(store: store)
+        model.origin = .call(alice)
+        _ = try model.set("m.x", to: .int32(2))
+        end(model, store)
+        let records = try store.history(prefix: "m.x", after: 0, limit: 100)
+        XCTAssertEqual(records.map(\.newValue), [.int32(0), .int32(1), .int32(2)])
+        XCTAssertEqual(records.map(\.caller?.userName), [nil, "alice", "alice"])
+        XCTAssertEqual(try store.history(ofChange: records[1].change).map(\.newValue), [.int32(1)])
+        XCTAssertEqual(try store.history(of: try Key("m.x"), atOrBefore: records[1].revision).then?.newValue, .int32(1))
+    }
+
+    /// Rows wait in `history_recent` until a step between rounds moves a batch into `history`;
+    /// every query reads both, and a move changes no answer.
+    func testRecentRowsAreMovedInBatchesBetweenRoundsAndReadFromBothTables() throws {
+        let store = try SQLiteStore(path: path)
+        store.historyOptions.indexBatch = 4
+        let model = try PropertyModel(store: store)
+        _ = try model.create(key: "r.x", type: "i", defaultValue: .int32(0), options: [:])
+        _ = try model.create(key: "r.y", type: "i", defaultValue: .int32(0), options: [:])
+        end(model, store)
+        var changes: [UInt64] = []
+        for value in 1...9 {
+            model.origin = .call(alice)
+            _ = try model.apply(set: [("r.x", .int32(Int32(value))), ("r.y", .int32(Int32(-value)))], reset: [])
+            end(model, store)
+            changes.append(try XCTUnwrap(store.history(of: try Key("r.x"), atOrBefore: .max).latest?.change))
+            if value == 5 {
+                // 12 rows, past the batch of 4: one step moves them all.
+                XCTAssertTrue(store.historyNeedsPruning)
+                var steps = 1
+                while try store.pruneHistory() { steps += 1 }
+                XCTAssertEqual(steps, 1)
+                XCTAssertFalse(store.historyNeedsPruning)
+            }
+        }
+        let database = try SQLiteDatabase(path: path)
+        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history"), ["12"])
+        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_recent"), ["8"])
+        let all = try store.history(prefix: "r.", after: 0, limit: 100)
+        XCTAssertEqual(all.filter { $0.key.text == "r.x" }.map(\.newValue), (0...9).map { .int32(Int32($0)) })
+        XCTAssertEqual(all.map(\.revision), all.map(\.revision).sorted(), "oldest first across both tables")
+        XCTAssertEqual(try store.history(prefix: "r.", after: 0, limit: 3).count, 3)
+        for (index, change) in changes.enumerated() {
+            XCTAssertEqual(try store.history(ofChange: change).sorted { $0.key < $1.key }.map(\.newValue),
+                           [.int32(Int32(index + 1)), .int32(Int32(-index - 1))])
+        }
+        XCTAssertEqual(try store.history(of: try Key("r.y"), atOrBefore: .max).latest?.newValue, .int32(-9))
+        let before = all.map(\.revision)
+        while store.historyNeedsPruning, try store.pruneHistory() {}
+        XCTAssertEqual(try store.history(prefix: "r.", after: 0, limit: 100).map(\.revision), before)
+        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_recent"), ["0"])
+    }
 }

@@ -86,18 +86,31 @@ final class SQLiteStatement {
     func bind(_ values: [SQLiteValue]) throws(SQLiteError) {
         sqlite3_reset(handle)
         sqlite3_clear_bindings(handle)
-        for (index, value) in values.enumerated() {
-            let position = Int32(index + 1)
-            let status: Int32
-            switch value {
-            case .integer(let v): status = sqlite3_bind_int64(handle, position, v)
-            case .text(let s): status = sqlite3_bind_text(handle, position, s, -1, Self.transient)
-            case .blob(let bytes):
-                status = bytes.withUnsafeBytes { sqlite3_bind_blob(handle, position, $0.baseAddress, Int32($0.count), Self.transient) }
-            case .null: status = sqlite3_bind_null(handle, position)
+        for (index, value) in values.enumerated() { try bind(value, at: Int32(index + 1)) }
+    }
+
+    /// Makes the statement ready to run again, keeping its bindings: a statement run for many
+    /// rows binds again (``bind(_:at:)``) only what changes from one to the next.
+    func reset() { sqlite3_reset(handle) }
+
+    /// Binds one parameter (from 1), leaving the others as they are.
+    func bind(_ value: SQLiteValue, at position: Int32) throws(SQLiteError) {
+        let status: Int32
+        switch value {
+        case .integer(let v): status = sqlite3_bind_int64(handle, position, v)
+        case .text(var s):
+            // Its length given: no C string made, no strlen. An empty text is not NULL.
+            status = s.withUTF8 { utf8 in
+                guard let base = utf8.baseAddress else { return sqlite3_bind_text(handle, position, "", 0, Self.transient) }
+                return base.withMemoryRebound(to: CChar.self, capacity: utf8.count) {
+                    sqlite3_bind_text(handle, position, $0, Int32(utf8.count), Self.transient)
+                }
             }
-            guard status == SQLITE_OK else { throw database.error(status) }
+        case .blob(let bytes):
+            status = bytes.withUnsafeBytes { sqlite3_bind_blob(handle, position, $0.baseAddress, Int32($0.count), Self.transient) }
+        case .null: status = sqlite3_bind_null(handle, position)
         }
+        guard status == SQLITE_OK else { throw database.error(status) }
     }
 
     /// Steps once: `true` when a row is available, `false` when done.
@@ -117,6 +130,11 @@ final class SQLiteStatement {
     /// Binds `values` and runs the statement to completion.
     func run(_ values: [SQLiteValue]) throws(SQLiteError) {
         try bind(values)
+        while try step() {}
+    }
+
+    /// Runs the statement to completion with the bindings it has.
+    func run() throws(SQLiteError) {
         while try step() {}
     }
 
