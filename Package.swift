@@ -104,7 +104,7 @@ let package = Package(
         .testTarget(name: "PropBusExecTests", dependencies: ["PropBusExec", "PropBus", "DBusValues"]),
         .testTarget(name: "CommandLineKitTests", dependencies: ["CommandLineKit"]),
         .testTarget(name: "PropctlTests", dependencies: ["propctl", "CommandLineKit", "PropBus", "PropBusModelFiles", "DBus"]),
-        .testTarget(name: "PropbusdTests", dependencies: ["propbusd", "CommandLineKit"]),
+        .testTarget(name: "PropbusdTests", dependencies: ["propbusd", "CommandLineKit", "PropBus"]),
         // Real etcd members on loopback, for EtcdTests and the fleet integration tests.
         .target(name: "EtcdTestSupport", dependencies: ["Etcd"], path: "Tests/EtcdTestSupport"),
         .testTarget(name: "EtcdTests", dependencies: ["Etcd", "EtcdTestSupport", "JSON"]),

@@ -187,15 +187,3 @@ final class ReloadTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertTrue(lines.contains { $0.contains("stopped") }, "\(lines)")
     }
 }
-
-/// The units' reload line, read from the files: no daemon needed.
-final class ReloadUnitFileTests: XCTestCase {
-    func testUnitsReloadWithSIGHUP() throws {
-        let systemd = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("systemd")
-        for unit in ["propbusd.service", "propbusd-user.service"] {
-            let text = try String(contentsOf: systemd.appendingPathComponent(unit), encoding: .utf8)
-            XCTAssertTrue(text.contains("\nExecReload=/bin/kill -HUP $MAINPID\n"), unit)
-        }
-    }
-}
