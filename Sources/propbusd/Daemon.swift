@@ -72,10 +72,7 @@ final class Daemon {
             // stay: dispatch keeps the signals from their default action until exit.
             Step("signal handlers", start: { [unowned self] in installSignalHandlers() }),
             Step("bus connection", start: { [unowned self] done in connect(then: done) },
-                 stop: { [unowned self] done in
-                     connection?.flush()
-                     done(nil)
-                 }),
+                 stop: { [unowned self] done in flush(then: done) }),
             // Bounded: a wedged bus cannot hold the exit.
             Step("bus name", stopTimeout: .milliseconds(Self.releaseNameTimeout),
                  start: { [unowned self] done in requestName(then: done) },
@@ -384,6 +381,16 @@ final class Daemon {
             _ = try? await connection.call(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
                                            interface: "org.freedesktop.DBus", member: "ReleaseName",
                                            arguments: [.string(Service.busName)], timeoutMilliseconds: Int32(Self.releaseNameTimeout))
+            return nil
+        }
+    }
+
+    /// Sends what is still queued (the ReleaseName) before exit; off the queue, since `flush`
+    /// waits for the queue.
+    private func flush(then done: @escaping (LifecycleError?) -> Void) {
+        guard let connection else { return done(nil) }
+        Self.roundTrip(on: queue, then: done) { () async -> LifecycleError? in
+            connection.flush()
             return nil
         }
     }
