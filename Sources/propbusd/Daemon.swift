@@ -20,24 +20,24 @@ final class Daemon {
     let notifier: SystemdNotifier
     let queue = DispatchQueue(label: "org.propbus.propbusd")
     private var lifecycle: Lifecycle?
-    private var connection: Connection?
-    private var service: Service?
-    private var store: PropertyStore?
+    var connection: Connection?
+    var service: Service?
+    var store: PropertyStore?
     /// The state directory's lock, held until exit: one daemon per store.
     private var lock: StateDirectoryLock?
     /// The state directory, resolved when locked; `nil` with `--in-memory`.
     private var stateDirectory: String?
     /// What the store held at start, from the store step to the model step.
     private var loaded: StoredState?
-    private var model: PropertyModel?
-    private var commands: CommandTable?
+    var model: PropertyModel?
+    var commands: CommandTable?
     /// The fleet mirror's etcd revisions and cursor, as the store loaded them.
     private var fleetRevisions: [Key: FleetRevisions] = [:]
     private var fleetCursor: Int64 = 0
     private var fleetSource: String?
     /// Set by the start-up's commit: this start without --fleet cleared a fleet mirror's cursor.
     private var forgetsFleetCursor = false
-    private let modelFiles = ModelFileSet()
+    let modelFiles = ModelFileSet()
     /// The model files to read: the config directory's, then `--model` ones (read again at each reload).
     private var modelPaths: () -> [String] = { [] }
     /// Reads and parses model files for a reload, one reload at a time, so that a slow disk or
@@ -216,7 +216,7 @@ final class Daemon {
     /// SIGHUP and `Manager.Reload`: reads the model files again (off the queue, on
     /// ``modelFileReader``) and applies the difference between rounds, with sd_notify's reload
     /// protocol around it; then calls `done`, on the queue, with the files skipped.
-    private func reload(because origin: String, then done: @escaping @Sendable (Result<[ModelFileSet.Skipped], DBusError>) -> Void) {
+    func reload(because origin: String, then done: @escaping @Sendable (Result<[ModelFileSet.Skipped], DBusError>) -> Void) {
         dispatchPrecondition(condition: .onQueue(queue))
         guard service != nil, !stopping else { return done(.failure(Self.notServing)) }
         notifier.notify("RELOADING=1\nSTATUS=Reloading model files\nMONOTONIC_USEC=\(Self.monotonicMicroseconds())")
@@ -324,115 +324,6 @@ final class Daemon {
     private static func logStep(_ line: String) {
         let isStep = line.hasPrefix("starting ") || line.hasPrefix("stopping ")
         Log.info(isStep ? "lifecycle: \(line)" : line)
-    }
-
-    /// Connects, exports the service and subscribes, before the name is owned.
-    private func connect(then done: @escaping (Result<Void, LifecycleError>) -> Void) {
-        let daemon = LoopBound(self, on: queue)
-        let bus = options.bus, queue = self.queue
-        Self.roundTrip(on: queue, then: done) { () async -> Result<Void, LifecycleError> in
-            do {
-                let connection = try await Connection.connect(to: bus, queue: queue)
-                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
-                    queue.async {
-                        do {
-                            try daemon.value.export(on: connection)
-                            continuation.resume()
-                        } catch {
-                            continuation.resume(throwing: error)
-                        }
-                    }
-                }
-                for rule in Service.matchRules { try await connection.addMatch(rule) }
-                return .success(())
-            } catch {
-                return .failure(Self.startFailure(error))
-            }
-        }
-    }
-
-    /// Asks for the name; READY=1 comes only after it (``serve()``): a unit ordered after
-    /// propbusd.service, or a client woken by it, finds the daemon complete.
-    private func requestName(then done: @escaping (Result<Void, LifecycleError>) -> Void) {
-        guard let connection else { return done(.failure(LifecycleError(code: 1, message: "cannot start: not connected"))) }
-        Self.roundTrip(on: queue, then: done) { () async -> Result<Void, LifecycleError> in
-            do {
-                let reply = try await connection.requestName(Service.busName)
-                guard reply == .primaryOwner || reply == .alreadyOwner else {
-                    return .failure(LifecycleError(code: 1, message: "the name \(Service.busName) is already owned on this bus"))
-                }
-                return .success(())
-            } catch {
-                return .failure(Self.startFailure(error))
-            }
-        }
-    }
-
-    private static func startFailure(_ error: any Error) -> LifecycleError {
-        if let error = error as? DBusError { return LifecycleError(code: 1, message: "cannot start: \(error.name): \(error.message)") }
-        return LifecycleError(code: 1, message: "cannot start: \(error)")
-    }
-
-    /// Releases the name before the connection closes, so NameOwnerChanged tells clients at
-    /// once and activation can start a new instance.
-    private func releaseName(then done: @escaping (LifecycleError?) -> Void) {
-        guard let connection else { return done(nil) }
-        Self.roundTrip(on: queue, then: done) { () async -> LifecycleError? in
-            _ = try? await connection.call(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                                           interface: "org.freedesktop.DBus", member: "ReleaseName",
-                                           arguments: [.string(Service.busName)], timeoutMilliseconds: Int32(Self.releaseNameTimeout))
-            return nil
-        }
-    }
-
-    /// Sends what is still queued (the ReleaseName) before exit; off the queue, since `flush`
-    /// waits for the queue.
-    private func flush(then done: @escaping (LifecycleError?) -> Void) {
-        guard let connection else { return done(nil) }
-        Self.roundTrip(on: queue, then: done) { () async -> LifecycleError? in
-            connection.flush()
-            return nil
-        }
-    }
-
-    /// Runs a component's bus round trips in a task, and gives `done` their result on `queue`
-    /// (where the runner waits for it). Called on `queue`.
-    private static func roundTrip<Value: Sendable>(on queue: DispatchQueue, then done: @escaping (Value) -> Void,
-                                                   _ work: @escaping @Sendable () async -> Value) {
-        let answer = LoopBound(Answer(done), on: queue)
-        Task {
-            let result = await work()
-            queue.async { answer.value.call(result) }
-        }
-    }
-
-    /// Once connected, on the queue: makes and exports the service, before the name is owned.
-    private func export(on connection: Connection) throws {
-        dispatchPrecondition(condition: .onQueue(queue))
-        guard let store, let model else { throw PropBusError(.storeFailed, "the store was not opened") }
-        var serviceOptions = options.service
-        serviceOptions.configDirectory = options.configDirectory
-        if options.enforcesAccess {
-            // The propbus group is resolved once, now; writers options on each check.
-            serviceOptions.access = .enforcing(daemonUserID: geteuid(), accounts: .system)
-            // Only where callers are known: quotas are charged to their uids.
-            let quotas = Quotas.enforcing(daemonUserID: geteuid(), overrides: options.quotas)
-            model.quotas = quotas
-            commands?.quotas = quotas
-        }
-        // Export everything before owning the name: no client may see a half-built daemon.
-        service = Service(connection: connection, model: model, store: store, commands: commands, options: serviceOptions)
-        service?.storeFailureHandler = { Log.storeFailure($0.message) }
-        service?.holdsCommits = true
-        service?.skippedModelFiles = modelFiles.skipped
-        service?.announcedLayerProblems = model.layerProblems
-        service?.reloadHandler = { [unowned self] done in reload(because: "Manager.Reload", then: done) }
-        self.connection = connection
-        let service = LoopBound(service, on: queue)
-        connection.whenDisconnected {
-            service.value?.killAllExecutions(timeout: 1)
-            Self.fail("lost the connection to the bus", code: 1)
-        }
     }
 
     /// Once the name is owned: what start-up changed becomes durable (a new store file is
@@ -561,15 +452,5 @@ final class Daemon {
     static func fail(_ message: String, code: Int32) -> Never {
         Log.info(message)
         exit(code)
-    }
-}
-
-/// A component's answer, carried back to the queue in a ``LoopBound`` from a bus round trip's
-/// task (Swift 6.0's region checker cannot follow a bare closure in one).
-private final class Answer<Value> {
-    let call: (Value) -> Void
-
-    init(_ call: @escaping (Value) -> Void) {
-        self.call = call
     }
 }
