@@ -7,27 +7,37 @@ import PropBusSystem
 import PropBusService
 import SystemKit
 
-/// The daemon's lifecycle: connect, export, own the name, tell systemd, and shut down on a signal.
+/// The daemon's pieces, started in order by a ``Lifecycle`` and stopped in reverse order: the
+/// state directory's lock, the store, the model files, the signal handlers, the bus connection
+/// with every object exported, the name, the start-up's commit, the fleet, and serving
+/// (READY=1, the watchdog).
 ///
-/// Made and opened (``openStore()``) on the main thread, then handed over to ``queue`` by
-/// ``launch(options:notifier:)``: from then on everything is the queue's, and work that runs
-/// elsewhere (reading model files, the start-up's awaits) hops back through a ``LoopBound``.
+/// Made on the main thread, then handed over to ``queue`` by ``launch(options:notifier:)``:
+/// from then on everything is the queue's, and work that runs elsewhere (reading model files,
+/// the bus round trips) hops back through a ``LoopBound``.
 final class Daemon {
     let options: DaemonOptions
     let notifier: SystemdNotifier
     let queue = DispatchQueue(label: "org.propbus.propbusd")
-    private var connection: Connection?
-    private var service: Service?
-    private var store: PropertyStore?
+    private var lifecycle: Lifecycle?
+    var connection: Connection?
+    var service: Service?
+    var store: PropertyStore?
     /// The state directory's lock, held until exit: one daemon per store.
     private var lock: StateDirectoryLock?
-    private var model: PropertyModel?
-    private var commands: CommandTable?
+    /// The state directory, resolved when locked; `nil` with `--in-memory`.
+    private var stateDirectory: String?
+    /// What the store held at start, from the store step to the model step.
+    private var loaded: StoredState?
+    var model: PropertyModel?
+    var commands: CommandTable?
     /// The fleet mirror's etcd revisions and cursor, as the store loaded them.
     private var fleetRevisions: [Key: FleetRevisions] = [:]
     private var fleetCursor: Int64 = 0
     private var fleetSource: String?
-    private let modelFiles = ModelFileSet()
+    /// Set by the start-up's commit: this start without --fleet cleared a fleet mirror's cursor.
+    private var forgetsFleetCursor = false
+    let modelFiles = ModelFileSet()
     /// The model files to read: the config directory's, then `--model` ones (read again at each reload).
     private var modelPaths: () -> [String] = { [] }
     /// Reads and parses model files for a reload, one reload at a time, so that a slow disk or
@@ -36,40 +46,100 @@ final class Daemon {
     private var signalSources: [DispatchSourceSignal] = []
     private var watchdog: DispatchSourceTimer?
     private var stopping = false
+    private let environment: [String: String]
 
-    init(options: DaemonOptions, notifier: SystemdNotifier) {
+    init(options: DaemonOptions, notifier: SystemdNotifier, environment: [String: String] = Environment.current) {
         self.options = options
         self.notifier = notifier
+        self.environment = environment
     }
 
-    /// Opens and checks the store and loads the model, before anything touches the bus: a
-    /// damaged store must stop the daemon before it owns its name. On failure prints why and exits.
-    ///
-    /// Only reads and checks: what the model files and stored bindings change is committed by
-    /// ``start()`` once the name is owned, so a daemon that loses the race for the name (or the
-    /// lock) leaves the store as it found it.
-    func openStore(environment: [String: String] = Environment.current) {
+    /// The pieces in start order. Until the name is owned nothing is written (the store's
+    /// declarations stay buffered, a new store file is not created) and nothing is announced,
+    /// so the stops of the first five only let go; the stops from the name on undo the
+    /// start in today's shutdown order: STOPPING=1 (said by ``stop()`` before the first stop),
+    /// refuse calls and end executions, leave the fleet, the final commit, ReleaseName, flush.
+    private func components() -> [Component] {
+        [
+            // Before the store is opened: a second daemon must not even read a store in use.
+            // Held until exit (the kernel lets go of the flock).
+            Step("state directory lock", start: { [unowned self] () throws(LifecycleError) in try lockStateDirectory() }),
+            // A damaged store must stop the daemon before it touches the bus. Only read: the
+            // final commit and the checkpoint belong to the start-up's commit, after the name.
+            Step("store", start: { [unowned self] () throws(LifecycleError) in try openStore() }),
+            Step("model files", start: { [unowned self] () throws(LifecycleError) in try loadModel() }),
+            // From here on SIGTERM shuts down cleanly, even before the name is owned. The sources
+            // stay: dispatch keeps the signals from their default action until exit.
+            Step("signal handlers", start: { [unowned self] in installSignalHandlers() }),
+            Step("bus connection", start: { [unowned self] done in connect(then: done) },
+                 stop: { [unowned self] done in flush(then: done) }),
+            // Bounded: a wedged bus cannot hold the exit.
+            Step("bus name", stopTimeout: .milliseconds(Self.releaseNameTimeout),
+                 start: { [unowned self] done in requestName(then: done) },
+                 stop: { [unowned self] done in releaseName(then: done) }),
+            Step("start-up commit", start: { [unowned self] () throws(LifecycleError) in try commitStartUp() },
+                 stop: { [unowned self] () throws(LifecycleError) in try commitBeforeExit() }),
+            Step("fleet", start: { [unowned self] () throws(LifecycleError) in try startFleet() },
+                 stop: { [unowned self] in service?.fleet?.stop() }),
+            Step("serving", start: { [unowned self] done in
+                     serve()
+                     done(.success(()))
+                 },
+                 stop: { [unowned self] done in stopServing(then: done) }),
+        ]
+    }
+
+    /// How long ReleaseName may take at exit, in milliseconds.
+    static let releaseNameTimeout = 5_000
+
+    /// Resolves, creates and locks the state directory (nothing with `--in-memory`).
+    private func lockStateDirectory() throws(LifecycleError) {
+        guard !options.inMemory else { return }
+        do {
+            let systemBus = if case .system = options.bus { true } else { false }
+            let directory = StateDirectory.resolve(environment: environment, option: options.stateDirectory, systemBus: systemBus)
+            try StateDirectory.create(directory)
+            lock = try StateDirectoryLock(directory: directory)
+            stateDirectory = directory
+        } catch {
+            throw LifecycleError(code: 1, message: error.message)
+        }
+    }
+
+    /// Opens and checks the store: only reads.
+    private func openStore() throws(LifecycleError) {
         do {
             let store: PropertyStore
-            if options.inMemory {
-                Log.info("version \(Service.version) starting: store in memory, bus \(Self.describe(options.bus))")
-                store = MemoryStore()
-            } else {
-                let systemBus = if case .system = options.bus { true } else { false }
-                let directory = StateDirectory.resolve(environment: environment, option: options.stateDirectory, systemBus: systemBus)
-                try StateDirectory.create(directory)
-                // Before the store is opened: a second daemon must not even read a store in use.
-                lock = try StateDirectoryLock(directory: directory)
+            if let directory = stateDirectory {
                 let path = directory + "/" + SQLiteStore.fileName
                 Log.info("version \(Service.version) starting: store \(path), bus \(Self.describe(options.bus))")
                 let database = try openDatabase(path)
                 database.historyOptions = options.history
                 store = database
+            } else {
+                Log.info("version \(Service.version) starting: store in memory, bus \(Self.describe(options.bus))")
+                store = MemoryStore()
             }
             let loaded = try store.load()
             fleetRevisions = loaded.externalRevisions
             fleetCursor = loaded.externalCursor
             fleetSource = loaded.externalSource
+            self.loaded = loaded
+            self.store = store
+        } catch {
+            throw LifecycleError(code: 1, message: error.message)
+        }
+    }
+
+    /// Loads the model from the store, the model files and the layer files.
+    ///
+    /// Only reads and checks: what the model files and stored bindings change is committed by
+    /// ``commitStartUp()`` once the name is owned, so a daemon that loses the race for the name
+    /// (or the lock) leaves the store as it found it.
+    private func loadModel() throws(LifecycleError) {
+        guard let store, let loaded else { throw LifecycleError(code: 1, message: "the store was not opened") }
+        self.loaded = nil
+        do {
             let model = PropertyModel(store: store, loaded: loaded, limits: options.limits)
             for reason in model.refusedAtLoad { Log.info(reason) }
             // Stored bindings and commands act with their principals' rights of today, from their
@@ -120,14 +190,13 @@ final class Daemon {
             for (binding, error) in model.resynchronizeBindings(sparingFleetKeys: options.fleet != nil).failures {
                 Log.info("binding \(binding.id) (\(binding.key) ↔ \(binding.to)) could not be synchronized at startup: \(error.message)")
             }
-            // The declarations stay buffered in the store until the name is owned (start()).
+            // The declarations stay buffered in the store until the name is owned (commitStartUp()).
             model.commitRound()
             commands.commitRound()
             self.model = model
             self.commands = commands
-            self.store = store
         } catch {
-            Self.fail(error.message, code: 1)
+            throw LifecycleError(code: 1, message: error.message)
         }
     }
 
@@ -147,7 +216,7 @@ final class Daemon {
     /// SIGHUP and `Manager.Reload`: reads the model files again (off the queue, on
     /// ``modelFileReader``) and applies the difference between rounds, with sd_notify's reload
     /// protocol around it; then calls `done`, on the queue, with the files skipped.
-    private func reload(because origin: String, then done: @escaping @Sendable (Result<[ModelFileSet.Skipped], DBusError>) -> Void) {
+    func reload(because origin: String, then done: @escaping @Sendable (Result<[ModelFileSet.Skipped], DBusError>) -> Void) {
         dispatchPrecondition(condition: .onQueue(queue))
         guard service != nil, !stopping else { return done(.failure(Self.notServing)) }
         notifier.notify("RELOADING=1\nSTATUS=Reloading model files\nMONOTONIC_USEC=\(Self.monotonicMicroseconds())")
@@ -214,7 +283,7 @@ final class Daemon {
 
     private func openDatabase(_ path: String) throws(PropBusError) -> SQLiteStore {
         do {
-            // A new store is created once the name is owned (start()).
+            // A new store is created once the name is owned (commitStartUp()).
             return try SQLiteStore(path: path, createLazily: true)
         } catch {
             // Only damage is worth setting the file aside; a full disk or a permission is not.
@@ -229,119 +298,100 @@ final class Daemon {
         }
     }
 
-    /// Opens the store (``openStore()``) on this thread, hands the daemon over to its queue, then
-    /// starts serving (``start(_:bus:)``) in the background; the caller runs the main queue
-    /// (`dispatchMain`).
+    /// Makes the daemon on this thread, hands it over to its queue and starts its components
+    /// there; the caller runs the main queue (`dispatchMain`). The process exits once the
+    /// components are stopped again: after a start that failed (1) or a SIGTERM (0, or 1 when
+    /// the final commit failed).
     static func launch(options: DaemonOptions, notifier: SystemdNotifier) {
         let daemon = Daemon(options: options, notifier: notifier)
-        daemon.openStore()
         // The daemon is the queue's from here on.
         let bound = LoopBound.handOver(daemon, to: daemon.queue)
-        Task { await start(bound, bus: options.bus) }
+        daemon.queue.async { bound.value.run() }
     }
 
-    /// Starts serving; on failure prints why and exits.
-    ///
-    /// READY=1 goes to systemd only once every object is exported and the name is owned: a unit
-    /// ordered after propbusd.service, or a client woken by it, finds the daemon complete.
-    private static func start(_ bound: LoopBound<Daemon>, bus: BusAddress) async {
-        let queue = bound.queue
-        // From here on SIGTERM shuts down cleanly, even before the name is owned.
-        queue.async { bound.value.installSignalHandlers() }
-        do {
-            let connection = try await Connection.connect(to: bus, queue: queue)
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
-                queue.async {
-                    do {
-                        try bound.value.export(on: connection)
-                        continuation.resume()
-                    } catch {
-                        continuation.resume(throwing: error)
-                    }
-                }
-            }
-            for rule in Service.matchRules { try await connection.addMatch(rule) }
-            let reply = try await connection.requestName(Service.busName)
-            guard reply == .primaryOwner || reply == .alreadyOwner else {
-                Self.fail("the name \(Service.busName) is already owned on this bus", code: 1)
-            }
-            queue.async { bound.value.serve() }
-        } catch let error as DBusError {
-            Self.fail("cannot start: \(error.name): \(error.message)", code: 1)
-        } catch {
-            Self.fail("cannot start: \(error)", code: 1)
-        }
-    }
-
-    /// The first step of ``start(_:bus:)`` once connected, on the queue: makes and exports the
-    /// service, before the name is owned.
-    private func export(on connection: Connection) throws {
+    private func run() {
         dispatchPrecondition(condition: .onQueue(queue))
-        guard let store, let model else { throw PropBusError(.storeFailed, "the store was not opened") }
-        var serviceOptions = options.service
-        serviceOptions.configDirectory = options.configDirectory
-        if options.enforcesAccess {
-            // The propbus group is resolved once, now; writers options on each check.
-            serviceOptions.access = .enforcing(daemonUserID: geteuid(), accounts: .system)
-            // Only where callers are known: quotas are charged to their uids.
-            let quotas = Quotas.enforcing(daemonUserID: geteuid(), overrides: options.quotas)
-            model.quotas = quotas
-            commands?.quotas = quotas
-        }
-        // Export everything before owning the name: no client may see a half-built daemon.
-        service = Service(connection: connection, model: model, store: store, commands: commands, options: serviceOptions)
-        service?.storeFailureHandler = { Log.storeFailure($0.message) }
-        service?.holdsCommits = true
-        service?.skippedModelFiles = modelFiles.skipped
-        service?.announcedLayerProblems = model.layerProblems
-        service?.reloadHandler = { [unowned self] done in reload(because: "Manager.Reload", then: done) }
-        self.connection = connection
-        let service = LoopBound(service, on: queue)
-        connection.whenDisconnected {
-            service.value?.killAllExecutions(timeout: 1)
-            Self.fail("lost the connection to the bus", code: 1)
+        let lifecycle = Lifecycle(components(), queue: queue, log: Self.logStep)
+        self.lifecycle = lifecycle
+        lifecycle.start { [unowned self] status in
+            if stopping { Log.info("stopped") }
+            exit(status)
         }
     }
 
-    /// The last step of ``start(_:bus:)`` once the name is owned, on the queue: commits what start-up
-    /// changed, starts the fleet and tells systemd.
-    private func serve() {
+    /// The runner's lines: a step as one line ("lifecycle: stopping bus name"), so a journal
+    /// shows where a start or a shutdown stopped; a failure as its own message.
+    private static func logStep(_ line: String) {
+        let isStep = line.hasPrefix("starting ") || line.hasPrefix("stopping ")
+        Log.info(isStep ? "lifecycle: \(line)" : line)
+    }
+
+    /// Once the name is owned: what start-up changed becomes durable (a new store file is
+    /// created only now), and leases that ended while the daemon was stopped end, announced.
+    private func commitStartUp() throws(LifecycleError) {
         dispatchPrecondition(condition: .onQueue(queue))
-        // A SIGTERM during start-up already said STOPPING=1; READY=1 would contradict it.
-        guard !stopping else { return }
         // Fleet keys are plain local keys without --fleet, and may be written here: the
         // next start with --fleet must read the fleet in full (not resume from the
         // cursor), so that the fleet's values win. Cleared in the same commit as the model
         // files' declarations, which may already change fleet keys.
-        let forgetsFleetCursor = options.fleet == nil && fleetCursor > 0
+        forgetsFleetCursor = options.fleet == nil && fleetCursor > 0
         if forgetsFleetCursor { model?.storeChanges.saveExternalCursor(0) }
-        // Ours now: what the model files and stored bindings changed becomes durable.
         do throws(DBusError) { try service?.releaseCommits() } catch {
-            Self.fail("cannot commit the model files' declarations: \(error.message)", code: 1)
+            throw LifecycleError(code: 1, message: "cannot commit the model files' declarations: \(error.message)")
         }
         do throws(PropBusError) { try (store as? SQLiteStore)?.createIfNeeded() } catch {
-            Self.fail(error.message, code: 1)
+            throw LifecycleError(code: 1, message: error.message)
         }
-        // Leases that ended while the daemon was stopped end now, announced.
         service?.startLeases()
+    }
+
+    /// The start-up commit's stop: commits what changed outside a round, then closes the store
+    /// (a clean exit leaves a checkpointed store: no WAL for the next start to replay), before
+    /// the name is released.
+    private func commitBeforeExit() throws(LifecycleError) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        defer { (store as? SQLiteStore)?.close() }
+        do throws(DBusError) { try service?.commitBeforeExit() } catch {
+            throw LifecycleError(code: 1, message: "the final commit failed, the last changes are lost: \(error.name): \(error.message)")
+        }
+    }
+
+    /// After the name is owned: hosts boot offline, serving their mirror, and the fleet
+    /// connects in the background.
+    private func startFleet() throws(LifecycleError) {
+        dispatchPrecondition(condition: .onQueue(queue))
         if let configuration = options.fleet, let service {
-            // After the name is owned: hosts boot offline, serving their mirror, and
-            // the fleet connects in the background.
             do throws(FleetConfigurationError) {
                 let fleet = try Fleet(configuration: configuration, service: service, revisions: fleetRevisions, cursor: fleetCursor,
                                       source: fleetSource)
                 service.fleet = fleet
                 fleet.start()
             } catch {
-                Self.fail(error.message, code: 1)
+                throw LifecycleError(code: 1, message: error.message)
             }
         } else if forgetsFleetCursor {
             fleetCursor = 0
             Log.info("started without --fleet on a store that mirrors a fleet: the next start with --fleet reads the fleet's keys again, and the fleet's values replace what is written here meanwhile")
         }
+    }
+
+    /// The last piece: tells systemd, and pings its watchdog.
+    private func serve() {
+        dispatchPrecondition(condition: .onQueue(queue))
         Log.info("ready: serving \(service?.propertyCount ?? 0) properties as \(Service.busName)")
         notifier.notify("READY=1\nSTATUS=Serving \(service?.propertyCount ?? 0) properties as \(Service.busName)")
         startWatchdog()
+    }
+
+    /// Serving's stop: calls arriving from now on are answered NoServer, unhandled (nothing may
+    /// change after the final commit); running executions are cancelled (their callers get
+    /// Cancelled) and their process groups waited for, a grace period at most: systemd's
+    /// KillMode=mixed leaves them to us. The watchdog keeps pinging until exit.
+    private func stopServing(then done: @escaping (LifecycleError?) -> Void) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard let service else { return done(nil) }
+        service.stopAcceptingCalls()
+        service.stopAllExecutions { done(nil) }
     }
 
     private func installSignalHandlers() {
@@ -377,51 +427,18 @@ final class Daemon {
         watchdog = timer
     }
 
-    /// SIGTERM/SIGINT, in docs/install.md's order (STOPPING=1, refuse new calls, end executions,
-    /// commit, release the name, checkpoint). Runs on the queue between dispatch rounds, so
-    /// every call handled so far has been committed and answered.
+    /// SIGTERM/SIGINT, in docs/install.md's order: systemd hears STOPPING=1 first (also when
+    /// the signal came from someone else), then the pieces stop in reverse order (refuse new
+    /// calls and end executions, leave the fleet, commit, release the name), then exit. Runs on
+    /// the queue between dispatch rounds, so every call handled so far has been committed and
+    /// answered.
     private func stop() {
         dispatchPrecondition(condition: .onQueue(queue))
         guard !stopping else { return }
         stopping = true
-        // 1. systemd hears it first, also when the signal came from someone else.
         notifier.notify("STOPPING=1\nSTATUS=Shutting down")
         Log.info("stopping")
-        guard let connection, let service else { exit(0) }
-        // 2. Calls arriving from now on are answered NoServer, unhandled: nothing may change
-        //    after the final commit.
-        service.stopAcceptingCalls()
-        // 3. Cancel running executions (their callers get Cancelled) and wait for their process
-        //    groups, a grace period at most: systemd's KillMode=mixed leaves them to us.
-        service.stopAllExecutions { [self] in finishStopping(connection, service) }
-    }
-
-    /// Steps 4–6 of ``stop()``, once no execution runs.
-    private func finishStopping(_ connection: Connection, _ service: Service) {
-        // Give up the fleet's presence key now, so other hosts see this one leave at once.
-        service.fleet?.stop()
-        // 4. Commit what changed outside a round.
-        let status: Int32
-        do {
-            try service.commitBeforeExit()
-            status = 0
-        } catch {
-            Log.info("the final commit failed, the last changes are lost: \(error.name): \(error.message)")
-            status = 1
-        }
-        // A clean exit leaves a checkpointed store: no WAL for the next start to replay.
-        (store as? SQLiteStore)?.close()
-        // 5. Release the name before closing, so NameOwnerChanged tells clients at once and
-        //    activation can start a new instance; bounded, so a wedged bus cannot hold us.
-        Task {
-            _ = try? await connection.call(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                                           interface: "org.freedesktop.DBus", member: "ReleaseName",
-                                           arguments: [.string(Service.busName)], timeoutMilliseconds: 5_000)
-            connection.flush()
-            Log.info("stopped")
-            // 6.
-            exit(status)
-        }
+        lifecycle?.shutdown()
     }
 
     static func describe(_ bus: BusAddress) -> String {

@@ -244,6 +244,6 @@ struct DaemonOptions {
 
         Every committed change is recorded in history in the same transaction as the value (docs/history.md): revision, time, old and new value, how (Set, Apply, binding from KEY, command state, model file, reload, fleet change from HOST, Revert) and who (uid, user, pid, comm, exe, systemd unit, bus name; a fleet key's value in etcd carries them to every host). propctl history, blame, revert and watch --origin read it; --history-max-rows, --history-max-age and --history-max-per-key bound it, --history-denied adds refused attempts (privileged callers only, never a value), --no-history turns it off.
 
-        On SIGTERM or SIGINT it stops accepting calls, cancels running executions, commits, releases its name and exits 0; if it loses the bus it exits 1. Under systemd (Type=notify) it sends READY=1 once the name is owned, STOPPING=1 on SIGTERM, and watchdog pings when WatchdogSec= is set; RELOADING=1 and READY=1 around a reload.
+        On SIGTERM or SIGINT it stops accepting calls, cancels running executions, commits, releases its name and exits 0; if it loses the bus it exits 1. It starts its pieces in order (state directory lock, store, model files, signal handlers, bus connection, name, start-up commit, fleet, serving) and stops them in reverse order, one log line each; a start that fails stops what has started and exits 1. Under systemd (Type=notify) it sends READY=1 once the name is owned, STOPPING=1 on SIGTERM, and watchdog pings when WatchdogSec= is set; RELOADING=1 and READY=1 around a reload.
         """
 }

@@ -20,6 +20,32 @@ final class LifecycleTests: DaemonTestCase {
         XCTAssertFalse(owned)
     }
 
+    /// The daemon's pieces start in order and stop in reverse order, READY=1's "ready" line after
+    /// the last start and "stopping" (said with STOPPING=1) before the first stop.
+    func testComponentsStartInOrderAndStopInReverseOrder() async throws {
+        let process = daemon.process
+        let ended = await daemon.terminate()
+        XCTAssertEqual(ended, .exited(0), "stderr: \(daemon.stderr)")
+        let lines = process.stderr.split(separator: "\n").map(String.init)
+        func steps(_ verb: String) -> [String] {
+            lines.compactMap { line in
+                let prefix = "propbusd: lifecycle: \(verb) "
+                return line.hasPrefix(prefix) ? String(line.dropFirst(prefix.count)) : nil
+            }
+        }
+        let order = ["state directory lock", "store", "model files", "signal handlers", "bus connection", "bus name",
+                     "start-up commit", "fleet", "serving"]
+        XCTAssertEqual(steps("starting"), order, "\(lines)")
+        XCTAssertEqual(steps("stopping"), order.reversed(), "\(lines)")
+        let ready = lines.firstIndex { $0.hasPrefix("propbusd: ready:") }
+        let lastStart = lines.firstIndex(of: "propbusd: lifecycle: starting serving")
+        let stopping = lines.firstIndex(of: "propbusd: stopping")
+        let firstStop = lines.firstIndex(of: "propbusd: lifecycle: stopping serving")
+        XCTAssertTrue(lastStart != nil && ready != nil && lastStart! < ready!, "\(lines)")
+        XCTAssertTrue(stopping != nil && firstStop != nil && stopping! < firstStop!, "\(lines)")
+        XCTAssertEqual(lines.last, "propbusd: stopped", "\(lines)")
+    }
+
     func testSigintExitsZero() async throws {
         daemon.process.signal(SIGINT)
         let ended = await daemon.process.waitForExit(timeout: 10)
