@@ -19,34 +19,36 @@ import SystemKit
 ///
 /// Confined to the channel's queue (see ``LocalEndpoint``); the work it schedules runs there too.
 final class FileEndpoint: LocalEndpoint {
+    // What the writing side (FileEndpoint+Writing.swift) uses is internal rather than private,
+    // as Swift's `private` does not reach an extension in another file.
     let path: String
     let directory: String
     let name: String
     let inPlace: Bool
-    private var inotify: Int32 = -1
+    var inotify: Int32 = -1
     private var directoryWatch: Int32 = -1
-    private var fileWatch: Int32 = -1
+    var fileWatch: Int32 = -1
     /// A descriptor on the inode the file watch watches, opened before the watch was added and
     /// read with `pread`: propctl's own reads make no IN_OPEN or IN_CLOSE_NOWRITE. inotify
     /// merges an event into an identical one still unread, so an open of ours at the moment a
     /// writer opened used to swallow the writer's IN_OPEN, and ``openCount`` fell to 0 while
     /// the writer still held the file (its truncation was then read as the value).
-    private var descriptor: Int32 = -1
+    var descriptor: Int32 = -1
     /// Device and inode of ``descriptor``: when the name shows another inode, it is followed.
-    private var identity: (device: UInt64, inode: UInt64)?
+    var identity: (device: UInt64, inode: UInt64)?
     private var source: DispatchSourceRead?
     private var queue: DispatchQueue?
-    private var changed: (() -> Void)?
-    private var settle: DispatchWorkItem?
+    var changed: (() -> Void)?
+    var settle: DispatchWorkItem?
     /// Whether ``settle`` waits the long delay, for a program holding the file open.
     private var settleIsLong = false
     /// A finished change (a writer's close, a rename onto the name, a deletion) collected and
     /// not delivered yet.
-    private var pendingComplete = false
+    var pendingComplete = false
     /// A modification collected since the last finished change: a write under way, even after a
     /// finished one in the same batch (`rm f; echo x > f`), so the finished one is not read
     /// while the next writer is between its open and its write.
-    private var pendingModified = false
+    var pendingModified = false
     /// Opens of the file not yet closed, as the file watch saw them: while someone holds it
     /// open, a modification (a shell's `>` truncating before it writes) waits for the close
     /// rather than for ``settleDelay``, which a loaded machine can outlast between the two.
@@ -67,7 +69,7 @@ final class FileEndpoint: LocalEndpoint {
     /// values): only to notice a change whose inotify event is not there yet, since a write
     /// becomes visible before its event does (and sysfs files send none). A bus value is not
     /// written over such a change; the change is delivered first.
-    private var notified: String?
+    var notified: String?
     /// Where ``collectEvents()`` reads events, kept: it runs after every read of the file too.
     private var events = InotifyEventReader()
 
@@ -142,11 +144,11 @@ final class FileEndpoint: LocalEndpoint {
         fileWatch = watch >= 0 ? watch : -1
     }
 
-    private static let fileMask = UInt32(IN_OPEN | IN_CLOSE_WRITE | IN_CLOSE_NOWRITE | IN_MODIFY | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF)
+    static let fileMask = UInt32(IN_OPEN | IN_CLOSE_WRITE | IN_CLOSE_NOWRITE | IN_MODIFY | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF)
 
     /// Stops watching the inode followed so far and closes its descriptor; a new inode starts
     /// with no open counted (its writer's IN_OPEN may have come before the watch).
-    private func releaseFile() {
+    func releaseFile() {
         if fileWatch >= 0 { inotify_rm_watch(inotify, fileWatch) }
         fileWatch = -1
         if descriptor >= 0 {
@@ -164,7 +166,7 @@ final class FileEndpoint: LocalEndpoint {
     /// Reads every queued inotify event about the file into ``pendingComplete`` and
     /// ``pendingModified``; whether there was any.
     @discardableResult
-    private func collectEvents() -> Bool {
+    func collectEvents() -> Bool {
         var seen = false
         events.readAll(from: inotify) { event in
             if collect(event) { seen = true }
@@ -273,7 +275,7 @@ final class FileEndpoint: LocalEndpoint {
     /// Delivers a change once the file has been quiet for ``settleDelay``, or for
     /// ``openSettleDelay`` while another program holds it open: that writer's close comes first,
     /// even when the change was seen before its IN_MODIFY (by ``write(_:)``).
-    private func scheduleSettle() {
+    func scheduleSettle() {
         guard let queue else { return }
         settleIsLong = isHeldOpen
         let delay = settleIsLong ? Self.openSettleDelay : Self.settleDelay
@@ -380,104 +382,9 @@ final class FileEndpoint: LocalEndpoint {
     }
 
     /// ``deliverCollected()`` on the queue's next turn, if the endpoint still exists then.
-    private func deliverCollectedLater() {
+    func deliverCollectedLater() {
         guard let queue else { return }
         LoopBound(weak: self, on: queue).async { $0.deliverCollected() }
-    }
-
-    func write(_ text: String) throws(CommandFailure) -> Bool {
-        collectEvents()
-        guard !pendingComplete, !pendingModified, settle == nil, current() == notified else {
-            // The file changed and the channel has not heard of it yet: that change goes first.
-            if pendingComplete || pendingModified { deliverCollectedLater() } else if settle == nil { scheduleSettle() }
-            return false
-        }
-        let bytes = Array((text + "\n").utf8)
-        if inPlace {
-            let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
-            guard descriptor >= 0 else { throw failure("cannot open \(path) for writing") }
-            defer { close(descriptor) }
-            guard writeAll(descriptor, bytes) else { throw failure("cannot write \(path)") }
-            notified = text
-            return true
-        }
-        var template = Array("\(directory)/.\(name).propctl-XXXXXX".utf8CString)
-        let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard descriptor >= 0 else { throw failure("cannot create a temporary file in \(directory)") }
-        _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-        let temporary = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        // Keep the mode of the file being replaced, as editors do; a new file gets 0666 & ~umask.
-        var status = stat()
-        let mode: mode_t
-        if stat(path, &status) == 0 {
-            mode = status.st_mode & 0o7777
-        } else {
-            let mask = umask(0)
-            umask(mask)
-            mode = 0o666 & ~mask
-        }
-        fchmod(descriptor, mode)
-        let written = writeAll(descriptor, bytes) && fsync(descriptor) == 0
-        // The new inode is held and watched before the rename gives it the name, so a program
-        // that opens it right after (a shell's `>`) is seen opening it: once the name is ours,
-        // a watch added on its event would come too late for that open. Opened before it is
-        // watched, and the writing descriptor closed before too: neither is an event.
-        let replacement = open("/proc/self/fd/\(descriptor)", O_RDONLY | O_CLOEXEC | O_NOCTTY)
-        close(descriptor)
-        // Another program may have started writing since the channel compared: a writer's
-        // truncation can be seen before its inotify event is. Replacing the file now would
-        // throw its write away with the old inode, so the write yields to the local change.
-        if collectEvents() || settle != nil {
-            if replacement >= 0 { close(replacement) }
-            unlink(temporary)
-            deliverCollectedLater()
-            return false
-        }
-        let replacementWatch = replacement >= 0 ? inotify_add_watch(inotify, "/proc/self/fd/\(replacement)", Self.fileMask) : -1
-        // A rename is all-or-nothing: a reader sees the old content or the new, never a part.
-        guard written, rename(temporary, path) == 0 else {
-            let error = failure("cannot replace \(path)")
-            if replacementWatch >= 0 { inotify_rm_watch(inotify, replacementWatch) }
-            if replacement >= 0 { close(replacement) }
-            unlink(temporary)
-            throw error
-        }
-        if replacementWatch >= 0 {
-            var status = stat()
-            if fstat(replacement, &status) == 0 {
-                releaseFile()
-                self.descriptor = replacement
-                identity = (UInt64(status.st_dev), UInt64(status.st_ino))
-                fileWatch = replacementWatch
-            } else {
-                inotify_rm_watch(inotify, replacementWatch)
-                close(replacement)
-            }
-        } else if replacement >= 0 {
-            close(replacement)
-        }
-        notified = text
-        return true
-    }
-
-    /// Test only (`PROPCTL_TEST_FILE_READ_GATE=PATH`): while PATH exists, a read of the file
-    /// stops before it looks at the name, says so on stderr and waits (10 s at most) for PATH to
-    /// go, so a test can have another program open or create the file at exactly that moment.
-    private static let readGate = Environment.value("PROPCTL_TEST_FILE_READ_GATE")
-
-    private func waitAtReadGate() {
-        guard let gate = Self.readGate, access(gate, F_OK) == 0 else { return }
-        Output.error("propctl bind: test gate: a read of \(path) waits until \(gate) is removed")
-        for _ in 0..<10_000 where access(gate, F_OK) == 0 { usleep(1_000) }
-    }
-
-    private func writeAll(_ descriptor: Int32, _ bytes: [UInt8]) -> Bool {
-        do { try FileDescriptor(rawValue: descriptor).writeAll(bytes) } catch { return false }
-        return true
-    }
-
-    private func failure(_ what: String) -> CommandFailure {
-        CommandFailure(.dbusError, "\(what): \(String(cString: strerror(errno)))")
     }
 
     func stop() {
