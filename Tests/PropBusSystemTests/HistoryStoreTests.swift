@@ -173,6 +173,7 @@ final class HistoryStoreTests: XCTestCase {
             end(model, store)
             while try store.pruneHistory() {}
         }
+        try downgradeToVersion8()
         do {
             // What schema 7 was: every row in `history`.
             let database = try SQLiteDatabase(path: path)
