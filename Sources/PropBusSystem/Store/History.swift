@@ -80,6 +80,12 @@ final class HistoryTable {
     /// The last change's caller and its id: a connection's writes come one after the other.
     private var lastCaller: WriteSet.Caller?
     private var lastCallerID: Int64?
+    /// What ``insert`` holds bound as the key, kind and via (parameters 5, 6, 9; `nil`: not
+    /// bound since it was prepared): bound again only when they change, as a writer's rows
+    /// repeat them and binding text copies it.
+    private var boundKey: Key?
+    private var boundKind: String?
+    private var boundVia: String?
     /// Callers inserted by the commit under way: a rollback takes them back from the cache.
     private var callersOfThisCommit: [WriteSet.Caller] = []
     /// The callers rows of `history_recent` reference (that table has no index to ask).
@@ -117,6 +123,9 @@ final class HistoryTable {
         callerIDs.removeAll()
         lastCaller = nil
         lastCallerID = nil
+        boundKey = nil
+        boundKind = nil
+        boundVia = nil
         insert = try database.prepare("""
             INSERT INTO history_recent (id, \(Self.storedColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
             """)
@@ -210,11 +219,22 @@ final class HistoryTable {
                 try insert.bind(.integer(id), at: 2)
                 try insert.bind(.integer(Int64(bitPattern: entry.after?.revision ?? writeSet.revision)), at: 3)
                 try insert.bind(.integer(time), at: 4)
-                try insert.bind(.text(entry.key.text), at: 5)
-                try insert.bind(.text(Self.kind(of: entry)), at: 6)
+                if boundKey != entry.key {
+                    try insert.bind(.text(entry.key.text), at: 5)
+                    boundKey = entry.key
+                }
+                let kind = Self.kind(of: entry)
+                if boundKind != kind {
+                    try insert.bind(.text(kind), at: 6)
+                    boundKind = kind
+                }
                 try insert.bind(entry.before.map { .blob(ValueCodec.encode($0.value)) } ?? .null, at: 7)
                 try insert.bind(entry.after.map { .blob(ValueCodec.encode($0.value)) } ?? .null, at: 8)
-                try insert.bind(.text(entry.via ?? via), at: 9)
+                let rowVia = entry.via ?? via
+                if boundVia != rowVia {
+                    try insert.bind(.text(rowVia), at: 9)
+                    boundVia = rowVia
+                }
                 try insert.bind(callerID.map { .integer($0) } ?? .null, at: 10)
                 try insert.run()
                 // A rolled-back commit leaves a gap in the ids, which only need to grow.
@@ -270,6 +290,10 @@ final class HistoryTable {
         callersOfThisCommit.removeAll()
         lastCaller = nil
         lastCallerID = nil
+        // A bind that failed may have left its parameter as it was.
+        boundKey = nil
+        boundKind = nil
+        boundVia = nil
     }
 
     /// `key`'s rows plus `added`: counted (an index range) the first time, then kept.
