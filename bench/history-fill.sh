@@ -20,18 +20,30 @@ db="$state/propbus.db"
 [ -f "$db" ] || { echo "history-fill: no store at $db" >&2; exit 1; }
 command -v sqlite3 >/dev/null || { echo "history-fill: needs sqlite3 (apt-get install sqlite3)" >&2; exit 1; }
 start=$(date +%s%N)
-# A store of schema 7 and before (an earlier propbusd, to compare) has no history_recent.
+# A store of schema 7 and before (an earlier propbusd, to compare) has no history_recent; one of
+# schema 8 and before keeps the caller's fields in each row, not in history_caller.
 recent=history_recent
 [ -n "$(sqlite3 "$db" "SELECT name FROM sqlite_master WHERE name = 'history_recent'")" ] || recent=history
+if [ -n "$(sqlite3 "$db" "SELECT name FROM sqlite_master WHERE name = 'history_caller'")" ]; then
+  caller_columns=caller
+  caller_values="(SELECT id FROM history_caller WHERE bus_name = ':1.1' AND exe = '/usr/bin/bench')"
+  add_caller="INSERT INTO history_caller (bus_name, uid, user, pid, comm, exe) SELECT ':1.1', 0, 'root', 1, 'bench', '/usr/bin/bench'
+    WHERE NOT EXISTS (SELECT 1 FROM history_caller WHERE bus_name = ':1.1' AND exe = '/usr/bin/bench');"
+else
+  caller_columns="uid, user, pid, comm, exe, unit, bus_name"
+  caller_values="0, 'root', 1, 'bench', '/usr/bin/bench', NULL, ':1.1'"
+  add_caller=
+fi
 sqlite3 "$db" <<SQL
 PRAGMA journal_mode=WAL;
 BEGIN;
+$add_caller
 CREATE TEMP TABLE last AS
   SELECT max(coalesce((SELECT max(id) FROM history), 0), coalesce((SELECT max(id) FROM $recent), 0)) AS id;
 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $rows)
-INSERT INTO history (id, change, revision, time, key, kind, old_value, new_value, via, uid, user, pid, comm, exe, unit, bus_name)
+INSERT INTO history (id, change, revision, time, key, kind, old_value, new_value, via, $caller_columns)
 SELECT (SELECT id FROM last) + i, i, i, $start - ($rows - i) * 1000, 'bench.k' || (i % $keys), 'changed',
-       x'01016900000000', x'01016901000000', 'Set', 0, 'root', 1, 'bench', '/usr/bin/bench', NULL, ':1.1'
+       x'01016900000000', x'01016901000000', 'Set', $caller_values
 FROM n;
 COMMIT;
 PRAGMA wal_checkpoint(TRUNCATE);

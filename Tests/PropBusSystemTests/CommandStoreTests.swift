@@ -155,10 +155,10 @@ final class CommandStoreTests: XCTestCase {
     func testNewStoreHasSchemaVersion6WithCommandsFleetHistoryAndLeasesTables() throws {
         _ = try SQLiteStore(path: path)
         let database = try SQLiteDatabase(path: path)
-        XCTAssertEqual(SQLiteStore.schemaVersion, 8)
-        XCTAssertEqual(try database.textRows("PRAGMA user_version"), ["8"])
+        XCTAssertEqual(SQLiteStore.schemaVersion, 9)
+        XCTAssertEqual(try database.textRows("PRAGMA user_version"), ["9"])
         XCTAssertEqual(try database.textRows("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"),
-                       ["bindings", "commands", "definitions", "fleet_keys", "history", "history_denied", "history_recent", "leases", "meta",
+                       ["bindings", "commands", "definitions", "fleet_keys", "history", "history_caller", "history_denied", "history_recent", "leases", "meta",
                         "stored_values"])
     }
 
@@ -179,6 +179,7 @@ final class CommandStoreTests: XCTestCase {
             try database.execute("DROP TABLE leases")
             try database.execute("DROP TABLE history_denied")
             try database.execute("DROP TABLE history_recent")
+            try database.execute("DROP TABLE history_caller")
             try database.execute("PRAGMA user_version = 2")
         }
         do {
@@ -188,7 +189,7 @@ final class CommandStoreTests: XCTestCase {
             _ = try table.create(key: "app.run", options: ["exec": Self.argv])
             try commit(store, model, table)
         }
-        XCTAssertEqual(try SQLiteDatabase(path: path).textRows("PRAGMA user_version"), ["8"])
+        XCTAssertEqual(try SQLiteDatabase(path: path).textRows("PRAGMA user_version"), ["9"])
         let (store, model, _) = try open()
         XCTAssertEqual(try storedKeys(store), ["app.run"])
         XCTAssertEqual(try model.value(of: "app.volume"), .double(0.25))

@@ -173,6 +173,7 @@ final class HistoryStoreTests: XCTestCase {
             end(model, store)
             while try store.pruneHistory() {}
         }
+        try downgradeToVersion8()
         do {
             // What schema 7 was: every row in `history`.
             let database = try SQLiteDatabase(path: path)
@@ -233,5 +234,104 @@ final class HistoryStoreTests: XCTestCase {
         while store.historyNeedsPruning, try store.pruneHistory() {}
         XCTAssertEqual(try store.history(prefix: "r.", after: 0, limit: 100).map(\.revision), before)
         XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_recent"), ["0"])
+    }
+
+    // MARK: Callers in a table of their own
+
+    private let bob = WriteSet.Caller(via: "Set", busName: ":1.43", userID: 1001, userName: "bob", processID: 4343, command: "propctl",
+                                      executable: "/usr/bin/propctl", unit: "user@1001.service")
+
+    /// Rows name their caller by an id into `history_caller`, one row per caller identity
+    /// (the same identity found again after reopening); pruning deletes the callers no row
+    /// references any more.
+    func testCallersAreKeptInATableOfTheirOwnAndPrunedWhenNoRowReferencesThem() throws {
+        do {
+            let store = try SQLiteStore(path: path)
+            let model = try PropertyModel(store: store)
+            _ = try model.create(key: "c.x", type: "i", defaultValue: .int32(0), options: [:])
+            end(model, store)
+            for value in 1...3 {
+                model.origin = .call(alice)
+                _ = try model.set("c.x", to: .int32(Int32(value)))
+                end(model, store)
+            }
+            model.origin = .call(bob)
+            _ = try model.set("c.x", to: .int32(4))
+            end(model, store)
+        }
+        let store = try SQLiteStore(path: path)
+        let model = try PropertyModel(store: store)
+        model.origin = .call(alice)
+        _ = try model.set("c.x", to: .int32(5))
+        end(model, store)
+        let database = try SQLiteDatabase(path: path)
+        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_caller"), ["2"], "alice once (also after reopening), bob once")
+        XCTAssertEqual(try database.textRows("SELECT count(DISTINCT caller) FROM history_recent"), ["2"])
+        let records = try store.history(prefix: "c.x", after: 0, limit: 100)
+        XCTAssertEqual(records.map(\.caller?.userName), [nil, "alice", "alice", "alice", "bob", "alice"])
+        var expectedBob = bob
+        expectedBob.via = "Set"
+        XCTAssertEqual(records[4].caller, expectedBob, "every field of the caller comes back")
+        // Bob's only row goes: so does his caller row.
+        store.historyOptions.maximumRows = 1
+        while try store.pruneHistory() {}
+        XCTAssertEqual(try store.history(prefix: "c.x", after: 0, limit: 100).map(\.caller?.userName), ["alice"])
+        XCTAssertEqual(try database.textRows("SELECT user FROM history_caller"), ["alice"])
+    }
+
+    /// Schema 8 → 9: a store whose rows repeat their caller's fields opens with its rows kept
+    /// (in both tables), their callers moved into `history_caller` once per identity.
+    func testVersion8StoreIsMigratedKeepingItsHistoryAndCallers() throws {
+        do {
+            let store = try SQLiteStore(path: path)
+            let model = try PropertyModel(store: store)
+            _ = try model.create(key: "m.x", type: "i", defaultValue: .int32(0), options: [:])
+            end(model, store)
+            for (value, caller) in [(1, alice), (2, bob), (3, alice)] {
+                model.origin = .call(caller)
+                _ = try model.set("m.x", to: .int32(Int32(value)))
+                end(model, store)
+            }
+        }
+        try downgradeToVersion8()
+        let store = try SQLiteStore(path: path)
+        let database = try SQLiteDatabase(path: path)
+        XCTAssertEqual(try database.textRows("PRAGMA user_version"), ["\(SQLiteStore.schemaVersion)"])
+        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_caller"), ["2"])
+        let model = try PropertyModel(store: store)
+        model.origin = .call(bob)
+        _ = try model.set("m.x", to: .int32(4))
+        end(model, store)
+        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_caller"), ["2"], "bob's identity found among the migrated ones")
+        let records = try store.history(prefix: "m.x", after: 0, limit: 100)
+        XCTAssertEqual(records.map(\.newValue), [.int32(0), .int32(1), .int32(2), .int32(3), .int32(4)])
+        XCTAssertEqual(records.map(\.caller?.userName), [nil, "alice", "bob", "alice", "bob"])
+        XCTAssertEqual(records[2].caller?.executable, "/usr/bin/propctl")
+        XCTAssertEqual(records[2].caller?.unit, "user@1001.service")
+        XCTAssertEqual(try store.history(ofChange: records[2].change).map(\.caller?.busName), [":1.43"])
+        XCTAssertEqual(try store.history(of: try Key("m.x"), atOrBefore: records[1].revision).then?.caller?.processID, 4242)
+    }
+
+    /// Rewrites the store at ``path`` as schema 8 held it: every row with its caller's fields,
+    /// the older rows in `history`, the last one in `history_recent`.
+    private func downgradeToVersion8() throws {
+        let database = try SQLiteDatabase(path: path)
+        try database.execute("""
+            CREATE TEMP TABLE saved AS
+              SELECT h.id, h.change, h.revision, h.time, h.key, h.kind, h.old_value, h.new_value, h.via,
+                     c.uid, c.user, c.pid, c.comm, c.exe, c.unit, c.bus_name, c.host
+              FROM (SELECT * FROM history UNION ALL SELECT * FROM history_recent) h LEFT JOIN history_caller c ON c.id = h.caller;
+            DROP TABLE history;
+            DROP TABLE history_recent;
+            DROP TABLE history_caller;
+            """)
+        try database.execute(SQLiteStore.historySchema)
+        try database.execute("ALTER TABLE history ADD COLUMN host TEXT")
+        try database.execute(SQLiteStore.historyRecentSchema)
+        try database.execute("""
+            INSERT INTO history SELECT * FROM saved WHERE id < (SELECT max(id) FROM saved);
+            INSERT INTO history_recent SELECT * FROM saved WHERE id = (SELECT max(id) FROM saved);
+            PRAGMA user_version = 8;
+            """)
     }
 }

@@ -1,3 +1,4 @@
+import CSQLite
 import DBusValues
 import Glibc
 import PropBus
@@ -71,9 +72,34 @@ final class HistoryTable {
     /// Set when a pruning step found nothing to delete in `history`: the next one moves the
     /// recent rows first, whatever their number (a bound smaller than ``HistoryOptions/indexBatch``).
     private var moveBeforePruning = false
-    /// The caller whose fields ``insert`` holds bound (parameters 10…17), when `callerIsBound`.
-    private var boundCaller: WriteSet.Caller?
-    private var callerIsBound = false
+    /// Callers' ids in `history_caller` by identity (a ``WriteSet/Caller`` with an empty `via`:
+    /// the method is the row's); looked up in the table on a miss, inserted the first time.
+    /// Bounded: emptied past ``maximumCachedCallers`` (a miss costs one index probe).
+    private var callerIDs: [WriteSet.Caller: Int64] = [:]
+    private static let maximumCachedCallers = 4096
+    /// The last change's caller and its id: a connection's writes come one after the other.
+    private var lastCaller: WriteSet.Caller?
+    private var lastCallerID: Int64?
+    /// What ``insert`` holds bound as the key, kind and via (parameters 5, 6, 9; `nil`: not
+    /// bound since it was prepared): bound again only when they change, as a writer's rows
+    /// repeat them and binding text copies it.
+    private var boundKey: Key?
+    private var boundKind: String?
+    private var boundVia: String?
+    /// Callers inserted by the commit under way: a rollback takes them back from the cache.
+    private var callersOfThisCommit: [WriteSet.Caller] = []
+    /// The callers rows of `history_recent` reference (that table has no index to ask).
+    private var recentCallers: Set<Int64> = []
+    /// The sweep deleting callers no row references, a batch per pruning step, in id order
+    /// from `callerSweepCursor`; `callerSweepAgain` when rows went while it was under way.
+    private var callerSweepPending = false
+    private var callerSweepAgain = false
+    private var callerSweepCursor: Int64 = 0
+    private var findCaller: SQLiteStatement?
+    private var insertCaller: SQLiteStatement?
+    private var callerCandidates: SQLiteStatement?
+    private var callerIsReferenced: SQLiteStatement?
+    private var removeCaller: SQLiteStatement?
     private var pruneOldest: SQLiteStatement?
     private var pruneOlderThan: SQLiteStatement?
     private var countOfKey: SQLiteStatement?
@@ -94,14 +120,31 @@ final class HistoryTable {
 
     func attach(_ database: SQLiteDatabase) throws(SQLiteError) {
         self.database = database
-        callerIsBound = false
+        callerIDs.removeAll()
+        lastCaller = nil
+        lastCallerID = nil
+        boundKey = nil
+        boundKind = nil
+        boundVia = nil
         insert = try database.prepare("""
-            INSERT INTO history_recent (id, \(Self.columns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+            INSERT INTO history_recent (id, \(Self.storedColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
             """)
+        // The identity index answers it (`IS`: a field may be NULL).
+        findCaller = try database.prepare("""
+            SELECT id FROM history_caller
+            WHERE bus_name = ?1 AND uid IS ?2 AND user IS ?3 AND pid IS ?4 AND comm IS ?5 AND exe IS ?6 AND unit IS ?7 AND host IS ?8
+            """)
+        insertCaller = try database.prepare("""
+            INSERT INTO history_caller (bus_name, uid, user, pid, comm, exe, unit, host) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) RETURNING id
+            """)
+        callerCandidates = try database.prepare("SELECT id FROM history_caller WHERE id > ?1 ORDER BY id LIMIT ?2")
+        callerIsReferenced = try database.prepare("SELECT 1 FROM history WHERE caller = ?1 LIMIT 1")
+        removeCaller = try database.prepare("DELETE FROM history_caller WHERE id = ?1")
+        recentCallers = Set(try database.textRows("SELECT DISTINCT caller FROM history_recent WHERE caller IS NOT NULL").compactMap { Int64($0) })
         // All of them, oldest first; then the table is emptied as a whole (a DELETE without
         // WHERE frees its pages without visiting its rows).
         moveRecent = try database.prepare("""
-            INSERT INTO history (id, \(Self.columns)) SELECT id, \(Self.columns) FROM history_recent ORDER BY id
+            INSERT INTO history (id, \(Self.storedColumns)) SELECT id, \(Self.storedColumns) FROM history_recent ORDER BY id
             """)
         removeMoved = try database.prepare("DELETE FROM history_recent")
         pruneOldest = try database.prepare("DELETE FROM history WHERE id IN (SELECT id FROM history ORDER BY id LIMIT ?1)")
@@ -155,37 +198,44 @@ final class HistoryTable {
     /// Writes the persistent keys' changes; call inside the commit's transaction. Deletes
     /// nothing: what passes the bounds is pruned later, between rounds (``prune(options:)``).
     ///
-    /// Binds straight from the write set, one parameter at a time, and the caller's fields
-    /// only when they differ from the last row's (a connection's writes, a change's keys):
-    /// this runs for every key of every durable write.
+    /// Binds straight from the write set, one parameter at a time, the caller as its id in
+    /// `history_caller` (``callerID(of:)``): this runs for every key of every durable write,
+    /// and a row repeating the caller's exe, unit and names was most of its bytes.
     func record(_ writeSet: WriteSet, options: HistoryOptions) throws(SQLiteError) {
         guard let insert else { return }
         let time = Self.now()
+        callersOfThisCommit.removeAll(keepingCapacity: true)
         for change in writeSet.changes where change.entries.contains(where: { !Self.isTransient($0) }) {
-            let id = Int64(bitPattern: change.id), via = change.origin.via, caller = change.origin.caller
+            let id = Int64(bitPattern: change.id), via = change.origin.via
+            var callerID: Int64?
+            if let caller = change.origin.caller {
+                let id = try self.callerID(of: caller)
+                recentCallers.insert(id)
+                callerID = id
+            }
             for entry in change.entries where !Self.isTransient(entry) {
                 insert.reset()
                 try insert.bind(.integer(nextID), at: 1)
                 try insert.bind(.integer(id), at: 2)
                 try insert.bind(.integer(Int64(bitPattern: entry.after?.revision ?? writeSet.revision)), at: 3)
                 try insert.bind(.integer(time), at: 4)
-                try insert.bind(.text(entry.key.text), at: 5)
-                try insert.bind(.text(Self.kind(of: entry)), at: 6)
+                if boundKey != entry.key {
+                    try insert.bind(.text(entry.key.text), at: 5)
+                    boundKey = entry.key
+                }
+                let kind = Self.kind(of: entry)
+                if boundKind != kind {
+                    try insert.bind(.text(kind), at: 6)
+                    boundKind = kind
+                }
                 try insert.bind(entry.before.map { .blob(ValueCodec.encode($0.value)) } ?? .null, at: 7)
                 try insert.bind(entry.after.map { .blob(ValueCodec.encode($0.value)) } ?? .null, at: 8)
-                try insert.bind(.text(entry.via ?? via), at: 9)
-                if !callerIsBound || boundCaller != caller {
-                    try insert.bind(caller?.userID.map { .integer(Int64($0)) } ?? .null, at: 10)
-                    try insert.bind(caller?.userName.map { .text($0) } ?? .null, at: 11)
-                    try insert.bind(caller?.processID.map { .integer(Int64($0)) } ?? .null, at: 12)
-                    try insert.bind(caller?.command.map { .text($0) } ?? .null, at: 13)
-                    try insert.bind(caller?.executable.map { .text($0) } ?? .null, at: 14)
-                    try insert.bind(caller?.unit.map { .text($0) } ?? .null, at: 15)
-                    try insert.bind(caller.map { .text($0.busName) } ?? .null, at: 16)
-                    try insert.bind(caller?.host.map { .text($0) } ?? .null, at: 17)
-                    boundCaller = caller
-                    callerIsBound = true
+                let rowVia = entry.via ?? via
+                if boundVia != rowVia {
+                    try insert.bind(.text(rowVia), at: 9)
+                    boundVia = rowVia
                 }
+                try insert.bind(callerID.map { .integer($0) } ?? .null, at: 10)
                 try insert.run()
                 // A rolled-back commit leaves a gap in the ids, which only need to grow.
                 nextID += 1
@@ -195,6 +245,55 @@ final class HistoryTable {
                 if oldestTimeIsKnown, oldestTime == nil { oldestTime = time }
             }
         }
+    }
+
+    /// `caller`'s id in `history_caller`: the last change's, the cache's, the table's, or a
+    /// new row's (in the commit's transaction: a rollback takes it back, ``commitFailed()``).
+    private func callerID(of caller: WriteSet.Caller) throws(SQLiteError) -> Int64 {
+        if let lastCallerID, caller == lastCaller { return lastCallerID }
+        var identity = caller
+        identity.via = ""
+        let id: Int64
+        if let cached = callerIDs[identity] {
+            id = cached
+        } else if let findCaller, let insertCaller {
+            let fields: [SQLiteValue] = [
+                .text(caller.busName), caller.userID.map { .integer(Int64($0)) } ?? .null, caller.userName.map { .text($0) } ?? .null,
+                caller.processID.map { .integer(Int64($0)) } ?? .null, caller.command.map { .text($0) } ?? .null,
+                caller.executable.map { .text($0) } ?? .null, caller.unit.map { .text($0) } ?? .null, caller.host.map { .text($0) } ?? .null,
+            ]
+            try findCaller.bind(fields)
+            if try findCaller.step() {
+                id = findCaller.integer(0)
+                while try findCaller.step() {}
+            } else {
+                try insertCaller.bind(fields)
+                guard try insertCaller.step() else { throw SQLiteError(code: SQLITE_ERROR, message: "no id for a new caller row") }
+                id = insertCaller.integer(0)
+                while try insertCaller.step() {}
+                callersOfThisCommit.append(identity)
+            }
+            if callerIDs.count >= Self.maximumCachedCallers { callerIDs.removeAll(keepingCapacity: true) }
+            callerIDs[identity] = id
+        } else {
+            throw SQLiteError(code: SQLITE_MISUSE, message: "history is not attached")
+        }
+        lastCaller = caller
+        lastCallerID = id
+        return id
+    }
+
+    /// The commit that ``record(_:options:)`` wrote into was rolled back: the callers it
+    /// inserted are not in the table.
+    func commitFailed() {
+        for identity in callersOfThisCommit { callerIDs[identity] = nil }
+        callersOfThisCommit.removeAll()
+        lastCaller = nil
+        lastCallerID = nil
+        // A bind that failed may have left its parameter as it was.
+        boundKey = nil
+        boundKind = nil
+        boundVia = nil
     }
 
     /// `key`'s rows plus `added`: counted (an index range) the first time, then kept.
@@ -217,7 +316,7 @@ final class HistoryTable {
 
     /// Whether rows pass a bound (count, age, per key) and a pruning step has work.
     func needsPruning(_ options: HistoryOptions, now: Int64) throws(SQLiteError) -> Bool {
-        if rowCount > options.maximumRows || !keysOverLimit.isEmpty || recentCount >= options.indexBatch { return true }
+        if rowCount > options.maximumRows || !keysOverLimit.isEmpty || recentCount >= options.indexBatch || callerSweepPending { return true }
         guard let age = options.maximumAge, let database else { return false }
         if !oldestTimeIsKnown {
             // The oldest row is in `history`, unless it is empty.
@@ -247,6 +346,7 @@ final class HistoryTable {
                 try moveRecent.run([])
                 try removeMoved.run([])
                 recentCount = 0
+                recentCallers.removeAll()
             }
             var deletedSome = false
             if rowCount > options.maximumRows {
@@ -277,9 +377,15 @@ final class HistoryTable {
                     if (rowsOfKey[key] ?? 0) <= limit { keysOverLimit.remove(key) }
                 }
             }
+            if rowCount < rowsBefore { callerSweepAgain = true }
+            if callerSweepPending || callerSweepAgain { try sweepCallers(batch: options.pruneBatch) }
             try database.execute("COMMIT")
         } catch {
             try? database.execute("ROLLBACK")
+            callerIDs.removeAll()
+            lastCaller = nil
+            lastCallerID = nil
+            callerSweepPending = true
             rowsOfKey.removeAll()
             rowCount = rowsBefore
             recentCount = recentBefore
@@ -288,6 +394,45 @@ final class HistoryTable {
         // Work left that this step could not do in `history`: its rows are still recent.
         moveBeforePruning = rowCount == rowsBefore && recentCount == recentBefore
         return try needsPruning(options, now: now)
+    }
+
+    /// Deletes, of the next `batch` callers in id order, those no row references (a probe of
+    /// `history`'s caller index each, and ``recentCallers``): what keeps `history_caller`
+    /// bounded by the rows. A sweep that reaches the last caller starts again only if rows
+    /// were deleted meanwhile.
+    private func sweepCallers(batch: Int) throws(SQLiteError) {
+        guard let callerCandidates, let callerIsReferenced, let removeCaller else { return }
+        if !callerSweepPending {
+            callerSweepPending = true
+            callerSweepAgain = false
+            callerSweepCursor = 0
+        }
+        try callerCandidates.bind([.integer(callerSweepCursor), .integer(Int64(batch))])
+        var candidates: [Int64] = []
+        while try callerCandidates.step() { candidates.append(callerCandidates.integer(0)) }
+        var removedSome = false
+        for id in candidates where !recentCallers.contains(id) {
+            try callerIsReferenced.bind([.integer(id)])
+            let referenced = try callerIsReferenced.step()
+            while try callerIsReferenced.step() {}
+            if !referenced {
+                try removeCaller.run([.integer(id)])
+                removedSome = true
+            }
+        }
+        if removedSome {
+            // Cheaper than finding the identities of the ids.
+            callerIDs.removeAll()
+            lastCaller = nil
+            lastCallerID = nil
+        }
+        if candidates.count < batch {
+            callerSweepPending = callerSweepAgain
+            callerSweepAgain = false
+            callerSweepCursor = 0
+        } else {
+            callerSweepCursor = candidates.last ?? 0
+        }
     }
 
     /// Keeps the transient keys' changes in memory (after the commit: nothing to undo).
@@ -310,7 +455,19 @@ final class HistoryTable {
         }
     }
 
-    static let columns = "change, revision, time, key, kind, old_value, new_value, via, uid, user, pid, comm, exe, unit, bus_name, host"
+    /// A row's columns in `history` and `history_recent`: its caller is an id in `history_caller`.
+    static let storedColumns = "change, revision, time, key, kind, old_value, new_value, via, caller"
+
+    /// What queries read: a row (`h`) with its caller's fields (`c`, joined).
+    static let columns = """
+        h.change, h.revision, h.time, h.key, h.kind, h.old_value, h.new_value, h.via,
+        c.uid, c.user, c.pid, c.comm, c.exe, c.unit, c.bus_name, c.host
+        """
+
+    /// `table` as `h` with its callers as `c`.
+    private static func joined(_ table: String) -> String {
+        "\(table) h LEFT JOIN history_caller c ON c.id = h.caller"
+    }
 
     private static func record(from query: SQLiteStatement) -> HistoryRecord? {
         guard let key = try? Key(query.text(3) ?? "") else { return nil }
@@ -335,7 +492,7 @@ final class HistoryTable {
         var found = transientRecords.filter { $0.change == change }
         if let database {
             for table in Self.tables {
-                let query = try database.prepare("SELECT \(Self.columns) FROM \(table) WHERE change = ?1 ORDER BY id")
+                let query = try database.prepare("SELECT \(Self.columns) FROM \(Self.joined(table)) WHERE h.change = ?1 ORDER BY h.id")
                 try query.bind([.integer(Int64(bitPattern: change))])
                 while try query.step() { if let record = Self.record(from: query) { found.append(record) } }
             }
@@ -349,7 +506,7 @@ final class HistoryTable {
         var latest = transientRecords.last { $0.key == key }
         if let database {
             for table in Self.tables {
-                let query = try database.prepare("SELECT \(Self.columns) FROM \(table) WHERE key = ?1 AND revision <= ?2 ORDER BY revision DESC LIMIT 1")
+                let query = try database.prepare("SELECT \(Self.columns) FROM \(Self.joined(table)) WHERE h.key = ?1 AND h.revision <= ?2 ORDER BY h.revision DESC LIMIT 1")
                 try query.bind([.text(key.text), .integer(Int64(bitPattern: min(revision, UInt64(Int64.max))))])
                 while try query.step() { if let record = Self.record(from: query), record.revision >= (then?.revision ?? 0) { then = record } }
                 try query.bind([.text(key.text), .integer(Int64.max)])
@@ -369,7 +526,7 @@ final class HistoryTable {
             for table in Self.tables {
                 let query = try database.prepare("""
                     SELECT \(Self.columns)
-                    FROM \(table) WHERE key >= ?1 AND key < ?2 AND revision > ?3 ORDER BY revision, id LIMIT ?4
+                    FROM \(Self.joined(table)) WHERE h.key >= ?1 AND h.key < ?2 AND h.revision > ?3 ORDER BY h.revision, h.id LIMIT ?4
                     """)
                 try query.bind([.text(prefix), .text(prefix + "\u{10FFFF}"), .integer(Int64(bitPattern: after)), .integer(Int64(limit))])
                 while try query.step() { if let record = Self.record(from: query) { found.append(record) } }
@@ -432,6 +589,58 @@ extension SQLiteStore {
             host TEXT
         );
         """
+
+    /// Schema step 8 → 9: callers in `history_caller`, one row per identity, which rows of
+    /// `history` and `history_recent` name by id (`caller`) instead of repeating its fields;
+    /// the rows are kept, with their ids.
+    static let historyCallerSchema = """
+        CREATE TABLE history_caller (
+            id INTEGER PRIMARY KEY,
+            bus_name TEXT NOT NULL,
+            uid INTEGER,
+            user TEXT,
+            pid INTEGER,
+            comm TEXT,
+            exe TEXT,
+            unit TEXT,
+            host TEXT
+        );
+        CREATE UNIQUE INDEX history_caller_identity ON history_caller (bus_name, uid, user, pid, comm, exe, unit, host);
+        INSERT INTO history_caller (bus_name, uid, user, pid, comm, exe, unit, host)
+            SELECT bus_name, uid, user, pid, comm, exe, unit, host FROM history WHERE bus_name IS NOT NULL
+            UNION SELECT bus_name, uid, user, pid, comm, exe, unit, host FROM history_recent WHERE bus_name IS NOT NULL;
+        \(historyRowsWithCallerIDs("history"))
+        \(historyRowsWithCallerIDs("history_recent"))
+        CREATE INDEX history_key ON history (key, revision);
+        CREATE INDEX history_change ON history (change);
+        CREATE INDEX history_by_caller ON history (caller);
+        """
+
+    /// `table` rebuilt with a caller id in place of the caller's fields (schema step 8 → 9).
+    private static func historyRowsWithCallerIDs(_ table: String) -> String {
+        """
+        CREATE TABLE \(table)_9 (
+            id INTEGER PRIMARY KEY,
+            change INTEGER NOT NULL,
+            revision INTEGER NOT NULL,
+            time INTEGER NOT NULL,
+            key TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            old_value BLOB,
+            new_value BLOB,
+            via TEXT NOT NULL,
+            caller INTEGER
+        );
+        INSERT INTO \(table)_9 (id, \(HistoryTable.storedColumns))
+            SELECT h.id, h.change, h.revision, h.time, h.key, h.kind, h.old_value, h.new_value, h.via,
+                   (SELECT c.id FROM history_caller c
+                    WHERE c.bus_name = h.bus_name AND c.uid IS h.uid AND c.user IS h.user AND c.pid IS h.pid AND c.comm IS h.comm
+                          AND c.exe IS h.exe AND c.unit IS h.unit AND c.host IS h.host)
+            FROM \(table) h ORDER BY h.id;
+        DROP TABLE \(table);
+        ALTER TABLE \(table)_9 RENAME TO \(table);
+        """
+    }
 
     /// Whether history passes one of its bounds, or a batch of recent rows waits to be moved
     /// into the indexed table: the daemon then runs ``pruneHistory()`` between rounds.

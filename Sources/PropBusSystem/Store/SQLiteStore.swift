@@ -15,14 +15,14 @@ import PropBus
 /// Single owner, like the model: the service confines it to its connection's queue.
 public final class SQLiteStore: PropertyStore {
     /// The schema version this release writes (`PRAGMA user_version`).
-    public static let schemaVersion: Int64 = 8
+    public static let schemaVersion: Int64 = 9
     /// The database file name inside the state directory.
     public static let fileName = "propbus.db"
     /// `PRAGMA application_id` of a propbus store ('PBUS'), so that another application's
     /// SQLite file at the same path is recognised and refused rather than altered.
     public static let applicationID: Int32 = 0x5042_5553
     /// The tables a propbus store holds; a database with other tables belongs to someone else.
-    static let tableNames: Set<String> = ["definitions", "stored_values", "meta", "bindings", "commands", "fleet_keys", "history", "history_recent", "history_denied", "leases"]
+    static let tableNames: Set<String> = ["definitions", "stored_values", "meta", "bindings", "commands", "fleet_keys", "history", "history_recent", "history_caller", "history_denied", "leases"]
 
     /// The database file.
     public let path: String
@@ -220,6 +220,7 @@ public final class SQLiteStore: PropertyStore {
             5: leasesSchema,
             6: deniedSchema,
             7: historyRecentSchema,
+            8: historyCallerSchema,
         ]
         try database.execute("BEGIN IMMEDIATE")
         do {
@@ -427,6 +428,7 @@ public final class SQLiteStore: PropertyStore {
             try statements.commit.run([])
         } catch {
             if database.inTransaction { try? database.execute("ROLLBACK") }
+            if history != nil { historyTable.commitFailed() }
             throw PropBusError(.storeFailed, "cannot commit to the store \(path): \(error)")
         }
         if let ceiling { committedCeiling = ceiling }
