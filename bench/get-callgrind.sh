@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Instructions per synchronous Properties.Get: propbusd vs the C reference, under callgrind.
+#
+#   bench/get-callgrind.sh [--calls N]
+#
+#   --calls N   Gets counted per service (default 3000, env CALLS)
+#   env BIN     measure $BIN/propbusd instead of building one in release mode
+#
+# Both services run under `valgrind --tool=callgrind --collect-atstart=no` on one private bus;
+# instrumentation is switched on (`callgrind_control -i on`) only around the counted calls,
+# after 200 warm-up calls, so start-up and the warm-up are not counted. Instruction counts do
+# not move with the machine's load the way CPU time does. See bench/README.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/lib.sh
+command -v swift >/dev/null || export PATH="$PATH:/opt/swift/usr/bin"
+
+calls=${CALLS:-3000}
+while [ $# -gt 0 ]; do
+  case $1 in
+    --calls) calls=$2; shift 2 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    *) echo "get-callgrind: unknown argument '$1' (try --help)" >&2; exit 64 ;;
+  esac
+done
+command -v valgrind >/dev/null || { echo "get-callgrind: needs valgrind (apt-get install valgrind)" >&2; exit 1; }
+
+OBJ=/org/propbus/PropBus1/bench IFACE=org.propbus.PropBus1.Values
+scripts/setup
+mkdir -p bench/out
+bench_cc ref-service sqlite3
+bench_cc get-client
+bench_bin propbusd
+
+bench_start_bus callgrind
+wait_for_name() { # NAME PID LOG
+  for _ in $(seq 600); do
+    bench_has_owner "$1" && return 0
+    kill -0 "$2" 2>/dev/null || { echo "get-callgrind: $1 exited during startup:" >&2; tail -20 "$3" >&2; exit 1; }
+    sleep 0.1
+  done
+  echo "get-callgrind: $1 did not appear on the bus within 60 s" >&2; exit 1
+}
+grind=(valgrind --tool=callgrind --collect-atstart=no)
+
+"${grind[@]}" --callgrind-out-file="$tmp/ref.cg" bench/build/ref-service "$ADDR" org.propbus.Ref1 >"$tmp/ref.log" 2>&1 &
+ref_pid=$!; pids+=("$ref_pid")
+wait_for_name org.propbus.Ref1 "$ref_pid" "$tmp/ref.log"
+STATE_DIRECTORY="$tmp/state" XDG_STATE_HOME="$tmp/xdg-state" "${grind[@]}" --callgrind-out-file="$tmp/subj.cg" \
+  "$bin/propbusd" --address "$ADDR" >"$tmp/subject.log" 2>&1 &
+subj_pid=$!; pids+=("$subj_pid")
+wait_for_name org.propbus.PropBus1 "$subj_pid" "$tmp/subject.log"
+busctl --address="$ADDR" --timeout=60 call org.propbus.PropBus1 /org/propbus/PropBus1 \
+  org.propbus.PropBus1.Manager CreateProperty 'ssva{sv}' bench.x i i 7 0
+
+count() { # NAME PID FILE -> instructions per Get
+  bench/build/get-client "$ADDR" "$1" "$OBJ" "$IFACE" x 200 0 1 >/dev/null
+  callgrind_control -i on "$2" >/dev/null
+  bench/build/get-client "$ADDR" "$1" "$OBJ" "$IFACE" x "$calls" 0 1 >/dev/null
+  callgrind_control -i off "$2" >/dev/null
+  callgrind_control -d "$2" >/dev/null
+  local total
+  total=$(cat "$3".* | awk '/^summary:/ { s += $2; f = 1 } /^totals:/ { t += $2 } END { print (f ? s : t) + 0 }')
+  echo $(( total / calls ))
+}
+ref=$(count org.propbus.Ref1 "$ref_pid" "$tmp/ref.cg")
+subj=$(count org.propbus.PropBus1 "$subj_pid" "$tmp/subj.cg")
+out="bench/out/get-callgrind-$(date +%Y%m%d-%H%M%S).txt"
+awk -v ref="$ref" -v subj="$subj" -v calls="$calls" -v rev="$(git rev-parse --short HEAD 2>/dev/null || echo '?')" 'BEGIN {
+  printf "Properties.Get under callgrind, %d synchronous calls, git %s\n", calls, rev
+  printf "instructions per Get: ref-service %d, propbusd %d, ratio %.2f\n", ref, subj, subj / ref
+}' | tee "$out"
