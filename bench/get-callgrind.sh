@@ -6,7 +6,7 @@
 #   --calls N   Gets counted per service (default 3000, env CALLS)
 #   env BIN     measure $BIN/propbusd instead of building one in release mode
 #
-# Both services run under `valgrind --tool=callgrind --collect-atstart=no` on one private bus;
+# Both services run under `valgrind --tool=callgrind --instr-atstart=no` on one private bus;
 # instrumentation is switched on (`callgrind_control -i on`) only around the counted calls,
 # after 200 warm-up calls, so start-up and the warm-up are not counted. Instruction counts do
 # not move with the machine's load the way CPU time does. See bench/README.md.
@@ -41,7 +41,7 @@ wait_for_name() { # NAME PID LOG
   done
   echo "get-callgrind: $1 did not appear on the bus within 60 s" >&2; exit 1
 }
-grind=(valgrind --tool=callgrind --collect-atstart=no)
+grind=(valgrind --tool=callgrind --instr-atstart=no)
 
 "${grind[@]}" --callgrind-out-file="$tmp/ref.cg" bench/build/ref-service "$ADDR" org.propbus.Ref1 >"$tmp/ref.log" 2>&1 &
 ref_pid=$!; pids+=("$ref_pid")
@@ -60,7 +60,8 @@ count() { # NAME PID FILE -> instructions per Get
   callgrind_control -i off "$2" >/dev/null
   callgrind_control -d "$2" >/dev/null
   local total
-  total=$(cat "$3".* | awk '/^summary:/ { s += $2; f = 1 } /^totals:/ { t += $2 } END { print (f ? s : t) + 0 }')
+  for _ in $(seq 100); do grep -qs '^totals:' "$3".* && break; sleep 0.1; done
+  total=$(cat "$3".* | awk '/^totals:/ { t += $2 } END { print t + 0 }')
   echo $(( total / calls ))
 }
 ref=$(count org.propbus.Ref1 "$ref_pid" "$tmp/ref.cg")
