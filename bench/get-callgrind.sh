@@ -5,6 +5,7 @@
 #
 #   --calls N   Gets counted per service (default 3000, env CALLS)
 #   env BIN     measure $BIN/propbusd instead of building one in release mode
+#   env KEEP    a directory to copy the callgrind files to (for callgrind_annotate)
 #
 # Both services run under `valgrind --tool=callgrind --instr-atstart=no` on one private bus;
 # instrumentation is switched on (`callgrind_control -i on`) only around the counted calls,
@@ -66,6 +67,7 @@ count() { # NAME PID FILE -> instructions per Get
 }
 ref=$(count org.propbus.Ref1 "$ref_pid" "$tmp/ref.cg")
 subj=$(count org.propbus.PropBus1 "$subj_pid" "$tmp/subj.cg")
+[ -n "${KEEP:-}" ] && mkdir -p "$KEEP" && cp "$tmp"/*.cg.* "$KEEP"/
 out="bench/out/get-callgrind-$(date +%Y%m%d-%H%M%S).txt"
 awk -v ref="$ref" -v subj="$subj" -v calls="$calls" -v rev="$(git rev-parse --short HEAD 2>/dev/null || echo '?')" 'BEGIN {
   printf "Properties.Get under callgrind, %d synchronous calls, git %s\n", calls, rev

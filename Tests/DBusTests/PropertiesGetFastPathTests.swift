@@ -12,7 +12,7 @@ final class PropertiesGetFastPathTests: XCTestCase {
     private static let interface = "org.propbus.Test"
     private static let properties = "org.freedesktop.DBus.Properties"
 
-    private func table() -> PropertyTable {
+    private static func table() -> PropertyTable {
         let values: [String: DBusValue] = ["open": .int32(7), "secret": .string("s3cr3t")]
         func describe(_ name: String) -> PropertyDescription? {
             guard let value = values[name] else { return nil }
@@ -35,8 +35,8 @@ final class PropertiesGetFastPathTests: XCTestCase {
         let service = try await bus.connect(), client = try await bus.connect()
         defer { service.close(); client.close() }
         let state = State()
-        let table = table()
         _ = await onQueue(service) { () -> ObjectTree in
+            let table = Self.table()
             let tree = ObjectTree(connection: service)
             tree.export(ExportedObject { [InterfaceDescription(Self.interface, properties: table)] }, at: "/obj")
             // An object describing Properties itself: its own Get answers, not the tree's.
