@@ -35,7 +35,7 @@ final class PropertiesGetFastPathTests: XCTestCase {
         let service = try await bus.connect(), client = try await bus.connect()
         defer { service.close(); client.close() }
         let state = State()
-        _ = await onQueue(service) { () -> ObjectTree in
+        let tree = await onQueue(service) { () -> ObjectTree in
             let table = Self.table()
             let tree = ObjectTree(connection: service)
             tree.export(ExportedObject { [InterfaceDescription(Self.interface, properties: table)] }, at: "/obj")
@@ -84,5 +84,6 @@ final class PropertiesGetFastPathTests: XCTestCase {
         XCTAssertEqual(own, [.variant(.string("own"))])
         let ownGets = await onQueue(service) { state.ownGets }
         XCTAssertEqual(ownGets, 1)
+        withExtendedLifetime(tree) {}
     }
 }
