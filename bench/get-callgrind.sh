@@ -34,23 +34,15 @@ bench_cc get-client
 bench_bin propbusd
 
 bench_start_bus callgrind
-wait_for_name() { # NAME PID LOG
-  for _ in $(seq 600); do
-    bench_has_owner "$1" && return 0
-    kill -0 "$2" 2>/dev/null || { echo "get-callgrind: $1 exited during startup:" >&2; tail -20 "$3" >&2; exit 1; }
-    sleep 0.1
-  done
-  echo "get-callgrind: $1 did not appear on the bus within 60 s" >&2; exit 1
-}
 grind=(valgrind --tool=callgrind --instr-atstart=no)
 
 "${grind[@]}" --callgrind-out-file="$tmp/ref.cg" bench/build/ref-service "$ADDR" org.propbus.Ref1 >"$tmp/ref.log" 2>&1 &
 ref_pid=$!; pids+=("$ref_pid")
-wait_for_name org.propbus.Ref1 "$ref_pid" "$tmp/ref.log"
+bench_wait_started org.propbus.Ref1 "$ref_pid" "$tmp/ref.log" 60
 STATE_DIRECTORY="$tmp/state" XDG_STATE_HOME="$tmp/xdg-state" "${grind[@]}" --callgrind-out-file="$tmp/subj.cg" \
   "$bin/propbusd" --address "$ADDR" >"$tmp/subject.log" 2>&1 &
 subj_pid=$!; pids+=("$subj_pid")
-wait_for_name org.propbus.PropBus1 "$subj_pid" "$tmp/subject.log"
+bench_wait_started org.propbus.PropBus1 "$subj_pid" "$tmp/subject.log" 60
 busctl --address="$ADDR" --timeout=60 call org.propbus.PropBus1 /org/propbus/PropBus1 \
   org.propbus.PropBus1.Manager CreateProperty 'ssva{sv}' bench.x i i 7 0
 
