@@ -42,31 +42,23 @@ fi
 
 # --- private bus and services ----------------------------------------------------------
 bench_start_bus bench
-wait_for_name() { # NAME PID LOG
-  for _ in $(seq 200); do
-    bench_has_owner "$1" && return 0
-    kill -0 "$2" 2>/dev/null || { echo "get-roundtrip: $1 exited during startup:" >&2; tail -20 "$3" >&2; exit 1; }
-    sleep 0.1
-  done
-  echo "get-roundtrip: $1 did not appear on the bus within 20 s:" >&2; tail -20 "$3" >&2; exit 1
-}
 
 bench/build/ref-service "$ADDR" org.propbus.Ref1 >"$tmp/ref.log" 2>&1 &
 ref_pid=$!; pids+=("$ref_pid")
-wait_for_name org.propbus.Ref1 "$ref_pid" "$tmp/ref.log"
+bench_wait_started org.propbus.Ref1 "$ref_pid" "$tmp/ref.log"
 
 if [ "$self" -eq 1 ]; then
   subject=ref2 subject_name=org.propbus.Ref2
   bench/build/ref-service "$ADDR" "$subject_name" >"$tmp/subject.log" 2>&1 &
   subj_pid=$!; pids+=("$subj_pid")
-  wait_for_name "$subject_name" "$subj_pid" "$tmp/subject.log"
+  bench_wait_started "$subject_name" "$subj_pid" "$tmp/subject.log"
 else
   subject=propbusd subject_name=org.propbus.PropBus1
   # Own state dir, so the machine's real store is never touched.
   STATE_DIRECTORY="$tmp/state" XDG_STATE_HOME="$tmp/xdg-state" "$propbusd" --address "$ADDR" \
     >"$tmp/subject.log" 2>&1 &
   subj_pid=$!; pids+=("$subj_pid")
-  wait_for_name "$subject_name" "$subj_pid" "$tmp/subject.log"
+  bench_wait_started "$subject_name" "$subj_pid" "$tmp/subject.log"
   busctl --address="$ADDR" call org.propbus.PropBus1 /org/propbus/PropBus1 \
     org.propbus.PropBus1.Manager CreateProperty 'ssva{sv}' bench.x i i 7 0
 fi

@@ -5,6 +5,8 @@
 #   bench_has_owner NAME                      whether NAME is owned on $ADDR
 #   bench_wait_owner NAME                     waits up to 15 s for NAME
 #   bench_wait_gone NAME                      waits up to 15 s for NAME to lose its owner
+#   bench_wait_started NAME PID LOG [SECONDS] waits (default 20 s) for PID to own NAME; exits
+#                                             with the end of LOG if PID dies or never does
 #   bench_stop_pid PID                        SIGTERM, up to 5 s, then SIGKILL
 #   bench_median N...                         the median of the numbers (the lower of two middles)
 #   bench_need PKG...                         installs Debian packages (as root) when missing
@@ -63,6 +65,16 @@ CONF
 bench_has_owner() {
   busctl --address="$ADDR" call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus \
     NameHasOwner s "$1" 2>/dev/null | grep -q true
+}
+
+bench_wait_started() {
+  local tenths=$(( ${4:-20} * 10 ))
+  for _ in $(seq "$tenths"); do
+    bench_has_owner "$1" && return 0
+    kill -0 "$2" 2>/dev/null || { echo "bench: $1 exited during startup:" >&2; tail -20 "$3" >&2; exit 1; }
+    sleep 0.1
+  done
+  echo "bench: $1 did not appear on the bus within ${4:-20} s:" >&2; tail -20 "$3" >&2; exit 1
 }
 
 bench_wait_owner() {

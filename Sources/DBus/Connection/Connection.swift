@@ -50,6 +50,11 @@ public final class Connection: @unchecked Sendable {
     /// Senders with waiting calls, in the order they are served.
     private var senderRing: [String] = []
     private var heldCount = 0
+    /// The one waiting call while no other waits, outside the per-sender queues: a synchronous
+    /// client's every call is one, and the queues (its sender's name made, hashed in and out)
+    /// only matter once calls of several senders wait together. Moved into them when a second
+    /// call arrives, so fairness and order are those of the queues.
+    private var soleCall: (sequence: UInt64, message: Message)?
     /// Signals that arrived after calls still waiting: delivered once those calls were handled,
     /// so a signal (a client leaving the bus) never overtakes what was sent before it.
     private var heldSignals: [(sequence: UInt64, message: Message)] = []
@@ -112,7 +117,7 @@ public final class Connection: @unchecked Sendable {
         dbus_connection_set_exit_on_disconnect(raw, 0)
         let data = Unmanaged.passUnretained(self).toOpaque()
         dbus_connection_add_filter(raw, Self.filterFunction, data, nil)
-        let loop = MainLoop(connection: raw, queue: queue) { [weak self] in self?.dispatchRound() }
+        let loop = MainLoop(connection: raw, queue: queue) { [weak self] status in self?.dispatchRound(knownStatus: status) }
         loop.install()
         self.loop = loop
     }
@@ -160,16 +165,21 @@ public final class Connection: @unchecked Sendable {
     // MARK: Dispatch
 
     /// Processes every message that is ready, then lets round-end handlers flush what the
-    /// round produced (coalesced signals, group commits).
-    private func dispatchRound() {
-        takeIn()
+    /// round produced (coalesced signals, group commits). `knownStatus` is the dispatch status
+    /// the caller has just read, so it is not asked for again (each read takes libdbus's lock).
+    private func dispatchRound(knownStatus: DBusDispatchStatus?) {
+        // The status the last dispatch returned. Not asked again at the end of the round: a
+        // change after it (nothing in a round reads the socket) reaches the dispatch-status
+        // function, which schedules the next round itself.
+        var status = takeIn(from: knownStatus ?? dbus_connection_get_dispatch_status(raw))
         if heldCount >= Self.readAheadThreshold {
             // A backlog. libdbus reads 2 kB per I/O event, so another client's call sits in the
             // socket behind the whole backlog: read what the socket holds now (without
             // blocking), so every sender's waiting calls get their turn in the next rounds.
-            while heldCount < Self.maximumHeldCalls, dbus_connection_read_write(raw, 0) != 0,
-                  dbus_connection_get_dispatch_status(raw) == DBUS_DISPATCH_DATA_REMAINS {
-                takeIn()
+            while heldCount < Self.maximumHeldCalls, dbus_connection_read_write(raw, 0) != 0 {
+                status = dbus_connection_get_dispatch_status(raw)
+                guard status == DBUS_DISPATCH_DATA_REMAINS else { break }
+                status = takeIn(from: status)
             }
         }
         // Serve the senders in turn, within the round's budget, unless the replies already
@@ -190,7 +200,7 @@ public final class Connection: @unchecked Sendable {
             // Not another round now (it would spin): the write that drains the queue runs it.
             roundsHeldForOutput += 1
             loop?.resumeWhenOutput(below: maximumQueuedOutput)
-        } else if heldCount > 0 || !heldSignals.isEmpty || dbus_connection_get_dispatch_status(raw) == DBUS_DISPATCH_DATA_REMAINS {
+        } else if heldCount > 0 || !heldSignals.isEmpty || status == DBUS_DISPATCH_DATA_REMAINS {
             // More to do: another round, queued behind whatever else waits for the queue (I/O,
             // timers), so the replies of this one go out first.
             loop?.scheduleDispatch()
@@ -198,29 +208,47 @@ public final class Connection: @unchecked Sendable {
     }
 
     /// Takes in every message libdbus has read, up to the held-call bound (replies to our own
-    /// calls complete and signals are delivered here too).
-    private func takeIn() {
+    /// calls complete and signals are delivered here too), starting from the current dispatch
+    /// `status`; returns the status after the last dispatch.
+    private func takeIn(from status: DBusDispatchStatus) -> DBusDispatchStatus {
         // dbus_connection_dispatch returns the status after it: asking again would take the
         // connection's lock once more per message.
-        var status = dbus_connection_get_dispatch_status(raw)
+        var status = status
         while heldCount < Self.maximumHeldCalls, status == DBUS_DISPATCH_DATA_REMAINS {
             status = dbus_connection_dispatch(raw)
         }
+        return status
     }
 
     private func holdCall(_ message: Message) {
-        let sender = message.sender ?? ""
         nextSequence += 1
-        let sequence = nextSequence
+        heldCount += 1
+        guard heldCount > 1 else {
+            soleCall = (nextSequence, message)
+            return
+        }
+        if let sole = soleCall {
+            soleCall = nil
+            enqueue(sole)
+        }
+        enqueue((nextSequence, message))
+    }
+
+    private func enqueue(_ call: (sequence: UInt64, message: Message)) {
+        let sender = call.message.sender ?? ""
         // One lookup: the sender's queue is appended to in place.
         var isNewSender = false
-        heldCalls[sender, default: { isNewSender = true; return takeSpareQueue() }()].append((sequence, message))
+        heldCalls[sender, default: { isNewSender = true; return takeSpareQueue() }()].append(call)
         if isNewSender { senderRing.append(sender) }
-        heldCount += 1
     }
 
     /// The next call, taking the senders in turn.
     private func nextHeldCall() -> Message? {
+        if let sole = soleCall {
+            soleCall = nil
+            heldCount -= 1
+            return sole.message
+        }
         guard !senderRing.isEmpty else { return nil }
         let sender = senderRing.removeFirst()
         var calls = heldCalls.removeValue(forKey: sender)!
@@ -249,7 +277,7 @@ public final class Connection: @unchecked Sendable {
     /// Delivers the held signals that no waiting call precedes.
     private func deliverHeldSignals() {
         guard !heldSignals.isEmpty else { return }
-        let oldestCall = heldCalls.values.compactMap { $0.first?.sequence }.min() ?? UInt64.max
+        let oldestCall = soleCall?.sequence ?? heldCalls.values.compactMap { $0.first?.sequence }.min() ?? UInt64.max
         while let first = heldSignals.first, first.sequence < oldestCall {
             heldSignals.removeFirst()
             deliverSignal(first.message)

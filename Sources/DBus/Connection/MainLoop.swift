@@ -14,8 +14,9 @@ import Glibc
 final class MainLoop: @unchecked Sendable {
     let queue: DispatchQueue
     let connection: OpaquePointer
-    /// Runs one dispatch round: called on `queue` when messages are waiting.
-    let dispatchRound: () -> Void
+    /// Runs one dispatch round: called on `queue` when messages are waiting, with the dispatch
+    /// status when the loop has just read it.
+    let dispatchRound: (DBusDispatchStatus?) -> Void
     private var dispatchScheduled = false
     /// True while libdbus handles I/O for us; a dispatch follows then anyway.
     private var handlingIO = false
@@ -27,7 +28,7 @@ final class MainLoop: @unchecked Sendable {
     /// after which fewer bytes than this wait to be sent runs a round.
     private var resumeBelow: Int?
 
-    init(connection: OpaquePointer, queue: DispatchQueue, dispatchRound: @escaping () -> Void) {
+    init(connection: OpaquePointer, queue: DispatchQueue, dispatchRound: @escaping (DBusDispatchStatus?) -> Void) {
         self.connection = connection
         self.queue = queue
         self.dispatchRound = dispatchRound
@@ -69,7 +70,7 @@ final class MainLoop: @unchecked Sendable {
         dispatchScheduled = true
         queue.async { [self] in
             dispatchScheduled = false
-            dispatchRound()
+            dispatchRound(nil)
         }
     }
 
@@ -146,10 +147,10 @@ final class MainLoop: @unchecked Sendable {
     private func afterHandling() {
         if dbus_connection_get_dispatch_status(connection) == DBUS_DISPATCH_DATA_REMAINS {
             resumeBelow = nil
-            dispatchRound()
+            dispatchRound(DBUS_DISPATCH_DATA_REMAINS)
         } else if let limit = resumeBelow, Int(dbus_connection_get_outgoing_size(connection)) < limit {
             resumeBelow = nil
-            dispatchRound()
+            dispatchRound(nil)
         }
     }
 }

@@ -1,5 +1,6 @@
 import CDBus
 import Dispatch
+import Glibc
 
 /// The objects one connection exports, with the standard interfaces derived for each.
 ///
@@ -33,6 +34,10 @@ public final class ObjectTree: @unchecked Sendable {
     private var pendingReplies: [PendingReply] = []
     /// Whether the round handled a write call, which must reach the hooks even without a reply.
     private var roundHasWrites = false
+    /// How many of ``pendingReplies`` answer a `Get` the tree read from a computed table itself
+    /// (``answeredGet(_:object:credentials:)``): no handler ran for them, so a round holding
+    /// nothing else leaves the before-flush hooks (a commit) nothing to do and skips them.
+    private var fastReadReplies = 0
     private var beforeFlushHooks: [() -> DBusError?] = []
     /// Set by ``refuseCalls(with:)``: the answer to every method call from then on.
     private var refusal: DBusError?
@@ -249,6 +254,8 @@ public final class ObjectTree: @unchecked Sendable {
     }
 
     /// Runs before each flush, after the round's messages were handled; e.g. a store's commit.
+    /// Not for a round whose only work was answering `Get`s from computed tables, which runs no
+    /// handler and changes nothing.
     ///
     /// Returning an error fails the round's successful writes with it and drops the round's
     /// pending signals; the hook must itself have undone the round's changes.
@@ -329,6 +336,7 @@ public final class ObjectTree: @unchecked Sendable {
         let path = message.path ?? "/"
         let member = message.member ?? ""
         let object = objects[path]
+        if let object, answeredGet(message, object: object, credentials: credentials) { return }
         guard object != nil || isIntermediateNode(path) else {
             reply(to: message, .failure(.unknownObject("No such object path '\(path)'")))
             return
@@ -381,6 +389,36 @@ public final class ObjectTree: @unchecked Sendable {
             reply(to: message, .failure(error))
         }
     }
+
+    /// Answers `org.freedesktop.DBus.Properties.Get(s interface, s property)` from a computed
+    /// table (``ComputedProperties/value``) straight from the message: the two strings are read
+    /// as C strings, the interface found by comparing bytes, and the variant written into the
+    /// reply, with no ``MethodCall``, argument array or interface description built. Every
+    /// other case returns `false` and takes the general path, which gives the same answers and
+    /// the standard errors: an unknown or restricted property, an empty interface name, another
+    /// kind of table, an object that exports its own `org.freedesktop.DBus.Properties`. `Get`
+    /// declares no privilege, so there is no access check to keep here.
+    private func answeredGet(_ message: Message, object: ExportedObject, credentials: Credentials?) -> Bool {
+        let raw = message.raw
+        guard dbus_message_is_method_call(raw, Self.propertiesInterface, "Get") != 0,
+              dbus_message_has_signature(raw, "ss") != 0 else { return false }
+        var iterator = DBusMessageIter()
+        guard dbus_message_iter_init(raw, &iterator) != 0 else { return false }
+        var interfaceName: UnsafePointer<CChar>?
+        dbus_message_iter_get_basic(&iterator, &interfaceName)
+        guard dbus_message_iter_next(&iterator) != 0 else { return false }
+        var propertyName: UnsafePointer<CChar>?
+        dbus_message_iter_get_basic(&iterator, &propertyName)
+        guard let interfaceName, let propertyName, interfaceName.pointee != 0,
+              let read = object.valueReader(interface: interfaceName),
+              let value = read(String(cString: propertyName)) else { return false }
+        let queued = pendingReplies.count
+        reply(to: message, bufferedSignature: nil, credentials: credentials) { $0.variant(value) }
+        fastReadReplies += pendingReplies.count - queued
+        return true
+    }
+
+    static let propertiesInterface = "org.freedesktop.DBus.Properties"
 
     /// The interface `name` at `path`: the object's own first, then the standard ones.
     func interface(named name: String, at path: String, object: ExportedObject?) -> InterfaceDescription? {
@@ -453,12 +491,19 @@ public final class ObjectTree: @unchecked Sendable {
     /// message limit and only counts the rest, so a reply too big to send becomes
     /// ``replyTooLarge`` (with its whole size) having built no more than the limit.
     private func reply(to message: Message, streaming body: ReplyBody, isWrite: Bool = false, credentials: Credentials? = nil) {
+        reply(to: message, bufferedSignature: body.bufferedSignature, isWrite: isWrite, credentials: credentials, writing: body.write)
+    }
+
+    /// ``reply(to:streaming:isWrite:credentials:)`` with the body's writer passed down, not
+    /// stored: the fast `Get` answers without a ``ReplyBody`` (and its closure) per call.
+    private func reply(to message: Message, bufferedSignature: String?, isWrite: Bool = false, credentials: Credentials? = nil,
+                       writing write: (inout MessageBodyWriter) -> Void) {
         guard !message.noReply, let built = message.makeReturn() else { return }
         let limit = maximumMessageSize - Self.headerAllowance
-        var writer = body.bufferedSignature == nil
+        var writer = bufferedSignature == nil
             ? MessageBodyWriter.appending(to: built, limit: limit, arrayLimit: Self.protocolArrayLimit)
             : MessageBodyWriter.buffered(limit: limit, arrayLimit: Self.protocolArrayLimit)
-        body.write(&writer)
+        write(&writer)
         let size = MessageSize(bytes: writer.size + Self.headerAllowance, largestArray: writer.largestArray)
         guard size.excess(over: maximumMessageSize) == nil, !writer.overflowed else {
             reply(to: message, .failure(replyTooLarge(message, size, maximumMessageSize)))
@@ -470,7 +515,7 @@ public final class ObjectTree: @unchecked Sendable {
         }
         var reply = built
         var failure = writer.failure
-        if failure == nil, let signature = body.bufferedSignature, let buffer = writer.buffer {
+        if failure == nil, let signature = bufferedSignature, let buffer = writer.buffer {
             do throws(DBusError) { reply = try built.replacingBody(with: buffer, signature: signature) } catch { failure = error.message }
         }
         if let failure {
@@ -491,9 +536,11 @@ public final class ObjectTree: @unchecked Sendable {
 
     private func flush() {
         guard roundHasWrites || !pendingEvents.isEmpty || !pendingChangeOrder.isEmpty || !pendingReplies.isEmpty else { return }
+        let ranHandlers = roundHasWrites || !pendingEvents.isEmpty || !pendingChangeOrder.isEmpty || pendingReplies.count > fastReadReplies
         roundHasWrites = false
+        fastReadReplies = 0
         var failure: DBusError?
-        for hook in beforeFlushHooks {
+        for hook in beforeFlushHooks where ranHandlers {
             if let error = hook(), failure == nil { failure = error }
         }
         if let failure {
@@ -718,12 +765,37 @@ public final class ExportedObject {
 
     public init(interfaces: @escaping () -> [InterfaceDescription]) { make = interfaces }
 
+    /// The value readers of the object's computed tables, by interface name, built with the
+    /// list; `nil` when the object describes `org.freedesktop.DBus.Properties` itself (then its
+    /// own description decides every `Get`). Kept apart so the fast `Get` copies one closure, not
+    /// an interface's description (its method table and the table's six closures).
+    private var valueReaders: [(name: String, read: (String) -> DBusValue?)]?
+
     /// The object's own interfaces.
     public func interfaces() -> [InterfaceDescription] {
         if let cached { return cached }
         let built = make()
         cached = built
+        valueReaders = built.contains { $0.name == ObjectTree.propertiesInterface } ? nil : built.compactMap { interface in
+            guard case .computed(let table) = interface.properties else { return nil }
+            return (interface.name, table.value)
+        }
         return built
+    }
+
+    /// The reader of the computed table of the interface whose name is the C string `name`.
+    func valueReader(interface name: UnsafePointer<CChar>) -> ((String) -> DBusValue?)? {
+        if cached == nil { _ = interfaces() }
+        guard let valueReaders else { return nil }
+        let length = strlen(name)
+        for index in valueReaders.indices {
+            // Bytes compared in place: no String made from the call's interface name.
+            let matches = valueReaders[index].name.utf8.withContiguousStorageIfAvailable { bytes in
+                bytes.count == length && memcmp(bytes.baseAddress!, name, length) == 0
+            } ?? (valueReaders[index].name == String(cString: name))
+            if matches { return valueReaders[index].read }
+        }
+        return nil
     }
 
     /// One of the object's own interfaces, by name.

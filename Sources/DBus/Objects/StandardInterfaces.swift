@@ -64,17 +64,6 @@ final class StandardInterfaces {
             }
             return property
         }
-        /// The value `Get` asks for, read straight from a computed table; `nil` when the general
-        /// path must decide (another kind of table, a restricted or unknown property).
-        func fastValue(_ call: MethodCall, _ tree: ObjectTree) throws(DBusError) -> DBusValue? {
-            let interfaceName = try call.string("interface_name")
-            guard !interfaceName.isEmpty, let object = tree.object(at: call.path) else { return nil }
-            // Read in place: a copy of the interface's description would retain all its tables.
-            let own = object.interfaces()
-            guard let index = own.firstIndex(where: { $0.name == interfaceName }),
-                  case .computed(let table) = own[index].properties else { return nil }
-            return table.value(try call.string("property_name"))
-        }
         /// `Set` straight through a computed table's writer, with no description built; `nil`
         /// when the general path must decide (another kind of table, no writer, no interface name).
         func fastSet(_ call: MethodCall, _ tree: ObjectTree) throws(DBusError) -> MethodResult? {
@@ -91,11 +80,8 @@ final class StandardInterfaces {
         }
         return InterfaceDescription("org.freedesktop.DBus.Properties", methods: [
             MethodDescription("Get", in: [("interface_name", .string), ("property_name", .string)], out: [("value", .variant)]) { [unowned tree] call throws(DBusError) in
-                // The hot path: a computed table reads the value directly, with no description
-                // built; restricted and unknown properties take the general path below.
-                if let value = try fastValue(call, tree) {
-                    return .stream(ReplyBody { $0.variant(value) })
-                }
+                // An unrestricted value of a computed table never gets here: the tree answers
+                // that Get straight from the message (ObjectTree.answeredGet).
                 let property = try property(call, tree)
                 guard property.access != .write else {
                     throw DBusError(name: DBusError.Name.accessDenied, message: "Property '\(property.name)' is write-only")
