@@ -24,16 +24,9 @@ final class FleetInProcessTests: XCTestCase, @unchecked Sendable {
         let etcd = etcd, store = store
         // Made and kept on the service's queue: the service is not Sendable.
         try await onQueue(serviceConnection) { [self, serviceConnection] () throws in
-            let model = try PropertyModel(store: store)
-            for key in Self.keys { _ = try model.create(key: key, type: "i", defaultValue: .int32(0), options: ["scope": .string("fleet")]) }
-            model.commitRound()
-            let service = Service(connection: serviceConnection!, model: model, store: store)
-            var configuration = try FleetConfiguration.parse("etcd://127.0.0.1:1/lab")
-            configuration.hostName = "a"
-            let fleet = try Fleet(configuration: configuration, service: service, revisions: [:], cursor: 0, port: etcd)
-            service.fleet = fleet
-            fleet.start()
-            self.service = service
+            service = try startFleetHost(on: serviceConnection!, store: store, etcd: etcd) { model in
+                for key in Self.keys { _ = try model.create(key: key, type: "i", defaultValue: .int32(0), options: ["scope": .string("fleet")]) }
+            }
         }
         // Connected, and this host's definitions offered to etcd.
         let layout = FleetLayout(prefix: "/lab/")

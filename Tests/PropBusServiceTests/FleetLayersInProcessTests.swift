@@ -22,17 +22,9 @@ final class FleetLayersInProcessTests: XCTestCase, @unchecked Sendable {
         let etcd = etcd, key = key
         // Made and kept on the service's queue: the service is not Sendable.
         try await onQueue(serviceConnection) { [self, serviceConnection] () throws in
-            let store = MemoryStore()
-            let model = try PropertyModel(store: store)
-            _ = try model.create(key: key.text, type: "i", defaultValue: .int32(50), options: ["scope": .string("fleet")])
-            model.commitRound()
-            let service = Service(connection: serviceConnection!, model: model, store: store)
-            var configuration = try FleetConfiguration.parse("etcd://127.0.0.1:1/lab")
-            configuration.hostName = "a"
-            let fleet = try Fleet(configuration: configuration, service: service, revisions: [:], cursor: 0, port: etcd)
-            service.fleet = fleet
-            fleet.start()
-            self.service = service
+            service = try startFleetHost(on: serviceConnection!, store: MemoryStore(), etcd: etcd) { model in
+                _ = try model.create(key: key.text, type: "i", defaultValue: .int32(50), options: ["scope": .string("fleet")])
+            }
         }
         let layout = layout
         let ready = await eventually(timeout: 10) { etcd.value(of: layout.definitionKey(key)) != nil }

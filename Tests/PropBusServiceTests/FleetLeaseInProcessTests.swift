@@ -39,14 +39,7 @@ final class FleetLeaseInProcessTests: XCTestCase, @unchecked Sendable {
         let etcd = etcd, store = RefusingStore()
         // Made and kept on the service's queue: the service is not Sendable.
         try await onQueue(serviceConnection) { [self, serviceConnection] () throws in
-            let model = try PropertyModel(store: store)
-            let service = Service(connection: serviceConnection!, model: model, store: store)
-            var configuration = try FleetConfiguration.parse("etcd://127.0.0.1:1/lab")
-            configuration.hostName = "a"
-            let fleet = try Fleet(configuration: configuration, service: service, revisions: [:], cursor: 0, port: etcd)
-            service.fleet = fleet
-            fleet.start()
-            self.service = service
+            service = try startFleetHost(on: serviceConnection!, store: store, etcd: etcd)
         }
     }
 
