@@ -52,6 +52,19 @@ final class SourceTreeTests: XCTestCase {
         XCTAssertEqual(found, [], found.joined(separator: "\n"))
     }
 
+    /// The core and the service reach the store through its ports (`PropertyStore`,
+    /// `HistoryStore`): only the adapter that is SQLite and the daemon that makes it name it, and
+    /// nothing finds it again by a downcast of a port.
+    func testOnlyTheSQLiteAdapterAndTheDaemonNameTheSQLiteStore() throws {
+        let sources = try files(in: "Sources")
+        XCTAssertFalse(sources.isEmpty)
+        let outside = sources.filter { !$0.path.hasPrefix("Sources/PropBusSystem/") && !$0.path.hasPrefix("Sources/propbusd/") }
+        let naming = lines(containing: "SQLiteStore", in: outside)
+        XCTAssertEqual(naming, [], naming.joined(separator: "\n"))
+        let downcasts = lines(containing: "as? SQLiteStore", in: sources) + lines(containing: "as! SQLiteStore", in: sources)
+        XCTAssertEqual(downcasts, [], downcasts.joined(separator: "\n"))
+    }
+
     /// A target that imports a target of this package declares it in Package.swift: a module
     /// reached only through another's dependencies breaks when that one drops it.
     func testEveryTargetDeclaresTheTargetsItImports() throws {
