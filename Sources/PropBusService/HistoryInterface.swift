@@ -14,9 +14,7 @@ extension Service {
                               out: [("changes", .array(Self.historyRow)), ("next", .uint64)]) { [unowned self] call throws(DBusError) in
                 let prefix = try call.string("prefix"), after = try call.uint64("after"), limit = try call.uint32("limit")
                 let filter = try call.dictionary("filter").mapValues(\.unwrappingVariant)
-                guard let store = store as? SQLiteStore, store.historyOptions.isEnabled else {
-                    throw PropBusError(.unavailable, "propbusd keeps no history (it runs with --no-history or without a store)").dbusError
-                }
+                let store = try keptHistory()
                 let until = filter["until"].flatMap { if case .uint64(let v) = $0 { v } else { nil } }
                 let user: UInt32? = filter["uid"].flatMap { if case .uint32(let v) = $0 { v } else { nil } }
                 let userName = filter["user"]?.stringValue
@@ -30,7 +28,7 @@ extension Service {
                     guard let key = try? Key(prefix) else {
                         throw PropBusError(.invalidKey, "ListHistory with latest expects a key, got '\(prefix)'").dbusError
                     }
-                    let latest = try bridged { () throws(PropBusError) in try store.history(of: key, atOrBefore: UInt64.max).latest }
+                    let latest = try bridged { () throws(PropBusError) in try store.latestChange(of: key) }
                     return .reply([.array(of: Self.historyRow, latest.map { [historyRow($0, for: call)] } ?? []), .uint64(0)])
                 }
                 // Read in chunks until a page is full: filters may drop rows.
@@ -64,9 +62,7 @@ extension Service {
                               access: .custom { _ throws(DBusError) in }) { [unowned self] call throws(DBusError) in
                 let keys = try call.strings("keys"), revision = try call.uint64("revision")
                 let change = try call.uint64("change"), force = try call.argument("force").boolValue ?? false
-                guard let store = store as? SQLiteStore, store.historyOptions.isEnabled else {
-                    throw PropBusError(.unavailable, "propbusd keeps no history (it runs with --no-history or without a store): there is nothing to revert to").dbusError
-                }
+                let store = try keptHistory(": there is nothing to revert to")
                 let assignments = try bridged { () throws(PropBusError) in
                     change != 0 ? try revertChange(change, force: force, in: store, by: call) : try revertKeys(keys, to: revision, in: store, by: call)
                 }
@@ -83,9 +79,7 @@ extension Service {
                               access: .custom { _ throws(DBusError) in }) { [unowned self] call throws(DBusError) in
                 let keys = try call.strings("keys"), force = try call.argument("force").boolValue ?? false
                 let range = try HistoryRange(try call.dictionary("range").mapValues(\.unwrappingVariant))
-                guard let store = store as? SQLiteStore, store.historyOptions.isEnabled else {
-                    throw PropBusError(.unavailable, "propbusd keeps no history (it runs with --no-history or without a store): there is nothing to revert to").dbusError
-                }
+                let store = try keptHistory(": there is nothing to revert to")
                 let assignments = try bridged { () throws(PropBusError) in try revertRange(keys, range, force: force, in: store, by: call) }
                 for (key, _) in assignments { try authorizeWrite(existing: key, by: call) }
                 let reverted = assignments.map(\.0)
@@ -94,6 +88,15 @@ extension Service {
                 }
             },
         ]
+    }
+
+    /// The history port, when history is kept; else `Unavailable`, saying why and what
+    /// `consequence` follows.
+    private func keptHistory(_ consequence: String = "") throws(DBusError) -> any HistoryStore {
+        guard let history, history.historyIsEnabled else {
+            throw PropBusError(.unavailable, "propbusd keeps no history (it runs with --no-history or without a store)\(consequence)").dbusError
+        }
+        return history
     }
 
     /// Writer rights on `key`, checked by every revert before it compares any value of it:
@@ -105,7 +108,7 @@ extension Service {
 
     /// The values `keys` (keys, or groups for every key under them) held at `revision`, for
     /// those that hold something else now.
-    private func revertKeys(_ keys: [String], to revision: UInt64, in store: SQLiteStore, by call: MethodCall) throws(PropBusError) -> [(String, DBusValue)] {
+    private func revertKeys(_ keys: [String], to revision: UInt64, in store: any HistoryStore, by call: MethodCall) throws(PropBusError) -> [(String, DBusValue)] {
         guard !keys.isEmpty else { throw PropBusError(.invalidArgs, "Revert expects keys (or groups) with a revision, or a change") }
         var chosen: [Key] = []
         for text in keys {
@@ -128,7 +131,7 @@ extension Service {
 
     /// The values change `change` replaced, if its keys still hold what it wrote (else
     /// `Conflict` naming who changed them since, unless `force`).
-    private func revertChange(_ change: UInt64, force: Bool, in store: SQLiteStore, by call: MethodCall) throws(PropBusError) -> [(String, DBusValue)] {
+    private func revertChange(_ change: UInt64, force: Bool, in store: any HistoryStore, by call: MethodCall) throws(PropBusError) -> [(String, DBusValue)] {
         let records = try store.history(ofChange: change)
         guard !records.isEmpty else { throw PropBusError(.unknownKey, "history holds no change \(change) (pruned, or never made)") }
         for record in records { try authorizeRevert(of: record.key, by: call) }
@@ -138,7 +141,7 @@ extension Service {
                 throw PropBusError(.conflict, "change \(change) \(record.kind) \(record.key.text); Revert puts back values, not properties")
             }
             if !force, model.entry(for: record.key)?.value != record.newValue {
-                let latest = try store.history(of: record.key, atOrBefore: UInt64.max).latest
+                let latest = try store.latestChange(of: record.key)
                 let who = latest?.caller.map { caller in caller.userName ?? caller.userID.map { "uid \($0)" } ?? caller.busName } ?? "the daemon"
                 throw PropBusError(.conflict, "\(record.key.text) no longer holds what change \(change) wrote: \(who) changed it since (revision \(latest?.revision ?? 0), via \(latest?.via ?? "?")); use --force to revert anyway")
             }
@@ -203,7 +206,7 @@ extension Service {
     /// range's last change of it wrote (else `Conflict` naming who changed it since, unless
     /// `force`). A key created or deleted in the range is a `Conflict`: Revert puts back
     /// values, not properties.
-    private func revertRange(_ keys: [String], _ range: HistoryRange, force: Bool, in store: SQLiteStore,
+    private func revertRange(_ keys: [String], _ range: HistoryRange, force: Bool, in store: any HistoryStore,
                              by call: MethodCall) throws(PropBusError) -> [(String, DBusValue)] {
         // Asked as prefixes, then kept to the key and what lies under it (as ListHistory's callers do).
         let named = keys.map { $0.hasSuffix(".") ? String($0.dropLast()) : $0 }
@@ -246,7 +249,7 @@ extension Service {
                 throw PropBusError(.unknownKey, "\(key.text), changed in the range, no longer exists: name the other keys or groups")
             }
             if !force, current != wrote {
-                let latest = try store.history(of: key, atOrBefore: UInt64.max).latest
+                let latest = try store.latestChange(of: key)
                 let who = latest?.caller.map { caller in caller.userName ?? caller.userID.map { "uid \($0)" } ?? caller.busName } ?? "the daemon"
                 throw PropBusError(.conflict, "\(key.text) no longer holds what the range's last change of it wrote (revision \(lastRecord.revision)): \(who) changed it since (revision \(latest?.revision ?? 0), via \(latest?.via ?? "?")); use --force to revert anyway")
             }
@@ -287,11 +290,11 @@ extension Service {
     /// `ListHistory` with `denied`: the refused attempts, paged by attempt id, for privileged
     /// callers only (they name who tried what, which is nobody else's business).
     func listDenied(_ call: MethodCall, prefix: String, after: UInt64, limit: UInt32, filter: [String: DBusValue],
-                    store: SQLiteStore) throws(DBusError) -> MethodResult {
+                    store: any HistoryStore) throws(DBusError) -> MethodResult {
         guard options.access.isPrivileged(call.credentials) else {
             throw PropBusError(.accessDenied, "\(AccessPolicy.describe(call.credentials)) may not read the refused attempts; root and propbusd's user may").dbusError
         }
-        guard store.historyOptions.recordsDenied else {
+        guard store.recordsDenied else {
             throw PropBusError(.unavailable, "propbusd records no refused attempts (start it with --history-denied)").dbusError
         }
         flushRefusals()
@@ -335,27 +338,27 @@ extension Service {
     }
 
     /// Records `call`'s refusal: who, when, which keys and method, never a value.
-    func recordRefusal(of call: MethodCall, _ error: DBusError, in store: SQLiteStore) {
+    func recordRefusal(of call: MethodCall, _ error: DBusError, in history: any HistoryStore) {
         guard Self.isRefusal(error), case .call(let caller) = origin(of: call) else { return }
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         let time = Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
         for key in Self.keysNamed(by: call).prefix(16) {
-            store.recordDenied(DeniedAttempt(time: time, key: key, caller: caller, error: error.name))
+            history.recordDenied(DeniedAttempt(time: time, key: key, caller: caller, error: error.name))
         }
     }
 
     /// Prunes history past its bounds in small steps of their own on the queue, a few
     /// milliseconds apart, so calls are served in between and none waits for a big delete.
     func scheduleHistoryPruning() {
-        guard !historyPruningScheduled, (store as? SQLiteStore)?.historyNeedsPruning == true else { return }
+        guard !historyPruningScheduled, let history, history.historyNeedsPruning else { return }
         historyPruningScheduled = true
         later(.now() + .milliseconds(5)) { service in
             service.historyPruningScheduled = false
-            // The store is the service's, confined to this queue like it.
-            guard let store = service.store as? SQLiteStore else { return }
+            // The history is the service's, confined to this queue like it.
+            guard let history = service.history else { return }
             do throws(PropBusError) {
-                if try store.pruneHistory() { service.scheduleHistoryPruning() }
+                if try history.pruneHistory() { service.scheduleHistoryPruning() }
             } catch {
                 service.storeFailureHandler?(error)
             }
@@ -364,8 +367,8 @@ extension Service {
 
     /// Writes the refused attempts held since the last round.
     func flushRefusals() {
-        guard let store = store as? SQLiteStore, store.historyOptions.recordsDenied else { return }
-        do throws(PropBusError) { try store.flushDenied() } catch { storeFailureHandler?(error) }
+        guard let history, history.recordsDenied else { return }
+        do throws(PropBusError) { try history.flushDenied() } catch { storeFailureHandler?(error) }
     }
 
     /// The keys a call names, as far as its arguments tell: `Properties.Set`'s (its object's

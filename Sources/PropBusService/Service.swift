@@ -59,6 +59,9 @@ public final class Service {
 
     let model: PropertyModel
     let store: PropertyStore
+    /// Change history and refused attempts (`ListHistory`, `Revert`, `--history-denied`);
+    /// `nil` without a store that keeps them (`--in-memory`): those methods are `Unavailable`.
+    let history: (any HistoryStore)?
     let commands: CommandTable
     /// The transaction of the current dispatch round (model, command table, store).
     let round: Round
@@ -113,11 +116,12 @@ public final class Service {
 
     /// Builds the object tree for `model` on `connection`. Call on the connection's queue, before
     /// requesting the bus name, so that no client can see a half-exported daemon.
-    public init(connection: Connection, model: PropertyModel, store: PropertyStore, commands: CommandTable? = nil,
-                options: Options = Options()) {
+    public init(connection: Connection, model: PropertyModel, store: PropertyStore, history: (any HistoryStore)? = nil,
+                commands: CommandTable? = nil, options: Options = Options()) {
         dispatchPrecondition(condition: .onQueue(connection.queue))
         self.model = model
         self.store = store
+        self.history = history
         self.commands = commands ?? CommandTable(model: model)
         round = Round(model: model, commands: self.commands, store: store)
         executionIO = CommandIOLoop(capacity: self.commands.maximumRunning)
@@ -139,8 +143,8 @@ public final class Service {
         tree.replyAdmission = { [unowned self] call, credentials, size in admitReply(to: call, of: size, caller: credentials) }
         // Model files have declared their keys by now: stored overrides find them.
         model.adoptLoadedLeases()
-        if let store = store as? SQLiteStore, store.historyOptions.isEnabled, store.historyOptions.recordsDenied {
-            tree.onRefusal = { [unowned self] call, error in recordRefusal(of: call, error, in: store) }
+        if let history, history.recordsDenied {
+            tree.onRefusal = { [unowned self] call, error in recordRefusal(of: call, error, in: history) }
         }
         tree.addObjectManager(at: Key.rootPath)
         tree.export(ExportedObject { [unowned self] in [managerDescription()] }, at: Key.rootPath)

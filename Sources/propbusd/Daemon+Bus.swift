@@ -103,7 +103,8 @@ extension Daemon {
             commands?.quotas = quotas
         }
         // Export everything before owning the name: no client may see a half-built daemon.
-        service = Service(connection: connection, model: model, store: store, commands: commands, options: serviceOptions)
+        service = Service(connection: connection, model: model, store: store.store, history: store.history, commands: commands,
+                          options: serviceOptions)
         service?.storeFailureHandler = { Log.storeFailure($0.message) }
         service?.holdsCommits = true
         service?.skippedModelFiles = modelFiles.skipped

@@ -22,7 +22,8 @@ final class Daemon {
     private var lifecycle: Lifecycle?
     var connection: Connection?
     var service: Service?
-    var store: PropertyStore?
+    /// The store's ports and its file's lifecycle (opened, created, closed).
+    var store: DaemonStore?
     /// The state directory's lock, held until exit: one daemon per store.
     private var lock: StateDirectoryLock?
     /// The state directory, resolved when locked; `nil` with `--in-memory`.
@@ -109,18 +110,16 @@ final class Daemon {
     /// Opens and checks the store: only reads.
     private func openStore() throws(LifecycleError) {
         do {
-            let store: PropertyStore
+            let store: DaemonStore
             if let directory = stateDirectory {
                 let path = directory + "/" + SQLiteStore.fileName
                 Log.info("version \(Service.version) starting: store \(path), bus \(Self.describe(options.bus))")
-                let database = try openDatabase(path)
-                database.historyOptions = options.history
-                store = database
+                store = try DaemonStore(path: path, history: options.history, recover: options.recover) { Log.info($0) }
             } else {
                 Log.info("version \(Service.version) starting: store in memory, bus \(Self.describe(options.bus))")
-                store = MemoryStore()
+                store = DaemonStore()
             }
-            let loaded = try store.load()
+            let loaded = try store.store.load()
             fleetRevisions = loaded.externalRevisions
             fleetCursor = loaded.externalCursor
             fleetSource = loaded.externalSource
@@ -137,7 +136,7 @@ final class Daemon {
     /// ``commitStartUp()`` once the name is owned, so a daemon that loses the race for the name
     /// (or the lock) leaves the store as it found it.
     private func loadModel() throws(LifecycleError) {
-        guard let store, let loaded else { throw LifecycleError(code: 1, message: "the store was not opened") }
+        guard let store = store?.store, let loaded else { throw LifecycleError(code: 1, message: "the store was not opened") }
         self.loaded = nil
         do {
             let model = PropertyModel(store: store, loaded: loaded, limits: options.limits)
@@ -281,23 +280,6 @@ final class Daemon {
         return UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1_000
     }
 
-    private func openDatabase(_ path: String) throws(PropBusError) -> SQLiteStore {
-        do {
-            // A new store is created once the name is owned (commitStartUp()).
-            return try SQLiteStore(path: path, createLazily: true)
-        } catch {
-            // Only damage is worth setting the file aside; a full disk or a permission is not.
-            guard options.recover, SQLiteStore.isCorruption(error) else {
-                guard SQLiteStore.isCorruption(error) else { throw error }
-                throw PropBusError(error.code, error.message + "\npropbusd: start it with --recover to move the damaged files aside (they are kept) and start empty")
-            }
-            let moved = try SQLiteStore.moveAside(path)
-            Log.info(error.message)
-            Log.info("--recover: kept the damaged files as \(moved.joined(separator: ", ")); starting with an empty store")
-            return try SQLiteStore(path: path)
-        }
-    }
-
     /// Makes the daemon on this thread, hands it over to its queue and starts its components
     /// there; the caller runs the main queue (`dispatchMain`). The process exits once the
     /// components are stopped again: after a start that failed (1) or a SIGTERM (0, or 1 when
@@ -339,7 +321,7 @@ final class Daemon {
         do throws(DBusError) { try service?.releaseCommits() } catch {
             throw LifecycleError(code: 1, message: "cannot commit the model files' declarations: \(error.message)")
         }
-        do throws(PropBusError) { try (store as? SQLiteStore)?.createIfNeeded() } catch {
+        do throws(PropBusError) { try store?.createIfNeeded() } catch {
             throw LifecycleError(code: 1, message: error.message)
         }
         service?.startLeases()
@@ -350,7 +332,7 @@ final class Daemon {
     /// the name is released.
     private func commitBeforeExit() throws(LifecycleError) {
         dispatchPrecondition(condition: .onQueue(queue))
-        defer { (store as? SQLiteStore)?.close() }
+        defer { store?.close() }
         do throws(DBusError) { try service?.commitBeforeExit() } catch {
             throw LifecycleError(code: 1, message: "the final commit failed, the last changes are lost: \(error.name): \(error.message)")
         }

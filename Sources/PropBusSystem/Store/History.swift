@@ -34,26 +34,6 @@ public struct HistoryOptions: Sendable {
     public init() {}
 }
 
-/// One key's change, as history shows it.
-public struct HistoryRecord: Sendable {
-    /// The change it belongs to (one Apply of several keys is one change): its highest revision.
-    public var change: UInt64
-    /// The key's revision after the change (for a deletion: the round's revision).
-    public var revision: UInt64
-    /// When it was committed, in nanoseconds since the epoch.
-    public var time: Int64
-    public var key: Key
-    /// `created`, `changed`, `redefined` or `deleted`.
-    public var kind: String
-    /// The value before and after (`nil`: the key did not exist).
-    public var oldValue: DBusValue?
-    public var newValue: DBusValue?
-    public var via: String
-    public var caller: WriteSet.Caller?
-    /// Whether the key was transient (this record lives in memory only).
-    public var transient: Bool
-}
-
 /// The SQL side of history (the `history` table) and its in-memory part for transient keys.
 ///
 /// Owned by its ``SQLiteStore``, confined like it to the service's queue.
