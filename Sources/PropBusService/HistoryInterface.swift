@@ -2,7 +2,6 @@ import DBus
 import Dispatch
 import Glibc
 import PropBus
-import PropBusSystem
 
 extension Service {
     /// The Manager's history methods (`ListHistory`).

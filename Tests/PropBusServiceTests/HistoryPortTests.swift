@@ -93,9 +93,7 @@ final class HistoryPortTests: XCTestCase, @unchecked Sendable {
 
     override func tearDown() async throws {
         if let serviceConnection { _ = await onQueue(serviceConnection) { [self] in service = nil } }
-        serviceConnection?.close()
-        client?.close()
-        bus?.stop()
+        tearDownBus()
     }
 
     private func set(_ name: String, _ value: DBusValue) async throws {
