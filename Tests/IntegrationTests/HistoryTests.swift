@@ -89,6 +89,21 @@ final class HistoryTests: AccessControlTestCase, @unchecked Sendable {
         XCTAssertEqual(Set(reverts.compactMap { $0["change"] as? Int }).count, 1, "one atomic change")
     }
 
+    /// Without a store (`--in-memory`) the daemon has no history, and with `--no-history` it
+    /// keeps none: history and revert say so (`Unavailable`) rather than answer empty.
+    func testWithoutAStoreOrWithNoHistoryHistoryAndRevertAreUnavailable() async throws {
+        for (index, extra) in [["--in-memory"], ["--no-history"]].enumerated() {
+            try await restartDaemon(arguments: daemonArguments + extra)
+            try await client.create("app.level\(index)", "i", default: .int32(1))
+            for arguments in [["history", "app.level\(index)"], ["revert", "app.level\(index)", "--to", "@1"]] {
+                let result = try await propctl(arguments)
+                XCTAssertNotEqual(result.status, 0, "\(extra) \(arguments): \(result)")
+                XCTAssertTrue(result.stderr.contains("Unavailable") && result.stderr.contains("keeps no history"),
+                              "\(extra) \(arguments): \(result.stderr)")
+            }
+        }
+    }
+
     func testRevertOfAChangeOverwrittenSinceIsAConflictNamingWhoUnlessForced() async throws {
         try await client.create("settings.volume", "i", default: .int32(50), options: ["writers": .variant(.array(of: .string, [.string("nobody")]))])
         try await client.set("settings.volume", .int32(40))
