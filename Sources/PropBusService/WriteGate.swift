@@ -2,9 +2,9 @@ import DBus
 import PropBus
 
 /// What the service asks of a component that holds some of its keys somewhere else too (the
-/// fleet, `--fleet`, holds the fleet keys in etcd): every write call's model work goes through
-/// the gate, which keeps it in the round when it writes none of the gate's keys, or holds the
-/// call and replies later, once the keys' owner accepted it.
+/// fleet, `--fleet`, shares the fleet keys with other hosts): every write call's model work
+/// goes through the gate, which keeps it in the round when it writes none of the gate's keys,
+/// or holds the call and replies later, once the keys' owner accepted it.
 ///
 /// The service knows no more of the gate than this protocol: which keys are the gate's, what
 /// it sends where and when it answers are the gate's own. Without one (``Service/gate`` `nil`)
@@ -34,8 +34,8 @@ public protocol WriteGate: AnyObject {
     /// the gate's keys it created with a connection lifetime).
     func endLeasedKeys(heldBy name: String)
 
-    /// The revision the gate's keys' owner holds for `definition`'s key, shown in listings
-    /// (`etcd_revision`); `nil`: none, or not one of the gate's keys. Reads the gate's own
+    /// The revision the gate's keys' owner holds for `definition`'s key, shown in listings;
+    /// `nil`: none, or not one of the gate's keys. Reads the gate's own
     /// tables only: listings call it while they walk the model.
     func listedRevision(of definition: PropertyDefinition) -> Int64?
 
