@@ -63,7 +63,7 @@ public final class Service {
     /// The transaction of the current dispatch round (model, command table, store).
     let round: Round
     package let tree: ObjectTree
-    package let options: Options
+    let options: Options
     /// The work of every running execution, by execution id.
     var running: [UInt64: ExecutionWork] = [:]
     /// The one thread that does the I/O of every running exec execution, sized to the
