@@ -42,16 +42,23 @@ extension Fleet: WriteGate {
 /// they answer `off`, 0 and `Unavailable`.
 ///
 /// The service's, on its queue: made before the service (the Manager's description is built
-/// once), told of the fleet when it starts (``fleet``).
+/// once), given the fleet when it starts (``attach(_:)``).
 public final class FleetManagerMembers: ManagerExtension {
     /// Who may change the fleet's layers: the service's access policy.
     let access: AccessPolicy
     /// The running fleet; `nil` without `--fleet` (or before it starts).
-    public var fleet: Fleet?
+    public private(set) var fleet: Fleet?
 
     /// Members that check callers with `access` (the service's ``Service/Options/access``).
     public init(access: AccessPolicy) {
         self.access = access
+    }
+
+    /// Makes `fleet` its service's write gate and the fleet these members answer for, in one
+    /// step, so the two never disagree.
+    public func attach(_ fleet: Fleet) {
+        self.fleet = fleet
+        fleet.service.gate = fleet
     }
 
     public func managerMethods() -> [MethodDescription] {

@@ -366,14 +366,13 @@ final class Daemon {
     /// connects in the background.
     private func startFleet() throws(LifecycleError) {
         dispatchPrecondition(condition: .onQueue(queue))
-        if let configuration = options.fleet, let service {
+        if let configuration = options.fleet, let service, let fleetMembers {
             do throws(FleetConfigurationError) {
                 let fleet = try Fleet(configuration: configuration, service: service, revisions: fleetRevisions, cursor: fleetCursor,
                                       source: fleetSource)
                 // The service's writes of fleet keys go through it, and the Manager answers for it.
                 self.fleet = fleet
-                fleetMembers?.fleet = fleet
-                service.gate = fleet
+                fleetMembers.attach(fleet)
                 fleet.start()
             } catch {
                 throw LifecycleError(code: 1, message: error.message)

@@ -18,8 +18,7 @@ func startFleetHost(on connection: Connection, store: any PropertyStore, etcd: F
     configuration.hostName = "a"
     let fleet = try Fleet(configuration: configuration, service: service, revisions: [:], cursor: 0, port: etcd)
     // As the daemon wires it: the service's gate, and the Manager's fleet members answer for it.
-    members.fleet = fleet
-    service.gate = fleet
+    members.attach(fleet)
     fleet.start()
     return service
 }
