@@ -73,12 +73,15 @@ let package = Package(
         .target(name: "PropBusExec", dependencies: ["PropBus", "DBusValues", "CLinux", "SystemKit"]),
         // Model files: parsing, checking and applying them to the model (also propctl `codegen`'s).
         .target(name: "PropBusModelFiles", dependencies: ["PropBus", "DBusValues", "SystemKit"]),
-        .target(name: "PropBusService", dependencies: ["DBus", "PropBus", "PropBusSystem", "PropBusExec", "PropBusModelFiles", "Etcd", "SystemKit"]),
+        .target(name: "PropBusService", dependencies: ["DBus", "PropBus", "PropBusSystem", "PropBusExec", "PropBusModelFiles", "SystemKit"]),
+        // The fleet (`--fleet`): fleet keys mirrored from etcd and their writes sent there first,
+        // the service's write gate. The only target that speaks etcd besides the client itself.
+        .target(name: "PropBusFleet", dependencies: ["PropBusService", "PropBus", "PropBusSystem", "PropBusModelFiles", "DBus", "Etcd", "SystemKit"]),
         // Release builds link the Swift runtime statically (issue 13): a program starts like a C
         // program instead of loading and relocating a dozen Swift libraries, and touches fewer
         // pages. Debug builds (the tests) keep the shared runtime.
         .executableTarget(
-            name: "propbusd", dependencies: ["CommandLineKit", "DBus", "PropBus", "PropBusSystem", "PropBusExec", "PropBusModelFiles", "PropBusService", "SystemKit"],
+            name: "propbusd", dependencies: ["CommandLineKit", "DBus", "PropBus", "PropBusSystem", "PropBusExec", "PropBusModelFiles", "PropBusService", "PropBusFleet", "SystemKit"],
             linkerSettings: staticRuntimeInRelease
         ),
         .executableTarget(
@@ -99,7 +102,12 @@ let package = Package(
         .testTarget(name: "DBusTests", dependencies: ["DBus", "DBusValues", "CDBus", "BusTestSupport"]),
         .testTarget(name: "PropBusTests", dependencies: ["PropBus", "DBusValues"]),
         // The service in this process on a private bus, with stores in memory.
-        .testTarget(name: "PropBusServiceTests", dependencies: ["PropBusService", "PropBus", "DBus", "Etcd", "BusTestSupport"]),
+        // Stores for the in-process service tests (one that refuses commits on demand).
+        .target(name: "StoreTestSupport", dependencies: ["PropBus"], path: "Tests/StoreTestSupport"),
+        .testTarget(name: "PropBusServiceTests", dependencies: ["PropBusService", "PropBus", "DBus", "BusTestSupport", "StoreTestSupport"]),
+        // The fleet in this process against a fake etcd port: its state machine, layout and the
+        // service with the fleet as its gate.
+        .testTarget(name: "PropBusFleetTests", dependencies: ["PropBusFleet", "PropBusService", "PropBus", "DBus", "Etcd", "BusTestSupport", "StoreTestSupport"]),
         .testTarget(name: "PropBusSystemTests", dependencies: ["PropBusSystem", "PropBusModelFiles", "PropBus", "DBusValues"]),
         .testTarget(name: "PropBusExecTests", dependencies: ["PropBusExec", "PropBus", "DBusValues"]),
         .testTarget(name: "CommandLineKitTests", dependencies: ["CommandLineKit"]),

@@ -39,8 +39,8 @@ extension Service {
                               }) { [unowned self] call throws(DBusError) in
                 let key = try call.string("key"), to = try call.string("to"), bindOptions = try call.dictionary("options")
                 let sender = call.sender
-                // A first sync that writes a fleet key goes to etcd first; the binding is made
-                // (again) once that value is in (rerunAfterCommit), and that run's binding is the reply.
+                // A first sync that writes a key of the gate's goes through it first; the binding is
+                // made (again) once that value is in (rerunAfterCommit), and that run's binding is the reply.
                 return try write(call, rerunAfterCommit: true) { [unowned self] () throws(PropBusError) in
                     let result = try model.bind(key: key, to: to, options: bindOptions, owner: sender,
                                                 principal: call.credentials?.userID, maximumPerOwner: options.maximumBindingsPerClient)

@@ -5,7 +5,7 @@ extension Service {
     /// `Manager.ListPropertiesCompact(s prefix)` → `(a(suvtba{sv}) properties, a(sa{sv}) shapes)`:
     /// what `ListProperties` says, with each distinct definition (type and definition metadata)
     /// said once, in `shapes`, and each property as its key, its shape's index, value,
-    /// `revision`, `is_set` and the rest of its own metadata (`etcd_revision`, `hidden_*`).
+    /// `revision`, `is_set` and the rest of its own metadata (the gate's revision, `hidden_*`).
     ///
     /// A listing's keys mostly share a few definitions, and the metadata repeated per key was
     /// four fifths of `ListProperties`' bytes (2 MB at 10k keys), which the bus relays and
@@ -13,7 +13,7 @@ extension Service {
     func listPropertiesCompact(_ call: MethodCall) throws(DBusError) -> MethodResult {
         let prefix = try call.string("prefix")
         // Read here, not through `self` per row: the service's references are not free.
-        let model = model, access = options.access, fleet = fleet
+        let model = model, access = options.access, gate = gate
         // Locks are decided for this caller, outside the walk, which may not touch the model.
         let lockAuthority = model.lockAuthority, callerID = call.credentials?.userID
         return .stream(ReplyBody(signature: "a(suvtba{sv})a(sa{sv})") { writer in
@@ -29,15 +29,15 @@ extension Service {
                         item.variant(entry.value)
                         item.uint64(entry.revision)
                         item.boolean(entry.storedValue != nil)
-                        // The fleet's own table, not the model: nothing here may touch the model.
-                        let etcdRevision = definition.scope == .fleet ? fleet?.etcdRevision(of: definition.key) : nil
+                        // The gate's own table, not the model: nothing here may touch the model.
+                        let gateRevision = gate?.listedRevision(of: definition)
                         // Layers are the entry's own: their fields, and `writable` when a lock
                         // refuses this caller what the shape allows (docs/layers.md).
                         let locked = entry.layers?.mandatoryInForce.map { lockAuthority.locks($0, userID: callerID) } ?? false
-                        let own = EntryMetadata(entry, etcdRevision: etcdRevision, lifetime: model.leases.keyLeases[definition.key] ?? fleet?.lifetime(of: definition),
+                        let own = EntryMetadata(entry, gateRevision: gateRevision, lifetime: model.leases.keyLeases[definition.key] ?? gate?.listedLifetime(of: definition),
                                                 lockedForCaller: locked)
                         item.dictionary("{sv}") { extra in
-                            if let etcdRevision { extra.entry("etcd_revision", .int64(etcdRevision)) }
+                            if let gateRevision { extra.entry(EntryMetadata.gateRevisionName, .int64(gateRevision)) }
                             if let hidden = entry.hidden {
                                 extra.entry("hidden_reason", string: hidden.reason)
                                 if PropertyDefinition.canSendBack(hidden.value) { extra.entry("hidden_value", hidden.value) }

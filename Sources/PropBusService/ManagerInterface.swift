@@ -13,11 +13,11 @@ extension Service {
                 let lifetime = try options.removeValue(forKey: "lifetime").map { raw throws(DBusError) in
                     try bridged { () throws(PropBusError) in try Self.keyLifetime(raw, of: key) }
                 }
-                if let lifetime, let fleet, isFleetScoped(key, options: options) {
-                    // An etcd lease, granted first: the definition goes to etcd attached to it.
+                if let lifetime, let gate, isFleetScoped(key, options: options) {
+                    // The gate's lease, taken first: the definition goes to the keys' owner attached to it.
                     try bridged { () throws(PropBusError) in try checkLifetime(of: key, options: options) }
                     let holder = leaseHolder(of: origin(of: call), call: call)
-                    return try fleet.createEphemeral(call, key: key, lifetime: lifetime, holder: holder) { [unowned self] confirm throws(DBusError) in
+                    return try gate.createLeasedKey(call, key: key, lifetime: lifetime, holder: holder) { [unowned self] confirm throws(DBusError) in
                         try write(call, reply: { confirm(); return [] }) { [unowned self] () throws(PropBusError) in
                             try model.create(key: key, type: type, defaultValue: defaultValue, options: options, creator: call.credentials?.userID)
                         }
@@ -46,7 +46,7 @@ extension Service {
                 // Written straight into the reply from the model's entries (a 10k-property list
                 // is 2 MB): no value tree, no entry copied.
                 // Read here, not through `self` per row: the service's references are not free.
-                let model = model, access = options.access, fleet = fleet
+                let model = model, access = options.access, gate = gate
                 // Marshalled into a buffer: libdbus's append per field was most of the listing's time.
                 return .stream(ReplyBody(signature: "a(ssva{sv})") { writer in
                     writer.array(of: "(ssva{sv})", alignment: 8) { items in
@@ -57,10 +57,9 @@ extension Service {
                                 item.string(entry.definition.key.text)
                                 item.string(entry.definition.type.signature)
                                 item.variant(entry.value)
-                                // The fleet's own table, not the model: nothing here may touch the model.
-                                let etcdRevision = entry.definition.scope == .fleet ? fleet?.etcdRevision(of: entry.definition.key) : nil
-                                Self.writeMetadata(of: entry, etcdRevision: etcdRevision,
-                                                   lifetime: model.leases.keyLeases[entry.definition.key] ?? fleet?.lifetime(of: entry.definition),
+                                // The gate's own table, not the model: nothing here may touch the model.
+                                Self.writeMetadata(of: entry, gateRevision: gate?.listedRevision(of: entry.definition),
+                                                   lifetime: model.leases.keyLeases[entry.definition.key] ?? gate?.listedLifetime(of: entry.definition),
                                                    lockedForCaller: locked, to: &item)
                             }
                         }
@@ -82,15 +81,8 @@ extension Service {
                     try model.apply(set: assignments, reset: resets)
                 }
             },
-            MethodDescription("ListFleetHosts", out: [("hosts", .array(.string))]) { [unowned self] call throws(DBusError) in
-                guard let fleet else {
-                    throw PropBusError(.unavailable, "propbusd runs without --fleet: there is no fleet").dbusError
-                }
-                return fleet.listHosts(call)
-            },
-        ] + overrideMethods() + bindingMethods() + commandMethods() + modelFileMethods() + usageMethods() + historyMethods() + fleetLayerMethods(), properties: .fixed([
-            PropertyDescription("FleetState", type: .string) { [unowned self] in .string((fleet?.state ?? .off).rawValue) },
-            PropertyDescription("FleetRevision", type: .uint64) { [unowned self] in .uint64(UInt64(max(fleet?.cursor ?? 0, 0))) },
+        ] + overrideMethods() + bindingMethods() + commandMethods() + modelFileMethods() + usageMethods() + historyMethods()
+          + (managerExtension?.managerMethods() ?? []), properties: .fixed((managerExtension?.managerProperties() ?? []) + [
             PropertyDescription("Version", type: .string, changeSignal: .const) { .string(Self.version) },
             PropertyDescription("SkippedModelFiles", type: .array(.structure([.string, .string]))) { [unowned self] in
                 Self.skippedList(skippedModelFiles + Self.skipped(model.layerProblems))
@@ -106,16 +98,16 @@ extension Service {
     }
 
     /// Writes a property's `ListProperties` metadata: ``PropertyDefinition/metadata`` with the
-    /// entry's own keys (`is_set`, `revision`, `hidden_*`, `etcd_revision`, `overrides`, an
+    /// entry's own keys (`is_set`, `revision`, `hidden_*`, the gate's revision, `overrides`, an
     /// ephemeral key's `lifetime`), sorted by key, without
     /// building a dictionary (one per property). ListPropertiesMetadataTests check it against the
     /// dictionary built from ``PropertyDefinition/metadata``, so a key added there must be added here.
     ///
     /// With layer values (docs/layers.md), also `layer`, `layer_source` (the file), `locked` and,
     /// when a layer above hides it, `user_value`; `writable` is false for a caller the lock refuses.
-    static func writeMetadata(of entry: borrowing PropertyModel.Entry, etcdRevision: Int64? = nil, lifetime: Lease? = nil,
+    static func writeMetadata(of entry: borrowing PropertyModel.Entry, gateRevision: Int64? = nil, lifetime: Lease? = nil,
                               lockedForCaller: Bool = false, to writer: inout MessageBodyWriter) {
-        writeMetadata(of: entry.definition, perEntry: EntryMetadata(entry, etcdRevision: etcdRevision, lifetime: lifetime,
+        writeMetadata(of: entry.definition, perEntry: EntryMetadata(entry, gateRevision: gateRevision, lifetime: lifetime,
                                                                     lockedForCaller: lockedForCaller), to: &writer)
     }
 
@@ -124,7 +116,11 @@ extension Service {
         var isSet: Bool
         var revision: UInt64
         var hidden: PropertyModel.HiddenValue?
-        var etcdRevision: Int64?
+        /// The revision the gate's keys' owner holds (``WriteGate/listedRevision(of:)``).
+        var gateRevision: Int64?
+        /// Its name in the metadata, a name of the D-Bus API (docs/dbus-api.md): sorted between
+        /// `description` and `hidden_reason`.
+        static let gateRevisionName = "etcd_revision"
         /// The entry's layers, when any layer holds something for it.
         var layers: LayerMetadata?
         /// An ephemeral key's lease.
@@ -132,11 +128,11 @@ extension Service {
         /// Whether a lock refuses the caller the write the definition allows.
         var lockedForCaller: Bool
 
-        init(_ entry: borrowing PropertyModel.Entry, etcdRevision: Int64?, lifetime: Lease?, lockedForCaller: Bool) {
+        init(_ entry: borrowing PropertyModel.Entry, gateRevision: Int64?, lifetime: Lease?, lockedForCaller: Bool) {
             isSet = entry.storedValue != nil
             revision = entry.revision
             hidden = entry.hidden
-            self.etcdRevision = etcdRevision
+            self.gateRevision = gateRevision
             layers = entry.layers.map { LayerMetadata(entry, $0) }
             self.lifetime = lifetime
             self.lockedForCaller = lockedForCaller
@@ -192,7 +188,7 @@ extension Service {
             if let choices = definition.choices { items.entry("choices", .array(of: .variant, choices.map { .variant($0) })) }
             items.entry("default", definition.defaultValue)
             items.entry("description", string: definition.description)
-            if let etcdRevision = entry?.etcdRevision { items.entry("etcd_revision", .int64(etcdRevision)) }
+            if let gateRevision = entry?.gateRevision { items.entry(EntryMetadata.gateRevisionName, .int64(gateRevision)) }
             if let hidden = entry?.hidden {
                 items.entry("hidden_reason", string: hidden.reason)
                 if PropertyDefinition.canSendBack(hidden.value) { items.entry("hidden_value", hidden.value) }

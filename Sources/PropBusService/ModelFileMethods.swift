@@ -61,9 +61,9 @@ extension Service {
                             reason: PropBusError(.cancelled, "command \(execution.command) was removed from its model file while execution \(execution.id) ran"))
         }
         publish(report.changes)
-        // A key a file made a fleet key may be driven by a command's state: that binding ends,
-        // as at start-up (the daemon) and when the fleet defines the key (Fleet.apply).
-        if let fleet { publish(fleet.endBindingsOfStateToFleetKeys()) }
+        // A key a file gave to the gate may be driven by a command's state: that binding ends,
+        // as at start-up (the daemon) and when the gate's owner defines the key.
+        if let gate { publish(gate.modelFilesApplied()) }
         defer { tree.connection.scheduleRound() }
         if let error = commit() { throw error }
         if !lockChanged.isEmpty {
@@ -79,8 +79,8 @@ extension Service {
             skippedModelFiles = skipped
             announcedLayerProblems = layerProblems
         }
-        // Fleet keys a file declares anew are offered to the fleet, as at start.
-        if let fleet, fleet.state == .connected { fleet.pushLocalDefinitions() }
+        // Keys of the gate's a file declares anew are offered to their owner, as at start.
+        gate?.modelFilesCommitted()
     }
 
     /// Layer-file problems as rows of `SkippedModelFiles` and `Reload`'s reply: the file, and

@@ -12,7 +12,7 @@ extension Service {
     static let maximumLeaseSeconds: Double = 365 * 24 * 3600
 
     /// The wall clock, nanoseconds since the epoch (UTC): TTL ends are kept across restarts.
-    static func wallClockNow() -> UInt64 {
+    package static func wallClockNow() -> UInt64 {
         let now = WallClockTime.now()
         return UInt64(max(0, now.seconds)) * 1_000_000_000 + UInt64(max(0, now.nanoseconds))
     }
@@ -51,14 +51,14 @@ extension Service {
         return scope == PropertyScope.fleet.rawValue
     }
 
-    /// Refuses a `lifetime` the key cannot have: a fleet key's without `--fleet` (its lifetime
-    /// is an etcd lease), a fleet key's that exists already (the lease is the key's from its
-    /// creation), or one for a key that exists without one.
+    /// Refuses a `lifetime` the key cannot have: a fleet key's without a gate (its lifetime is
+    /// a lease the gate takes), a fleet key's that exists already (the lease is the key's from
+    /// its creation), or one for a key that exists without one.
     func checkLifetime(of keyText: String, options: [String: DBusValue]) throws(PropBusError) {
         let key = try Key(keyText)
         let existing = model.entry(for: key)
         if isFleetScoped(keyText, options: options) {
-            guard fleet != nil else {
+            guard gate != nil else {
                 throw PropBusError(.invalidArgs, "option 'lifetime' for \(key): a fleet key (scope fleet) is ephemeral through an etcd lease, and propbusd runs without --fleet")
             }
             if existing != nil {
@@ -152,8 +152,8 @@ extension Service {
     /// Ends what a connection that left the bus held without a TTL (NameOwnerChanged).
     func endLeases(heldBy name: String) {
         publish(model.endLeases(heldBy: name))
-        // Its ephemeral fleet keys' etcd leases are revoked; the watch brings their deletion.
-        fleet?.endLifetimes(heldBy: name)
+        // The leases it holds through the gate end there; their keys' deletion comes back through it.
+        gate?.endLeasedKeys(heldBy: name)
     }
 
     /// Once the name is owned: deletes the ephemeral keys whose creator's connection was to the

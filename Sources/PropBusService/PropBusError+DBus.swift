@@ -7,6 +7,6 @@ extension PropBusError {
 }
 
 /// Runs a model operation, turning its error into the D-Bus error of the same name.
-func bridged<T>(_ body: () throws(PropBusError) -> T) throws(DBusError) -> T {
+package func bridged<T>(_ body: () throws(PropBusError) -> T) throws(DBusError) -> T {
     do { return try body() } catch { throw error.dbusError }
 }

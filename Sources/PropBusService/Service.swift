@@ -17,7 +17,7 @@ public final class Service {
     public static let busName = PropBusAPI.busName
     /// The daemon's version, exposed as `Manager.Version`.
     public static let version = PropBusAPI.version
-    static let managerInterface = PropBusAPI.managerInterface
+    package static let managerInterface = PropBusAPI.managerInterface
     static let valuesInterface = PropBusAPI.valuesInterface
 
     static let bindingInterface = PropBusAPI.bindingInterface
@@ -57,7 +57,7 @@ public final class Service {
         MatchRule.nameOwnerChanged(),
     ]
 
-    let model: PropertyModel
+    package let model: PropertyModel
     let store: PropertyStore
     /// Change history and refused attempts (`ListHistory`, `Revert`, `--history-denied`);
     /// `nil` without a store that keeps them (`--in-memory`): those methods are `Unavailable`.
@@ -65,7 +65,7 @@ public final class Service {
     let commands: CommandTable
     /// The transaction of the current dispatch round (model, command table, store).
     let round: Round
-    let tree: ObjectTree
+    package let tree: ObjectTree
     let options: Options
     /// The work of every running execution, by execution id.
     var running: [UInt64: ExecutionWork] = [:]
@@ -83,8 +83,12 @@ public final class Service {
     public var skippedModelFiles: [ModelFileSet.Skipped] = []
     /// The layer-file problems `SkippedModelFiles` last announced.
     public var announcedLayerProblems: [LayerProblem] = []
-    /// The fleet's mirror (`--fleet`, issue 14); `nil` without it, and nothing changes.
-    public var fleet: Fleet?
+    /// What holds some keys elsewhere too and decides where their writes go first (the
+    /// fleet's mirror, `--fleet`); `nil`: every write is this service's alone.
+    public var gate: (any WriteGate)?
+    /// Members another component adds to the Manager interface (the fleet's, also without
+    /// `--fleet`); `nil`: the service's own only.
+    public let managerExtension: (any ManagerExtension)?
     /// Told of every commit the store refused (the daemon logs them, rate-limited).
     public var storeFailureHandler: ((PropBusError) -> Void)?
     /// Groups exported since the last flush: a property created in one needs no PropertiesChanged.
@@ -116,10 +120,13 @@ public final class Service {
 
     /// Builds the object tree for `model` on `connection`. Call on the connection's queue, before
     /// requesting the bus name, so that no client can see a half-exported daemon.
+    /// - Parameter managerExtension: members another component adds to the Manager interface,
+    ///   given here because the interface's description is built once.
     public init(connection: Connection, model: PropertyModel, store: PropertyStore, history: (any HistoryStore)? = nil,
-                commands: CommandTable? = nil, options: Options = Options()) {
+                commands: CommandTable? = nil, options: Options = Options(), managerExtension: (any ManagerExtension)? = nil) {
         dispatchPrecondition(condition: .onQueue(connection.queue))
         self.model = model
+        self.managerExtension = managerExtension
         self.store = store
         self.history = history
         self.commands = commands ?? CommandTable(model: model)
@@ -219,13 +226,13 @@ public final class Service {
     }
 
     /// A line in the daemon's ``Log``.
-    static func log(_ text: String) { Log.info(text) }
+    package static func log(_ text: String) { Log.info(text) }
 
     /// Makes the round's writes durable before its replies and signals go out.
     ///
     /// If the store cannot commit, the model goes back to the last commit and the round's
     /// writes are answered with `StoreFailed` (by the tree); reads go on working.
-    func commit() -> DBusError? {
+    package func commit() -> DBusError? {
         // After the rollback below too, which may export groups again.
         defer { groupsExportedThisRound.removeAll() }
         guard !holdsCommits else { return nil }
@@ -236,7 +243,7 @@ public final class Service {
             scheduleHistoryPruning()
         }
         // A commit that writes counts as work too: 10,000 one-key rounds (a host offering its
-        // model file's fleet keys to etcd) leave as much behind as one round of 10,000 changes.
+        // model file's keys to the gate's owner) leave as much behind as one round of 10,000 changes.
         // Rounds that only read do not: a client polling a property would keep a burst's
         // memory from ever being looked at again.
         let writes = model.storeChanges.hasWrites
@@ -274,8 +281,8 @@ public final class Service {
         return error.dbusError
     }
 
-    /// Runs a write call's model work and publishes it, or, with the fleet on and fleet keys
-    /// written, sends it to etcd first and answers later (see ``Fleet/write(_:compareAndSet:rerunAfterCommit:reply:_:)``).
+    /// Runs a write call's model work and publishes it, or, with a gate whose keys it writes,
+    /// lets the gate send it first and answer later (see ``WriteGate/route(_:compareAndSet:rerunAfterCommit:reply:_:)``).
     /// `reply` is evaluated once the writes are in the model.
     func write(_ call: MethodCall, compareAndSet: Bool = false, rerunAfterCommit: Bool = false, via: String? = nil, reply: @escaping () -> [DBusValue] = { [] },
                _ body: @escaping () throws(PropBusError) -> [PropertyChange]) throws(DBusError) -> MethodResult {
@@ -283,27 +290,27 @@ public final class Service {
         // what the daemon does after it is its own again.
         model.origin = origin(of: call, via: via)
         defer { model.origin = .daemon }
-        guard let fleet else {
+        guard let gate else {
             publish(try bridged(body))
             return .reply(reply())
         }
-        return try fleet.write(call, compareAndSet: compareAndSet, rerunAfterCommit: rerunAfterCommit, reply: reply) { () throws(PropBusError) in
+        return try gate.route(call, compareAndSet: compareAndSet, rerunAfterCommit: rerunAfterCommit, reply: reply) { () throws(PropBusError) in
             WriteRun(changes: try body())
         }
     }
 
     /// ``write(_:compareAndSet:rerunAfterCommit:via:reply:_:)`` for a call whose reply is made by
-    /// its model work (the binding `Bind` made): the reply of the run that counts, which with the
-    /// fleet may be a later one than the first (`rerunAfterCommit`).
+    /// its model work (the binding `Bind` made): the reply of the run that counts, which with a
+    /// gate may be a later one than the first (`rerunAfterCommit`).
     func write(_ call: MethodCall, rerunAfterCommit: Bool, replying body: @escaping () throws(PropBusError) -> WriteRun) throws(DBusError) -> MethodResult {
         model.origin = origin(of: call)
         defer { model.origin = .daemon }
-        guard let fleet else {
+        guard let gate else {
             let run = try bridged(body)
             publish(run.changes)
             return .reply(run.reply ?? [])
         }
-        return try fleet.write(call, compareAndSet: false, rerunAfterCommit: rerunAfterCommit, reply: { [] }, body)
+        return try gate.route(call, compareAndSet: false, rerunAfterCommit: rerunAfterCommit, reply: { [] }, body)
     }
 
     /// Who made `call`, for the round's write set: the method, the bus name, and from the
@@ -312,7 +319,7 @@ public final class Service {
     /// process may be gone by the time someone reads history).
     /// - Parameter credentials: the caller's, when looked up for this call only (the tree's
     ///   otherwise).
-    func origin(of call: MethodCall, via: String? = nil, credentials: Credentials? = nil) -> WriteSet.Origin {
+    package func origin(of call: MethodCall, via: String? = nil, credentials: Credentials? = nil) -> WriteSet.Origin {
         let method = via ?? call.message.member ?? "call"
         var described: WriteSet.Caller
         if let known = describedCallers[call.sender] {
@@ -348,7 +355,7 @@ public final class Service {
 
     /// Turns model changes into exported objects and coalesced signals, with the command
     /// state they change in turn (predicates that read a changed key).
-    func publish(_ changes: [PropertyChange]) {
+    package func publish(_ changes: [PropertyChange]) {
         publishOnly(changes)
         if !changes.isEmpty { publishOnly(commands.refresh(after: changes)) }
         freeMemory.count(changes.count)
@@ -422,10 +429,17 @@ public final class Service {
 }
 
 /// One run of a write call's model work: the changes it made and, when the call's reply depends
-/// on the run (the binding `Bind` made), that reply, as a value: the fleet may run the work
-/// again after etcd accepted it, and the reply must name what that run made.
-struct WriteRun {
-    var changes: [PropertyChange]
+/// on the run (the binding `Bind` made), that reply, as a value: a ``WriteGate`` may run the
+/// work again once its keys' owner accepted it, and the reply must name what that run made.
+public struct WriteRun {
+    /// What the run changed in the model.
+    public var changes: [PropertyChange]
     /// `nil`: the call's own `reply`, evaluated once the writes are in the model.
-    var reply: [DBusValue]? = nil
+    public var reply: [DBusValue]? = nil
+
+    /// A run that changed `changes` and, unless `nil`, replies `reply`.
+    public init(changes: [PropertyChange], reply: [DBusValue]? = nil) {
+        self.changes = changes
+        self.reply = reply
+    }
 }

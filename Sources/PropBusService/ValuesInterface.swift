@@ -84,15 +84,15 @@ extension Service {
         })), annotations: [("org.freedesktop.DBus.Property.EmitsChangedSignal", "true")])
     }
 
-    /// `Properties.Set` of `key`: checked, then written (or with the fleet on, sent to etcd
-    /// first); `nil` if there is no such key. Builds no description and, off the fleet, no
+    /// `Properties.Set` of `key`: checked, then written (or with a gate, routed through it);
+    /// `nil` if there is no such key. Builds no description and, without a gate, no
     /// closure: the Set path runs for every write a client makes.
     func setValue(of key: Key, to value: DBusValue, by call: MethodCall) throws(DBusError) -> MethodResult? {
         guard let definition = model.definition(for: key) else { return nil }
         if options.access.isEnabled { try authorizeWrite(key.text, writers: definition.writers, by: call) }
         // Generic clients know the standard name only (D-Bus spec, Properties).
         if let refusal = PropertyModel.refusalToWrite(definition) { throw .propertyReadOnly(refusal.message) }
-        guard fleet == nil else {
+        guard gate == nil else {
             return try write(call) { [unowned self] () throws(PropBusError) in try model.set(key, to: value) }
         }
         model.origin = origin(of: call)

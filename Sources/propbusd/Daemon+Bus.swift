@@ -2,6 +2,7 @@ import DBus
 import Dispatch
 import Glibc
 import PropBus
+import PropBusFleet
 import PropBusService
 import SystemKit
 
@@ -103,8 +104,10 @@ extension Daemon {
             commands?.quotas = quotas
         }
         // Export everything before owning the name: no client may see a half-built daemon.
+        let fleetMembers = FleetManagerMembers(access: serviceOptions.access)
+        self.fleetMembers = fleetMembers
         service = Service(connection: connection, model: model, store: store.store, history: store.history, commands: commands,
-                          options: serviceOptions)
+                          options: serviceOptions, managerExtension: fleetMembers)
         service?.storeFailureHandler = { Log.storeFailure($0.message) }
         service?.holdsCommits = true
         service?.skippedModelFiles = modelFiles.skipped

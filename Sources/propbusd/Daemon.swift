@@ -2,6 +2,7 @@ import DBus
 import Dispatch
 import Glibc
 import PropBus
+import PropBusFleet
 import PropBusModelFiles
 import PropBusSystem
 import PropBusService
@@ -32,6 +33,11 @@ final class Daemon {
     private var loaded: StoredState?
     var model: PropertyModel?
     var commands: CommandTable?
+    /// The fleet (`--fleet`), the service's write gate once started.
+    private var fleet: Fleet?
+    /// The Manager's fleet members, with or without `--fleet` (made with the service); told of
+    /// the fleet when it starts.
+    var fleetMembers: FleetManagerMembers?
     /// The fleet mirror's etcd revisions and cursor, as the store loaded them.
     private var fleetRevisions: [Key: FleetRevisions] = [:]
     private var fleetCursor: Int64 = 0
@@ -81,7 +87,7 @@ final class Daemon {
             Step("start-up commit", start: { [unowned self] () throws(LifecycleError) in try commitStartUp() },
                  stop: { [unowned self] () throws(LifecycleError) in try commitBeforeExit() }),
             Step("fleet", start: { [unowned self] () throws(LifecycleError) in try startFleet() },
-                 stop: { [unowned self] in service?.fleet?.stop() }),
+                 stop: { [unowned self] in fleet?.stop() }),
             Step("serving", start: { [unowned self] done in
                      serve()
                      done(.success(()))
@@ -163,7 +169,7 @@ final class Daemon {
                 // Before the fleet connects, the mirror's revisions as loaded tell what etcd has.
                 let loadedRevisions = fleetRevisions
                 modelFiles.shared = FleetLayout.sharedDefinitions { [unowned self] key in
-                    if let fleet = service?.fleet { return fleet.holdsDefinition(of: key) }
+                    if let fleet { return fleet.holdsDefinition(of: key) }
                     return (loadedRevisions[key]?.definition ?? 0) > 0
                 }
             }
@@ -342,11 +348,13 @@ final class Daemon {
     /// connects in the background.
     private func startFleet() throws(LifecycleError) {
         dispatchPrecondition(condition: .onQueue(queue))
-        if let configuration = options.fleet, let service {
+        if let configuration = options.fleet, let service, let fleetMembers {
             do throws(FleetConfigurationError) {
                 let fleet = try Fleet(configuration: configuration, service: service, revisions: fleetRevisions, cursor: fleetCursor,
                                       source: fleetSource)
-                service.fleet = fleet
+                // The service's writes of fleet keys go through it, and the Manager answers for it.
+                self.fleet = fleet
+                fleetMembers.attach(fleet)
                 fleet.start()
             } catch {
                 throw LifecycleError(code: 1, message: error.message)

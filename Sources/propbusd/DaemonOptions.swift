@@ -1,6 +1,7 @@
 import CommandLineKit
 import DBus
 import PropBus
+import PropBusFleet
 import PropBusModelFiles
 import PropBusSystem
 import PropBusService

@@ -4,7 +4,7 @@
 import XCTest
 
 /// `ListProperties` writes each property's metadata straight into the reply
-/// (``Service/writeMetadata(of:etcdRevision:to:)``); it must say exactly what the dictionary built from
+/// (``Service/writeMetadata(of:gateRevision:lifetime:lockedForCaller:to:)``); it must say exactly what the dictionary built from
 /// ``PropertyDefinition/metadata`` and the entry says (``expectedMetadata(of:etcdRevision:)``), entry
 /// for entry and in the same order, whichever options a property has.
 final class ListPropertiesMetadataTests: XCTestCase {
@@ -52,12 +52,12 @@ final class ListPropertiesMetadataTests: XCTestCase {
         try built.append([Self.expectedMetadata(of: entry, etcdRevision: etcdRevision, lifetime: lifetime)])
         let streamed = try makeMessage()
         var writer = MessageBodyWriter.appending(to: streamed, limit: .max, arrayLimit: .max)
-        Service.writeMetadata(of: entry, etcdRevision: etcdRevision, lifetime: lifetime, to: &writer)
+        Service.writeMetadata(of: entry, gateRevision: etcdRevision, lifetime: lifetime, to: &writer)
         XCTAssertNil(writer.failure, file: file, line: line)
         XCTAssertEqual(try streamed.arguments(), try built.arguments(), file: file, line: line)
         // The listing marshals into a buffer: the same bytes.
         var buffered = MessageBodyWriter.buffered(limit: .max, arrayLimit: .max)
-        Service.writeMetadata(of: entry, etcdRevision: etcdRevision, lifetime: lifetime, to: &buffered)
+        Service.writeMetadata(of: entry, gateRevision: etcdRevision, lifetime: lifetime, to: &buffered)
         XCTAssertNil(buffered.failure, file: file, line: line)
         let made = try makeMessage().replacingBody(with: try XCTUnwrap(buffered.buffer), signature: "a{sv}")
         XCTAssertEqual(try made.arguments(), try built.arguments(), file: file, line: line)

@@ -2,32 +2,8 @@ import DBus
 import Foundation
 import PropBus
 @testable import PropBusService
+import StoreTestSupport
 import XCTest
-
-/// A store whose next commit fails when asked to, as a full disk would.
-final class RefusingStore: PropertyStore, @unchecked Sendable {
-    var refuseNextCommit = false
-    func load() -> StoredState { StoredState() }
-    /// Refuses the next commit that holds a change (an idle round's empty commit passes).
-    var refuseNextChange = false
-    /// Commits that held a change.
-    var changeCommits = 0
-    /// Runs before each commit that holds a change (on the service's queue).
-    var beforeChangeCommit: (() -> Void)?
-    func commit(_ writeSet: WriteSet, durability: StoreChanges.Durability) throws(PropBusError) {
-        if !writeSet.isEmpty {
-            changeCommits += 1
-            beforeChangeCommit?()
-        }
-        if refuseNextChange, !writeSet.isEmpty {
-            refuseNextChange = false
-            throw PropBusError(.storeFailed, "cannot commit: No space left on device")
-        }
-        guard refuseNextCommit else { return }
-        refuseNextCommit = false
-        throw PropBusError(.storeFailed, "cannot commit: No space left on device")
-    }
-}
 
 /// The service, object tree and connection in this process, on a private bus, with a store in
 /// memory: no daemon binary, no SQLite. What the integration tests check through propbusd,
@@ -98,7 +74,8 @@ final class ServiceInProcessTests: XCTestCase, @unchecked Sendable {
     /// Access control comes from the method table (issue 12, finding 4): every method that
     /// writes declares the privilege it needs, and so do the command methods and the model-file
     /// methods; only the listings (which filter what they show) and UnregisterHandler (its owner
-    /// only, by the command table) declare none.
+    /// only, by the command table) declare none. (The fleet's members of the Manager, which the
+    /// daemon adds, are checked in PropBusFleetTests.)
     func testEveryWritingMethodDeclaresItsPrivilege() async throws {
         let open = try await onQueue(serviceConnection) { [self] () throws -> [String] in
             let service = service!
@@ -109,7 +86,7 @@ final class ServiceInProcessTests: XCTestCase, @unchecked Sendable {
             XCTAssertEqual(unchecked, [], "methods that write but declare no privilege")
             return methods.filter(\.access.isNone).map(\.name).sorted()
         }
-        XCTAssertEqual(open, ["ListBindings", "ListBindingsPage", "ListCommands", "ListExecutions", "ListFleetHosts", "ListHistory", "ListProperties", "ListPropertiesCompact", "ListUsage", "UnregisterHandler"])
+        XCTAssertEqual(open, ["ListBindings", "ListBindingsPage", "ListCommands", "ListExecutions", "ListHistory", "ListProperties", "ListPropertiesCompact", "ListUsage", "UnregisterHandler"])
     }
 
     /// Issue 26, defect 1: the description a group's table builds per lookup (every Set, every

@@ -1,7 +1,9 @@
 import DBus
 import Etcd
 import PropBus
+@testable import PropBusFleet
 @testable import PropBusService
+import StoreTestSupport
 import XCTest
 
 /// Ephemeral fleet keys in this process against a fake etcd (issue 23): what a host does with

@@ -2,6 +2,7 @@ import DBus
 import Dispatch
 import PropBus
 import PropBusModelFiles
+import PropBusService
 import PropBusSystem
 
 /// What this host's own declarations (model files, bindings) may do to fleet keys (issue 14):

@@ -1,4 +1,5 @@
 import Etcd
+@testable import PropBusFleet
 @testable import PropBusService
 import XCTest
 

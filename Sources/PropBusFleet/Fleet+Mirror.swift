@@ -3,6 +3,7 @@ import Dispatch
 import Etcd
 import Glibc
 import PropBus
+import PropBusService
 import Synchronization
 import SystemKit
 

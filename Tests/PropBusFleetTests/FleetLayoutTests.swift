@@ -1,6 +1,7 @@
 import DBus
 import Etcd
 import PropBus
+@testable import PropBusFleet
 @testable import PropBusService
 import XCTest
 

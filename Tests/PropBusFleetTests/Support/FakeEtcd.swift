@@ -1,5 +1,6 @@
 import Etcd
 import Foundation
+@testable import PropBusFleet
 import PropBusService
 import Synchronization
 

@@ -2,7 +2,9 @@
 import Dispatch
 import Etcd
 import PropBus
+@testable import PropBusFleet
 @testable import PropBusService
+import StoreTestSupport
 import Synchronization
 import XCTest
 

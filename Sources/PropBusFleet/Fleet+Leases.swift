@@ -2,6 +2,7 @@ import DBus
 import Dispatch
 import Etcd
 import PropBus
+import PropBusService
 import PropBusSystem
 
 /// An ephemeral fleet key's lifetime as etcd holds it, under `PREFIX/lifetimes/KEY`: attached,

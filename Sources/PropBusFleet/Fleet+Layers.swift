@@ -2,6 +2,7 @@ import DBus
 import Dispatch
 import Etcd
 import PropBus
+import PropBusService
 import PropBusSystem
 import SystemKit
 
@@ -175,7 +176,7 @@ extension Fleet {
     }
 }
 
-extension Service {
+extension FleetManagerMembers {
     /// `SetFleetLayer(s layer, s key, v value, as for)` and `RemoveFleetLayer(s layer, s key)`
     /// of the Manager (`key`: a fleet key or a group prefix `GROUP.*`): the fleet's mandatory
     /// values and defaults (docs/layers.md), for
@@ -207,7 +208,7 @@ extension Service {
 
     /// The fleet's layers are every host's: only root and propbusd's own user change them.
     private func authorizeFleetLayers(_ call: MethodCall) throws(DBusError) {
-        guard !options.access.isPrivileged(call.credentials) else { return }
+        guard !access.isPrivileged(call.credentials) else { return }
         let key = (try? call.string("key")) ?? ""
         throw PropBusError(.accessDenied, "\(AccessPolicy.describe(call.credentials)) may not change the fleet layers of \(key): only root and propbusd's own user may").dbusError
     }

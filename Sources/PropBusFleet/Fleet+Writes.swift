@@ -2,6 +2,7 @@ import DBus
 import Dispatch
 import Etcd
 import PropBus
+import PropBusService
 import Synchronization
 import SystemKit
 

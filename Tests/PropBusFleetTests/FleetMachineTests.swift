@@ -1,5 +1,6 @@
 import Etcd
 import PropBus
+@testable import PropBusFleet
 @testable import PropBusService
 import XCTest
 
