@@ -338,7 +338,7 @@ public struct ModelFile: Sendable {
     public func apply(to model: PropertyModel, commands table: CommandTable, shared: SharedDefinitions? = nil) throws(PropBusError) -> [PropertyChange] {
         var changes: [PropertyChange] = []
         changes.reserveCapacity(properties.count)
-        model.reserveUndoCapacity(properties.count)
+        model.reserveJournalCapacity(properties.count)
         model.reserveCapacity(properties.count)
         // A declaration that changes a key's value (a new default, a `value`) must not spread
         // through a binding into a shared key: that write would change it on this host only.

@@ -3,7 +3,7 @@ import XCTest
 
 @testable import PropBus
 
-/// A savepoint inside the round (``PropertyModel/beginCall()``): the fleet takes one call's writes
+/// A savepoint inside the round (``PropertyModel/savepoint()``): the fleet takes one call's writes
 /// of fleet keys back out of the round, sends them to etcd, and puts the result back with
 /// ``PropertyModel/overwrite(_:with:)``; ``PropertyModel/mirror(_:frozen:)`` applies what other
 /// hosts wrote.
@@ -23,13 +23,13 @@ final class PropertyModelCallTests: XCTestCase {
         let model = try model()
         _ = try model.set("a.one", to: .int32(1))
         let revisionBefore = model.revision
-        model.beginCall()
+        let call = model.savepoint()
         _ = try model.set("a.one", to: .int32(2))
         _ = try model.set("a.two", to: .int32(3))
-        let (before, _) = model.callChanges
+        let (before, _) = model.changes(since: call)
         XCTAssertEqual(Set(before.keys), [try Key("a.one"), try Key("a.two")])
         XCTAssertEqual(before[try Key("a.one")]??.value, .int32(1), "the state when the call began, not the round's")
-        model.rollbackCall()
+        model.rollback(to: call)
         XCTAssertEqual(try model.value(of: "a.one"), .int32(1))
         XCTAssertEqual(try model.value(of: "a.two"), .int32(0))
         XCTAssertEqual(model.revision, revisionBefore)
@@ -41,12 +41,12 @@ final class PropertyModelCallTests: XCTestCase {
 
     func testOverwritePutsBackWhatTheCallComputedWithANewRevision() throws {
         let model = try model()
-        model.beginCall()
+        let call = model.savepoint()
         _ = try model.create(key: "a.new", type: "s", defaultValue: .string("x"), options: ["value": .string("y")])
         _ = try model.set("a.one", to: .int32(5))
         let key = try Key("a.new"), one = try Key("a.one")
         let after = (model.entry(for: key), model.entry(for: one))
-        model.rollbackCall()
+        model.rollback(to: call)
         XCTAssertNil(model.entry(for: key))
         let changes = model.overwrite(key, with: after.0) + model.overwrite(one, with: after.1)
         XCTAssertEqual(changes, [.created(key), .valueChanged(one, old: .int32(0))])
@@ -103,11 +103,11 @@ final class PropertyModelCallTests: XCTestCase {
         }
         let rowsBefore = model.storeChanges
         XCTAssertNil(rowsBefore.reservation)
-        model.beginCall()
+        let call = model.savepoint()
         _ = try model.set("vm.t", to: .int32(-1))
         _ = try model.create(key: "a.new", type: "i", defaultValue: .int32(7))
         let reserved = try XCTUnwrap(model.storeChanges.reservation, "the call's transient write needed a new block")
-        model.rollbackCall()
+        model.rollback(to: call)
         XCTAssertNil(model.storeChanges.definitions[try Key("a.new")], "the call's rows left with it")
         if case .save(let kept)? = model.storeChanges.values[try Key("a.kept")] { XCTAssertEqual(kept.value, .int32(1)) } else {
             XCTFail("the round's earlier row stays")

@@ -40,10 +40,9 @@ extension PropertyModel {
         // The id counter is stored: a path is never reused, even across restarts, so a stale
         // Unbind cannot hit a newer binding.
         binding.id = bindings.makeID()
-        let previous = bindings
         // Before the first sync, whose propagation may record verdicts on other bindings.
-        let snapshotTaken = bindingsAtCommit == nil
-        if snapshotTaken { bindingsAtCommit = previous }
+        rememberBindings()
+        let previous = bindings
         bindings.insert(binding)
         // The leading side's value is mapped through the new binding only; the other side is
         // frozen so the initial sync never writes back to the side that wins.
@@ -58,7 +57,6 @@ extension PropertyModel {
             changes = sparing?(targetEntry.definition) == true ? [] : try write([(target, mapped)], frozen: spared.union([source]))
         } catch {
             bindings = previous
-            if snapshotTaken { bindingsAtCommit = nil }
             throw error
         }
         storeChanges.saveNextBindingID(bindings.nextID)
@@ -162,7 +160,7 @@ extension PropertyModel {
     func noteVerdict(_ binding: Binding, denial reason: String?) -> Bool {
         let before = bindings.suspension(of: binding.id)
         guard before != reason, bindings[binding.id] != nil else { return reason == nil }
-        if bindingsAtCommit == nil { bindingsAtCommit = bindings }
+        rememberBindings()
         bindings.setSuspension(reason, of: binding.id)
         if (before == nil) != (reason == nil) { bindingStateHandler?(binding, reason) }
         return reason == nil
@@ -198,7 +196,7 @@ extension PropertyModel {
     }
 
     func removeBinding(_ id: UInt64) -> PropertyChange {
-        if bindingsAtCommit == nil { bindingsAtCommit = bindings }
+        rememberBindings()
         let binding = bindings.remove(id)!
         if binding.persistent { storeChanges.removeBinding(id) }
         return .unbound(binding)

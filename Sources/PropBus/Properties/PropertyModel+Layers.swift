@@ -62,11 +62,6 @@ extension PropertyModel {
         return resolved
     }
 
-    /// Keeps the layer state as it was at the last commit, before the round's first change of it.
-    func rememberLayerState() {
-        if layerStateAtCommit == nil { layerStateAtCommit = (layerFiles, layerProblems, layeredKeys) }
-    }
-
     /// Puts `files` in force: every key they name, or named until now, takes its mandatory, site
     /// and vendor values from them; keys created later take theirs when created. Each key is
     /// changed with the file it now takes its value from (or lost it from) as the origin, so

@@ -197,9 +197,9 @@ extension PropertyModel {
         }
     }
 
-    /// Changes the lease table, keeping it as it was at the last commit for a rollback.
+    /// Changes the lease table, journaling it first for a rollback.
     private func changeLeases(_ body: (inout LeaseTable) -> Void) {
-        if leasesAtCommit == nil { leasesAtCommit = leases }
+        rememberLeases()
         body(&leases)
     }
 }

@@ -188,7 +188,7 @@ extension PropertyModel {
         // Every value propagation reads (a transform's inputs, a bound key compared before it is
         // written) joins the round's read set.
         var result = Propagation(bindings: bindings, currentValue: { [unowned self] key in
-                                     keysReadThisRound.insert(key)
+                                     transaction.reads.insert(key)
                                      return entries[key]?.value
                                  },
                                  type: { [unowned self] in entries[$0]?.definition.type }, maximumSize: limits.maximumValueSize,

@@ -52,24 +52,24 @@ extension Fleet {
     /// undone and its effect returned.
     func probe(_ body: () throws(PropBusError) -> WriteRun) throws(PropBusError) -> Probe {
         let model = service.model
-        model.beginCall()
+        let call = model.savepoint()
         let run: WriteRun
         do { run = try body() } catch {
-            model.rollbackCall()
+            model.rollback(to: call)
             throw error
         }
-        let (before, read) = model.callChanges
+        let (before, read) = model.changes(since: call)
         let touchesFleet = before.contains { key, old in
             old?.definition.scope == .fleet || model.entry(for: key)?.definition.scope == .fleet
         }
         guard touchesFleet else {
-            model.endCall()
+            model.release(call)
             service.publish(run.changes)
             return .local(reply: run.reply)
         }
         var after: [Key: PropertyModel.Entry?] = [:]
         for key in before.keys { after.updateValue(model.entry(for: key), forKey: key) }
-        model.rollbackCall()
+        model.rollback(to: call)
         return .fleet(before: before, after: after, read: read)
     }
 
