@@ -176,7 +176,7 @@ public final class PropertyModel {
     /// one line each, for the daemon's log.
     public private(set) var refusedAtLoad: [String] = []
 
-    // The round's write set and a call's savepoint (PropertyModel+Rounds.swift) and the uids'
+    // The round's write set (PropertyModel+Rounds.swift, with the journal above) and the uids'
     // usage (PropertyModel+Limits.swift): stored here, as an extension cannot store.
     /// The origin of the open change (``origin``).
     var openOrigin: WriteSet.Origin = .startup

@@ -388,7 +388,7 @@ extension Fleet {
         var changes: [PropertyChange] = []
         // History names the call (and this host) as the origin of what etcd accepted.
         if let caller = attribution(of: write.call) { model.origin = .call(caller) }
-        for key in write.after.keys.sorted() { changes += model.overwrite(key, with: write.after[key] ?? nil) }
+        changes += model.apply(after: write.after)
         defer { model.origin = .daemon }
         // A local key this write made a fleet key may be driven by a command's state: that
         // binding ends, as when another host's definition makes it one (``apply(_:through:)``).
