@@ -54,14 +54,11 @@ extension Fleet {
         guard !items.isEmpty else { return ([], false) }
         // Into local keys only, as the fleet's values spread: a bound fleet key changes with
         // its own layers on every host.
-        var frozen: Set<Key> = []
-        for binding in model.bindings.all {
-            for end in [binding.key, binding.to] where model.entry(for: end)?.definition.scope == .fleet { frozen.insert(end) }
-        }
+        let boundFleetKeys = model.boundKeys { $0.scope == .fleet }
         let applied = model.applyFleetLayers(items.map { key, layers, origin in
             (key, layers.mandatory.map { MandatoryValue(value: LayerValue(value: $0.value, source: $0.source), lockedFor: $0.lockedFor) },
              layers.defaults.map { LayerValue(value: $0.value, source: $0.source) }, origin)
-        }, frozen: frozen)
+        }, holding: boundFleetKeys)
         for problem in applied.problems { Service.log("fleet: \(problem)") }
         if !applied.lockChanged.isEmpty {
             service.tree.emitAtFlush(path: Key.rootPath, interface: Service.managerInterface, member: "LocksChanged",

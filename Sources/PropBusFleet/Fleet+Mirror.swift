@@ -175,7 +175,7 @@ extension Fleet {
                     }
                     model.origin = origin(FleetLayout.definitionCaller(event.kv.value))
                     defer { model.origin = origin(nil) }
-                    changes += try model.create(key: key.text, type: type, defaultValue: defaultValue, options: options, frozen: boundFleetKeys)
+                    changes += try model.create(key: key.text, type: type, defaultValue: defaultValue, options: options, holding: boundFleetKeys)
                 } catch {
                     Service.log("fleet: the definition of \(key) at etcd revision \(modRevision) cannot be applied: \(error.message)")
                 }
@@ -219,7 +219,7 @@ extension Fleet {
             }
             for run in runs {
                 model.origin = run.origin
-                let (valueChanges, failures) = model.mirror(run.values, frozen: fleetKeys)
+                let (valueChanges, failures) = model.apply(remote: run.values, holding: fleetKeys)
                 changes += valueChanges
                 for (key, error) in failures { Service.log("fleet: the value of \(key) from etcd was not applied: \(error.message)") }
             }

@@ -53,24 +53,24 @@ extension Fleet {
     /// undone and its effect returned.
     func probe(_ body: () throws(PropBusError) -> WriteRun) throws(PropBusError) -> Probe {
         let model = service.model
-        model.beginCall()
+        let call = model.savepoint()
         let run: WriteRun
         do { run = try body() } catch {
-            model.rollbackCall()
+            model.rollback(to: call)
             throw error
         }
-        let (before, read) = model.callChanges
+        let (before, read) = model.changes(since: call)
         let touchesFleet = before.contains { key, old in
             old?.definition.scope == .fleet || model.entry(for: key)?.definition.scope == .fleet
         }
         guard touchesFleet else {
-            model.endCall()
+            model.release(call)
             service.publish(run.changes)
             return .local(reply: run.reply)
         }
         var after: [Key: PropertyModel.Entry?] = [:]
         for key in before.keys { after.updateValue(model.entry(for: key), forKey: key) }
-        model.rollbackCall()
+        model.rollback(to: call)
         return .fleet(before: before, after: after, read: read)
     }
 
@@ -389,7 +389,7 @@ extension Fleet {
         var changes: [PropertyChange] = []
         // History names the call (and this host) as the origin of what etcd accepted.
         if let caller = attribution(of: write.call) { model.origin = .call(caller) }
-        for key in write.after.keys.sorted() { changes += model.overwrite(key, with: write.after[key] ?? nil) }
+        changes += model.apply(after: write.after)
         defer { model.origin = .daemon }
         // A local key this write made a fleet key may be driven by a command's state: that
         // binding ends, as when another host's definition makes it one (``apply(_:through:)``).

@@ -338,25 +338,18 @@ public struct ModelFile: Sendable {
     public func apply(to model: PropertyModel, commands table: CommandTable, shared: SharedDefinitions? = nil) throws(PropBusError) -> [PropertyChange] {
         var changes: [PropertyChange] = []
         changes.reserveCapacity(properties.count)
-        model.reserveUndoCapacity(properties.count)
+        model.reserveJournalCapacity(properties.count)
         model.reserveCapacity(properties.count)
         // A declaration that changes a key's value (a new default, a `value`) must not spread
         // through a binding into a shared key: that write would change it on this host only.
-        var spared: Set<Key> = []
-        if let shared {
-            for binding in model.bindings.all {
-                for end in [binding.key, binding.to] where model.entry(for: end).map({ shared.contains($0.definition) }) == true {
-                    spared.insert(end)
-                }
-            }
-        }
+        let held = shared.map { shared in model.boundKeys(where: shared.contains) } ?? []
         for property in properties {
             let current = shared.flatMap { shared in model.entry(for: property.key).map(\.definition).flatMap { shared.contains($0) ? $0 : nil } }
             do {
                 var options = property.options
                 if current != nil { options["value"] = nil }
                 changes += try model.create(key: property.key, type: property.type,
-                                            defaultValue: property.defaultValue, options: options, frozen: spared)
+                                            defaultValue: property.defaultValue, options: options, holding: held)
             } catch {
                 guard error.code == .typeMismatch else { throw fail(property.key.text, error.message) }
                 throw fail(property.key.text, error.message + "; to migrate, declare the new type under a new name (and copy the value with propctl get/set), or delete the key with propctl delete \(property.key) (which drops its stored value) and reload")
@@ -371,12 +364,23 @@ public struct ModelFile: Sendable {
         if let (key, error) = table.recreate(commands.map { ($0.key, $0.options) }).first {
             throw fail(key.text, error.message)
         }
+        // Nor may a binding's first sync write one, directly or through another binding: the
+        // shared keys at the ends of the bindings there are and of those declared here.
+        var heldByBindings: Set<Key> = []
+        if let shared {
+            heldByBindings = model.boundKeys(where: shared.contains)
+            for binding in bindings {
+                for end in [binding.key, binding.to] {
+                    if let entry = try? model.entry(end), shared.contains(entry.definition) { heldByBindings.insert(entry.definition.key) }
+                }
+            }
+        }
         for (index, binding) in bindings.enumerated() {
             do {
                 // Declared bindings belong to the file: made again at each start, never stored.
                 // Not a shared key: its first sync would write it here only, outside any call.
                 changes += try model.bind(key: binding.key, to: binding.to, options: binding.options, owner: nil,
-                                          sparing: shared.map { shared in { shared.contains($0) } }).changes
+                                          holding: heldByBindings).changes
             } catch {
                 throw fail("bindings[\(index)] (\(binding.key) ↔ \(binding.to))", error.message)
             }

@@ -84,9 +84,6 @@ public final class ModelFileSet {
         let previousCommands = commandKeys
         beforeLoad = (self.skipped, bindingIDs, commandKeys)
         let atStartup = model.origin == .startup
-        // What came before is not this load's to undo.
-        model.commitRound()
-        commands.commitRound()
         for (path, read) in files {
             let file: ModelFile
             switch read {
@@ -104,7 +101,7 @@ public final class ModelFileSet {
             // At start-up each file's declarations are its own change in history; a reload's
             // stay the reload's.
             if atStartup { model.origin = .modelFile(path: path) }
-            model.beginCall()
+            let modelSavepoint = model.savepoint()
             do {
                 var changes: [PropertyChange] = []
                 // Declared bindings are made again with the file: first unmake the old ones.
@@ -112,7 +109,7 @@ public final class ModelFileSet {
                     changes += try model.unbind(id)
                 }
                 changes += try file.apply(to: model, commands: commands, shared: shared)
-                model.endCall()
+                model.release(modelSavepoint)
                 bindingIDs[path] = changes.compactMap { if case .bound(let binding) = $0 { binding.id } else { nil } }
                 // Grown once, without an array of the keys in between.
                 declared.reserveCapacity(declared.count + file.properties.count)
@@ -122,7 +119,7 @@ public final class ModelFileSet {
                 report.loaded.append(path)
             } catch {
                 // The whole file, or nothing of it.
-                model.rollbackCall()
+                model.rollback(to: modelSavepoint)
                 commands.restore(commandsSavepoint)
                 if strict { throw error }
                 skipped.append(Skipped(path: path, reason: error.message))

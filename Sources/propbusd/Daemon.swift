@@ -192,7 +192,8 @@ final class Daemon {
             }
             // Stored bindings start as they were made: the leading side wins (except over a fleet
             // key: that write would have to go to etcd, and the fleet's value stands).
-            for (binding, error) in model.resynchronizeBindings(sparingFleetKeys: options.fleet != nil).failures {
+            let held = options.fleet != nil ? model.boundKeys { $0.scope == .fleet } : []
+            for (binding, error) in model.resynchronizeBindings(holding: held).failures {
                 Log.info("binding \(binding.id) (\(binding.key) ↔ \(binding.to)) could not be synchronized at startup: \(error.message)")
             }
             // The declarations stay buffered in the store until the name is owned (commitStartUp()).

@@ -89,4 +89,24 @@ final class ReloadAllOrNothingTests: XCTestCase {
         XCTAssertTrue(model.bindings.all.isEmpty)
         XCTAssertEqual(model.layerFiles, secondLayers)
     }
+
+    /// A reload is a savepoint inside the round, not a commit: a Set made earlier in the same
+    /// round (a client's call dispatched before the Reload) goes back with the reload when the
+    /// store refuses the round (the load forgot what came before it, which stayed applied).
+    func testARefusedReloadAlsoTakesBackTheRoundsEarlierWrites() throws {
+        let store = RefusingCommitStore()
+        let model = try PropertyModel(store: store)
+        let commands = CommandTable(model: model)
+        let files = ModelFileSet()
+        let text = #"{"groups": {"app": {"properties": {"x": {"type": "i", "default": 1}}}}}"#
+        XCTAssertTrue(try reload(text, layers: LayerFileSet(), files: files, model: model, commands: commands, store: store))
+        _ = try model.set("app.x", to: .int32(7))
+        let revision = model.revision
+        store.refuseNextCommit = true
+        let second = #"{"groups": {"app": {"properties": {"x": {"type": "i", "default": 1}, "y": {"type": "i", "default": 2}}}}}"#
+        XCTAssertFalse(try reload(second, layers: LayerFileSet(), files: files, model: model, commands: commands, store: store))
+        XCTAssertEqual(try model.value(of: "app.x"), .int32(1), "the Set the store never recorded is gone with the round")
+        XCTAssertNil(model.entry(for: try Key("app.y")))
+        XCTAssertLessThan(model.revision, revision, "the round's revisions were never recorded")
+    }
 }

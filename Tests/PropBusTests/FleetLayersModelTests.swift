@@ -19,7 +19,7 @@ final class FleetLayersModelTests: XCTestCase {
                        value: DBusValue? = nil) throws -> (changes: [PropertyChange], lockChanged: [Key], problems: [String]) {
         let mandatory = (value ?? lock.map { .int32($0) }).map { MandatoryValue(value: LayerValue(value: $0, source: lockSource), lockedFor: names) }
         return model.applyFleetLayers([(try Key("kiosk.volume"), mandatory, fleetDefault.map { LayerValue(value: .int32($0), source: defaultSource) },
-                                        .fleetLayer(change: "mandatory /pb/layers/mandatory/kiosk.volume", caller: nil))], frozen: [])
+                                        .fleetLayer(change: "mandatory /pb/layers/mandatory/kiosk.volume", caller: nil))], holding: [])
     }
 
     private func asCaller(_ model: PropertyModel, uid: UInt32?, _ body: () throws -> Void) rethrows {
@@ -93,7 +93,7 @@ final class FleetLayersModelTests: XCTestCase {
         XCTAssertNil(try model.entry("kiosk.volume").layers)
         _ = try model.create(key: "local.volume", type: "i", defaultValue: .int32(50))
         let local = model.applyFleetLayers([(try Key("local.volume"), MandatoryValue(value: LayerValue(value: .int32(1), source: lockSource)), nil,
-                                             .fleetLayer(change: "mandatory", caller: nil))], frozen: [])
+                                             .fleetLayer(change: "mandatory", caller: nil))], holding: [])
         XCTAssertEqual(local.changes, [])
         XCTAssertEqual(try model.value(of: "local.volume"), .int32(50))
     }

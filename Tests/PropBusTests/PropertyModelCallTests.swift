@@ -3,9 +3,9 @@ import XCTest
 
 @testable import PropBus
 
-/// A savepoint inside the round (``PropertyModel/beginCall()``): the fleet takes one call's writes
+/// A savepoint inside the round (``PropertyModel/savepoint()``): the fleet takes one call's writes
 /// of fleet keys back out of the round, sends them to etcd, and puts the result back with
-/// ``PropertyModel/overwrite(_:with:)``; ``PropertyModel/mirror(_:frozen:)`` applies what other
+/// ``PropertyModel/apply(after:)``; ``PropertyModel/apply(remote:holding:)`` applies what other
 /// hosts wrote.
 final class PropertyModelCallTests: XCTestCase {
     private let store = FailingStore()
@@ -23,13 +23,13 @@ final class PropertyModelCallTests: XCTestCase {
         let model = try model()
         _ = try model.set("a.one", to: .int32(1))
         let revisionBefore = model.revision
-        model.beginCall()
+        let call = model.savepoint()
         _ = try model.set("a.one", to: .int32(2))
         _ = try model.set("a.two", to: .int32(3))
-        let (before, _) = model.callChanges
+        let (before, _) = model.changes(since: call)
         XCTAssertEqual(Set(before.keys), [try Key("a.one"), try Key("a.two")])
         XCTAssertEqual(before[try Key("a.one")]??.value, .int32(1), "the state when the call began, not the round's")
-        model.rollbackCall()
+        model.rollback(to: call)
         XCTAssertEqual(try model.value(of: "a.one"), .int32(1))
         XCTAssertEqual(try model.value(of: "a.two"), .int32(0))
         XCTAssertEqual(model.revision, revisionBefore)
@@ -39,37 +39,37 @@ final class PropertyModelCallTests: XCTestCase {
         XCTAssertEqual(try model.value(of: "a.one"), .int32(0))
     }
 
-    func testOverwritePutsBackWhatTheCallComputedWithANewRevision() throws {
+    func testApplyingAfterImagesPutsBackWhatTheCallComputedWithANewRevision() throws {
         let model = try model()
-        model.beginCall()
+        let call = model.savepoint()
         _ = try model.create(key: "a.new", type: "s", defaultValue: .string("x"), options: ["value": .string("y")])
         _ = try model.set("a.one", to: .int32(5))
         let key = try Key("a.new"), one = try Key("a.one")
         let after = (model.entry(for: key), model.entry(for: one))
-        model.rollbackCall()
+        model.rollback(to: call)
         XCTAssertNil(model.entry(for: key))
-        let changes = model.overwrite(key, with: after.0) + model.overwrite(one, with: after.1)
+        let changes = model.apply(after: [key: after.0, one: after.1])
         XCTAssertEqual(changes, [.created(key), .valueChanged(one, old: .int32(0))])
         XCTAssertEqual(try model.value(of: "a.new"), .string("y"))
         XCTAssertEqual(try model.entry("a.one").revision, model.revision)
-        XCTAssertEqual(model.overwrite(one, with: model.entry(for: one)), [], "the same state again changes nothing")
-        XCTAssertEqual(model.overwrite(key, with: nil), [.deleted(key, old: .string("y"))])
+        XCTAssertEqual(model.apply(after: [one: model.entry(for: one)]), [], "the same state again changes nothing")
+        XCTAssertEqual(model.apply(after: [key: PropertyModel.Entry?.none]), [.deleted(key, old: .string("y"))])
     }
 
-    func testMirroredValuesSpreadToLocalKeysButNotIntoFrozenOnes() throws {
+    func testRemoteValuesSpreadToLocalKeysButNotIntoHeldOnes() throws {
         let model = try model()
         _ = try model.bind(key: "a.local", to: "a.one", options: [:], owner: nil)
         _ = try model.bind(key: "a.two", to: "a.one", options: [:], owner: nil)
         model.commitRound()
         let one = try Key("a.one"), two = try Key("a.two")
-        let (changes, failures) = model.mirror([(one, .int32(9))], frozen: [one, two])
+        let (changes, failures) = model.apply(remote: [(one, .int32(9))], holding: [one, two])
         XCTAssertTrue(failures.isEmpty)
         XCTAssertEqual(try model.value(of: "a.one"), .int32(9))
         XCTAssertEqual(try model.value(of: "a.local"), .int32(9), "fleet → local runs on every host")
         XCTAssertEqual(try model.value(of: "a.two"), .int32(0), "fleet → fleet ran on the writing host, inside its txn")
         XCTAssertTrue(changes.contains(.valueChanged(one, old: .int32(0))))
         // A value the local definition refuses is reported, not written.
-        let refused = model.mirror([(one, .string("nine"))], frozen: [])
+        let refused = model.apply(remote: [(one, .string("nine"))], holding: [])
         XCTAssertEqual(refused.failures.map(\.0), [one])
         XCTAssertEqual(try model.value(of: "a.one"), .int32(9))
     }
@@ -103,11 +103,11 @@ final class PropertyModelCallTests: XCTestCase {
         }
         let rowsBefore = model.storeChanges
         XCTAssertNil(rowsBefore.reservation)
-        model.beginCall()
+        let call = model.savepoint()
         _ = try model.set("vm.t", to: .int32(-1))
         _ = try model.create(key: "a.new", type: "i", defaultValue: .int32(7))
         let reserved = try XCTUnwrap(model.storeChanges.reservation, "the call's transient write needed a new block")
-        model.rollbackCall()
+        model.rollback(to: call)
         XCTAssertNil(model.storeChanges.definitions[try Key("a.new")], "the call's rows left with it")
         if case .save(let kept)? = model.storeChanges.values[try Key("a.kept")] { XCTAssertEqual(kept.value, .int32(1)) } else {
             XCTFail("the round's earlier row stays")
@@ -154,8 +154,8 @@ final class FleetKeysOutsideCallsTests: XCTestCase {
         XCTAssertEqual(try model.value(of: "f.shared"), .boolean(false), "the state drove a fleet key outside any call")
     }
 
-    /// The start-up resynchronization spares a fleet key it would write directly; through a
-    /// local key in between it must spare it too (no call carries that write to etcd).
+    /// The start-up resynchronization holds a fleet key it would write directly; through a
+    /// local key in between it must hold it too (no call carries that write to etcd).
     func testStartupResynchronizationDoesNotReachAFleetKeyThroughALocalKeyInBetween() throws {
         var state = StoredState()
         var shared = PropertyDefinition(key: try Key("f.shared"), type: .boolean, defaultValue: .boolean(false))
@@ -167,21 +167,21 @@ final class FleetKeysOutsideCallsTests: XCTestCase {
                           Binding(id: 2, key: try Key("f.shared"), to: try Key("l.local"), direction: .from, persistent: true)]
         state.nextBindingID = 3
         let model = PropertyModel(store: MemoryStore(), loaded: state)
-        _ = model.resynchronizeBindings(sparingFleetKeys: true)
+        _ = model.resynchronizeBindings(holding: model.boundKeys { $0.scope == .fleet })
         XCTAssertEqual(try model.value(of: "l.local"), .boolean(true))
         XCTAssertEqual(try model.value(of: "f.shared"), .boolean(false), "the start-up sync wrote a fleet key through a local key")
     }
 
     /// A model file's binding whose first sync writes a local key must not carry that write on
-    /// into a shared key through another binding (the file's `sparing` covers the chain).
-    func testASparedFirstSyncDoesNotReachASparedKeyThroughALocalKeyInBetween() throws {
+    /// into a shared key through another binding (the keys the file holds cover the chain).
+    func testAFirstSyncDoesNotReachAHeldKeyThroughALocalKeyInBetween() throws {
         let model = try model()
         _ = try model.create(key: "l.lead", type: "b", defaultValue: .boolean(true))
         _ = try model.bind(key: "f.shared", to: "l.local", options: [:], owner: nil)
         model.commitRound()
-        _ = try model.bind(key: "l.local", to: "l.lead", options: [:], owner: nil, sparing: { $0.scope == .fleet })
+        _ = try model.bind(key: "l.local", to: "l.lead", options: [:], owner: nil, holding: model.boundKeys { $0.scope == .fleet })
         XCTAssertEqual(try model.value(of: "l.local"), .boolean(true))
-        XCTAssertEqual(try model.value(of: "f.shared"), .boolean(false), "the first sync wrote a spared key through a local key")
+        XCTAssertEqual(try model.value(of: "f.shared"), .boolean(false), "the first sync wrote a held key through a local key")
     }
 
     func testBindingsFromAStateKeyToAFleetKeyLoadedFromAStoreAreEndedAndNamed() throws {
@@ -208,7 +208,7 @@ final class FleetKeysOutsideCallsTests: XCTestCase {
         XCTAssertEqual(try model.value(of: "l.local"), .boolean(true))
     }
 
-    func testStartupResynchronizationSparesFleetKeysWhenAsked() throws {
+    func testStartupResynchronizationHoldsFleetKeysWhenAsked() throws {
         let model = try model()
         _ = try model.create(key: "l.source", type: "b", defaultValue: .boolean(false))
         // One way (the key follows l.source), so the writes below do not flow back.
@@ -218,8 +218,8 @@ final class FleetKeysOutsideCallsTests: XCTestCase {
         // Another host's value arrived while the binding's source stayed as it was.
         _ = try model.set("f.shared", to: .boolean(true))
         _ = try model.set("l.local", to: .boolean(true))
-        let spared = model.resynchronizeBindings(sparingFleetKeys: true)
-        XCTAssertTrue(spared.failures.isEmpty)
+        let held = model.resynchronizeBindings(holding: model.boundKeys { $0.scope == .fleet })
+        XCTAssertTrue(held.failures.isEmpty)
         XCTAssertEqual(try model.value(of: "f.shared"), .boolean(true), "the fleet's value stands")
         XCTAssertEqual(try model.value(of: "l.local"), .boolean(false), "a local target still follows its source")
         _ = model.resynchronizeBindings()

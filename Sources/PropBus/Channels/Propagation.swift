@@ -24,11 +24,11 @@ struct Propagation {
 
     /// Returns the extra assignments the bindings make when `assignments` happen.
     ///
-    /// - Parameter frozen: keys that must not be written (the origins, and at bind time the
+    /// - Parameter held: keys held, which it must not write (the origins, and at bind time the
     ///   leading side).
-    func expand(_ assignments: [(Key, DBusValue)], frozen: Set<Key> = []) throws(PropBusError) -> [(Key, DBusValue)] {
+    func expand(_ assignments: [(Key, DBusValue)], holding held: Set<Key> = []) throws(PropBusError) -> [(Key, DBusValue)] {
         var pending: [Key: DBusValue] = [:]
-        var visited = frozen
+        var visited = held
         let origins = Set(assignments.map(\.0))
         for (key, value) in assignments {
             pending[key] = value

@@ -413,7 +413,7 @@ public final class CommandTable {
         fileprivate let definitionsAtCommit: [Key: CommandDefinition]?
     }
 
-    /// Marks where ``restore(_:)`` goes back to (the model takes its own savepoint, ``PropertyModel/beginCall()``).
+    /// Marks where ``restore(_:)`` goes back to (the model takes its own savepoint, ``PropertyModel/savepoint()``).
     public func savepoint() -> Savepoint {
         Savepoint(commands: commands, readers: readers, definitionsAtCommit: definitionsAtCommit)
     }

@@ -11,10 +11,11 @@ extension PropertyModel {
     ///   - principal: the caller's uid, whose rights and quota the binding acts with (`nil`:
     ///     the daemon's own, for model files).
     ///   - maximumPerOwner: the most bindings one connection may hold.
-    ///   - sparing: a target whose first sync is skipped (its value stands until the leading side
-    ///     changes): a model file's binding must not write a fleet key outside a call.
+    ///   - held: keys held: the first sync writes none of them, not even through another binding
+    ///     (a held target's value stands until the leading side changes), e.g. a model file's
+    ///     binding must not write a key the fleet owns outside a call.
     public func bind(key keyText: String, to toText: String, options: [String: DBusValue], owner: String?,
-                     principal: UInt32? = nil, maximumPerOwner: Int = .max, sparing: ((PropertyDefinition) -> Bool)? = nil) throws(PropBusError) -> (binding: Binding, changes: [PropertyChange]) {
+                     principal: UInt32? = nil, maximumPerOwner: Int = .max, holding held: Set<Key> = []) throws(PropBusError) -> (binding: Binding, changes: [PropertyChange]) {
         let keyEntry = try entry(keyText)
         let toEntry = try entry(toText)
         let key = keyEntry.definition.key, to = toEntry.definition.key
@@ -40,25 +41,22 @@ extension PropertyModel {
         // The id counter is stored: a path is never reused, even across restarts, so a stale
         // Unbind cannot hit a newer binding.
         binding.id = bindings.makeID()
-        let previous = bindings
         // Before the first sync, whose propagation may record verdicts on other bindings.
-        let snapshotTaken = bindingsAtCommit == nil
-        if snapshotTaken { bindingsAtCommit = previous }
+        rememberBindings()
+        let previous = bindings
         bindings.insert(binding)
-        // The leading side's value is mapped through the new binding only; the other side is
-        // frozen so the initial sync never writes back to the side that wins.
+        // The leading side's value is mapped through the new binding only; the leading side is
+        // held so the initial sync never writes back to the side that wins.
         let changes: [PropertyChange]
         do {
             let (source, target, transform) = binding.flowsToKey ? (to, key, binding.toKey) : (key, to, binding.toTarget)
             let mapped = try propagation.map(entries[source]!.value, through: transform, into: target, binding: binding)
             let targetEntry = try writableEntry(target.text)
             try targetEntry.definition.check(mapped, maximumSize: limits.maximumValueSize)
-            // Nor through another binding, from the key it writes on into a spared one.
-            let spared = sparing.map { bindingEnds(where: $0) } ?? []
-            changes = sparing?(targetEntry.definition) == true ? [] : try write([(target, mapped)], frozen: spared.union([source]))
+            // Nor through another binding, from the key it writes on into a held one.
+            changes = held.contains(target) ? [] : try write([(target, mapped)], holding: held.union([source]))
         } catch {
             bindings = previous
-            if snapshotTaken { bindingsAtCommit = nil }
             throw error
         }
         storeChanges.saveNextBindingID(bindings.nextID)
@@ -77,7 +75,7 @@ extension PropertyModel {
     }
 
     /// Ends the bindings `Bind` would refuse today because a command's state key drives a fleet
-    /// key through them (see ``bind(key:to:options:owner:principal:maximumPerOwner:sparing:)``): a store written
+    /// key through them (see ``bind(key:to:options:owner:principal:maximumPerOwner:holding:)``): a store written
     /// before that rule may hold some, and a local key becomes a fleet key when the fleet defines
     /// one of its name. Call once the commands and model files are loaded (the state keys exist),
     /// and after fleet definitions arrive; returns each binding ended, with why, for the log, and
@@ -98,20 +96,19 @@ extension PropertyModel {
     /// startup, when a transient side came back with its default. A binding whose sync fails
     /// is left as it is; its error is returned with it.
     ///
-    /// With `sparingFleetKeys` (the daemon's `--fleet`), a binding that would write a fleet key is
-    /// left alone: such a write must go to etcd first, and at startup there is no call to carry
-    /// it; the fleet's value stands until the binding's leading side changes in a call.
-    public func resynchronizeBindings(sparingFleetKeys: Bool = false) -> (changes: [PropertyChange], failures: [(Binding, PropBusError)]) {
+    /// A binding that would write a `held` key is left alone, and no sync spreads into one: the
+    /// keys another owns (with `--fleet`, the fleet keys bound here: such a write must go to etcd
+    /// first, and at startup there is no call to carry it; their value stands until the
+    /// binding's leading side changes in a call).
+    public func resynchronizeBindings(holding held: Set<Key> = []) -> (changes: [PropertyChange], failures: [(Binding, PropBusError)]) {
         var changes: [PropertyChange] = []
         var failures: [(Binding, PropBusError)] = []
-        // Nor through a local key in between.
-        let spared = sparingFleetKeys ? bindingEnds { $0.scope == .fleet } : []
         for binding in bindings.all {
             // A stored binding acts with its principal's rights of today, not those it was made with.
             guard noteVerdict(binding, denial: denial(of: binding)) else { continue }
-            if sparingFleetKeys, let target = entries[binding.flowsToKey ? binding.key : binding.to], target.definition.scope == .fleet { continue }
+            if !held.isEmpty, held.contains(binding.flowsToKey ? binding.key : binding.to) { continue }
             do {
-                changes += try synchronize(binding, sparing: spared)
+                changes += try synchronize(binding, holding: held)
             } catch {
                 failures.append((binding, error))
             }
@@ -120,14 +117,14 @@ extension PropertyModel {
     }
 
     /// The bind-time rule for one binding: the leading side's value, mapped, goes to the
-    /// following side (never back), and on through other bindings except into `spared` keys.
-    private func synchronize(_ binding: Binding, sparing spared: Set<Key>) throws(PropBusError) -> [PropertyChange] {
+    /// following side (never back), and on through other bindings except into `held` keys.
+    private func synchronize(_ binding: Binding, holding held: Set<Key>) throws(PropBusError) -> [PropertyChange] {
         let (source, target, transform) = binding.flowsToKey ? (binding.to, binding.key, binding.toKey) : (binding.key, binding.to, binding.toTarget)
         guard let sourceValue = entries[source]?.value, let targetEntry = entries[target] else { return [] }
         let mapped = try propagation.map(sourceValue, through: transform, into: target, binding: binding)
         guard mapped != targetEntry.value else { return [] }
         try targetEntry.definition.check(mapped, maximumSize: limits.maximumValueSize)
-        return try write([(target, mapped)], frozen: spared.union([source]))
+        return try write([(target, mapped)], holding: held.union([source]))
     }
 
     // MARK: Binding rights
@@ -162,7 +159,7 @@ extension PropertyModel {
     func noteVerdict(_ binding: Binding, denial reason: String?) -> Bool {
         let before = bindings.suspension(of: binding.id)
         guard before != reason, bindings[binding.id] != nil else { return reason == nil }
-        if bindingsAtCommit == nil { bindingsAtCommit = bindings }
+        rememberBindings()
         bindings.setSuspension(reason, of: binding.id)
         if (before == nil) != (reason == nil) { bindingStateHandler?(binding, reason) }
         return reason == nil
@@ -171,15 +168,15 @@ extension PropertyModel {
     /// Checks again the bindings that end at `key` or whose transforms read it, after its
     /// definition changed: one whose principal lost a right is suspended, and a suspended one
     /// whose rights came back resumes with the bind-time sync (the leading side wins), except
-    /// into `spared` keys. A sync that fails leaves the binding active and the values as they are.
-    func recheckBindings(affectedBy key: Key, sparing spared: Set<Key> = []) -> [PropertyChange] {
+    /// into `held` keys. A sync that fails leaves the binding active and the values as they are.
+    func recheckBindings(affectedBy key: Key, holding held: Set<Key> = []) -> [PropertyChange] {
         guard bindingAuthority != nil, !bindings.isEmpty else { return [] }
         var changes: [PropertyChange] = []
         for binding in bindings.affected(by: key) where binding.principal != nil {
             let wasSuspended = bindings.suspension(of: binding.id) != nil
             guard noteVerdict(binding, denial: denial(of: binding)), wasSuspended else { continue }
-            if spared.contains(binding.flowsToKey ? binding.key : binding.to) { continue }
-            changes += (try? synchronize(binding, sparing: spared)) ?? []
+            if held.contains(binding.flowsToKey ? binding.key : binding.to) { continue }
+            changes += (try? synchronize(binding, holding: held)) ?? []
         }
         return changes
     }
@@ -198,7 +195,7 @@ extension PropertyModel {
     }
 
     func removeBinding(_ id: UInt64) -> PropertyChange {
-        if bindingsAtCommit == nil { bindingsAtCommit = bindings }
+        rememberBindings()
         let binding = bindings.remove(id)!
         if binding.persistent { storeChanges.removeBinding(id) }
         return .unbound(binding)

@@ -6,28 +6,28 @@ extension PropertyModel {
     /// Registers a property, or updates its metadata if it exists with the same type.
     ///
     /// Like `registerDefaults`, registering again keeps the stored value. A redefinition that
-    /// changes the value spreads through the bindings, except into `frozen` keys (and on from
+    /// changes the value spreads through the bindings, except into `held` keys (and on from
     /// them): fleet keys, when the redefinition is not a call's (a model file's, the fleet's
     /// own), since such a write would change the fleet key on this host only.
     ///
     /// `creator`, the caller's uid, is charged with a new property (``Quota/properties``) and
     /// with its stored value; a property created again keeps its first creator.
     public func create(key keyText: String, type typeText: String, defaultValue: DBusValue,
-                       options: [String: DBusValue] = [:], frozen: Set<Key> = [], creator: UInt32? = nil) throws(PropBusError) -> [PropertyChange] {
+                       options: [String: DBusValue] = [:], holding held: Set<Key> = [], creator: UInt32? = nil) throws(PropBusError) -> [PropertyChange] {
         let key = try Key(keyText)
         try checkCreatable(key)
         let type: DBusType
         do { type = try DBusType(parsing: typeText) } catch {
             throw .invalidArgs("type of \(key) is not a single complete D-Bus type: \(error)")
         }
-        return try create(key: key, type: type, defaultValue: defaultValue, options: options, frozen: frozen, creator: creator, keyChecked: true)
+        return try create(key: key, type: type, defaultValue: defaultValue, options: options, holding: held, creator: creator, keyChecked: true)
     }
 
-    /// ``create(key:type:defaultValue:options:frozen:creator:)`` for a key and type already parsed (a model
+    /// ``create(key:type:defaultValue:options:holding:creator:)`` for a key and type already parsed (a model
     /// file's declarations: parsing them again was repeated work for every key).
     public func create(key: Key, type: DBusType, defaultValue: DBusValue,
-                       options: [String: DBusValue] = [:], frozen: Set<Key> = []) throws(PropBusError) -> [PropertyChange] {
-        try create(key: key, type: type, defaultValue: defaultValue, options: options, frozen: frozen, creator: nil, keyChecked: false)
+                       options: [String: DBusValue] = [:], holding held: Set<Key> = []) throws(PropBusError) -> [PropertyChange] {
+        try create(key: key, type: type, defaultValue: defaultValue, options: options, holding: held, creator: nil, keyChecked: false)
     }
 
     /// Names no new key may take: the group of binding objects, the Values interface's methods
@@ -43,7 +43,7 @@ extension PropertyModel {
     }
 
     func create(key: Key, type: DBusType, defaultValue: DBusValue, options: [String: DBusValue],
-                        frozen: Set<Key>, creator: UInt32?, keyChecked: Bool) throws(PropBusError) -> [PropertyChange] {
+                        holding held: Set<Key>, creator: UInt32?, keyChecked: Bool) throws(PropBusError) -> [PropertyChange] {
         if !keyChecked { try checkCreatable(key) }
         try PropertyDefinition.checkStorable(type, key: key)
         var definition = PropertyDefinition(key: key, type: type, defaultValue: Self.payload(defaultValue, for: type))
@@ -107,7 +107,7 @@ extension PropertyModel {
         var propagated: [(Key, DBusValue)] = []
         if let oldValue, entry.value != oldValue, !bindings.isEmpty {
             // With the new definition's rights: one made secret now must not spread its new value.
-            propagated = try propagation(overriding: definition).expand([(key, entry.value)], frozen: frozen)
+            propagated = try propagation(overriding: definition).expand([(key, entry.value)], holding: held)
             for (target, value) in propagated {
                 try writableEntry(target.text).definition.check(value, maximumSize: limits.maximumValueSize)
             }
@@ -137,11 +137,11 @@ extension PropertyModel {
             changes = [.redefined(key)]
         } else {
             for (target, _) in propagated { noteBindingSource(of: target, among: Set(propagated.map(\.0)).union([key]).subtracting([target])) }
-            changes = [.valueChanged(key, old: oldValue!)] + (try write(propagated.map { ($0.0, $0.1) }, frozen: frozen.union([key])))
+            changes = [.valueChanged(key, old: oldValue!)] + (try write(propagated.map { ($0.0, $0.1) }, holding: held.union([key])))
         }
         // Made secret, writers narrowed or widened: the bindings that read or write it may no
         // longer act, or may again.
-        return changes + recheckBindings(affectedBy: key, sparing: frozen)
+        return changes + recheckBindings(affectedBy: key, holding: held)
     }
 
     /// Makes `value` the entry's stored value if its definition admits it, else keeps it hidden

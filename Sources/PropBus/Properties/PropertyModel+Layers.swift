@@ -62,11 +62,6 @@ extension PropertyModel {
         return resolved
     }
 
-    /// Keeps the layer state as it was at the last commit, before the round's first change of it.
-    func rememberLayerState() {
-        if layerStateAtCommit == nil { layerStateAtCommit = (layerFiles, layerProblems, layeredKeys) }
-    }
-
     /// Puts `files` in force: every key they name, or named until now, takes its mandatory, site
     /// and vendor values from them; keys created later take theirs when created. Each key is
     /// changed with the file it now takes its value from (or lost it from) as the origin, so
@@ -107,7 +102,7 @@ extension PropertyModel {
         for (file, group) in Dictionary(grouping: planned, by: \.file).sorted(by: { $0.key < $1.key }) {
             origin = .layerFile(path: file)
             for (key, layers, _) in group {
-                let (changed, lockChange) = replaceLayers(of: key, with: layers, frozen: [key])
+                let (changed, lockChange) = replaceLayers(of: key, with: layers, holding: [key])
                 changes += changed
                 if lockChange { lockChanged.append(key) }
             }
@@ -116,9 +111,9 @@ extension PropertyModel {
     }
 
     /// Gives `key`'s entry `layers`, under the open origin; returns the changes (its value's,
-    /// spread through the bindings except into `frozen`) and whether its lock came, went or
+    /// spread through the bindings except into `held` keys) and whether its lock came, went or
     /// changed whom it refuses.
-    func replaceLayers(of key: Key, with layers: ValueLayers?, frozen: Set<Key>) -> (changes: [PropertyChange], lockChanged: Bool) {
+    func replaceLayers(of key: Key, with layers: ValueLayers?, holding held: Set<Key>) -> (changes: [PropertyChange], lockChanged: Bool) {
         guard var entry = entries[key] else { return ([], false) }
         let oldValue = entry.value, oldLock = entry.layers?.mandatoryInForce
         remember(key)
@@ -136,8 +131,8 @@ extension PropertyModel {
         var changes: [PropertyChange] = [.valueChanged(key, old: oldValue)]
         guard !bindings.isEmpty else { return (changes, lockChanged) }
         // The new value spreads as a redefinition's does; a target that refuses it keeps its own.
-        if let propagated = try? propagation.expand([(key, value)], frozen: frozen),
-           let written = try? write(propagated.map { ($0.0, $0.1) }, frozen: frozen) {
+        if let propagated = try? propagation.expand([(key, value)], holding: held),
+           let written = try? write(propagated.map { ($0.0, $0.1) }, holding: held) {
             changes += written
         }
         return (changes, lockChanged)
@@ -148,12 +143,12 @@ extension PropertyModel {
     /// and who wrote it). A value its definition refuses is left out, with a problem (for the
     /// log: the fleet's layers are not files this host can fix). A key that does not exist, or
     /// is not a fleet key here, is passed over: the fleet applies its layers when it defines it.
-    /// A changed value spreads through the bindings into local keys only (`frozen`: the fleet
+    /// A changed value spreads through the bindings into local keys only (`held`: the fleet
     /// keys bound here), as the fleet's values do.
     ///
     /// Returns the changes to publish, the keys whose lock changed, and the problems.
     public func applyFleetLayers(_ layers: [(key: Key, mandatory: MandatoryValue?, fleetDefault: LayerValue?, origin: WriteSet.Origin)],
-                                 frozen: Set<Key>) -> (changes: [PropertyChange], lockChanged: [Key], problems: [String]) {
+                                 holding held: Set<Key>) -> (changes: [PropertyChange], lockChanged: [Key], problems: [String]) {
         let previousOrigin = origin
         defer { origin = previousOrigin }
         var changes: [PropertyChange] = [], lockChanged: [Key] = [], problems: [String] = []
@@ -173,7 +168,7 @@ extension PropertyModel {
             let nextLayers: ValueLayers? = next.isEmpty ? nil : next
             guard nextLayers != entry.layers else { continue }
             origin = item.origin
-            let (changed, lockChange) = replaceLayers(of: item.key, with: nextLayers, frozen: frozen.union([item.key]))
+            let (changed, lockChange) = replaceLayers(of: item.key, with: nextLayers, holding: held.union([item.key]))
             changes += changed
             if lockChange { lockChanged.append(item.key) }
         }

@@ -25,14 +25,14 @@ extension PropertyModel {
         layers.overrides.append(hold)
         entry.layers = layers
         // Checked before anything changes: what the new value spreads to, and the group's size.
-        let (frozen, propagated) = try plannedSpread(of: entry, from: old)
+        let (held, propagated) = try plannedSpread(of: entry, from: old)
         if entry.value != old { try checkGroupFits(key.group, with: [(key, entry.value)]) }
         // Takes the handle: the table's next one is above it from now on.
         changeLeases { $0.addOverride(hold, on: key) }
         // Handles never repeat, also across restarts (a stale ReleaseOverride must not end another).
         storeChanges.saveNextLeaseHandle(leases.nextHandle)
         if expires != nil { storeChanges.saveLease(Lease(hold, on: key)) }
-        return (hold.handle, replaceLayers(of: entry, from: old, frozen: frozen, propagated: propagated))
+        return (hold.handle, replaceLayers(of: entry, from: old, holding: held, propagated: propagated))
     }
 
     /// The key and the hold of override `handle`, if it is held.
@@ -142,8 +142,8 @@ extension PropertyModel {
         changeLeases { $0.removeOverride(hold) }
         if hold.expires != nil { storeChanges.removeLease(handle) }
         // An end cannot be refused: a binding that would refuse the value it falls back to is left as it is.
-        let (frozen, propagated) = (try? plannedSpread(of: entry, from: old)) ?? ([], [])
-        return replaceLayers(of: entry, from: old, frozen: frozen, propagated: propagated)
+        let (held, propagated) = (try? plannedSpread(of: entry, from: old)) ?? ([], [])
+        return replaceLayers(of: entry, from: old, holding: held, propagated: propagated)
     }
 
     private func endKeyLease(_ lease: Lease) -> [PropertyChange] {
@@ -157,19 +157,19 @@ extension PropertyModel {
 
     /// The bindings' spread of `entry`'s new value (its layers changed; `old` was its value):
     /// checked against every target, into no fleet key (an override is this host's alone).
-    private func plannedSpread(of entry: Entry, from old: DBusValue) throws(PropBusError) -> (frozen: Set<Key>, [(Key, DBusValue)]) {
+    private func plannedSpread(of entry: Entry, from old: DBusValue) throws(PropBusError) -> (held: Set<Key>, [(Key, DBusValue)]) {
         let key = entry.definition.key
         guard entry.value != old, !bindings.isEmpty else { return ([], []) }
-        let frozen = bindingEnds { $0.scope == .fleet }.union([key])
-        let propagated = try propagation.expand([(key, entry.value)], frozen: frozen)
+        let held = boundKeys { $0.scope == .fleet }.union([key])
+        let propagated = try propagation.expand([(key, entry.value)], holding: held)
         for (target, value) in propagated {
             try writableEntry(target.text).definition.check(value, maximumSize: limits.maximumValueSize)
         }
-        return (frozen, propagated)
+        return (held, propagated)
     }
 
     /// Puts `entry` (its layers changed) in the model with a new revision, and its spread.
-    func replaceLayers(of entry: Entry, from old: DBusValue, frozen: Set<Key>, propagated: [(Key, DBusValue)]) -> [PropertyChange] {
+    func replaceLayers(of entry: Entry, from old: DBusValue, holding held: Set<Key>, propagated: [(Key, DBusValue)]) -> [PropertyChange] {
         let key = entry.definition.key
         var next = entry
         remember(key)
@@ -179,7 +179,7 @@ extension PropertyModel {
         insert(next)
         saveRevisionCeiling()
         guard next.value != old else { return [] }
-        let spread = propagated.isEmpty ? [] : ((try? write(propagated.map { ($0.0, $0.1) }, frozen: frozen)) ?? [])
+        let spread = propagated.isEmpty ? [] : ((try? write(propagated.map { ($0.0, $0.1) }, holding: held)) ?? [])
         return [.valueChanged(key, old: old)] + spread
     }
 
@@ -197,9 +197,9 @@ extension PropertyModel {
         }
     }
 
-    /// Changes the lease table, keeping it as it was at the last commit for a rollback.
+    /// Changes the lease table, journaling it first for a rollback.
     private func changeLeases(_ body: (inout LeaseTable) -> Void) {
-        if leasesAtCommit == nil { leasesAtCommit = leases }
+        rememberLeases()
         body(&leases)
     }
 }

@@ -3,13 +3,10 @@ import DBusValues
 extension PropertyModel {
     // MARK: Rounds
 
-    /// The undo log capacity kept from one round to the next.
-    static let keptUndoCapacity = 1024
-
-    /// Makes room in the round's undo log for `count` changes, so declaring many properties at
+    /// Makes room in the round's journal for `count` changes, so declaring many properties at
     /// once (a model file) does not grow it step by step.
-    public func reserveUndoCapacity(_ count: Int) {
-        undoLog.reserveCapacity(undoLog.count + count)
+    public func reserveJournalCapacity(_ count: Int) {
+        transaction.reserveCapacity(count)
     }
 
     /// Makes room for `count` properties in all, so declaring many at once (a model file into
@@ -19,31 +16,22 @@ extension PropertyModel {
         if count > entries.count { entries.reserveCapacity(count) }
     }
 
-    /// Forgets the undo log: the store committed everything done since the last round.
+    /// Makes what the round did so far durable in the model: a rollback no longer takes it back
+    /// (the store committed it, or the start-up keeps it). Ends any savepoint still open. The
+    /// write set keeps recording: ``endWriteSet()`` forgets it.
     public func commitRound() {
-        // A big round's capacity (a model file of 10k keys) is let go: kept, it held megabytes
-        // of empty buckets for the daemon's life.
-        if undoLog.capacity > Self.keptUndoCapacity { undoLog = [:] } else { undoLog.removeAll(keepingCapacity: true) }
-        undoUnclaimed.removeAll(keepingCapacity: true)
-        revisionAtCommit = revision
-        reservedAtCommit = reservedRevision
-        bindingsAtCommit = nil
-        leasesAtCommit = nil
-        layerStateAtCommit = nil
-        keysReadThisRound.removeAll(keepingCapacity: true)
+        transaction.commitRound(revision: revision, reservedRevision: reservedRevision)
     }
 
     /// Forgets the round's write set once the store has it (or the round was rolled back).
-    /// Apart from ``commitRound()``, which a model-file load also calls to begin its own undo
-    /// log: the changes before it are still the round's, and history must see them.
+    /// Apart from ``commitRound()``, which the start-up also calls before its write set is
+    /// committed: the changes before it are still the round's, and history must see them.
     public func endWriteSet() {
         // A fresh value: a big round's rows (a model file's declarations) are let go, not kept.
         storeChanges = StoreChanges()
         closedChanges.removeAll()
-        openBefore.removeAll(keepingCapacity: true)
         if !openVia.isEmpty { openVia.removeAll() }
-        openKeys.removeAll(keepingCapacity: true)
-        openKeysAtCall = 0
+        transaction.endWriteSet()
         // What follows the round until someone says otherwise is the daemon's own doing.
         openOrigin = .daemon
     }
@@ -62,16 +50,17 @@ extension PropertyModel {
     }
 
     private func closeChange() {
-        guard !openKeys.isEmpty else { return }
-        let recorded = openKeys.compactMap { key -> WriteSet.Entry? in
-            let entry = WriteSet.Entry(key: key, before: openBefore[key] ?? nil, after: entries[key], via: openVia[key])
-            return entry.isChange ? entry : nil
+        let open = transaction.openChange()
+        guard !open.isEmpty else { return }
+        var recorded: [WriteSet.Entry] = []
+        recorded.reserveCapacity(open.count)
+        for (key, before) in open {
+            let entry = WriteSet.Entry(key: key, before: before, after: entries[key], via: openVia[key])
+            if entry.isChange { recorded.append(entry) }
         }
         if !recorded.isEmpty { closedChanges.append(WriteSet.Change(origin: openOrigin, entries: recorded)) }
-        openBefore.removeAll(keepingCapacity: true)
         if !openVia.isEmpty { openVia.removeAll() }
-        openKeys.removeAll(keepingCapacity: true)
-        openKeysAtCall = 0
+        transaction.beginChange()
     }
 
     /// What the round did so far, change by change; the round hands it to the store's commit.
@@ -81,169 +70,125 @@ extension PropertyModel {
         return WriteSet(changes: closedChanges, revision: revision, store: storeChanges)
     }
 
-    /// Puts every entry back as it was at the last ``commitRound()``; returns the keys that
-    /// were touched since, so the caller can bring its exported objects back in line.
+    /// Puts everything back as it was at the last ``commitRound()`` and forgets the round's
+    /// write set; returns the keys that were touched since, so the caller can bring its
+    /// exported objects back in line.
     @discardableResult
     public func rollbackRound() -> [Key] {
-        let touched = Array(undoLog.keys)
-        for (key, old) in undoLog {
-            if let old {
-                insert(old)
-            } else {
-                remove(key)
-            }
+        var touched: [Key] = []
+        let restored = transaction.rollback(toDepth: 0) { record in
+            if case .entry(let key, _, _) = record { touched.append(key) }
+            put(back: record)
         }
-        for (key, stored) in undoUnclaimed { unclaimedValues[key] = stored }
-        if let bindingsAtCommit { bindings = bindingsAtCommit }
-        if let leasesAtCommit { leases = leasesAtCommit }
-        if let layerStateAtCommit {
-            (layerFiles, layerProblems) = (layerStateAtCommit.files, layerStateAtCommit.problems)
-            // Kept too: a key created in the round and gone again is only looked at once more.
-            layeredKeys.formUnion(layerStateAtCommit.keys)
-        }
-        revision = revisionAtCommit
-        reservedRevision = reservedAtCommit
+        putBack(restored)
+        revision = restored.revision
+        reservedRevision = restored.reservedRevision
         commitRound()
         endWriteSet()
-        return touched
+        // Each key once, first touched first, as the journal had them.
+        var seen = Set<Key>()
+        return touched.reversed().filter { seen.insert($0).inserted }
     }
 
-    func rememberUnclaimed(_ key: Key) {
-        if undoUnclaimed.index(forKey: key) == nil { undoUnclaimed.updateValue(unclaimedValues[key], forKey: key) }
-        if callLog != nil, callUnclaimed.index(forKey: key) == nil { callUnclaimed.updateValue(unclaimedValues[key], forKey: key) }
+    /// Puts one before-image back.
+    private func put(back record: Transaction.Record) {
+        switch record {
+        case .entry(let key, let old, _):
+            if let old { insert(old) } else { remove(key) }
+        case .unclaimed(let key, let stored, _):
+            unclaimedValues[key] = stored
+        }
+    }
+
+    /// Puts back the tables a rollback restores as a whole.
+    private func putBack(_ restored: Transaction.Restored) {
+        if let bindings = restored.bindings { self.bindings = bindings }
+        if let leases = restored.leases { self.leases = leases }
+        if let layerState = restored.layerState {
+            (layerFiles, layerProblems) = (layerState.files, layerState.problems)
+            // Kept too: a key created in the round and gone again is only looked at once more.
+            layeredKeys.formUnion(layerState.keys)
+        }
     }
 
     /// The keys whose entries changed since the last ``commitRound()`` (``Round/writtenKeys``).
-    public var keysChangedThisRound: Set<Key> { Set(undoLog.keys) }
+    public var keysChangedThisRound: Set<Key> { transaction.keysChanged }
 
-    /// Records `key`'s state before its first change in this round (and in the open call, see
-    /// ``beginCall()``).
+    /// The keys whose values bindings read since the round, or the innermost savepoint, began
+    /// (``Round/readKeys``).
+    public var keysReadThisRound: Set<Key> { transaction.reads }
+
+    /// Journals `key`'s state before its first change in the innermost level and the open change.
     func remember(_ key: Key) {
-        if undoLog[key] == nil { undoLog[key] = .some(entries[key]) }
-        if openBefore.index(forKey: key) == nil {
-            openBefore.updateValue(entries[key], forKey: key)
-            openKeys.append(key)
-        }
-        if callLog != nil, callLog![key] == nil { callLog![key] = .some(entries[key]) }
+        transaction.journalEntry(key) { entries[key] }
     }
 
-    // MARK: Calls inside a round
-
-
-    /// Starts recording one call's changes (a savepoint inside the round).
-    public func beginCall() {
-        callLog = [:]
-        callUnclaimed = [:]
-        callBindings = bindings
-        callLeases = leases
-        callRevision = revision
-        callStoreChanges = storeChanges
-        callReservedRevision = reservedRevision
-        callReadKeys = keysReadThisRound
-        keysReadThisRound = []
-        openKeysAtCall = openKeys.count
+    func rememberUnclaimed(_ key: Key) {
+        transaction.journalUnclaimed(key) { unclaimedValues[key] }
     }
 
-    /// The call's changes so far: each touched key's entry before the call (`nil`: it did not
-    /// exist), and the keys its bindings read.
-    public var callChanges: (before: [Key: Entry?], read: Set<Key>) { (callLog ?? [:], keysReadThisRound) }
-
-    /// Keeps the call's changes in the round and stops recording.
-    public func endCall() {
-        callLog = nil
-        keysReadThisRound.formUnion(callReadKeys)
-        callBindings = nil
-        callLeases = nil
-        callStoreChanges = nil
+    /// Keeps the bindings as they are, before the innermost level's first change of them.
+    func rememberBindings() {
+        transaction.journalBindings(bindings)
     }
 
-    /// Takes the call's changes back out of the round (the round's earlier changes stay) and
-    /// stops recording, with the rows the call recorded for the store.
-    public func rollbackCall() {
-        guard let log = callLog else { return }
-        for (key, old) in log {
-            if let old { insert(old) } else { remove(key) }
-            // Untouched by the round before the call: the round need not undo it any more.
-            if case .some(let roundOld) = undoLog[key], roundOld.map(\.definition) == old.map(\.definition),
-               roundOld?.storedValue == old?.storedValue, roundOld?.revision == old?.revision, roundOld?.hidden?.value == old?.hidden?.value {
-                undoLog[key] = nil
-            }
-        }
-        for (key, stored) in callUnclaimed { unclaimedValues[key] = stored }
-        // The call's changes leave the write set too (they come back with the fleet's answer).
-        for key in openKeys[openKeysAtCall...] { openBefore[key] = nil }
-        openKeys.removeSubrange(openKeysAtCall...)
-        if let callBindings { bindings = callBindings }
-        if let callLeases { leases = callLeases }
-        revision = callRevision
-        if var restored = callStoreChanges {
-            // A block of revisions the call reserved stays reserved (the model keeps its
-            // ceiling): the store must record it before a revision of it is handed out again.
-            if reservedRevision > callReservedRevision { restored.reserveRevisions(through: reservedRevision) }
-            storeChanges = restored
-        }
-        keysReadThisRound = callReadKeys
-        callLog = nil
-        callBindings = nil
-        callLeases = nil
-        callStoreChanges = nil
+    /// Keeps the leases as they are, before the innermost level's first change of them.
+    func rememberLeases() {
+        transaction.journalLeases(leases)
     }
 
-    /// Puts `key`'s entry in the state `entry` (`nil`: removed) as a call computed it before its
-    /// writes went to etcd, with a new revision; writes the store. No checks: the call checked.
-    public func overwrite(_ key: Key, with entry: Entry?) -> [PropertyChange] {
-        let old = entries[key]
-        guard let entry else {
-            guard let old else { return [] }
-            remember(key)
-            remove(key)
-            dropLeases(of: old)
-            storeChanges.removeDefinition(key)
-            let ended = bindings.touching(key).map { removeBinding($0.id) }
-            return [.deleted(key, old: old.value)] + ended
-        }
-        if old?.definition == entry.definition, old?.storedValue == entry.storedValue, old?.hidden?.value == entry.hidden?.value { return [] }
-        remember(key)
-        var next = entry
-        if old?.definition != entry.definition { storeChanges.saveDefinition(entry.definition) }
-        revision += 1
-        next.revision = revision
-        if entry.definition.persistent {
-            if let stored = entry.storedValue { storeChanges.saveValue(stored, revision: revision, for: key) }
-            else if old?.storedValue != nil { storeChanges.removeValue(for: key) }
-            saveRevisionCeiling()
-        } else {
-            reserveRevision()
-        }
-        insert(next)
-        let recheck = old?.definition != entry.definition ? recheckBindings(affectedBy: key) : []
-        guard let old else { return [.created(key)] + recheck }
-        return (old.value != next.value ? [.valueChanged(key, old: old.value)] : [.redefined(key)]) + recheck
+    /// Keeps the layer state as it is, before the innermost level's first change of it.
+    func rememberLayerState() {
+        transaction.journalLayerState((layerFiles, layerProblems, layeredKeys))
     }
 
-    /// Applies values that came from the fleet (`nil`: reset): checked against the local
-    /// definition (a value it refuses is returned as a failure, not written), then spread
-    /// through the bindings except into `frozen` keys (fleet keys: fleet↔fleet bindings ran on
-    /// the writing host already).
-    public func mirror(_ writes: [(Key, DBusValue?)], frozen: Set<Key>) -> (changes: [PropertyChange], failures: [(Key, PropBusError)]) {
-        var planned: [(Key, DBusValue?)] = []
-        var failures: [(Key, PropBusError)] = []
-        for (key, value) in writes {
-            guard let entry = entries[key] else { continue }
-            if let value {
-                do throws(PropBusError) { try entry.definition.check(value, maximumSize: limits.maximumValueSize) } catch {
-                    failures.append((key, error))
-                    continue
-                }
-            }
-            planned.append((key, value))
+    // MARK: Savepoints
+
+    /// Begins a savepoint inside the round (or inside the savepoint open now): ``rollback(to:)``
+    /// takes back what follows and leaves what came before; ``release(_:)`` keeps it in the
+    /// level around. Bindings' reads from now on are the savepoint's (``changes(since:)``).
+    public func savepoint() -> Transaction.Savepoint {
+        transaction.begin { level in
+            level.revision = revision
+            level.reservedRevision = reservedRevision
+            level.storeChanges = storeChanges
+            level.closedChanges = closedChanges.count
+            level.origin = openOrigin
         }
-        do throws(PropBusError) {
-            return (try write(planned, frozen: frozen), failures)
-        } catch {
-            // A local binding refused the value: the fleet's value is the truth, it lands alone.
-            failures.append((planned.first?.0 ?? Key(uncheckedGroup: "fleet", name: "value"), error))
-            return (record(planned), failures)
+    }
+
+    /// What was changed since `savepoint`: each entry touched with its state then (`nil`: it
+    /// did not exist), and the keys bindings read since.
+    public func changes(since savepoint: Transaction.Savepoint) -> (before: [Key: Entry?], read: Set<Key>) {
+        transaction.changes(since: savepoint)
+    }
+
+    /// Ends `savepoint` (and any taken after it), keeping its changes in the round.
+    public func release(_ savepoint: Transaction.Savepoint) {
+        transaction.release(savepoint)
+    }
+
+    /// Takes back what was changed since `savepoint` (the round's earlier changes stay), with
+    /// the rows it recorded for the store, and ends it. A savepoint that ended already is ignored.
+    public func rollback(to savepoint: Transaction.Savepoint) {
+        guard transaction.isOpen(savepoint) else { return }
+        let viaToForget = !openVia.isEmpty
+        let restored = transaction.rollback(toDepth: savepoint.depth) { record in
+            if viaToForget, case .entry(let key, _, _) = record { openVia[key] = nil }
+            put(back: record)
+        }
+        putBack(restored)
+        revision = restored.revision
+        if var rows = restored.storeChanges {
+            // A block of revisions reserved since stays reserved (the model keeps its ceiling):
+            // the store must record it before a revision of it is handed out again.
+            if reservedRevision > restored.reservedRevision { rows.reserveRevisions(through: reservedRevision) }
+            storeChanges = rows
+        }
+        // A change that closed since goes too; the one open then is open again.
+        if closedChanges.count > restored.closedChanges {
+            closedChanges.removeSubrange(restored.closedChanges...)
+            openOrigin = restored.origin
         }
     }
 }

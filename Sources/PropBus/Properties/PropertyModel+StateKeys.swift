@@ -40,14 +40,15 @@ extension PropertyModel {
         guard let entry = entries[key], entry.definition.stateOf != nil, entry.value != value else { return [] }
         // Outside any call: nor through a local key in between may it reach a fleet key (that
         // write would change it on this host only; Bind refuses the direct binding).
-        let frozen = bindings.isEmpty ? [] : bindingEnds { $0.scope == .fleet }
+        let held = bindings.isEmpty ? [] : boundKeys { $0.scope == .fleet }
         openVia[key] = "command state"
-        return (try? write([(key, value)], frozen: frozen)) ?? record([(key, value)])
+        return (try? write([(key, value)], holding: held)) ?? record([(key, value)])
     }
 
-    /// The keys at either end of a binding whose definition `matches` (fleet keys, for writes
-    /// made outside any call, which must not spread into them).
-    func bindingEnds(where matches: (PropertyDefinition) -> Bool) -> Set<Key> {
+    /// The keys at either end of a binding whose definition `matches`: the keys a write must
+    /// hold (not spread into) when another owns them, e.g. the fleet's for a write made outside
+    /// any call. Only a binding's end can be reached by a propagation, so no other key need be named.
+    public func boundKeys(where matches: (PropertyDefinition) -> Bool) -> Set<Key> {
         var ends: Set<Key> = []
         for binding in bindings.all {
             for end in [binding.key, binding.to] where entries[end].map({ matches($0.definition) }) == true { ends.insert(end) }

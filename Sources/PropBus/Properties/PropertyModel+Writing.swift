@@ -16,7 +16,7 @@ extension PropertyModel {
         // Locks too: the same refusals as Apply's, in the same order.
         try checkLock(entries.read(key) { $0.layers } ?? nil, keyText: key.text)
         try definition.check(value, maximumSize: limits.maximumValueSize)
-        return try write([(key, value)], frozen: [])
+        return try write([(key, value)], holding: [])
     }
 
     /// Why a client may not write a property with `definition`, or `nil` when it may: the
@@ -58,7 +58,7 @@ extension PropertyModel {
         for keyText in resets {
             planned.append((try writableEntry(keyText).definition.key, nil))
         }
-        return try write(planned, frozen: [])
+        return try write(planned, holding: [])
     }
 
     func writableEntry(_ keyText: String) throws(PropBusError) -> Entry {
@@ -95,7 +95,7 @@ extension PropertyModel {
 
     /// Propagates validated writes (`nil`: reset) through the bindings, checks every
     /// propagated value against its target, then writes everything.
-    func write(_ planned: [(Key, DBusValue?)], frozen: Set<Key>) throws(PropBusError) -> [PropertyChange] {
+    func write(_ planned: [(Key, DBusValue?)], holding held: Set<Key>) throws(PropBusError) -> [PropertyChange] {
         var all = planned
         if !bindings.isEmpty {
             // Only a real change spreads: a same-value write is a no-op everywhere.
@@ -105,7 +105,7 @@ extension PropertyModel {
                 return next == entry.value ? nil : (key, next)
             }
             var written = Set(origins.map(\.0))
-            for (target, value) in try propagation.expand(origins, frozen: frozen) {
+            for (target, value) in try propagation.expand(origins, holding: held) {
                 let entry = try writableEntry(target.text)
                 try entry.definition.check(value, maximumSize: limits.maximumValueSize)
                 all.append((target, value))
@@ -188,7 +188,7 @@ extension PropertyModel {
         // Every value propagation reads (a transform's inputs, a bound key compared before it is
         // written) joins the round's read set.
         var result = Propagation(bindings: bindings, currentValue: { [unowned self] key in
-                                     keysReadThisRound.insert(key)
+                                     transaction.reads.insert(key)
                                      return entries[key]?.value
                                  },
                                  type: { [unowned self] in entries[$0]?.definition.type }, maximumSize: limits.maximumValueSize,

@@ -6,8 +6,9 @@ import DBusValues
 /// takes no locks. Mutations validate everything first and change nothing when they throw.
 /// Each returns the ``PropertyChange``s it made, which the caller turns into signals.
 ///
-/// Mutations since the last ``commitRound()`` are recorded in an undo log, so that when the
-/// store cannot commit a round, ``rollbackRound()`` puts the model back as it was.
+/// Mutations since the last ``commitRound()`` are journaled (``Transaction``), so that when the
+/// store cannot commit a round, ``rollbackRound()`` puts the model back as it was, and a
+/// savepoint inside the round (``savepoint()``) can be rolled back alone.
 public final class PropertyModel {
     /// Limits from the daemon's options.
     public struct Limits: Sendable {
@@ -109,7 +110,7 @@ public final class PropertyModel {
     /// The rows the round must make durable, as a value: the model, the command table and the
     /// daemon's other parts record into it instead of calling the store; ``takeWriteSet()``
     /// hands it to the store's commit with the round's changes; a rollback throws it away, and
-    /// a savepoint inside the round (``beginCall()``) is a copy of it.
+    /// a savepoint inside the round (``savepoint()``) keeps a copy of it.
     public var storeChanges = StoreChanges()
     var entries = EntryTable()
     var groups: [String: Set<String>] = [:]
@@ -126,31 +127,21 @@ public final class PropertyModel {
     /// The highest revision handed out; revisions grow across all keys.
     public internal(set) var revision: UInt64 = 0
     /// Stored values whose property is not defined yet (e.g. one a model file declares after
-    /// startup); a later ``create(key:type:defaultValue:options:frozen:)`` with the same type adopts it.
+    /// startup); a later ``create(key:type:defaultValue:options:holding:)`` with the same type adopts it.
     var unclaimedValues: [Key: (value: DBusValue, revision: UInt64)] = [:]
-    /// Each key's entry as it was at the last commit (`nil`: it did not exist), first touch wins.
-    var undoLog: [Key: Entry?] = [:]
-    /// Unclaimed values as they were at the last commit (`nil`: there was none), first touch wins.
-    var undoUnclaimed: [Key: (value: DBusValue, revision: UInt64)?] = [:]
-    var revisionAtCommit: UInt64 = 0
+    /// The round's one journal, with its savepoints (PropertyModel+Rounds.swift): what a
+    /// rollback puts back, and the open change's keys for the round's ``WriteSet``.
+    var transaction = Transaction(revision: 0, reservedRevision: 0)
     /// Revisions up to here are reserved in the store: transient changes hand them out without
     /// touching the disk (issue 11: transient means memory), and a restart starts above them.
     var reservedRevision: UInt64 = 0
-    /// ``reservedRevision`` at the last commit: what the store has recorded. A rolled-back round
-    /// goes back to it, so the next one reserves again rather than hand out what was never
-    /// recorded.
-    var reservedAtCommit: UInt64 = 0
     /// How many revisions one reservation covers: one small write per this many transient changes.
     static let revisionBlock: UInt64 = 4096
     /// The daemon-side channels (docs/channels.md).
     public internal(set) var bindings = BindingTable()
-    /// The bindings as they were at the last commit, once the round changed them.
-    var bindingsAtCommit: BindingTable?
     /// The overrides' index and the ephemeral keys (``LeaseTable``); the overrides themselves
     /// are in their entries' layers.
     public internal(set) var leases = LeaseTable()
-    /// The leases as they were at the last commit, once the round changed them.
-    var leasesAtCommit: LeaseTable?
     /// Leases the store held, until ``adoptLoadedLeases()`` (model files declare keys after the
     /// model is loaded).
     var loadedLeases: [Lease] = []
@@ -181,43 +172,18 @@ public final class PropertyModel {
     /// The keys whose entry carries (or carried) layer-file values, so a reload revisits them
     /// without a scan; a key leaves it when its entry goes.
     var layeredKeys: Set<Key> = []
-    /// The layer files in force, their problems and ``layeredKeys`` as they were at the last
-    /// commit, once the round changed them: a reload whose commit the store refuses puts the
-    /// files it replaced back in force, with the entries.
-    var layerStateAtCommit: (files: LayerFileSet, problems: [LayerProblem], keys: Set<Key>)?
-
     /// Why some of what the store holds was not loaded (an older version accepted unix fds),
     /// one line each, for the daemon's log.
     public private(set) var refusedAtLoad: [String] = []
 
-    // The round's write set and a call's savepoint (PropertyModel+Rounds.swift) and the uids'
+    // The round's write set (PropertyModel+Rounds.swift, with the journal above) and the uids'
     // usage (PropertyModel+Limits.swift): stored here, as an extension cannot store.
     /// The origin of the open change (``origin``).
     var openOrigin: WriteSet.Origin = .startup
     /// The changes of the round that ended (their after-states taken when they ended).
     var closedChanges: [WriteSet.Change] = []
-    /// The open change's keys, in the order first touched, with their state before it.
-    var openBefore: [Key: Entry?] = [:]
-    var openKeys: [Key] = []
     /// Why keys of the open change changed other than by its origin (``WriteSet/Entry/via``).
     var openVia: [Key: String] = [:]
-    /// How many of ``openKeys`` were there when the open call began (``beginCall()``).
-    var openKeysAtCall = 0
-    /// The keys whose values bindings read since the last ``commitRound()`` (``Round/readKeys``).
-    public internal(set) var keysReadThisRound: Set<Key> = []
-    /// What one call changed, recorded between ``beginCall()`` and ``endCall()`` or
-    /// ``rollbackCall()``: a savepoint inside the round, for the fleet, which must take a call's
-    /// writes of fleet keys back out of the round and send them to etcd first.
-    var callLog: [Key: Entry?]?
-    var callUnclaimed: [Key: (value: DBusValue, revision: UInt64)?] = [:]
-    var callBindings: BindingTable?
-    var callLeases: LeaseTable?
-    var callRevision: UInt64 = 0
-    var callReadKeys: Set<Key> = []
-    /// ``storeChanges`` when the call began: its rows leave with it.
-    var callStoreChanges: StoreChanges?
-    /// ``reservedRevision`` when the call began.
-    var callReservedRevision: UInt64 = 0
     /// What each uid holds here: the properties it created and their stored bytes.
     public internal(set) var usage = UsageLedger()
 
@@ -277,10 +243,9 @@ public final class PropertyModel {
             }
         }
         reservedRevision = revision
-        reservedAtCommit = revision
         for binding in state.bindings { bindings.insert(binding) }
         bindings.reserveIDs(below: state.nextBindingID)
-        revisionAtCommit = revision
+        transaction = Transaction(revision: revision, reservedRevision: reservedRevision)
         loadedLeases = state.leases
         leases.reserveHandles(below: state.nextLeaseHandle)
     }

@@ -1,8 +1,8 @@
 import DBusValues
 
 /// One dispatch round's transaction over the whole model: the property entries and bindings
-/// (``PropertyModel``'s undo log), the command definitions (``CommandTable``) and the rows to
-/// store (``PropertyModel/storeChanges``), committed or rolled back together.
+/// (``PropertyModel``'s journal, a ``Transaction``), the command definitions (``CommandTable``)
+/// and the rows to store (``PropertyModel/storeChanges``), committed or rolled back together.
 ///
 /// The round begins at the previous ``end()``; handlers stage their changes through the model
 /// and the command table as usual; ``end()`` makes them durable, or undoes every part and says
@@ -40,8 +40,8 @@ public final class Round {
     /// has not changed underneath it.
     public var readKeys: Set<Key> { model.keysReadThisRound }
 
-    /// Ends the round: commits the store, then forgets the undo state of the model and the
-    /// command table, so the next round begins. Returns `nil` when committed.
+    /// Ends the round: commits the store, then forgets the model's journal and the command
+    /// table's undo state, so the next round begins. Returns `nil` when committed.
     ///
     /// When the store refuses, everything goes back to the last commit: the model its entries,
     /// bindings and rows to store, the table its definitions.
