@@ -85,15 +85,16 @@ static DBusMessage *listing_copy(DBusMessage *call)
     return reply;
 }
 
-static void append(char **buffer, size_t *length, const void *bytes, size_t count)
+/* Writes into a buffer allocated large enough beforehand. */
+static void append(char *buffer, size_t *length, const void *bytes, size_t count)
 {
-    memcpy(*buffer + *length, bytes, count);
+    memcpy(buffer + *length, bytes, count);
     *length += count;
 }
 
-static void pad(char **buffer, size_t *length, size_t alignment)
+static void pad(char *buffer, size_t *length, size_t alignment)
 {
-    while (*length % alignment) (*buffer)[(*length)++] = 0;
+    while (*length % alignment) buffer[(*length)++] = 0;
 }
 
 /* propbusd's way (DBus/Connection/Message+Body.swift): libdbus's header for the reply, a
@@ -110,25 +111,27 @@ static DBusMessage *listing_checked(DBusMessage *call)
     uint32_t fields;
     memcpy(&fields, header + 12, 4);
     size_t signature_length = strlen(listing_signature);
-    size_t capacity = 16 + fields + 8 + 4 + signature_length + 2 + 8 + listing_body_length;
+    /* The header, up to 7 bytes of padding, the field (5 bytes and the signature with its nul),
+     * up to 7 more, the body. */
+    size_t capacity = 16 + fields + 7 + 5 + signature_length + 1 + 7 + listing_body_length;
     char *wire = malloc(capacity);
     size_t length = 0;
     if (!wire) die_oom();
-    append(&wire, &length, header, 16 + fields);
+    append(wire, &length, header, 16 + fields);
     dbus_free(header);
     /* The SIGNATURE field (code 8): a struct (yv) whose variant holds the signature as a `g`. */
-    pad(&wire, &length, 8);
+    pad(wire, &length, 8);
     unsigned char code = 8, g_length = 1, value_length = (unsigned char)signature_length;
-    append(&wire, &length, &code, 1);
-    append(&wire, &length, &g_length, 1);
-    append(&wire, &length, "g", 2);
-    append(&wire, &length, &value_length, 1);
-    append(&wire, &length, listing_signature, signature_length + 1);
+    append(wire, &length, &code, 1);
+    append(wire, &length, &g_length, 1);
+    append(wire, &length, "g", 2);
+    append(wire, &length, &value_length, 1);
+    append(wire, &length, listing_signature, signature_length + 1);
     fields = (uint32_t)(length - 16);
     memcpy(wire + 12, &fields, 4);
-    pad(&wire, &length, 8);
+    pad(wire, &length, 8);
     memcpy(wire + 4, &listing_body_length, 4);
-    append(&wire, &length, listing_body, listing_body_length);
+    append(wire, &length, listing_body, listing_body_length);
     DBusError err;
     dbus_error_init(&err);
     DBusMessage *reply = dbus_message_demarshal(wire, (int)length, &err);
