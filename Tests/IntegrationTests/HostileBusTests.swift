@@ -156,9 +156,8 @@ final class HostileMessageSizeTests: DaemonTestCase, @unchecked Sendable {
 /// One connection pipelining thousands of calls must not starve the others (issue 10, item 5).
 final class HostileFloodTests: DaemonTestCase, @unchecked Sendable {
     /// Two connections of one process. The flooder pipelines `count` ListProperties(prefix)
-    /// calls and reads the replies as they come (a GLib main loop); once `start` of them have
-    /// come back (the daemon is busy with the flood and has the rest of it waiting), the victim
-    /// makes `gets` Properties.Get calls of `victim.x`, one at a time. Prints the daemon's
+    /// calls and reads the replies as they come (a GLib main loop); once they are all sent, the
+    /// victim makes `gets` Properties.Get calls of `victim.x`, one at a time. Prints the daemon's
     /// serial of every reply, the flood's on one line and the victim's on the next, then "done".
     /// The daemon numbers what it sends in the order it sends it, so the serials tell how many
     /// flood replies went out before each of the victim's, whatever order the two connections
@@ -169,7 +168,7 @@ final class HostileFloodTests: DaemonTestCase, @unchecked Sendable {
     import dbus, dbus.lowlevel, dbus.mainloop.glib, sys
     from gi.repository import GLib
     dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
-    address, count, prefix, start, gets = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+    address, count, prefix, gets = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
     flooder, victim = dbus.bus.BusConnection(address), dbus.bus.BusConnection(address)
     loop = GLib.MainLoop()
     flood, victims = [], []
@@ -185,8 +184,6 @@ final class HostileFloodTests: DaemonTestCase, @unchecked Sendable {
     def on_flood(connection, message):
         if isinstance(message, replies):
             flood.append(message.get_serial())
-            if len(flood) == start:
-                get()
             finish_when_all_came()
     def on_victim(connection, message):
         if isinstance(message, replies):
@@ -205,6 +202,7 @@ final class HostileFloodTests: DaemonTestCase, @unchecked Sendable {
         flooder.send_message(m)
     flooder.flush()
     print("sent", flush=True)
+    get()
     loop.run()
     print("flood", *flood)
     print("victim", *victims)
@@ -223,8 +221,8 @@ final class HostileFloodTests: DaemonTestCase, @unchecked Sendable {
         return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
     }
 
-    /// Fairness, counted rather than timed: the victim's first Get, sent while the flood's
-    /// backlog waits in the daemon, is not answered after that backlog, and each later Get
+    /// Fairness, counted rather than timed: the victim's first Get, sent once the whole flood
+    /// is on its way, is not answered after all of it, and each later Get
     /// waits behind at most a few rounds' worth of flood replies (a round serves every waiting
     /// sender once, at most 64 calls). Before the per-sender queues, the first Get waited
     /// behind all of the flood.
@@ -235,8 +233,8 @@ final class HostileFloodTests: DaemonTestCase, @unchecked Sendable {
         }
         try await client.create("victim.x", "i", default: .int32(7))
         let idleRSS = peakRSSKilobytes()
-        let count = 1000, start = 10, gets = 20
-        let flooder = try ChildProcess("/usr/bin/python3", ["-c", Self.floodScript, bus.address, "\(count)", "flood.", "\(start)", "\(gets)"],
+        let count = 1000, gets = 20
+        let flooder = try ChildProcess("/usr/bin/python3", ["-c", Self.floodScript, bus.address, "\(count)", "flood.", "\(gets)"],
                                        environment: bus.environment)
         defer { flooder.signal(SIGKILL) }
         // Bounds a hang, measures nothing: the flood is served to its end.
@@ -253,7 +251,10 @@ final class HostileFloodTests: DaemonTestCase, @unchecked Sendable {
         // How many flood replies the daemon sent before each of the victim's.
         let sentBefore = victim.map { serial in flood.filter { $0 < serial }.count }
         let report = "flood replies sent before each of the victim's \(gets) Gets (of \(count)): \(sentBefore)"
-        XCTAssertLessThanOrEqual(sentBefore.first ?? count, count / 2, report)
+        // Before the flood's last quarter: where its call reaches the daemon depends on how
+        // the bus interleaves the two connections (up to a fifth of the flood went first in
+        // loaded runs); a daemon serving one sender until it has nothing left sends all of it.
+        XCTAssertLessThanOrEqual(sentBefore.first ?? count, count * 3 / 4, report)
         let waits = zip(sentBefore.dropFirst(), sentBefore).map { $0 - $1 }
         XCTAssertLessThanOrEqual(waits.max() ?? 0, Self.mostFloodRepliesBetweenVictimGets, report)
         let peak = peakRSSKilobytes()
