@@ -30,11 +30,12 @@ while [ $# -gt 0 ]; do
   esac
 done
 # runs: one-shot commands (each), start-ups of each service at 10k, at 100k and from a model,
-# GetManagedObjects and ListProperties calls, Get rounds and calls per round.
+# GetManagedObjects and ListProperties calls, rounds of the listing against its C floor, Get
+# rounds and calls per round.
 if [ "$quick" -eq 1 ]; then
-  oneshots=6 starts=2 starts_big=1 gmo_calls=3 list_calls=2 get_rounds=2 get_calls=3000
+  oneshots=6 starts=2 starts_big=1 gmo_calls=3 list_calls=2 floor_rounds=1 get_rounds=2 get_calls=3000
 else
-  oneshots=40 starts=5 starts_big=3 gmo_calls=15 list_calls=5 get_rounds=5 get_calls=20000
+  oneshots=40 starts=5 starts_big=3 gmo_calls=15 list_calls=5 floor_rounds=3 get_rounds=5 get_calls=20000
 fi
 PY=/usr/bin/python3   # the system's python, where Debian's python3-dbus lives
 NAME=org.propbus.PropBus1 ROOT=/org/propbus/PropBus1 VALUES=org.propbus.PropBus1.Values
@@ -151,6 +152,46 @@ if compact_out=$(bench/build/call-client "$ADDR" "$NAME" "$ROOT" org.propbus.Pro
 else
   row "ListPropertiesCompact(\"\"), 10k" "-" "not in this build" "-" "<= 40 ms" "-"
 fi
+# The floor of that listing (issue 27): ref-service.c sends propbusd's reply body, byte for byte,
+# as a copy of a message made once (no libdbus check of the body: the least any libdbus service
+# can do) and the way propbusd sends it (the body checked by dbus_message_demarshal per call).
+# Alternating rounds against propbusd, the same client; CPU per call of each service and of the
+# bus relaying (utime+stime, /proc/PID/stat, 10 ms ticks over every round's calls), and of the
+# client reading the reply (bash's `time`: its connection and its untimed first call included).
+CALL_CLIENT_SAVE="$tmp/listing.bin" bench/build/call-client "$ADDR" "$NAME" "$ROOT" org.propbus.PropBus1.Manager ListProperties 1 "" >/dev/null
+start org.propbus.Ref1 -- bench/build/ref-service "$ADDR" org.propbus.Ref1 - "$tmp/listing.bin"; floor_pid=$pid
+body() { tail -c "$(od -An -tu4 -j4 -N4 "$1" | tr -d ' ')" "$1"; }   # a saved message's body
+for method in ListProperties ListPropertiesChecked; do
+  CALL_CLIENT_SAVE="$tmp/floor.bin" bench/build/call-client "$ADDR" org.propbus.Ref1 "$ROOT" org.propbus.PropBus1.Manager "$method" 1 "" >/dev/null
+  cmp -s <(body "$tmp/listing.bin") <(body "$tmp/floor.bin") || { echo "all: ref-service's $method body differs from propbusd's" >&2; exit 1; }
+done
+ticks() { local stat; read -r stat < "/proc/$1/stat"; set -- ${stat##*) }; echo $(( ${12} + ${13} )); }
+bus_pid=${pids[0]} hz=$(getconf CLK_TCK) TIMEFORMAT='%3U %3S'
+declare -A wall=() cpu=() relay=() reader=()
+for _ in $(seq "$floor_rounds"); do
+  for subject in propbusd copy checked; do
+    case $subject in
+      propbusd) dest=$NAME method=ListProperties spid=$pb ;;
+      copy) dest=org.propbus.Ref1 method=ListProperties spid=$floor_pid ;;
+      checked) dest=org.propbus.Ref1 method=ListPropertiesChecked spid=$floor_pid ;;
+    esac
+    s0=$(ticks "$spid") b0=$(ticks "$bus_pid")
+    { time bench/build/call-client "$ADDR" "$dest" "$ROOT" org.propbus.PropBus1.Manager "$method" "$list_calls" "" >"$tmp/call.out"; } 2>"$tmp/call.time"
+    read -r p50 _ <"$tmp/call.out"; read -r user system <"$tmp/call.time"
+    wall[$subject]+="$p50 " cpu[$subject]=$(( ${cpu[$subject]:-0} + $(ticks "$spid") - s0 )) relay[$subject]=$(( ${relay[$subject]:-0} + $(ticks "$bus_pid") - b0 ))
+    reader[$subject]=$(awk -v a="${reader[$subject]:-0}" -v u="$user" -v s="$system" 'BEGIN { print a + (u + s) * 1000 }')
+  done
+done
+stop org.propbus.Ref1 "$floor_pid"
+calls_made=$(( (list_calls + 1) * floor_rounds ))   # call-client makes one untimed call first
+ms() { awk -v t="$1" -v n="$calls_made" -v hz="$hz" 'BEGIN { printf "%.0f", t * 1000 / hz / n }'; }   # ticks → ms per call
+cpus() { echo "CPU $(ms "${cpu[$1]}") + bus $(ms "${relay[$1]}") + client $(awk -v t="${reader[$1]}" -v n="$calls_made" 'BEGIN { printf "%.0f", t / n }') ms"; }
+# shellcheck disable=SC2086
+pw=$(bench_median ${wall[propbusd]}) fw=$(bench_median ${wall[copy]}) cw=$(bench_median ${wall[checked]})
+row "ListProperties(\"\"), 10k vs the C floor (same bytes)" "C copy $(ratio "$fw" 1000) ms ($(cpus copy))" \
+  "$(ratio "$pw" 1000) ms ($(cpus propbusd))" "$(ratio "$pw" "$fw")" "<= 40 ms" "$(met "$(ratio "$pw" 1000)" 40) (floor: $(met "$(ratio "$fw" 1000)" 40))"
+row "ListProperties(\"\"), 10k vs C sending them checked" "C demarshal $(ratio "$cw" 1000) ms ($(cpus checked))" \
+  "$(ratio "$pw" 1000) ms" "$(ratio "$pw" "$cw")" "<= 40 ms" "$(met "$(ratio "$pw" 1000)" 40) (C: $(met "$(ratio "$cw" 1000)" 40))"
 stop "$NAME" "$pb"
 
 # 100,000 properties: propbusd vs the C service.

@@ -75,8 +75,9 @@ final class Daemon {
             // final commit and the checkpoint belong to the start-up's commit, after the name.
             Step("store", start: { [unowned self] () throws(LifecycleError) in try openStore() }),
             Step("model files", start: { [unowned self] () throws(LifecycleError) in try loadModel() }),
-            // From here on SIGTERM shuts down cleanly, even before the name is owned. The sources
-            // stay: dispatch keeps the signals from their default action until exit.
+            // From here on SIGTERM shuts down cleanly, even before the name is owned; one that
+            // came earlier waited, blocked since main's first line (HandledSignals), and is
+            // delivered now. The sources stay until exit.
             Step("signal handlers", start: { [unowned self] in installSignalHandlers() }),
             Step("bus connection", start: { [unowned self] done in connect(then: done) },
                  stop: { [unowned self] done in flush(then: done) }),
@@ -388,7 +389,8 @@ final class Daemon {
     private func installSignalHandlers() {
         dispatchPrecondition(condition: .onQueue(queue))
         for number in [SIGTERM, SIGINT] {
-            // libdispatch on Linux takes the signal itself; the source must live as long as we do.
+            // libdispatch on Linux reads the signal from a signalfd (blocked, as HandledSignals
+            // keeps it); the source must live as long as we do.
             let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
             source.setEventHandler { [self] in stop() }
             source.resume()

@@ -6,6 +6,9 @@ import PropBusExec
 import PropBusService
 import PropBusSystem
 
+// Before anything else, while this is the only thread: see HandledSignals.
+HandledSignals.blockBeforeAnyThreadStarts()
+
 // Not an option users see: scripts/install and the tests build propbusd(8) from DaemonOptions.
 if CommandLine.arguments.dropFirst().elementsEqual(["--generate-man-page"]) {
     print(DaemonManPage.render(version: PropBusAPI.version), terminator: "")
@@ -30,7 +33,7 @@ case .success(.run(let options)):
         Log.info("cannot become a child subreaper (prctl: \(String(cString: strerror(errno)))); descendants that leave their process group may outlive their execution")
     }
     Daemon.launch(options: options, notifier: notifier)
-    dispatchMain()
+    HandledSignals.parkMainThread()
 case .failure(let error):
     // The same three lines as propctl: the problem, the usage line, where the help is.
     let text = (error as? UsageError).map { HelpGenerator(root: DaemonOptions.spec).errorText(for: $0) } ?? "propbusd: \(error)"

@@ -20,6 +20,31 @@ final class LifecycleTests: DaemonTestCase {
         XCTAssertFalse(owned)
     }
 
+    /// A SIGTERM that comes while the daemon is still starting, before its signal sources are
+    /// registered (here: while it reads and checks a model file of 10,000 properties), waits
+    /// until they are and then shuts the daemon down: exit 0, never death by the signal. The same
+    /// window, narrower, is the one a SIGTERM right after the name is owned can fall into while
+    /// libdispatch's manager thread has not yet registered the sources (a loaded machine).
+    func testSigtermDuringStartUpExitsZero() async throws {
+        await daemon.stop()  // this test starts its own
+        let groups = (0..<100).map { group in
+            let properties = (0..<100).map { #""p\#($0)": {"type": "i", "default": \#($0)}"# }.joined(separator: ", ")
+            return #""g\#(group)": {"properties": {\#(properties)}}"#
+        }
+        let model = bus.directory.appendingPathComponent("big.json")
+        try #"{"groups": {\#(groups.joined(separator: ", "))}}"#.write(to: model, atomically: true, encoding: .utf8)
+        let starting = try ChildProcess(BuildProducts.propbusd, ["--address", bus.address, "--in-memory", "--model", model.path],
+                                        environment: bus.environment)
+        defer { starting.signal(SIGKILL) }
+        // Its first step's line: main's first lines have run, the model file's step is next.
+        let started = await eventually(timeout: 30) { starting.stderr.contains("lifecycle: starting") || !starting.isRunning }
+        XCTAssertTrue(started, "stderr: \(starting.stderr)")
+        starting.signal(SIGTERM)
+        let ended = await starting.waitForExit(timeout: 60)
+        XCTAssertEqual(ended, .exited(0), "stderr: \(starting.stderr)")
+        XCTAssertTrue(starting.stderr.contains("propbusd: stopping"), "stderr: \(starting.stderr)")
+    }
+
     /// The daemon's pieces start in order and stop in reverse order, READY=1's "ready" line after
     /// the last start and "stopping" (said with STOPPING=1) before the first stop.
     func testComponentsStartInOrderAndStopInReverseOrder() async throws {

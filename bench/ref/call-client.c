@@ -5,6 +5,8 @@
  * Makes one untimed call, then CALLS timed calls with dbus_connection_send_with_reply_and_block
  * (with STRING_ARG as the only argument when given). Prints "p50_us p99_us max_us CALLS", then a
  * second line with the size of the last reply in bytes. Any error reply aborts with status 1.
+ * With CALL_CLIENT_SAVE=FILE in the environment, the last reply as received (dbus_message_marshal:
+ * header and body) is written to FILE, for bench/ref/ref-service.c to answer with the same bytes.
  */
 #include "bus.h"
 #include "latency.h"
@@ -18,6 +20,7 @@ int main(int argc, char **argv)
     int calls = atoi(argv[6]);
     if (calls <= 0) { fprintf(stderr, "call-client: CALLS must be > 0\n"); return 2; }
     const char *arg = argc > 7 ? argv[7] : NULL;
+    const char *save = getenv("CALL_CLIENT_SAVE");
     DBusConnection *conn = bench_connect("call-client", argv[1]);
     long long *lat = calloc((size_t)calls, sizeof *lat);
     unsigned long bytes = 0;
@@ -35,7 +38,15 @@ int main(int argc, char **argv)
         if (!reply) bench_die("call-client", argv[5], &err);
         char *wire;
         int length;
-        if (dbus_message_marshal(reply, &wire, &length)) { bytes = (unsigned long)length; dbus_free(wire); }
+        if (dbus_message_marshal(reply, &wire, &length)) {
+            bytes = (unsigned long)length;
+            FILE *out;
+            if (save && i == calls - 1 && (!(out = fopen(save, "wb")) || fwrite(wire, 1, (size_t)length, out) != (size_t)length || fclose(out) != 0)) {
+                perror(save);
+                return 1;
+            }
+            dbus_free(wire);
+        }
         dbus_message_unref(reply);
         dbus_message_unref(req);
     }

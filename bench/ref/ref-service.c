@@ -1,6 +1,6 @@
 /* Minimal libdbus reference service for the Properties.Get round-trip bench.
  *
- *   ref-service ADDRESS [BUS_NAME [STORE]]      (BUS_NAME defaults to org.propbus.Ref1)
+ *   ref-service ADDRESS [BUS_NAME [STORE|- [LISTING]]]     (BUS_NAME defaults to org.propbus.Ref1)
  *
  * Owns BUS_NAME on the bus at ADDRESS and exports /org/propbus/PropBus1/bench, answering
  * org.freedesktop.DBus.Properties.Get("org.propbus.PropBus1.Values", "x") with <int32 7>.
@@ -9,6 +9,18 @@
  * With STORE (a propbusd SQLite store holding int32 values, as bench/all.sh generates), it
  * first loads every stored value, as propbusd does at start, and answers Get for each key
  * GROUP.NAME on GROUP's object path too: the least a C service serving those keys must do.
+ *
+ * With LISTING (a reply of propbusd's saved by `CALL_CLIENT_SAVE=FILE bench/build/call-client`,
+ * header and body as received), it answers org.propbus.PropBus1.Manager on the root path with
+ * that reply's body, byte for byte, whatever the argument (issue 27's floor for a listing):
+ *   ListProperties          a copy of the message made from LISTING once at start
+ *                           (dbus_message_copy: a memcpy, no check), given the caller's
+ *                           destination and reply serial: the least work any libdbus service
+ *                           can do to send these bytes;
+ *   ListPropertiesChecked   what propbusd does: the reply's header as libdbus makes it, the body
+ *                           appended, made into a message by dbus_message_demarshal, which
+ *                           checks the body (libdbus has no public call that makes a message from
+ *                           bytes without checking them, other than copying a message).
  */
 #include <dbus/dbus.h>
 #include <sqlite3.h>
@@ -21,6 +33,116 @@
 
 #define OBJ_PATH "/org/propbus/PropBus1/bench"
 #define VALUES_IFACE "org.propbus.PropBus1.Values"
+#define MANAGER_IFACE "org.propbus.PropBus1.Manager"
+
+static void die_oom(void)
+{
+    fprintf(stderr, "ref-service: out of memory\n");
+    exit(1);
+}
+
+/* The saved listing: the message made from it once, and its body's bytes and signature. */
+static DBusMessage *listing;
+static char *listing_body;
+static uint32_t listing_body_length;
+static char listing_signature[256];
+
+static void load_listing(const char *file)
+{
+    FILE *in = fopen(file, "rb");
+    long size;
+    char *wire;
+    if (!in || fseek(in, 0, SEEK_END) != 0 || (size = ftell(in)) < 16 || fseek(in, 0, SEEK_SET) != 0 ||
+        !(wire = malloc((size_t)size)) || fread(wire, 1, (size_t)size, in) != (size_t)size) {
+        fprintf(stderr, "ref-service: cannot read the listing %s\n", file);
+        exit(1);
+    }
+    fclose(in);
+    DBusError err;
+    dbus_error_init(&err);
+    /* Checked once here, as a received message is. */
+    if (!(listing = dbus_message_demarshal(wire, (int)size, &err))) {
+        fprintf(stderr, "ref-service: %s is not a D-Bus message: %s\n", file, err.message);
+        exit(1);
+    }
+    if (wire[0] != 'l') { fprintf(stderr, "ref-service: %s is not little-endian\n", file); exit(1); }
+    memcpy(&listing_body_length, wire + 4, 4);
+    listing_body = malloc(listing_body_length);
+    if (!listing_body) die_oom();
+    memcpy(listing_body, wire + size - listing_body_length, listing_body_length);
+    snprintf(listing_signature, sizeof listing_signature, "%s", dbus_message_get_signature(listing));
+    free(wire);
+}
+
+/* The floor: a copy of the message made at start (no check of its 2 MB), addressed to the caller. */
+static DBusMessage *listing_copy(DBusMessage *call)
+{
+    DBusMessage *reply = dbus_message_copy(listing);
+    if (!reply || !dbus_message_set_reply_serial(reply, dbus_message_get_serial(call)) ||
+        !dbus_message_set_destination(reply, dbus_message_get_sender(call)) ||
+        !dbus_message_set_sender(reply, NULL))
+        die_oom();
+    return reply;
+}
+
+/* Writes into a buffer allocated large enough beforehand. */
+static void append(char *buffer, size_t *length, const void *bytes, size_t count)
+{
+    memcpy(buffer + *length, bytes, count);
+    *length += count;
+}
+
+static void pad(char *buffer, size_t *length, size_t alignment)
+{
+    while (*length % alignment) buffer[(*length)++] = 0;
+}
+
+/* propbusd's way (DBus/Connection/Message+Body.swift): libdbus's header for the reply, a
+ * SIGNATURE field added, the body after it, all made into a message by dbus_message_demarshal. */
+static DBusMessage *listing_checked(DBusMessage *call)
+{
+    DBusMessage *empty = dbus_message_new_method_return(call);
+    char *header;
+    int header_length;
+    if (!empty) die_oom();
+    dbus_message_set_serial(empty, 1);
+    if (!dbus_message_marshal(empty, &header, &header_length)) die_oom();
+    dbus_message_unref(empty);
+    uint32_t fields;
+    memcpy(&fields, header + 12, 4);
+    size_t signature_length = strlen(listing_signature);
+    /* The header, up to 7 bytes of padding, the field (5 bytes and the signature with its nul),
+     * up to 7 more, the body. */
+    size_t capacity = 16 + fields + 7 + 5 + signature_length + 1 + 7 + listing_body_length;
+    char *wire = malloc(capacity);
+    size_t length = 0;
+    if (!wire) die_oom();
+    append(wire, &length, header, 16 + fields);
+    dbus_free(header);
+    /* The SIGNATURE field (code 8): a struct (yv) whose variant holds the signature as a `g`. */
+    pad(wire, &length, 8);
+    unsigned char code = 8, g_length = 1, value_length = (unsigned char)signature_length;
+    append(wire, &length, &code, 1);
+    append(wire, &length, &g_length, 1);
+    append(wire, &length, "g", 2);
+    append(wire, &length, &value_length, 1);
+    append(wire, &length, listing_signature, signature_length + 1);
+    fields = (uint32_t)(length - 16);
+    memcpy(wire + 12, &fields, 4);
+    pad(wire, &length, 8);
+    memcpy(wire + 4, &listing_body_length, 4);
+    append(wire, &length, listing_body, listing_body_length);
+    DBusError err;
+    dbus_error_init(&err);
+    DBusMessage *reply = dbus_message_demarshal(wire, (int)length, &err);
+    free(wire);
+    if (!reply) {
+        fprintf(stderr, "ref-service: the listing made no message: %s\n", err.message);
+        exit(1);
+    }
+    dbus_message_set_serial(reply, 0);  /* the real one is given when it is sent */
+    return reply;
+}
 
 /* The loaded store: "GROUP/NAME" (the object path's tail, a slash, the property) → int32. */
 struct entry { char *id; dbus_int32_t value; };
@@ -102,10 +224,8 @@ static DBusMessage *handle_get(DBusMessage *msg)
     dbus_message_iter_init_append(reply, &it);
     if (!dbus_message_iter_open_container(&it, DBUS_TYPE_VARIANT, DBUS_TYPE_INT32_AS_STRING, &var) ||
         !dbus_message_iter_append_basic(&var, DBUS_TYPE_INT32, &x) ||
-        !dbus_message_iter_close_container(&it, &var)) {
-        fprintf(stderr, "ref-service: out of memory\n");
-        exit(1);
-    }
+        !dbus_message_iter_close_container(&it, &var))
+        die_oom();
     return reply;
 }
 
@@ -118,27 +238,31 @@ static DBusHandlerResult on_message(DBusConnection *conn, DBusMessage *msg, void
     DBusMessage *reply;
     if (dbus_message_is_method_call(msg, DBUS_INTERFACE_PROPERTIES, "Get"))
         reply = handle_get(msg);
+    else if (listing && dbus_message_is_method_call(msg, MANAGER_IFACE, "ListProperties"))
+        reply = listing_copy(msg);
+    else if (listing && dbus_message_is_method_call(msg, MANAGER_IFACE, "ListPropertiesChecked"))
+        reply = listing_checked(msg);
     else
         reply = dbus_message_new_error_printf(msg, DBUS_ERROR_UNKNOWN_METHOD, "unknown method %s.%s",
                                               dbus_message_get_interface(msg) ? dbus_message_get_interface(msg) : "",
                                               dbus_message_get_member(msg));
-    if (!reply || !dbus_connection_send(conn, reply, NULL)) {
-        fprintf(stderr, "ref-service: out of memory\n");
-        exit(1);
-    }
+    if (!reply || !dbus_connection_send(conn, reply, NULL))
+        die_oom();
     dbus_message_unref(reply);
     return DBUS_HANDLER_RESULT_HANDLED;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || argc > 4) {
-        fprintf(stderr, "usage: %s ADDRESS [BUS_NAME [STORE]]\n", argv[0]);
+    if (argc < 2 || argc > 5) {
+        fprintf(stderr, "usage: %s ADDRESS [BUS_NAME [STORE|- [LISTING]]]\n", argv[0]);
         return 2;
     }
     const char *name = argc > 2 ? argv[2] : "org.propbus.Ref1";
-    if (argc > 3)
+    if (argc > 3 && strcmp(argv[3], "-") != 0)
         load_store(argv[3]);
+    if (argc > 4)
+        load_listing(argv[4]);
     DBusError err;
     dbus_error_init(&err);
 
