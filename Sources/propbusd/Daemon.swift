@@ -289,7 +289,7 @@ final class Daemon {
     }
 
     /// Makes the daemon on this thread, hands it over to its queue and starts its components
-    /// there; the caller runs the main queue (`dispatchMain`). The process exits once the
+    /// there; the caller parks the main thread (``HandledSignals/parkMainThread()``). The process exits once the
     /// components are stopped again: after a start that failed (1) or a SIGTERM (0, or 1 when
     /// the final commit failed).
     static func launch(options: DaemonOptions, notifier: SystemdNotifier) {
