@@ -22,6 +22,8 @@ private final class Harness {
     /// What the machine asked for, readably: "prepare 1", "send 1", "apply 1", "reply 1",
     /// "fail 1 …", "update k=v@r", "retry 1", "unreachable", "readAll".
     var log: [String] = []
+    /// The writes of each txn sent, in order.
+    var sends: [[UInt64]] = []
     var failNextCommit = false
     /// What each readAll said etcd did.
     var rewinds: [FleetRewind] = []
@@ -94,6 +96,7 @@ private final class Harness {
             feed(.prepared(id, .init(written: Set(intent.values.keys), read: intent.read), cursor: cursor, clusterID: etcd.clusterID, terms: terms))
         case .send(let id, _, _):
             log.append("send \(id)")
+            sends.append([id])
             guard let intent = intents[id] else { return }
             var compares: [Compare] = [], success: [RequestOp] = [], failure: [RequestOp] = []
             for (key, value) in intent.values.sorted(by: { $0.key < $1.key }) {
@@ -203,6 +206,113 @@ final class FleetMachineTests: XCTestCase {
         host.etcdRuns(2); host.answer(2)
         host.etcdRuns(3); host.answer(3)
         XCTAssertEqual(host.etcdValue("a.m"), "3")
+    }
+
+    // MARK: Independent writes in one txn
+
+    /// Writes 101… fill every txn the machine lets be with etcd at once: what comes next waits.
+    private func fillTheLanes(_ host: Harness) -> [UInt64] {
+        let fillers = (0..<UInt64(FleetMachine.maximumInFlight)).map { 101 + $0 }
+        for id in fillers { host.write(id, ["z.fill\(id)": "f"]) }
+        XCTAssertTrue(fillers.allSatisfy(host.sent), "\(host.log)")
+        return fillers
+    }
+
+    func testIndependentWritesReadyTogetherGoToEtcdAsOneTxn() {
+        let host = Harness()
+        let fillers = fillTheLanes(host)
+        host.write(1, ["a.k": "one"])
+        host.write(2, ["b.k": "two"])
+        XCTAssertFalse(host.sent(1) || host.sent(2), "no txn free")
+        host.etcdRuns(fillers[0])
+        host.answer(fillers[0])
+        XCTAssertTrue(host.log.contains("send 1+2"), "one txn for both: \(host.log)")
+        host.etcdRuns(1)
+        // The watch's echo (both keys at the txn's revision) comes before the answer: held.
+        host.deliverWatch()
+        XCTAssertFalse(host.log.contains { $0.hasPrefix("update a.k") || $0.hasPrefix("update b.k") }, "\(host.log)")
+        host.answer(2)
+        XCTAssertEqual(host.log.filter { $0 == "apply 1" || $0 == "apply 2" || $0 == "reply 1" || $0 == "reply 2" },
+                       ["apply 1", "reply 1", "apply 2", "reply 2"], "each write applied and answered: \(host.log)")
+        XCTAssertEqual(host.etcdValue("a.k"), "one")
+        XCTAssertEqual(host.etcdValue("b.k"), "two")
+        XCTAssertEqual(host.mirrorValue("a.k"), "one")
+        XCTAssertEqual(host.mirrorValue("b.k"), "two")
+        XCTAssertEqual(host.mirror[Harness.key("a.k")]?.revision, host.mirror[Harness.key("b.k")]?.revision, "one etcd revision")
+        XCTAssertEqual(host.machine.held.count, 0)
+    }
+
+    func testACombinedTxnThatFailedIsSplitAndOnlyTheConflictingWriteIsAConflict() {
+        let host = Harness()
+        host.otherHostWrites("a.k", "theirs")
+        host.deliverWatch()
+        let fillers = fillTheLanes(host)
+        host.write(1, ["a.k": "mine"], compareAndSet: 0)
+        host.write(2, ["b.k": "innocent"])
+        host.etcdRuns(fillers[0])
+        host.answer(fillers[0])
+        XCTAssertTrue(host.log.contains("send 1+2"), "\(host.log)")
+        host.etcdRuns(1)
+        host.answer(1)
+        XCTAssertFalse(host.log.contains { $0.hasPrefix("fail 2") || $0.hasPrefix("retry 2") }, "\(host.log)")
+        XCTAssertFalse(host.log.contains { $0.hasPrefix("fail 1") || $0.hasPrefix("refresh") }, "etcd does not say whose compare failed: \(host.log)")
+        // Each on its own now, as txns free up.
+        for filler in fillers.dropFirst() { host.etcdRuns(filler); host.answer(filler) }
+        let combined = host.index(of: "send 1+2") ?? .max
+        XCTAssertGreaterThan(host.log.lastIndex(of: "send 1") ?? -1, combined, "\(host.log)")
+        XCTAssertGreaterThan(host.log.lastIndex(of: "send 2") ?? -1, combined, "\(host.log)")
+        host.etcdRuns(1)
+        host.answer(1)
+        host.etcdRuns(2)
+        host.answer(2)
+        XCTAssertTrue(host.log.contains("fail 1 compareAndSetConflict"), "\(host.log)")
+        XCTAssertTrue(host.log.contains("reply 2"), "\(host.log)")
+        XCTAssertEqual(host.etcdValue("a.k"), "theirs")
+        XCTAssertEqual(host.etcdValue("b.k"), "innocent")
+    }
+
+    func testACombinedTxnStopsAtEtcdsOperationBound() {
+        let host = Harness()
+        let fillers = fillTheLanes(host)
+        // 50 keys each: 50 compares and 50 puts; two fit in 128 operations, three do not.
+        func keys(_ group: String) -> [String: String] {
+            Dictionary(uniqueKeysWithValues: (1...50).map { ("\(group).k\($0)", "v") })
+        }
+        host.write(1, keys("a"))
+        host.write(2, keys("b"))
+        host.write(3, keys("c"))
+        host.etcdRuns(fillers[0])
+        host.answer(fillers[0])
+        XCTAssertEqual(host.sends.filter { !$0.contains(where: fillers.contains) }, [[1, 2]], "\(host.log)")
+        host.etcdRuns(1)
+        host.answer(1)
+        XCTAssertTrue(host.sent(3), "the one that did not fit goes next: \(host.log)")
+        host.etcdRuns(3)
+        host.answer(3)
+        XCTAssertEqual(host.sends.filter { !$0.contains(where: fillers.contains) }, [[1, 2], [3]], "\(host.log)")
+        XCTAssertTrue(["reply 1", "reply 2", "reply 3"].allSatisfy(host.log.contains), "\(host.log)")
+        XCTAssertEqual(host.etcdValue("c.k50"), "v")
+    }
+
+    func testAWriteDependingOnOneInACombinedTxnWaitsForItsAnswer() {
+        let host = Harness()
+        let fillers = fillTheLanes(host)
+        host.write(1, ["a.k": "first"])
+        host.write(2, ["b.k": "other"])
+        host.write(3, ["a.k": "second"])
+        host.etcdRuns(fillers[0])
+        host.answer(fillers[0])
+        XCTAssertTrue(host.log.contains("send 1+2"), "\(host.log)")
+        XCTAssertFalse(host.sent(3), "it writes a key of the combined txn: \(host.log)")
+        for filler in fillers.dropFirst() { host.etcdRuns(filler); host.answer(filler) }
+        XCTAssertFalse(host.sent(3), "a free txn is not enough: \(host.log)")
+        host.etcdRuns(1)
+        host.answer(1)
+        XCTAssertTrue(host.sent(3), "\(host.log)")
+        host.etcdRuns(3)
+        host.answer(3)
+        XCTAssertEqual(host.etcdValue("a.k"), "second")
+        XCTAssertFalse(host.log.contains { $0.hasPrefix("retry") || $0.hasPrefix("fail") }, "\(host.log)")
     }
 
     // MARK: Held watch updates
