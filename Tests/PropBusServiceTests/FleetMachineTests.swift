@@ -16,7 +16,10 @@ private final class Harness {
     /// The highest raft term each etcd member answered with, as the shell records it.
     var terms: [UInt64: UInt64] = [:]
     private var intents: [UInt64: (values: [Key: String], compareAndSet: Int64?, read: Set<Key>)] = [:]
+    /// Txns sent and not yet run, by their first write.
     private var outbox: [UInt64: (compares: [Compare], success: [RequestOp], failure: [RequestOp])] = [:]
+    /// The txn (its first write) each write was last sent in.
+    private var txnOf: [UInt64: UInt64] = [:]
     private var answers: [UInt64: TxnResponse] = [:]
     private var backlog: [WatchUpdate] = []
     /// What the machine asked for, readably: "prepare 1", "send 1", "apply 1", "reply 1",
@@ -44,6 +47,7 @@ private final class Harness {
 
     /// etcd runs write `id`'s txn now (its answer is not delivered yet); the watch's update is queued.
     func etcdRuns(_ id: UInt64) {
+        let id = txnOf[id] ?? id
         guard let txn = outbox.removeValue(forKey: id) else { return XCTFail("write \(id) was not sent") }
         let (response, events) = FakeEtcd.execute(&etcd, txn.compares, txn.success, txn.failure)
         answers[id] = response
@@ -51,6 +55,7 @@ private final class Harness {
     }
 
     func answer(_ id: UInt64) {
+        let id = txnOf[id] ?? id
         guard let response = answers.removeValue(forKey: id) else { return XCTFail("etcd did not run write \(id)") }
         feed(.txnAnswered(id, .answered(response)))
         terms[response.header.memberID] = max(terms[response.header.memberID] ?? 0, response.header.raftTerm)
@@ -58,6 +63,7 @@ private final class Harness {
 
     /// The connection went away before the answer (the member died): the port's error.
     func lose(_ id: UInt64, _ code: EtcdError.Code) {
+        let id = txnOf[id] ?? id
         outbox[id] = nil
         answers[id] = nil
         feed(.txnAnswered(id, .failed(EtcdError(code, "etcd at http://127.0.0.1:1 took /v3/kv/txn but gave no answer"))))
@@ -82,7 +88,7 @@ private final class Harness {
 
     func mirrorValue(_ key: String) -> String? { mirror[Self.key(key)]?.value }
 
-    func sent(_ id: UInt64) -> Bool { outbox[id] != nil }
+    func sent(_ id: UInt64) -> Bool { outbox[txnOf[id] ?? id] != nil }
 
     func feed(_ event: FleetMachine.Event) {
         for action in machine.handle(event) { perform(action) }
@@ -93,23 +99,28 @@ private final class Harness {
         case .prepare(let id, _, _):
             log.append("prepare \(id)")
             guard let intent = intents[id] else { return }
-            feed(.prepared(id, .init(written: Set(intent.values.keys), read: intent.read), cursor: cursor, clusterID: etcd.clusterID, terms: terms))
-        case .send(let id, _, _):
-            log.append("send \(id)")
-            sends.append([id])
-            guard let intent = intents[id] else { return }
+            let size = FleetMachine.Size(compares: intent.values.count + intent.read.count, operations: intent.values.count)
+            feed(.prepared(id, .init(written: Set(intent.values.keys), read: intent.read), size: size, cursor: cursor,
+                           clusterID: etcd.clusterID, terms: terms))
+        case .send(let ids, _, _):
+            log.append("send " + ids.map(String.init).joined(separator: "+"))
+            sends.append(ids)
             var compares: [Compare] = [], success: [RequestOp] = [], failure: [RequestOp] = []
-            for (key, value) in intent.values.sorted(by: { $0.key < $1.key }) {
+            for id in ids {
+                txnOf[id] = ids[0]
+                guard let intent = intents[id] else { continue }
+                for (key, value) in intent.values.sorted(by: { $0.key < $1.key }) {
                 let etcdKey = layout.valueKey(key)
-                compares.append(.modRevision(of: etcdKey, is: intent.compareAndSet ?? mirror[key]?.revision ?? 0))
-                success.append(.put(etcdKey, Array(value.utf8)))
-                failure.append(.get(etcdKey))
+                    compares.append(.modRevision(of: etcdKey, is: intent.compareAndSet ?? mirror[key]?.revision ?? 0))
+                    success.append(.put(etcdKey, Array(value.utf8)))
+                    failure.append(.get(etcdKey))
+                }
+                for key in intent.read.sorted() {
+                    compares.append(.modRevision(of: layout.valueKey(key), is: mirror[key]?.revision ?? 0))
+                    failure.append(.get(layout.valueKey(key)))
+                }
             }
-            for key in intent.read.sorted() {
-                compares.append(.modRevision(of: layout.valueKey(key), is: mirror[key]?.revision ?? 0))
-                failure.append(.get(layout.valueKey(key)))
-            }
-            outbox[id] = (compares, success, failure)
+            outbox[ids[0]] = (compares, success, failure)
         case .apply(let id, let response):
             log.append("apply \(id)")
             if failNextCommit {
