@@ -40,8 +40,8 @@ final class FleetHistoryTests: FleetTestCase {
         }
     }
 
-    /// Sets of independent keys that come together share an etcd txn (the host has at most
-    /// two out; the rest wait and go in one): each key keeps its own value and writer, on the
+    /// Sets of independent keys that come together share an etcd txn (the host has one out at
+    /// a time; the rest wait and go in one): each key keeps its own value and writer, on the
     /// other host too, where one etcd revision with several keys is one remote round that
     /// announces each key once and records a history row per key.
     func testIndependentSetsThatShareATxnEachKeepTheirValueSignalAndHistoryRow() async throws {

@@ -175,21 +175,23 @@ final class FleetInProcessTests: XCTestCase, @unchecked Sendable {
     }
 
     /// Answers that come back while the D-Bus queue is busy are committed together, once,
-    /// and only then answered (group commit), not one commit each.
+    /// and only then answered (group commit), not one commit each; so are the writes of one txn.
     func testAnswersComingBackTogetherAreCommittedOnceBeforeTheirReplies() async throws {
         let running = await onQueue(serviceConnection) { [self] in service?.fleet?.arrivals }
         let arrivals = try XCTUnwrap(running)
-        // As many as the host has txns with etcd at once: one each.
-        let keys = Array(Self.keys.prefix(FleetMachine.maximumInFlight))
-        etcd.state.withLock { $0.gate = keys.count; $0.holdAnswers = true }
+        let keys = Self.keys, out = FleetMachine.maximumInFlight
+        etcd.state.withLock { $0.gate = out; $0.holdAnswers = true }
         let sets = Task {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for (index, key) in keys.enumerated() { group.addTask { try await self.set(key, .int32(Int32(index + 20))) } }
                 try await group.waitForAll()
             }
         }
-        let allWithEtcd = await eventually { self.etcd.state.withLock { $0.inside } == keys.count }
-        XCTAssertTrue(allWithEtcd, "the writes were not with etcd together")
+        let allWithEtcd = await eventually {
+            let queued = await onQueue(self.serviceConnection) { [self] in service?.fleet?.machine.queuedCount ?? 0 }
+            return self.etcd.state.withLock { $0.inside } == out && queued == keys.count - out
+        }
+        XCTAssertTrue(allWithEtcd, "the txns were not with etcd together, the other writes waiting")
         // The D-Bus queue busy (a long round, say) while every answer comes back.
         let busy = DispatchSemaphore(value: 0)
         let entered = Mutex(false)
@@ -197,14 +199,14 @@ final class FleetInProcessTests: XCTestCase, @unchecked Sendable {
         let blocked = await eventually { entered.withLock { $0 } }
         XCTAssertTrue(blocked)
         let before = store.changeCommits
-        etcd.state.withLock { $0.holdAnswers = false }
+        etcd.state.withLock { $0.holdAnswers = false; $0.gate = 0 }
         // Read off the D-Bus queue, which the test keeps busy.
-        let back = await eventually { arrivals.waiting == keys.count }
+        let back = await eventually { arrivals.waiting == out }
         XCTAssertTrue(back, "the answers did not come back")
         busy.signal()
         try await sets.value
         let commits = await onQueue(serviceConnection) { [store] in store.changeCommits } - before
-        XCTAssertEqual(commits, 1, "commits for \(keys.count) answers that came back together")
+        XCTAssertEqual(commits, 2, "commits: one for the \(out) answers that came back together, one for the txn of the \(keys.count - out) writes that waited")
         for (index, key) in keys.enumerated() {
             let value = try await get(key)
             XCTAssertEqual(value, .int32(Int32(index + 20)))

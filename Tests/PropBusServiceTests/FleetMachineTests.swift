@@ -32,8 +32,9 @@ private final class Harness {
     var rewinds: [FleetRewind] = []
     var now: UInt64 = 1_000_000_000
 
-    init(state: Fleet.State = .connected) {
-        machine = FleetMachine(state: state, connectionWait: 3_000_000_000, layout: layout, random: { _ in 0 })
+    /// `txnsOut`: more txns with etcd at once than the daemon has, for interleavings of several answers.
+    init(state: Fleet.State = .connected, txnsOut: Int = FleetMachine.maximumInFlight) {
+        machine = FleetMachine(state: state, connectionWait: 3_000_000_000, layout: layout, txnsOut: txnsOut, random: { _ in 0 })
     }
 
     static func key(_ text: String) -> Key { try! Key(text) }
@@ -269,13 +270,11 @@ final class FleetMachineTests: XCTestCase {
         XCTAssertFalse(host.log.contains { $0.hasPrefix("fail 1") || $0.hasPrefix("refresh") }, "etcd does not say whose compare failed: \(host.log)")
         // Each on its own now, as txns free up.
         for filler in fillers.dropFirst() { host.etcdRuns(filler); host.answer(filler) }
-        let combined = host.index(of: "send 1+2") ?? .max
-        XCTAssertGreaterThan(host.log.lastIndex(of: "send 1") ?? -1, combined, "\(host.log)")
-        XCTAssertGreaterThan(host.log.lastIndex(of: "send 2") ?? -1, combined, "\(host.log)")
         host.etcdRuns(1)
         host.answer(1)
         host.etcdRuns(2)
         host.answer(2)
+        XCTAssertEqual(host.sends.filter { !$0.contains(where: fillers.contains) }, [[1, 2], [1], [2]], "\(host.log)")
         XCTAssertTrue(host.log.contains("fail 1 compareAndSetConflict"), "\(host.log)")
         XCTAssertTrue(host.log.contains("reply 2"), "\(host.log)")
         XCTAssertEqual(host.etcdValue("a.k"), "theirs")
@@ -303,6 +302,30 @@ final class FleetMachineTests: XCTestCase {
         XCTAssertEqual(host.sends.filter { !$0.contains(where: fillers.contains) }, [[1, 2], [3]], "\(host.log)")
         XCTAssertTrue(["reply 1", "reply 2", "reply 3"].allSatisfy(host.log.contains), "\(host.log)")
         XCTAssertEqual(host.etcdValue("c.k50"), "v")
+    }
+
+    func testARefusedTxnOfSeveralWritesIsSplitAndARefusalFailsOnlyItsOwnWrite() {
+        let host = Harness()
+        let fillers = fillTheLanes(host)
+        host.write(1, ["a.k": "one"])
+        host.write(2, ["b.k": "two"])
+        host.etcdRuns(fillers[0])
+        host.answer(fillers[0])
+        XCTAssertTrue(host.log.contains("send 1+2"), "\(host.log)")
+        // Refused (not unreachable): etcd does not say for whose part.
+        host.lose(1, .server)
+        XCTAssertFalse(host.log.contains { $0.hasPrefix("fail") }, "\(host.log)")
+        for filler in fillers.dropFirst() { host.etcdRuns(filler); host.answer(filler) }
+        XCTAssertTrue(host.sent(1), "\(host.log)")
+        host.write(3, ["c.k": "three"])
+        host.lose(1, .server)
+        XCTAssertTrue(host.log.contains { $0.hasPrefix("fail 1 txn") }, "\(host.log)")
+        XCTAssertFalse(host.log.contains { $0.hasPrefix("fail 2") || $0.hasPrefix("fail 3") }, "a refusal is its own write's: \(host.log)")
+        host.etcdRuns(2)
+        host.answer(2)
+        host.etcdRuns(3)
+        host.answer(3)
+        XCTAssertTrue(host.log.contains("reply 2") && host.log.contains("reply 3"), "\(host.log)")
     }
 
     func testAWriteDependingOnOneInACombinedTxnWaitsForItsAnswer() {
@@ -380,7 +403,7 @@ final class FleetMachineTests: XCTestCase {
     }
 
     func testAWriteWhoseMemberDiedFailsWithTheWritesQueuedBehindAndLeavesOthersInFlight() {
-        let host = Harness()
+        let host = Harness(txnsOut: 2)
         host.write(1, ["a.k": "1"])
         host.write(2, ["b.k": "2"])
         host.write(3, ["a.k": "3"])
@@ -510,7 +533,7 @@ final class FleetMachineTests: XCTestCase {
     }
 
     func testAnswersOfOneMemberAcrossAnElectionArrivingOutOfOrderAreNoRewind() {
-        let host = Harness()
+        let host = Harness(txnsOut: 2)
         host.etcd.raftTerm = 7
         host.write(1, ["a.k": "x"])
         host.write(2, ["b.k": "y"])

@@ -230,7 +230,9 @@ extension Fleet {
             guard let own = writes[id]?.plan else { continue }
             union.compares += own.compares
             union.success += own.success
-            union.failure += own.failure
+            // A txn of several writes that fails is split, not refreshed from (etcd does not say
+            // whose compare failed): it needs no failure branch, which etcd would parse per key.
+            if ids.count == 1 { union.failure = own.failure }
         }
         let plan = union, client = client
         // A write that waited for the connection has what is left of its bound, not a new one.

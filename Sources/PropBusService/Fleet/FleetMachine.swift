@@ -7,23 +7,16 @@ import PropBus
 /// ``EtcdPort``, applying and committing) and feeds back what happened; the tests drive it
 /// with plain values against a fake etcd, every interleaving reachable.
 ///
-/// **Writes in flight together.** A write is known by its *footprint*: the keys it writes
-/// (fleet keys, and the local keys its bindings reach) and the fleet keys it reads. Writes
-/// whose footprints are independent (neither writes what the other writes or reads) are with
-/// etcd at the same time, up to ``maximumInFlight``; etcd orders them, and a compare that
-/// fails is a conflict, retried as any. A write that depends on one in flight (or on one
-/// queued before it) waits for that one's answer to be applied, so this host's order per key
-/// is kept and no two answers of the same key can be applied out of etcd's order.
-///
-/// **Independent writes in one txn.** The writes whose turn comes together (queued while every
-/// txn the host may have out was with etcd, and started in one turn of the machine) go to
-/// etcd as *one* txn: the union of their compares, puts and deletes (their footprints are
-/// disjoint), up to etcd's bounds on operations and request size. etcd's cost is per txn far
-/// more than per key, so a host's throughput grows with its writers instead of stopping at
-/// etcd's txn rate. Each write keeps its own result: when the txn succeeded, each is applied
-/// and answered on its own (at the txn's revision); when a compare failed (etcd does not say
-/// whose), each is sent again on its own, so a conflict stays the conflicting write's and
-/// an innocent write never fails for another's.
+/// **Independent writes in one txn.** A write is known by its *footprint*: the keys it writes
+/// (fleet keys, and the local keys its bindings reach) and the fleet keys it reads. Writes whose
+/// footprints are independent (neither writes what the other writes or reads) and whose turn
+/// comes together (queued while the host's txn was with etcd) go to etcd as *one* txn, the
+/// union of theirs, within etcd's bounds; at most ``maximumInFlight`` txns are out. Each write
+/// keeps its own result: on success each is applied and answered on its own (at the txn's
+/// revision); when a compare failed (etcd does not say whose) each is sent again alone, so a
+/// conflict stays the conflicting write's. A write that depends on one in flight (or queued
+/// before it) waits for that one's answer to be applied, so this host's order per key is kept
+/// and no two answers of the same key can be applied out of etcd's order.
 ///
 /// **Held watch updates.** An update touching a fleet key written by a txn that is out
 /// (most often that txn itself, echoed before its answer) waits until the answer is applied,
@@ -34,10 +27,11 @@ struct FleetMachine: Sendable {
     typealias WriteID = UInt64
 
     /// At most this many txns of one host are with etcd at once (each takes a thread of the
-    /// shell's and a connection to etcd). Few: the writes that come while they are out wait and
-    /// go together in the next one, which costs etcd little more than one write alone; two, so
-    /// that one txn is being filled while the other is with etcd.
-    static let maximumInFlight = 2
+    /// shell's and a connection to etcd). One: the writes that come while it is out wait and go
+    /// together in the next, and etcd, as each host after it, works per txn and per revision
+    /// more than per key (8 writers on one host: 3.6 Sets per txn and ~1.4× the Sets/s of two
+    /// txns out, each Set costing etcd and both hosts less CPU; bench/README.md).
+    static let maximumInFlight = 1
     /// How many times a plain write whose compare failed is refreshed and tried again.
     static let maximumAttempts = 10
     /// How many of them compare the values the write replaces.
@@ -188,6 +182,8 @@ struct FleetMachine: Sendable {
     private(set) var state: Fleet.State
     /// How long a write may wait for `connected` (nanoseconds): the request timeout.
     let connectionWait: UInt64
+    /// How many txns may be with etcd at once (``maximumInFlight``; tests take more).
+    let txnsOut: Int
     private var writes: [WriteID: Write] = [:]
     /// Writes waiting for their turn, in arrival order (retries and answers to etcd going back first).
     private var queue: [WriteID] = []
@@ -202,10 +198,11 @@ struct FleetMachine: Sendable {
     /// A source of the retries' random pauses (injected: tests want them fixed).
     private var random: @Sendable (Int) -> Int
 
-    init(state: Fleet.State = .connecting, connectionWait: UInt64, layout: FleetLayout,
+    init(state: Fleet.State = .connecting, connectionWait: UInt64, layout: FleetLayout, txnsOut: Int = Self.maximumInFlight,
          random: @escaping @Sendable (Int) -> Int = { Int.random(in: 0...$0) }) {
         self.state = state
         self.connectionWait = connectionWait
+        self.txnsOut = txnsOut
         self.layout = layout
         self.random = random
     }
@@ -315,7 +312,7 @@ struct FleetMachine: Sendable {
     /// this turn, and sent together (``sendReady()``).
     private mutating func startWrites() -> [Action] {
         guard state == .connected, ready.isEmpty, !writes.values.contains(where: { $0.phase == .preparing }) else { return [] }
-        let free = Self.maximumInFlight - txns.count
+        let free = txnsOut - txns.count
         guard free > 0 else { return [] }
         var actions: [Action] = []
         // Not more than the free txns can hold: one left over is prepared again at its turn.
@@ -365,20 +362,17 @@ struct FleetMachine: Sendable {
                 txn = []
                 total = Size()
             }
-            guard state == .connected, !txn.isEmpty || txns.count < Self.maximumInFlight else {
+            guard state == .connected, !txn.isEmpty || txns.count < txnsOut else {
                 leftOver.append(id)
                 continue
             }
             txn.append(id)
-            total.compares += write.size.compares
-            total.operations += write.size.operations
-            total.bytes += write.size.bytes
             // A write that lost a race before is likely to lose again: alone, it costs no other a resend.
-            total.alone = alone
+            total = Size(compares: total.compares + write.size.compares, operations: total.operations + write.size.operations,
+                         bytes: total.bytes + write.size.bytes, alone: alone)
         }
         if !txn.isEmpty { actions.append(send(txn)) }
-        for id in leftOver { writes[id]?.phase = .queued }
-        queue.insert(contentsOf: leftOver, at: 0)
+        requeue(leftOver, split: false)
         return actions
     }
 
@@ -408,12 +402,20 @@ struct FleetMachine: Sendable {
         let response: TxnResponse
         switch outcome {
         case .failed(let error):
+            let unreachable = error.code == .unavailable || error.code == .timedOut
+            // Refused, and etcd does not say for whose part: each goes again alone.
+            if !unreachable, sent.count > 1 {
+                requeue(sent, split: true)
+                return releaseHeld()
+            }
             for id in sent { writes[id] = nil }
             var actions: [Action] = sent.map { .fail($0, .txn(error.code, error.message)) }
-            // The writes queued behind would each wait as long again: they get the same answer now.
-            for other in queue { writes[other] = nil; actions.append(.fail(other, .earlierWriteFailed(error.message))) }
-            queue = []
-            if error.code == .unavailable || error.code == .timedOut { actions.append(.markUnreachable) }
+            if unreachable {
+                // The writes queued behind would each wait as long again: they get the same answer now.
+                for other in queue { writes[other] = nil; actions.append(.fail(other, .earlierWriteFailed(error.message))) }
+                queue = []
+                actions.append(.markUnreachable)
+            }
             return actions + releaseHeld()
         case .answered(let answer):
             response = answer
@@ -432,11 +434,7 @@ struct FleetMachine: Sendable {
             // etcd went back in time: the compares failed for that, not because another host
             // wrote, and the writes are sent once the mirror is read again. Or several writes
             // were in the txn and etcd does not say whose compare failed: each goes again alone.
-            for id in sent {
-                writes[id]?.phase = .queued
-                writes[id]?.split = rewind == nil
-            }
-            queue.insert(contentsOf: sent, at: 0)
+            requeue(sent, split: rewind == nil)
             return (rewind.map { [.readAll($0)] } ?? []) + releaseHeld()
         }
         let id = sent[0], write = first
@@ -456,6 +454,12 @@ struct FleetMachine: Sendable {
             actions.append(.retry(id, microseconds: random(500 * retry.attempt)))
         }
         return actions + releaseHeld()
+    }
+
+    /// Puts `ids` back at the head of the line, in order (`split`: each to be sent alone next).
+    private mutating func requeue(_ ids: [WriteID], split: Bool) {
+        for id in ids { writes[id]?.phase = .queued; if split { writes[id]?.split = true } }
+        queue.insert(contentsOf: ids, at: 0)
     }
 
     /// Whether `update` waits: it touches a fleet key a txn that is out writes, or others wait
