@@ -40,7 +40,8 @@
 #   throughput: fleet Sets/s on A from 1 and from 8 writers (each on its own connection and key,
 #       each Set waiting for its reply; bench/ref/fleet-latency.c throughput) vs raw etcd txns/s
 #       of propbusd's shape from 1 and 8 clients (each its own handle and key; etcd-latency
-#       txnrate), goal for 8: >= 0.5x
+#       txnrate), goal for 8: >= 0.5x; and for the 8 writers, fleet Sets per etcd txn (the etcd
+#       revisions the row made) and the CPU per Set of etcd, host A and host B
 # Then the CPU per call of every process in each measurement (/proc/PID/stat utime+stime
 # before and after, the client's from its rusage), summed over rounds: on 2 cores, CPU is what
 # sets the latency. Prints the tables (also saved under bench/out/). See bench/README.md.
