@@ -179,7 +179,8 @@ extension Fleet {
     /// Computes the write on the mirror as it is now (its first run, if that still is) and
     /// builds its txn; tells the machine, or answers the call when it no longer writes fleet keys.
     private func prepare(_ id: UInt64, attempt: Int) {
-        guard var write = writes[id] else { return }
+        // The machine sends nothing while a write is being prepared: it must hear of each.
+        guard var write = writes[id] else { return feed(.settledLocally(id)) }
         let model = service.model
         do throws(PropBusError) {
             let probed: Probe
