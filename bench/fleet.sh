@@ -40,7 +40,8 @@
 #   throughput: fleet Sets/s on A from 1 and from 8 writers (each on its own connection and key,
 #       each Set waiting for its reply; bench/ref/fleet-latency.c throughput) vs raw etcd txns/s
 #       of propbusd's shape from 1 and 8 clients (each its own handle and key; etcd-latency
-#       txnrate), goal for 8: >= 0.5x
+#       txnrate), goal for 8: >= 0.5x; and for the 8 writers, fleet Sets per etcd txn (the etcd
+#       revisions the row made) and the CPU per Set of etcd, host A and host B
 # Then the CPU per call of every process in each measurement (/proc/PID/stat utime+stime
 # before and after, the client's from its rusage), summed over rounds: on 2 cores, CPU is what
 # sets the latency. Prints the tables (also saved under bench/out/). See bench/README.md.
@@ -314,10 +315,18 @@ measure() {
   read -r p50 p99 _ < "$tmp/measure"
 }
 
-# A throughput measurement (CMD…, printing "rate p50 p99 n"): sets $rate and $rate_p50.
+# A throughput measurement (CMD…, printing "rate p50 p99 n"): sets $rate and $rate_p50, and
+# $rate_n (calls), $rate_txns (etcd revisions it made: one per txn) and $rate_cpu (etcd's,
+# propbusd A's and B's ticks).
+etcd_revision() { ETCDCTL_API=3 etcdctl --endpoints "$ETCD" get probe -w json | grep -o '"revision":[0-9]*' | head -1 | cut -d: -f2; }
 measure_rate() {
+  local before=() first i
+  for i in 0 1 2; do before[i]=$(ticks "${cpu_pids[i]}"); done
+  first=$(etcd_revision)
   "$@" > "$tmp/measure-rate"
-  read -r rate rate_p50 _ < "$tmp/measure-rate"
+  rate_txns=$(( $(etcd_revision) - first )) rate_cpu=""
+  for i in 0 1 2; do rate_cpu+="$(( $(ticks "${cpu_pids[i]}") - before[i] )) "; done
+  read -r rate rate_p50 _ rate_n < "$tmp/measure-rate"
 }
 
 # Interleaved rounds; each measurement prints "p50 p99 max n" in microseconds.
@@ -345,6 +354,9 @@ for round in $(seq "$rounds"); do
   # writers, so each row runs a few seconds.
   measure_rate bench/build/fleet-latency throughput "$ADDR_A" "$ROOT/bench" w 1 "$calls"; rate1+=("$rate")
   measure_rate bench/build/fleet-latency throughput "$ADDR_A" "$ROOT/bench" w "$writers" "$calls"; rate8+=("$rate") rate8p50+=("$rate_p50")
+  rate8n=$(( ${rate8n:-0} + rate_n )) rate8txns=$(( ${rate8txns:-0} + rate_txns ))
+  read -r c_etcd c_a c_b <<< "$rate_cpu"
+  rate8cpu_etcd=$(( ${rate8cpu_etcd:-0} + c_etcd )) rate8cpu_a=$(( ${rate8cpu_a:-0} + c_a )) rate8cpu_b=$(( ${rate8cpu_b:-0} + c_b ))
   measure_rate bench/build/etcd-latency txnrate "$ETCD" /ref/rate 1 "$calls"; erate1+=("$rate")
   measure_rate bench/build/etcd-latency txnrate "$ETCD" /ref/rate "$writers" "$calls"; erate8+=("$rate") erate8p50+=("$rate_p50")
   echo "fleet: round $round of $rounds done" >&2
@@ -387,6 +399,8 @@ out="bench/out/fleet-$(date -u +%Y%m%d-%H%M%S).txt"
   echo "| fleet Sets/s on A, 1 writer | etcd txns/s of propbusd's shape, 1 client: $er1 | $tr1 | $(ratio "$tr1" "$er1") | - | - |"
   echo "| fleet Sets/s on A, $writers writers | etcd txns/s of propbusd's shape, $writers clients: $er8 | $tr8 | $(ratio "$tr8" "$er8") | >= 0.5x | $(atleast "$(ratio "$tr8" "$er8")" 0.5) |"
   echo "| fleet Set on A, $writers writers, p50 | etcd txn, $writers clients, p50 $(ms "$er8p50") ms | $(ms "$tr8p50") ms | $(ratio "$tr8p50" "$er8p50") | - | - |"
+  echo "| fleet Sets per etcd txn, $writers writers | $rate8txns txns (etcd revisions) | $rate8n Sets | $(ratio "$rate8n" "$rate8txns") | - | - |"
+  echo "| CPU per fleet Set, $writers writers: etcd / propbusd A / propbusd B | - | $(awk -v n="$rate8n" -v t="$tick_us" -v e="$rate8cpu_etcd" -v a="$rate8cpu_a" -v b="$rate8cpu_b" 'BEGIN { printf "%.0f / %.0f / %.0f µs", e * t / n, a * t / n, b * t / n }') | - | - | - |"
   echo
   echo "CPU per call, µs (utime+stime over all rounds / $((calls * rounds)) calls, ${tick_us} µs ticks; client: the measuring C program; wall: the measurement's elapsed time per call; busy: sum / wall, in cores of $(nproc))"
   echo

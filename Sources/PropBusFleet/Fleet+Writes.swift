@@ -84,10 +84,11 @@ extension Fleet {
     /// Runs a write call's model work. A call that changed no fleet key is kept in the round as
     /// usual. One that did is taken back out of the round and handed to the ``FleetMachine``:
     /// writes independent of those with etcd are sent at once (up to
-    /// ``FleetMachine/maximumInFlight``), one that depends on a write with etcd waits for that
-    /// one's answer and is computed again (its model work run again) then. Its turn come, it
-    /// becomes one etcd transaction (compares on the etcd revisions of every fleet key it writes
-    /// or its bindings read, then the puts and deletes); its reply waits, the D-Bus queue does
+    /// ``FleetMachine/maximumInFlight`` txns; those whose turn comes together share one), one
+    /// that depends on a write with etcd waits for that one's answer and is computed again (its
+    /// model work run again) then. Its turn come, it becomes its part of an etcd transaction
+    /// (compares on the etcd revisions of every fleet key it writes or its bindings read, then
+    /// the puts and deletes); its reply waits, the D-Bus queue does
     /// not. When etcd accepted it, the call's result is applied and committed here, and the call
     /// answered; when a compare failed (another host wrote first), the mirror is refreshed from
     /// the failure branch and a plain write is tried again (at most
@@ -140,8 +141,8 @@ extension Fleet {
         switch action {
         case .prepare(let id, let attempt, _):
             prepare(id, attempt: attempt)
-        case .send(let id, let attempt, let deadline):
-            send(id, attempt: attempt, deadline: deadline)
+        case .send(let ids, let resendable, let deadline):
+            send(ids, resendable: resendable, deadline: deadline)
         case .apply(let id, let response):
             // nil: applied, its commit waits for the batch's end (commitAnswers).
             if let outcome = applyAnswer(id, response) { feed(.applied(id, outcome)) }
@@ -179,7 +180,8 @@ extension Fleet {
     /// Computes the write on the mirror as it is now (its first run, if that still is) and
     /// builds its txn; tells the machine, or answers the call when it no longer writes fleet keys.
     private func prepare(_ id: UInt64, attempt: Int) {
-        guard var write = writes[id] else { return }
+        // The machine sends nothing while a write is being prepared: it must hear of each.
+        guard var write = writes[id] else { return feed(.settledLocally(id)) }
         let model = service.model
         do throws(PropBusError) {
             let probed: Probe
@@ -209,7 +211,10 @@ extension Fleet {
             writes[id] = write
             var footprint = footprint(before: before, read: read)
             footprint.written.formUnion(write.plan.written)
-            feed(.prepared(id, footprint, cursor: cursor, clusterID: source.flatMap(FleetRewind.clusterID(ofSource:)), terms: raftTerms))
+            let plan = write.plan, deleter = layout.deleterKey
+            let size = FleetMachine.Size(compares: plan.compares.count, operations: plan.success.count, bytes: plan.requestBytes,
+                                         alone: plan.success.contains { if case .put(let put) = $0 { put.key == deleter } else { false } })
+            feed(.prepared(id, footprint, size: size, cursor: cursor, clusterID: source.flatMap(FleetRewind.clusterID(ofSource:)), terms: raftTerms))
         } catch {
             writes[id] = nil
             write.call.fail(error.dbusError)
@@ -217,14 +222,21 @@ extension Fleet {
         }
     }
 
-    /// Sends the prepared txn on a free lane; its answer goes to the machine.
-    private func send(_ id: UInt64, attempt: Int, deadline: UInt64?) {
-        guard let write = writes[id], let lane = freeLanes.popLast() else { return }
-        let plan = write.plan, client = client
-        // A plain write that compares every value it replaces cannot be applied twice: sent again
-        // at once when its member dies under it. Not a CompareAndSet: were the first one applied,
-        // the second's failed compare would answer Conflict for the caller's own write.
-        let resendable = !write.compareAndSet && attempt <= FleetMachine.attemptsComparingValues
+    /// Sends the prepared writes on a free lane as one txn, the union of their txns (their keys
+    /// are disjoint: the machine sends together only independent writes); its answer goes to
+    /// the machine under the first one's id.
+    private func send(_ ids: [UInt64], resendable: Bool, deadline: UInt64?) {
+        guard let first = ids.first, let lane = freeLanes.popLast() else { return }
+        var union = FleetLayout.Transaction()
+        for id in ids {
+            guard let own = writes[id]?.plan else { continue }
+            union.compares += own.compares
+            union.success += own.success
+            // A txn of several writes that fails is split, not refreshed from (etcd does not say
+            // whose compare failed): it needs no failure branch, which etcd would parse per key.
+            if ids.count == 1 { union.failure = own.failure }
+        }
+        let plan = union, client = client
         // A write that waited for the connection has what is left of its bound, not a new one.
         let timeout = deadline.flatMap { Self.remaining(until: DispatchTime(uptimeNanoseconds: $0)) }
         let fleet = bound, queue = queue, arrivals = arrivals
@@ -236,7 +248,7 @@ extension Fleet {
             } catch {
                 outcome = .failed(error)
             }
-            Self.deliver(id, lane: lane, outcome, through: arrivals, to: fleet, on: queue)
+            Self.deliver(first, lane: lane, outcome, through: arrivals, to: fleet, on: queue)
         }
     }
 

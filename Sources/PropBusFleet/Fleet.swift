@@ -13,7 +13,7 @@ import SystemKit
 /// **Ownership.** The mirror's state (``state``, ``cursor``, the keys' etcd revisions, the
 /// calls waiting for etcd, the ``FleetMachine``) belongs to the D-Bus connection's queue, like
 /// the model. Blocking etcd calls go through the ``EtcdPort``: reads on `etcdQueue`, txns on the
-/// ``lanes`` (one per write the machine lets be with etcd at once), the lease's on
+/// ``lanes`` (one per txn the machine lets be with etcd at once), the lease's on
 /// ``FleetPresence``'s queue; each hops back with its result, and the watch's thread hops over
 /// with each update. The D-Bus queue never waits for etcd. Not `Sendable`: what comes back from
 /// those threads finds the fleet through a ``LoopBound``, which checks it is on the queue.
@@ -64,7 +64,7 @@ public final class Fleet {
     /// Events for the machine raised while it is being run (``feed(_:)``).
     var inbox: [FleetMachine.Event] = []
     var feeding = false
-    /// Threads for txns: one per write the machine lets be with etcd at once, and which are free.
+    /// Threads for txns: one per txn the machine lets be with etcd at once, and which are free.
     let lanes = (0..<FleetMachine.maximumInFlight).map { DispatchQueue(label: "org.propbus.propbusd.fleet-txn-\($0)") }
     var freeLanes = Array((0..<FleetMachine.maximumInFlight).reversed())
     /// Txn outcomes the lanes handed over and whether a lane is delivering them to the D-Bus

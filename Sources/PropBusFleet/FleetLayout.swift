@@ -185,6 +185,8 @@ public struct FleetLayout: Sendable, Equatable {
         /// Which of them had their value (`true`) and definition written, by key.
         public var writesValue: Set<Key> = []
         public var writesDefinition: Set<Key> = []
+        /// About how many bytes of the request it takes (base64 and JSON included).
+        public var requestBytes = 0
 
         public init() {}
     }
@@ -271,6 +273,7 @@ public struct FleetLayout: Sendable, Equatable {
         guard requestBytes <= Self.maximumRequestBytes else {
             throw PropBusError(.limitsExceeded, "the call's fleet writes need about \(requestBytes) bytes in one etcd request; etcd takes at most \(Self.maximumRequestBytes) (1.5 MiB): write less at once")
         }
+        plan.requestBytes = requestBytes
         return plan
     }
 }

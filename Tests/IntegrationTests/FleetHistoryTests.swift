@@ -40,6 +40,68 @@ final class FleetHistoryTests: FleetTestCase {
         }
     }
 
+    /// Sets of independent keys that come together share an etcd txn (the host has one out at
+    /// a time; the rest wait and go in one): each key keeps its own value and writer, on the
+    /// other host too, where one etcd revision with several keys is one remote round that
+    /// announces each key once and records a history row per key.
+    func testIndependentSetsThatShareATxnEachKeepTheirValueSignalAndHistoryRow() async throws {
+        let keys = (0..<6).map { "shop.k\($0)" } + (0..<6).map { "till.k\($0)" }
+        for key in keys { try await hostA.createFleet(key, "i", default: .int32(0)) }
+        for key in keys {
+            let defined = await hostB.waitFor(key, .int32(0))
+            XCTAssertTrue(defined, diagnostics)
+        }
+        var recorders: [String: SignalRecorder] = [:]
+        for group in ["shop", "till"] {
+            recorders[group] = try await hostB.client.record(path: PropBusAPI.locate("\(group).k0").path, interface: PropBusAPI.properties,
+                                                              member: "PropertiesChanged")
+        }
+        var sets: [Message] = []
+        for (index, key) in keys.enumerated() {
+            let (path, name) = PropBusAPI.locate(key)
+            let set = try Message.methodCall(destination: PropBusAPI.busName, path: path, interface: PropBusAPI.properties, member: "Set")
+            try set.append([.string(PropBusAPI.values), .string(name), .variant(.int32(Int32(index + 1)))])
+            sets.append(set)
+        }
+        let errors = await hostA.pipelined(sets)
+        XCTAssertTrue(errors.allSatisfy { $0 == nil }, "\(errors)")
+        for (index, key) in keys.enumerated() {
+            let arrived = await hostB.waitFor(key, .int32(Int32(index + 1)))
+            XCTAssertTrue(arrived, diagnostics)
+        }
+        try await Fleet.barrier(from: hostA, to: hostB)
+        let revisions = try keys.map { key in try XCTUnwrap(Fleet.etcdEntry(etcd, prefix: prefix, key: key), key).modRevision }
+        XCTAssertLessThan(Set(revisions).count, keys.count, "every Set had a txn of its own: \(revisions)")
+
+        for key in keys {
+            let (_, name) = PropBusAPI.locate(key)
+            let group = String(key.prefix { $0 != "." })
+            let announced = recorders[group]?.signals.filter { $0.changed[name] != nil } ?? []
+            XCTAssertEqual(announced.count, 1, "\(key) on B: \(announced)")
+            let rows = try await history(hostB, key).filter { $0["kind"] as? String == "changed" }
+            XCTAssertEqual(rows.count, 1, "\(key): \(rows)")
+            XCTAssertEqual(rows.first?["host"] as? String, "fleet-host-a", "\(key): \(rows)")
+            XCTAssertEqual(rows.first?["via"] as? String, "fleet change from fleet-host-a (Set)", "\(key): \(rows)")
+        }
+
+        // Resets delete the values: each puts the record of who deleted, one etcd key for the
+        // fleet, so each goes in a txn of its own (etcd refuses a txn putting a key twice).
+        var resets: [Message] = []
+        for key in keys {
+            let (path, name) = PropBusAPI.locate(key)
+            let reset = try Message.methodCall(destination: PropBusAPI.busName, path: path, interface: PropBusAPI.values, member: "Reset")
+            try reset.append([.string(name)])
+            resets.append(reset)
+        }
+        let resetErrors = await hostA.pipelined(resets)
+        XCTAssertTrue(resetErrors.allSatisfy { $0 == nil }, "\(resetErrors)")
+        try await Fleet.barrier(from: hostA, to: hostB)
+        for key in keys {
+            let rows = try await history(hostB, key).filter { $0["kind"] as? String == "changed" }
+            XCTAssertEqual(rows.last?["via"] as? String, "fleet change from fleet-host-a (Reset)", "\(key): \(rows)")
+        }
+    }
+
     func testAValueWrittenWithoutAttributionIsStillRead() async throws {
         try await hostA.createFleet("kiosk.mode", "s", default: .string("a"))
         let defined = await hostB.waitFor("kiosk.mode", .string("a"))

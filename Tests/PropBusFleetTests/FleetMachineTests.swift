@@ -17,19 +17,25 @@ private final class Harness {
     /// The highest raft term each etcd member answered with, as the shell records it.
     var terms: [UInt64: UInt64] = [:]
     private var intents: [UInt64: (values: [Key: String], compareAndSet: Int64?, read: Set<Key>)] = [:]
+    /// Txns sent and not yet run, by their first write.
     private var outbox: [UInt64: (compares: [Compare], success: [RequestOp], failure: [RequestOp])] = [:]
+    /// The txn (its first write) each write was last sent in.
+    private var txnOf: [UInt64: UInt64] = [:]
     private var answers: [UInt64: TxnResponse] = [:]
     private var backlog: [WatchUpdate] = []
     /// What the machine asked for, readably: "prepare 1", "send 1", "apply 1", "reply 1",
     /// "fail 1 …", "update k=v@r", "retry 1", "unreachable", "readAll".
     var log: [String] = []
+    /// The writes of each txn sent, in order.
+    var sends: [[UInt64]] = []
     var failNextCommit = false
     /// What each readAll said etcd did.
     var rewinds: [FleetRewind] = []
     var now: UInt64 = 1_000_000_000
 
-    init(state: Fleet.State = .connected) {
-        machine = FleetMachine(state: state, connectionWait: 3_000_000_000, layout: layout, random: { _ in 0 })
+    /// `txnsOut`: more txns with etcd at once than the daemon has, for interleavings of several answers.
+    init(state: Fleet.State = .connected, txnsOut: Int = FleetMachine.maximumInFlight) {
+        machine = FleetMachine(state: state, connectionWait: 3_000_000_000, layout: layout, txnsOut: txnsOut, random: { _ in 0 })
     }
 
     static func key(_ text: String) -> Key { try! Key(text) }
@@ -43,6 +49,7 @@ private final class Harness {
 
     /// etcd runs write `id`'s txn now (its answer is not delivered yet); the watch's update is queued.
     func etcdRuns(_ id: UInt64) {
+        let id = txnOf[id] ?? id
         guard let txn = outbox.removeValue(forKey: id) else { return XCTFail("write \(id) was not sent") }
         let (response, events) = FakeEtcd.execute(&etcd, txn.compares, txn.success, txn.failure)
         answers[id] = response
@@ -50,6 +57,7 @@ private final class Harness {
     }
 
     func answer(_ id: UInt64) {
+        let id = txnOf[id] ?? id
         guard let response = answers.removeValue(forKey: id) else { return XCTFail("etcd did not run write \(id)") }
         feed(.txnAnswered(id, .answered(response)))
         terms[response.header.memberID] = max(terms[response.header.memberID] ?? 0, response.header.raftTerm)
@@ -57,6 +65,7 @@ private final class Harness {
 
     /// The connection went away before the answer (the member died): the port's error.
     func lose(_ id: UInt64, _ code: EtcdError.Code) {
+        let id = txnOf[id] ?? id
         outbox[id] = nil
         answers[id] = nil
         feed(.txnAnswered(id, .failed(EtcdError(code, "etcd at http://127.0.0.1:1 took /v3/kv/txn but gave no answer"))))
@@ -81,7 +90,7 @@ private final class Harness {
 
     func mirrorValue(_ key: String) -> String? { mirror[Self.key(key)]?.value }
 
-    func sent(_ id: UInt64) -> Bool { outbox[id] != nil }
+    func sent(_ id: UInt64) -> Bool { outbox[txnOf[id] ?? id] != nil }
 
     func feed(_ event: FleetMachine.Event) {
         for action in machine.handle(event) { perform(action) }
@@ -92,22 +101,28 @@ private final class Harness {
         case .prepare(let id, _, _):
             log.append("prepare \(id)")
             guard let intent = intents[id] else { return }
-            feed(.prepared(id, .init(written: Set(intent.values.keys), read: intent.read), cursor: cursor, clusterID: etcd.clusterID, terms: terms))
-        case .send(let id, _, _):
-            log.append("send \(id)")
-            guard let intent = intents[id] else { return }
+            let size = FleetMachine.Size(compares: intent.values.count + intent.read.count, operations: intent.values.count)
+            feed(.prepared(id, .init(written: Set(intent.values.keys), read: intent.read), size: size, cursor: cursor,
+                           clusterID: etcd.clusterID, terms: terms))
+        case .send(let ids, _, _):
+            log.append("send " + ids.map(String.init).joined(separator: "+"))
+            sends.append(ids)
             var compares: [Compare] = [], success: [RequestOp] = [], failure: [RequestOp] = []
-            for (key, value) in intent.values.sorted(by: { $0.key < $1.key }) {
+            for id in ids {
+                txnOf[id] = ids[0]
+                guard let intent = intents[id] else { continue }
+                for (key, value) in intent.values.sorted(by: { $0.key < $1.key }) {
                 let etcdKey = layout.valueKey(key)
-                compares.append(.modRevision(of: etcdKey, is: intent.compareAndSet ?? mirror[key]?.revision ?? 0))
-                success.append(.put(etcdKey, Array(value.utf8)))
-                failure.append(.get(etcdKey))
+                    compares.append(.modRevision(of: etcdKey, is: intent.compareAndSet ?? mirror[key]?.revision ?? 0))
+                    success.append(.put(etcdKey, Array(value.utf8)))
+                    failure.append(.get(etcdKey))
+                }
+                for key in intent.read.sorted() {
+                    compares.append(.modRevision(of: layout.valueKey(key), is: mirror[key]?.revision ?? 0))
+                    failure.append(.get(layout.valueKey(key)))
+                }
             }
-            for key in intent.read.sorted() {
-                compares.append(.modRevision(of: layout.valueKey(key), is: mirror[key]?.revision ?? 0))
-                failure.append(.get(layout.valueKey(key)))
-            }
-            outbox[id] = (compares, success, failure)
+            outbox[ids[0]] = (compares, success, failure)
         case .apply(let id, let response):
             log.append("apply \(id)")
             if failNextCommit {
@@ -206,6 +221,135 @@ final class FleetMachineTests: XCTestCase {
         XCTAssertEqual(host.etcdValue("a.m"), "3")
     }
 
+    // MARK: Independent writes in one txn
+
+    /// Writes 101… fill every txn the machine lets be with etcd at once: what comes next waits.
+    private func fillTheLanes(_ host: Harness) -> [UInt64] {
+        let fillers = (0..<UInt64(FleetMachine.maximumInFlight)).map { 101 + $0 }
+        for id in fillers { host.write(id, ["z.fill\(id)": "f"]) }
+        XCTAssertTrue(fillers.allSatisfy(host.sent), "\(host.log)")
+        return fillers
+    }
+
+    func testIndependentWritesReadyTogetherGoToEtcdAsOneTxn() {
+        let host = Harness()
+        let fillers = fillTheLanes(host)
+        host.write(1, ["a.k": "one"])
+        host.write(2, ["b.k": "two"])
+        XCTAssertFalse(host.sent(1) || host.sent(2), "no txn free")
+        host.etcdRuns(fillers[0])
+        host.answer(fillers[0])
+        XCTAssertTrue(host.log.contains("send 1+2"), "one txn for both: \(host.log)")
+        host.etcdRuns(1)
+        // The watch's echo (both keys at the txn's revision) comes before the answer: held.
+        host.deliverWatch()
+        XCTAssertFalse(host.log.contains { $0.hasPrefix("update a.k") || $0.hasPrefix("update b.k") }, "\(host.log)")
+        host.answer(2)
+        XCTAssertEqual(host.log.filter { $0 == "apply 1" || $0 == "apply 2" || $0 == "reply 1" || $0 == "reply 2" },
+                       ["apply 1", "reply 1", "apply 2", "reply 2"], "each write applied and answered: \(host.log)")
+        XCTAssertEqual(host.etcdValue("a.k"), "one")
+        XCTAssertEqual(host.etcdValue("b.k"), "two")
+        XCTAssertEqual(host.mirrorValue("a.k"), "one")
+        XCTAssertEqual(host.mirrorValue("b.k"), "two")
+        XCTAssertEqual(host.mirror[Harness.key("a.k")]?.revision, host.mirror[Harness.key("b.k")]?.revision, "one etcd revision")
+        XCTAssertEqual(host.machine.held.count, 0)
+    }
+
+    func testACombinedTxnThatFailedIsSplitAndOnlyTheConflictingWriteIsAConflict() {
+        let host = Harness()
+        host.otherHostWrites("a.k", "theirs")
+        host.deliverWatch()
+        let fillers = fillTheLanes(host)
+        host.write(1, ["a.k": "mine"], compareAndSet: 0)
+        host.write(2, ["b.k": "innocent"])
+        host.etcdRuns(fillers[0])
+        host.answer(fillers[0])
+        XCTAssertTrue(host.log.contains("send 1+2"), "\(host.log)")
+        host.etcdRuns(1)
+        host.answer(1)
+        XCTAssertFalse(host.log.contains { $0.hasPrefix("fail 2") || $0.hasPrefix("retry 2") }, "\(host.log)")
+        XCTAssertFalse(host.log.contains { $0.hasPrefix("fail 1") || $0.hasPrefix("refresh") }, "etcd does not say whose compare failed: \(host.log)")
+        // Each on its own now, as txns free up.
+        for filler in fillers.dropFirst() { host.etcdRuns(filler); host.answer(filler) }
+        host.etcdRuns(1)
+        host.answer(1)
+        host.etcdRuns(2)
+        host.answer(2)
+        XCTAssertEqual(host.sends.filter { !$0.contains(where: fillers.contains) }, [[1, 2], [1], [2]], "\(host.log)")
+        XCTAssertTrue(host.log.contains("fail 1 compareAndSetConflict"), "\(host.log)")
+        XCTAssertTrue(host.log.contains("reply 2"), "\(host.log)")
+        XCTAssertEqual(host.etcdValue("a.k"), "theirs")
+        XCTAssertEqual(host.etcdValue("b.k"), "innocent")
+    }
+
+    func testACombinedTxnStopsAtEtcdsOperationBound() {
+        let host = Harness()
+        let fillers = fillTheLanes(host)
+        // 50 keys each: 50 compares and 50 puts; two fit in 128 operations, three do not.
+        func keys(_ group: String) -> [String: String] {
+            Dictionary(uniqueKeysWithValues: (1...50).map { ("\(group).k\($0)", "v") })
+        }
+        host.write(1, keys("a"))
+        host.write(2, keys("b"))
+        host.write(3, keys("c"))
+        host.etcdRuns(fillers[0])
+        host.answer(fillers[0])
+        XCTAssertEqual(host.sends.filter { !$0.contains(where: fillers.contains) }, [[1, 2]], "\(host.log)")
+        host.etcdRuns(1)
+        host.answer(1)
+        XCTAssertTrue(host.sent(3), "the one that did not fit goes next: \(host.log)")
+        host.etcdRuns(3)
+        host.answer(3)
+        XCTAssertEqual(host.sends.filter { !$0.contains(where: fillers.contains) }, [[1, 2], [3]], "\(host.log)")
+        XCTAssertTrue(["reply 1", "reply 2", "reply 3"].allSatisfy(host.log.contains), "\(host.log)")
+        XCTAssertEqual(host.etcdValue("c.k50"), "v")
+    }
+
+    func testARefusedTxnOfSeveralWritesIsSplitAndARefusalFailsOnlyItsOwnWrite() {
+        let host = Harness()
+        let fillers = fillTheLanes(host)
+        host.write(1, ["a.k": "one"])
+        host.write(2, ["b.k": "two"])
+        host.etcdRuns(fillers[0])
+        host.answer(fillers[0])
+        XCTAssertTrue(host.log.contains("send 1+2"), "\(host.log)")
+        // Refused (not unreachable): etcd does not say for whose part.
+        host.lose(1, .server)
+        XCTAssertFalse(host.log.contains { $0.hasPrefix("fail") }, "\(host.log)")
+        for filler in fillers.dropFirst() { host.etcdRuns(filler); host.answer(filler) }
+        XCTAssertTrue(host.sent(1), "\(host.log)")
+        host.write(3, ["c.k": "three"])
+        host.lose(1, .server)
+        XCTAssertTrue(host.log.contains { $0.hasPrefix("fail 1 txn") }, "\(host.log)")
+        XCTAssertFalse(host.log.contains { $0.hasPrefix("fail 2") || $0.hasPrefix("fail 3") }, "a refusal is its own write's: \(host.log)")
+        host.etcdRuns(2)
+        host.answer(2)
+        host.etcdRuns(3)
+        host.answer(3)
+        XCTAssertTrue(host.log.contains("reply 2") && host.log.contains("reply 3"), "\(host.log)")
+    }
+
+    func testAWriteDependingOnOneInACombinedTxnWaitsForItsAnswer() {
+        let host = Harness()
+        let fillers = fillTheLanes(host)
+        host.write(1, ["a.k": "first"])
+        host.write(2, ["b.k": "other"])
+        host.write(3, ["a.k": "second"])
+        host.etcdRuns(fillers[0])
+        host.answer(fillers[0])
+        XCTAssertTrue(host.log.contains("send 1+2"), "\(host.log)")
+        XCTAssertFalse(host.sent(3), "it writes a key of the combined txn: \(host.log)")
+        for filler in fillers.dropFirst() { host.etcdRuns(filler); host.answer(filler) }
+        XCTAssertFalse(host.sent(3), "a free txn is not enough: \(host.log)")
+        host.etcdRuns(1)
+        host.answer(1)
+        XCTAssertTrue(host.sent(3), "\(host.log)")
+        host.etcdRuns(3)
+        host.answer(3)
+        XCTAssertEqual(host.etcdValue("a.k"), "second")
+        XCTAssertFalse(host.log.contains { $0.hasPrefix("retry") || $0.hasPrefix("fail") }, "\(host.log)")
+    }
+
     // MARK: Held watch updates
 
     func testOwnWriteEchoedBeforeItsAnswerIsHeldUntilTheAnswerIsApplied() {
@@ -260,7 +404,7 @@ final class FleetMachineTests: XCTestCase {
     }
 
     func testAWriteWhoseMemberDiedFailsWithTheWritesQueuedBehindAndLeavesOthersInFlight() {
-        let host = Harness()
+        let host = Harness(txnsOut: 2)
         host.write(1, ["a.k": "1"])
         host.write(2, ["b.k": "2"])
         host.write(3, ["a.k": "3"])
@@ -390,7 +534,7 @@ final class FleetMachineTests: XCTestCase {
     }
 
     func testAnswersOfOneMemberAcrossAnElectionArrivingOutOfOrderAreNoRewind() {
-        let host = Harness()
+        let host = Harness(txnsOut: 2)
         host.etcd.raftTerm = 7
         host.write(1, ["a.k": "x"])
         host.write(2, ["b.k": "y"])

@@ -34,8 +34,8 @@ public final class EtcdClient: Sendable {
     }
 
     private let state = Mutex(State())
-    /// Kept idle at most: a fleet host has up to 8 txns out at once besides its reads and lease
-    /// calls, and a handle freed and made again costs a new TCP connection.
+    /// Kept idle at most: a caller may have several calls out at once (txns, reads, lease
+    /// renewals), and a handle freed and made again costs a new TCP connection.
     private static let maximumIdleHandles = 16
 
     /// A client of the cluster whose members are `endpoints` (`http://host:port`,
