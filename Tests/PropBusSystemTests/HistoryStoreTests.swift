@@ -312,9 +312,76 @@ final class HistoryStoreTests: XCTestCase {
         XCTAssertEqual(try store.history(of: try Key("m.x"), atOrBefore: records[1].revision).then?.caller?.processID, 4242)
     }
 
+    /// Schema 9 → 10: a store whose rows name their key as text, split between `history` and
+    /// `history_recent`, opens with its rows kept (ids, callers), their keys as ids in
+    /// `history_key`, all of them indexed, and new rows after them.
+    func testVersion9StoreIsMigratedKeepingItsRowsAndIndexingThem() throws {
+        do {
+            let store = try SQLiteStore(path: path)
+            let model = try PropertyModel(store: store)
+            _ = try model.create(key: "m.x", type: "i", defaultValue: .int32(0), options: [:])
+            _ = try model.create(key: "m.y", type: "i", defaultValue: .int32(0), options: [:])
+            end(model, store)
+            for (value, caller) in [(1, alice), (2, bob), (3, alice)] {
+                model.origin = .call(caller)
+                _ = try model.apply(set: [("m.x", .int32(Int32(value))), ("m.y", .int32(Int32(-value)))], reset: [])
+                end(model, store)
+            }
+        }
+        try downgradeToVersion9()
+        XCTAssertEqual(try SQLiteDatabase(path: path).textRows("SELECT (SELECT count(*) FROM history) + (SELECT count(*) FROM history_recent)"), ["8"])
+        let store = try SQLiteStore(path: path)
+        let database = try SQLiteDatabase(path: path)
+        XCTAssertEqual(try database.textRows("PRAGMA user_version"), ["10"])
+        XCTAssertEqual(try database.textRows("SELECT key FROM history_key ORDER BY key"), ["m.x", "m.y"])
+        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_index"), ["8"], "every migrated row indexed")
+        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_caller"), ["2"])
+        let model = try PropertyModel(store: store)
+        model.origin = .call(bob)
+        _ = try model.set("m.x", to: .int32(4))
+        end(model, store)
+        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_caller"), ["2"], "bob's identity found among the migrated ones")
+        let records = try store.history(prefix: "m.x", after: 0, limit: 100)
+        XCTAssertEqual(records.map(\.newValue), [.int32(0), .int32(1), .int32(2), .int32(3), .int32(4)])
+        XCTAssertEqual(records.map(\.caller?.userName), [nil, "alice", "bob", "alice", "bob"])
+        XCTAssertEqual(try store.history(ofChange: records[2].change).sorted { $0.key < $1.key }.map(\.newValue), [.int32(2), .int32(-2)])
+        XCTAssertEqual(try store.history(of: try Key("m.y"), atOrBefore: records[1].change).then?.newValue, .int32(-1))
+        XCTAssertEqual(try store.history(prefix: "m.", after: 0, limit: 100).count, 9)
+    }
+
+    /// Rewrites the store at ``path`` as schema 9 held it: keys as text, the older rows in
+    /// `history` with its three indexes, the others in `history_recent`; callers without
+    /// `last_row`. (A store written by a schema-9 propbusd is left as it is.)
+    private func downgradeToVersion9() throws {
+        let database = try SQLiteDatabase(path: path)
+        guard try database.textRows("PRAGMA user_version") == ["10"] else { return }
+        try database.execute("""
+            CREATE TEMP TABLE saved AS
+              SELECT h.id, h.change, h.revision, h.time, k.key, h.kind, h.old_value, h.new_value, h.via, h.caller
+              FROM history h JOIN history_key k ON k.id = h.key_id;
+            DROP TABLE history;
+            DROP TABLE history_index;
+            DROP TABLE history_key;
+            DROP INDEX history_caller_last_row;
+            ALTER TABLE history_caller DROP COLUMN last_row;
+            DELETE FROM meta WHERE name = 'history_indexed';
+            CREATE TABLE history (id INTEGER PRIMARY KEY, change INTEGER NOT NULL, revision INTEGER NOT NULL, time INTEGER NOT NULL,
+                key TEXT NOT NULL, kind TEXT NOT NULL, old_value BLOB, new_value BLOB, via TEXT NOT NULL, caller INTEGER);
+            CREATE TABLE history_recent (id INTEGER PRIMARY KEY, change INTEGER NOT NULL, revision INTEGER NOT NULL, time INTEGER NOT NULL,
+                key TEXT NOT NULL, kind TEXT NOT NULL, old_value BLOB, new_value BLOB, via TEXT NOT NULL, caller INTEGER);
+            INSERT INTO history SELECT * FROM saved WHERE id = (SELECT min(id) FROM saved);
+            INSERT INTO history_recent SELECT * FROM saved WHERE id > (SELECT min(id) FROM saved);
+            CREATE INDEX history_key ON history (key, revision);
+            CREATE INDEX history_change ON history (change);
+            CREATE INDEX history_by_caller ON history (caller);
+            PRAGMA user_version = 9;
+            """)
+    }
+
     /// Rewrites the store at ``path`` as schema 8 held it: every row with its caller's fields,
     /// the older rows in `history`, the last one in `history_recent`.
     private func downgradeToVersion8() throws {
+        try downgradeToVersion9()
         let database = try SQLiteDatabase(path: path)
         try database.execute("""
             CREATE TEMP TABLE saved AS
