@@ -194,9 +194,10 @@ final class HistoryStoreTests: XCTestCase {
         XCTAssertEqual(try store.history(of: try Key("m.x"), atOrBefore: records[1].revision).then?.newValue, .int32(1))
     }
 
-    /// Rows wait in `history_recent` until a step between rounds moves a batch into `history`;
-    /// every query reads both, and a move changes no answer.
-    func testRecentRowsAreMovedInBatchesBetweenRoundsAndReadFromBothTables() throws {
+    /// Rows are written once, into `history`; a step between rounds adds a batch's entries to
+    /// the index tables. Every query reads the indexed rows and the tail, and indexing changes
+    /// no answer.
+    func testRowsAreIndexedInBatchesBetweenRoundsAndQueriesReadTheTailToo() throws {
         let store = try SQLiteStore(path: path)
         store.historyOptions.indexBatch = 4
         let model = try PropertyModel(store: store)
@@ -210,7 +211,7 @@ final class HistoryStoreTests: XCTestCase {
             end(model, store)
             changes.append(try XCTUnwrap(store.history(of: try Key("r.x"), atOrBefore: .max).latest?.change))
             if value == 5 {
-                // 12 rows, past the batch of 4: one step moves them all.
+                // 12 rows, past the batch of 4: one step indexes them all.
                 XCTAssertTrue(store.historyNeedsPruning)
                 var steps = 1
                 while try store.pruneHistory() { steps += 1 }
@@ -219,21 +220,61 @@ final class HistoryStoreTests: XCTestCase {
             }
         }
         let database = try SQLiteDatabase(path: path)
-        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history"), ["12"])
-        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_recent"), ["8"])
+        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history"), ["20"])
+        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_index"), ["12"])
+        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_by_change"), ["12"])
         let all = try store.history(prefix: "r.", after: 0, limit: 100)
         XCTAssertEqual(all.filter { $0.key.text == "r.x" }.map(\.newValue), (0...9).map { .int32(Int32($0)) })
-        XCTAssertEqual(all.map(\.revision), all.map(\.revision).sorted(), "oldest first across both tables")
+        XCTAssertEqual(all.map(\.revision), all.map(\.revision).sorted(), "oldest first, indexed rows and tail")
         XCTAssertEqual(try store.history(prefix: "r.", after: 0, limit: 3).count, 3)
         for (index, change) in changes.enumerated() {
             XCTAssertEqual(try store.history(ofChange: change).sorted { $0.key < $1.key }.map(\.newValue),
                            [.int32(Int32(index + 1)), .int32(Int32(-index - 1))])
         }
         XCTAssertEqual(try store.history(of: try Key("r.y"), atOrBefore: .max).latest?.newValue, .int32(-9))
+        XCTAssertEqual(try store.history(of: try Key("r.y"), atOrBefore: all[3].revision).then?.newValue, .int32(-1))
         let before = all.map(\.revision)
         while store.historyNeedsPruning, try store.pruneHistory() {}
         XCTAssertEqual(try store.history(prefix: "r.", after: 0, limit: 100).map(\.revision), before)
-        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_recent"), ["0"])
+        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_index"), ["20"])
+        // Pruned rows take their index entries with them.
+        store.historyOptions.maximumRows = 6
+        while try store.pruneHistory() {}
+        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_index"), ["6"])
+        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_by_change"), ["6"])
+        XCTAssertEqual(try store.history(prefix: "r.", after: 0, limit: 100).map(\.revision), Array(before.suffix(6)))
+    }
+
+    /// A time is found by a binary search over the rows (their times never decrease): the
+    /// revision before each row's time is the previous row's, also across indexed rows and the
+    /// tail, and a time before every row or after the last has none or the last.
+    func testATimeIsFoundByABinarySearchOverTheRows() throws {
+        let store = try SQLiteStore(path: path)
+        store.historyOptions.indexBatch = 5
+        let model = try PropertyModel(store: store)
+        _ = try model.create(key: "t.x", type: "i", defaultValue: .int32(0), options: [:])
+        end(model, store)
+        for value in 1...12 {
+            model.origin = .call(alice)
+            _ = try model.set("t.x", to: .int32(Int32(value)))
+            end(model, store)
+            while store.historyNeedsPruning, try store.pruneHistory() {}
+        }
+        let rows = try store.history(prefix: "t.x", after: 0, limit: 100)
+        XCTAssertEqual(rows.count, 13)
+        XCTAssertEqual(rows.map(\.time), rows.map(\.time).sorted(), "times never decrease")
+        XCTAssertEqual(try store.historyRevision(before: rows[0].time), 0)
+        for index in 1..<rows.count where rows[index].time > rows[index - 1].time {
+            XCTAssertEqual(try store.historyRevision(before: rows[index].time), rows[index - 1].revision, "row \(index)")
+        }
+        XCTAssertEqual(try store.historyRevision(before: .max), rows.last?.revision)
+        // Gaps in the ids (pruned rows) change nothing.
+        store.historyOptions.maximumRows = 7
+        while try store.pruneHistory() {}
+        let kept = try store.history(prefix: "t.x", after: 0, limit: 100)
+        XCTAssertEqual(kept.count, 7)
+        XCTAssertEqual(try store.historyRevision(before: kept[3].time), kept[2].revision)
+        XCTAssertEqual(try store.historyRevision(before: kept[0].time), 0)
     }
 
     // MARK: Callers in a table of their own
@@ -247,8 +288,12 @@ final class HistoryStoreTests: XCTestCase {
     func testCallersAreKeptInATableOfTheirOwnAndPrunedWhenNoRowReferencesThem() throws {
         do {
             let store = try SQLiteStore(path: path)
+            // Each row raises its caller's `last_row` to itself: a sweep keeps no caller longer
+            // than its last row.
+            store.historyTable.callerLease = 1
             let model = try PropertyModel(store: store)
             _ = try model.create(key: "c.x", type: "i", defaultValue: .int32(0), options: [:])
+            _ = try model.create(key: "c.gone", type: "i", defaultValue: .int32(0), options: [:])
             end(model, store)
             for value in 1...3 {
                 model.origin = .call(alice)
@@ -260,23 +305,28 @@ final class HistoryStoreTests: XCTestCase {
             end(model, store)
         }
         let store = try SQLiteStore(path: path)
+        store.historyTable.callerLease = 1
         let model = try PropertyModel(store: store)
         model.origin = .call(alice)
         _ = try model.set("c.x", to: .int32(5))
         end(model, store)
         let database = try SQLiteDatabase(path: path)
         XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_caller"), ["2"], "alice once (also after reopening), bob once")
-        XCTAssertEqual(try database.textRows("SELECT count(DISTINCT caller) FROM history_recent"), ["2"])
+        XCTAssertEqual(try database.textRows("SELECT count(DISTINCT caller) FROM history"), ["2"])
         let records = try store.history(prefix: "c.x", after: 0, limit: 100)
         XCTAssertEqual(records.map(\.caller?.userName), [nil, "alice", "alice", "alice", "bob", "alice"])
         var expectedBob = bob
         expectedBob.via = "Set"
         XCTAssertEqual(records[4].caller, expectedBob, "every field of the caller comes back")
-        // Bob's only row goes: so does his caller row.
+        // Bob's only row goes: so does his caller row; and c.gone's only row, and its key row
+        // (swept once the rows are indexed).
         store.historyOptions.maximumRows = 1
+        store.historyOptions.indexBatch = 1
         while try store.pruneHistory() {}
         XCTAssertEqual(try store.history(prefix: "c.x", after: 0, limit: 100).map(\.caller?.userName), ["alice"])
         XCTAssertEqual(try database.textRows("SELECT user FROM history_caller"), ["alice"])
+        XCTAssertEqual(try database.textRows("SELECT key FROM history_key"), ["c.x"], "keys are swept as callers are")
+        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_index"), ["1"])
     }
 
     /// Schema 8 → 9: a store whose rows repeat their caller's fields opens with its rows kept
@@ -361,6 +411,7 @@ final class HistoryStoreTests: XCTestCase {
               FROM history h JOIN history_key k ON k.id = h.key_id;
             DROP TABLE history;
             DROP TABLE history_index;
+            DROP TABLE history_by_change;
             DROP TABLE history_key;
             DROP INDEX history_caller_last_row;
             ALTER TABLE history_caller DROP COLUMN last_row;
