@@ -99,11 +99,24 @@ final class HistoryTable {
     /// How many rows, from the one that raises it, a caller's `last_row` covers: a sweep keeps
     /// a caller up to that many rows longer than its last row (internal: tests make it 1).
     var callerLease: Int64 = 4096
-    /// Keys' ids in `history_key`, bounded like ``callers``; the last row's first.
-    private var keyIDs: [Key: Int64] = [:]
+    /// A key's id in `history_key`, and the bytes of the last value history wrote for it and
+    /// of the value the commit under way stored (``encodeStored(_:of:)``): a row's old value
+    /// is the key's last row's new one, and its new value is the one the values table just
+    /// got, so neither is encoded again. A class: confined to the queue like the table, and
+    /// changed in place wherever it is found (the last row's, or the cache's).
+    private final class KeyEntry {
+        let id: Int64
+        var written: (value: DBusValue, bytes: [UInt8])?
+        var stored: (value: DBusValue, bytes: [UInt8])?
+        init(id: Int64) { self.id = id }
+    }
+    /// Values of more bytes are not kept in a ``KeyEntry``: the cache stays small.
+    private static let maximumCachedValueBytes = 256
+    /// Keys by key, bounded like ``callers``; the last row's first.
+    private var keys: [Key: KeyEntry] = [:]
     private static let maximumCachedKeys = 16_384
     private var lastKey: Key?
-    private var lastKeyID: Int64 = 0
+    private var lastKeyEntry: KeyEntry?
     /// What ``insert`` holds bound as the kind and via (parameters 6, 9; `nil`: not bound
     /// since it was prepared): bound again only when they change, as binding text copies it.
     private var boundKind: String?
@@ -200,8 +213,9 @@ final class HistoryTable {
     private func forgetIdentities() {
         callers.removeAll()
         lastCaller = nil
-        keyIDs.removeAll()
+        keys.removeAll()
         lastKey = nil
+        lastKeyEntry = nil
     }
 
     static func now() -> Int64 {
@@ -257,7 +271,7 @@ final class HistoryTable {
             var callerID: Int64?
             if let caller = change.origin.caller { callerID = try self.callerID(of: caller, row: nextID) }
             for entry in change.entries where !Self.isTransient(entry) {
-                let keyID = try self.keyID(of: entry.key)
+                let key = try self.entry(of: entry.key), keyID = key.id
                 insert.reset()
                 try insert.bind(.integer(nextID), at: 1)
                 try insert.bind(.integer(id), at: 2)
@@ -269,8 +283,16 @@ final class HistoryTable {
                     try insert.bind(.text(kind), at: 6)
                     boundKind = kind
                 }
-                try insert.bind(entry.before.map { .blob(ValueCodec.encode($0.value)) } ?? .null, at: 7)
-                try insert.bind(entry.after.map { .blob(ValueCodec.encode($0.value)) } ?? .null, at: 8)
+                try insert.bind(entry.before.map { .blob(Self.bytes(of: $0.value, knowing: key.written)) } ?? .null, at: 7)
+                if let after = entry.after {
+                    let bytes = Self.bytes(of: after.value, knowing: key.stored)
+                    try insert.bind(.blob(bytes), at: 8)
+                    key.written = bytes.count <= Self.maximumCachedValueBytes ? (after.value, bytes) : nil
+                } else {
+                    try insert.bind(.null, at: 8)
+                    key.written = nil
+                }
+                key.stored = nil
                 let rowVia = entry.via ?? via
                 if boundVia != rowVia {
                     try insert.bind(.text(rowVia), at: 9)
@@ -334,32 +356,46 @@ final class HistoryTable {
         return cached.id
     }
 
-    /// `key`'s id in `history_key`: the last row's, the cache's, the table's, or a new row's
-    /// (in the commit's transaction, like a caller's).
-    private func keyID(of key: Key) throws(SQLiteError) -> Int64 {
-        if lastKey == key { return lastKeyID }
-        let id: Int64
-        if let known = keyIDs[key] {
-            id = known
+    /// `value`'s bytes: `known`'s if it holds the same value, else encoded.
+    private static func bytes(of value: DBusValue, knowing known: (value: DBusValue, bytes: [UInt8])?) -> [UInt8] {
+        if let known, known.value == value { return known.bytes }
+        return ValueCodec.encode(value)
+    }
+
+    /// `value` encoded for the values table, kept for `key`'s history row of the same commit
+    /// (``record(_:options:)``) when it is small; call inside the commit's transaction.
+    func encodeStored(_ value: DBusValue, of key: Key) throws(SQLiteError) -> [UInt8] {
+        let bytes = ValueCodec.encode(value)
+        if bytes.count <= Self.maximumCachedValueBytes { try entry(of: key).stored = (value, bytes) }
+        return bytes
+    }
+
+    /// `key`'s entry, with its id in `history_key`: the last row's, the cache's, or one made
+    /// from the table's row or a new row's (in the commit's transaction, like a caller's).
+    private func entry(of key: Key) throws(SQLiteError) -> KeyEntry {
+        if let lastKeyEntry, lastKey == key { return lastKeyEntry }
+        let entry: KeyEntry
+        if let known = keys[key] {
+            entry = known
         } else if let findKey, let insertKey {
             try findKey.bind([.text(key.text)])
             if try findKey.step() {
-                id = findKey.integer(0)
+                entry = KeyEntry(id: findKey.integer(0))
                 while try findKey.step() {}
             } else {
                 try insertKey.bind([.text(key.text)])
                 guard try insertKey.step() else { throw SQLiteError(code: SQLITE_ERROR, message: "no id for a new key row") }
-                id = insertKey.integer(0)
+                entry = KeyEntry(id: insertKey.integer(0))
                 while try insertKey.step() {}
             }
-            if keyIDs.count >= Self.maximumCachedKeys { keyIDs.removeAll(keepingCapacity: true) }
-            keyIDs[key] = id
+            if keys.count >= Self.maximumCachedKeys { keys.removeAll(keepingCapacity: true) }
+            keys[key] = entry
         } else {
             throw SQLiteError(code: SQLITE_MISUSE, message: "history is not attached")
         }
         lastKey = key
-        lastKeyID = id
-        return id
+        lastKeyEntry = entry
+        return entry
     }
 
     /// The commit that ``record(_:options:)`` wrote into was rolled back: the callers and keys
@@ -441,7 +477,7 @@ final class HistoryTable {
             }
             if let limit = options.maximumPerKey {
                 for key in keysOverLimit.prefix(options.pruneBatch) {
-                    let id = try keyID(of: key)
+                    let id = try entry(of: key).id
                     let count = try self.count(of: key, id: id, adding: 0)
                     if count > limit {
                         try pruneOldestOfKey.run([.integer(id), .integer(indexedThrough), .integer(Int64(min(count - limit, options.pruneBatch)))])
@@ -507,8 +543,9 @@ final class HistoryTable {
             }
         }
         if removedSome {
-            keyIDs.removeAll()
+            keys.removeAll()
             lastKey = nil
+            lastKeyEntry = nil
         }
         if candidates.count < batch {
             keySweepPending = false

@@ -317,7 +317,9 @@ public final class SQLiteStore: PropertyStore {
             for (key, write) in changes.values.sorted(by: { $0.key < $1.key }) {
                 switch write {
                 case .save(let stored):
-                    try statements.saveValue.run([.text(key.text), .blob(ValueCodec.encode(stored.value)), .integer(Int64(bitPattern: stored.revision))])
+                    // Encoded once for the value and its history row.
+                    let bytes = history == nil ? ValueCodec.encode(stored.value) : try historyTable.encodeStored(stored.value, of: key)
+                    try statements.saveValue.run([.text(key.text), .blob(bytes), .integer(Int64(bitPattern: stored.revision))])
                 case .delete:
                     try statements.removeValue.run([.text(key.text)])
                 }
