@@ -348,14 +348,7 @@ final class HistoryStoreTests: XCTestCase {
         let database = try SQLiteDatabase(path: path)
         XCTAssertEqual(try database.textRows("PRAGMA user_version"), ["\(SQLiteStore.schemaVersion)"])
         XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_caller"), ["2"])
-        let model = try PropertyModel(store: store)
-        model.origin = .call(bob)
-        _ = try model.set("m.x", to: .int32(4))
-        end(model, store)
-        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_caller"), ["2"], "bob's identity found among the migrated ones")
-        let records = try store.history(prefix: "m.x", after: 0, limit: 100)
-        XCTAssertEqual(records.map(\.newValue), [.int32(0), .int32(1), .int32(2), .int32(3), .int32(4)])
-        XCTAssertEqual(records.map(\.caller?.userName), [nil, "alice", "bob", "alice", "bob"])
+        let records = try writeAsBobAndReadMX(store, database)
         XCTAssertEqual(records[2].caller?.executable, "/usr/bin/propctl")
         XCTAssertEqual(records[2].caller?.unit, "user@1001.service")
         XCTAssertEqual(try store.history(ofChange: records[2].change).map(\.caller?.busName), [":1.43"])
@@ -386,6 +379,15 @@ final class HistoryStoreTests: XCTestCase {
         XCTAssertEqual(try database.textRows("SELECT key FROM history_key ORDER BY key"), ["m.x", "m.y"])
         XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_index"), ["8"], "every migrated row indexed")
         XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_caller"), ["2"])
+        let records = try writeAsBobAndReadMX(store, database)
+        XCTAssertEqual(try store.history(ofChange: records[2].change).sorted { $0.key < $1.key }.map(\.newValue), [.int32(2), .int32(-2)])
+        XCTAssertEqual(try store.history(of: try Key("m.y"), atOrBefore: records[1].change).then?.newValue, .int32(-1))
+        XCTAssertEqual(try store.history(prefix: "m.", after: 0, limit: 100).count, 9)
+    }
+
+    /// After a migration of m.x's rows (0, then 1, 2, 3 by alice, bob, alice): bob's write of 4
+    /// finds his migrated caller, and every row reads back with its caller.
+    private func writeAsBobAndReadMX(_ store: SQLiteStore, _ database: SQLiteDatabase) throws -> [HistoryRecord] {
         let model = try PropertyModel(store: store)
         model.origin = .call(bob)
         _ = try model.set("m.x", to: .int32(4))
@@ -394,9 +396,7 @@ final class HistoryStoreTests: XCTestCase {
         let records = try store.history(prefix: "m.x", after: 0, limit: 100)
         XCTAssertEqual(records.map(\.newValue), [.int32(0), .int32(1), .int32(2), .int32(3), .int32(4)])
         XCTAssertEqual(records.map(\.caller?.userName), [nil, "alice", "bob", "alice", "bob"])
-        XCTAssertEqual(try store.history(ofChange: records[2].change).sorted { $0.key < $1.key }.map(\.newValue), [.int32(2), .int32(-2)])
-        XCTAssertEqual(try store.history(of: try Key("m.y"), atOrBefore: records[1].change).then?.newValue, .int32(-1))
-        XCTAssertEqual(try store.history(prefix: "m.", after: 0, limit: 100).count, 9)
+        return records
     }
 
     /// Rewrites the store at ``path`` as schema 9 held it: keys as text, the older rows in
