@@ -64,38 +64,38 @@ public struct HistoryRecord: Sendable {
 /// range of rowids. Times never decrease from one row to the next (a commit's time is at least
 /// the last one's), so a time is found by a binary search over the rowids.
 ///
-/// Owned by its ``SQLiteStore``, confined like it to the service's queue.
+/// Owned by its ``SQLiteStore``, confined like it to the service's queue. Its state is internal,
+/// not private: the queries and the steps between rounds are extensions in other files.
 final class HistoryTable {
-    private var insert: SQLiteStatement?
-    private var indexTail: SQLiteStatement?
-    private var indexTailByChange: SQLiteStatement?
-    private var saveIndexed: SQLiteStatement?
+    var insert: SQLiteStatement?
+    var indexTail: SQLiteStatement?
+    var indexTailByChange: SQLiteStatement?
+    var saveIndexed: SQLiteStatement?
     /// The next row's id: one past the last row's, and past every id indexed already (ids are
     /// never given twice, even after every row was pruned: the index tables key rows by id).
-    private var nextID: Int64 = 1
+    var nextID: Int64 = 1
     /// The highest id whose row has its index entries (`meta`'s `history_indexed`); the rows
     /// above it are the tail, which queries scan.
-    /// Internal, for the queries (HistoryTable+Queries.swift).
-    private(set) var indexedThrough: Int64 = 0
+    var indexedThrough: Int64 = 0
     /// Rows in the tail, counted at open and kept up to date (an upper bound: pruning may
     /// delete some).
-    private var tailCount = 0
+    var tailCount = 0
     /// The last row's time: a commit's is at least this, so times never decrease with ids.
-    private var lastTime: Int64 = 0
+    var lastTime: Int64 = 0
     /// A caller's id in `history_caller` and `last_row` there: the id of a row up to which that
     /// caller row is kept whatever the rows naming it (the last of ``callerLease`` rows from the
     /// row that last raised it), so a caller's writes raise it once in ``callerLease`` rows.
-    private struct CachedCaller {
+    struct CachedCaller {
         var caller: WriteSet.Caller
         var id: Int64
         var lastRow: Int64
     }
     /// Callers by bus name (a connection's identity does not change), bounded: emptied past
     /// ``maximumCachedCallers`` (a miss costs one probe of the identity index).
-    private var callers: [String: CachedCaller] = [:]
-    private static let maximumCachedCallers = 4096
+    var callers: [String: CachedCaller] = [:]
+    static let maximumCachedCallers = 4096
     /// The last change's caller: a connection's writes come one after the other.
-    private var lastCaller: CachedCaller?
+    var lastCaller: CachedCaller?
     /// How many rows, from the one that raises it, a caller's `last_row` covers: a sweep keeps
     /// a caller up to that many rows longer than its last row (internal: tests make it 1).
     var callerLease: Int64 = 4096
@@ -104,61 +104,60 @@ final class HistoryTable {
     /// is the key's last row's new one, and its new value is the one the values table just
     /// got, so neither is encoded again. A class: confined to the queue like the table, and
     /// changed in place wherever it is found (the last row's, or the cache's).
-    private final class KeyEntry {
+    final class KeyEntry {
         let id: Int64
         var written: (value: DBusValue, bytes: [UInt8])?
         var stored: (value: DBusValue, bytes: [UInt8])?
         init(id: Int64) { self.id = id }
     }
     /// Values of more bytes are not kept in a ``KeyEntry``: the cache stays small.
-    private static let maximumCachedValueBytes = 256
+    static let maximumCachedValueBytes = 256
     /// Keys by key, bounded like ``callers``; the last row's first.
-    private var keys: [Key: KeyEntry] = [:]
-    private static let maximumCachedKeys = 16_384
-    private var lastKey: Key?
-    private var lastKeyEntry: KeyEntry?
+    var keys: [Key: KeyEntry] = [:]
+    static let maximumCachedKeys = 16_384
+    var lastKey: Key?
+    var lastKeyEntry: KeyEntry?
     /// What ``insert`` holds bound as the kind and via (parameters 6, 9; `nil`: not bound
     /// since it was prepared): bound again only when they change, as binding text copies it.
-    private var boundKind: String?
-    private var boundVia: String?
+    var boundKind: String?
+    var boundVia: String?
     /// The sweeps deleting callers and keys no row names, a batch per pruning step; keys in id
     /// order from `keySweepCursor`, run only when the tail is indexed (the key index then
     /// names every row's key).
-    private var callerSweepPending = false
-    private var keySweepPending = false
-    private var keySweepCursor: Int64 = 0
-    private var findCaller: SQLiteStatement?
-    private var insertCaller: SQLiteStatement?
-    private var raiseCallerLastRow: SQLiteStatement?
-    private var removeUnreferencedCallers: SQLiteStatement?
-    private var findKey: SQLiteStatement?
-    private var insertKey: SQLiteStatement?
-    private var keyCandidates: SQLiteStatement?
-    private var keyIsReferenced: SQLiteStatement?
-    private var removeKey: SQLiteStatement?
-    private var pruneOldest: SQLiteStatement?
-    private var pruneBefore: SQLiteStatement?
-    private var countOfKey: SQLiteStatement?
-    private var pruneOldestOfKey: SQLiteStatement?
-    private var firstRowFrom: SQLiteStatement?
-    private var rowBefore: SQLiteStatement?
+    var callerSweepPending = false
+    var keySweepPending = false
+    var keySweepCursor: Int64 = 0
+    var findCaller: SQLiteStatement?
+    var insertCaller: SQLiteStatement?
+    var raiseCallerLastRow: SQLiteStatement?
+    var removeUnreferencedCallers: SQLiteStatement?
+    var findKey: SQLiteStatement?
+    var insertKey: SQLiteStatement?
+    var keyCandidates: SQLiteStatement?
+    var keyIsReferenced: SQLiteStatement?
+    var removeKey: SQLiteStatement?
+    var pruneOldest: SQLiteStatement?
+    var pruneBefore: SQLiteStatement?
+    var countOfKey: SQLiteStatement?
+    var pruneOldestOfKey: SQLiteStatement?
+    var firstRowFrom: SQLiteStatement?
+    var rowBefore: SQLiteStatement?
     /// The prepared queries (HistoryTable+Queries.swift), by their text.
     var queries: [String: SQLiteStatement] = [:]
     /// Rows per key, for ``HistoryOptions/maximumPerKey``: counted (an index range and the
     /// tail) when a key is first written, then kept up to date; forgotten when other pruning
     /// deleted rows.
-    private var rowsOfKey: [Key: Int] = [:]
+    var rowsOfKey: [Key: Int] = [:]
     /// Keys with more rows than ``HistoryOptions/maximumPerKey``, for the next pruning step.
-    private var keysOverLimit: Set<Key> = []
+    var keysOverLimit: Set<Key> = []
     /// The oldest row's time (`nil`: not read yet, or no rows), for ``HistoryOptions/maximumAge``.
-    private var oldestTime: Int64?
-    private var oldestTimeIsKnown = false
-    /// Internal, for the queries (HistoryTable+Queries.swift).
+    var oldestTime: Int64?
+    var oldestTimeIsKnown = false
     var database: SQLiteDatabase?
     /// Rows in the table, counted once at open and kept up to date.
-    private var rowCount = 0
+    var rowCount = 0
     /// Transient keys' changes, oldest first, bounded by ``HistoryOptions/maximumTransientRows``.
-    private(set) var transientRecords: [HistoryRecord] = []
+    var transientRecords: [HistoryRecord] = []
 
     func attach(_ database: SQLiteDatabase) throws(SQLiteError) {
         self.database = database
@@ -210,7 +209,7 @@ final class HistoryTable {
 
     /// Forgets the callers' and keys' ids known in memory (a rollback may have taken some
     /// back; a sweep deleted some).
-    private func forgetIdentities() {
+    func forgetIdentities() {
         callers.removeAll()
         lastCaller = nil
         keys.removeAll()
@@ -319,7 +318,7 @@ final class HistoryTable {
     /// `caller`'s id in `history_caller`, its `last_row` raised to cover `row` if needed: the
     /// last change's, the cache's (by bus name), the table's, or a new row's (in the commit's
     /// transaction: a rollback takes it back, ``commitFailed()``).
-    private func callerID(of caller: WriteSet.Caller, row: Int64) throws(SQLiteError) -> Int64 {
+    func callerID(of caller: WriteSet.Caller, row: Int64) throws(SQLiteError) -> Int64 {
         var cached: CachedCaller
         if let last = lastCaller, Self.sameIdentity(last.caller, caller) {
             cached = last
@@ -372,7 +371,7 @@ final class HistoryTable {
 
     /// `key`'s entry, with its id in `history_key`: the last row's, the cache's, or one made
     /// from the table's row or a new row's (in the commit's transaction, like a caller's).
-    private func entry(of key: Key) throws(SQLiteError) -> KeyEntry {
+    func entry(of key: Key) throws(SQLiteError) -> KeyEntry {
         if let lastKeyEntry, lastKey == key { return lastKeyEntry }
         let entry: KeyEntry
         if let known = keys[key] {
@@ -408,7 +407,7 @@ final class HistoryTable {
     }
 
     /// `key`'s rows plus `added`: counted (an index range and the tail) the first time, then kept.
-    private func count(of key: Key, id: Int64, adding added: Int) throws(SQLiteError) -> Int {
+    func count(of key: Key, id: Int64, adding added: Int) throws(SQLiteError) -> Int {
         var count: Int
         if let known = rowsOfKey[key] {
             count = known
@@ -423,166 +422,6 @@ final class HistoryTable {
         count += added
         rowsOfKey[key] = count
         return count
-    }
-
-    /// Whether rows pass a bound (count, age, per key), a batch waits to be indexed or a sweep
-    /// has work: a pruning step then has work.
-    func needsPruning(_ options: HistoryOptions, now: Int64) throws(SQLiteError) -> Bool {
-        if rowCount > options.maximumRows || !keysOverLimit.isEmpty || tailCount >= options.indexBatch || callerSweepPending { return true }
-        if keySweepPending, tailCount == 0 { return true }
-        guard let age = options.maximumAge, let database else { return false }
-        if !oldestTimeIsKnown {
-            oldestTime = try database.textRows("SELECT time FROM history ORDER BY id LIMIT 1").first.flatMap { Int64($0) }
-            oldestTimeIsKnown = true
-        }
-        return oldestTime.map { $0 < now - Int64(age) * 1_000_000_000 } ?? false
-    }
-
-    /// One step between rounds, in a transaction of its own: indexes the tail when
-    /// ``HistoryOptions/indexBatch`` rows wait, then deletes at most
-    /// ``HistoryOptions/pruneBatch`` of the oldest rows past the row bound, as many past the
-    /// age, and the oldest rows of up to that many keys past their bound, and sweeps a batch of
-    /// callers and keys no row names. Returns whether work is left for another step.
-    func prune(options: HistoryOptions) throws(SQLiteError) -> Bool {
-        guard let database, let pruneOldest, let pruneBefore, let pruneOldestOfKey, let indexTail, let indexTailByChange, let saveIndexed,
-              !database.inTransaction else { return false }
-        let now = Self.now()
-        guard try needsPruning(options, now: now) else { return false }
-        let rowsBefore = rowCount, tailBefore = tailCount, indexedBefore = indexedThrough
-        try database.execute("BEGIN IMMEDIATE")
-        do {
-            if tailCount > 0, tailCount >= options.indexBatch {
-                try indexTail.run([.integer(indexedThrough)])
-                try indexTailByChange.run([.integer(indexedThrough)])
-                indexedThrough = nextID - 1
-                try saveIndexed.run([.integer(indexedThrough)])
-                tailCount = 0
-            }
-            var deletedSome = false
-            if rowCount > options.maximumRows {
-                try pruneOldest.run([.integer(Int64(min(rowCount - options.maximumRows, options.pruneBatch)))])
-                rowCount -= Int(database.changes)
-                deletedSome = deletedSome || database.changes > 0
-            }
-            if let age = options.maximumAge {
-                let first = try firstRow(atOrAfter: now - Int64(age) * 1_000_000_000)
-                try pruneBefore.run([.integer(first), .integer(Int64(options.pruneBatch))])
-                rowCount -= Int(database.changes)
-                deletedSome = deletedSome || database.changes > 0
-            }
-            // Rows the bounds above deleted are no longer in the counts per key.
-            if deletedSome {
-                rowsOfKey.removeAll()
-                oldestTimeIsKnown = false
-            }
-            if let limit = options.maximumPerKey {
-                for key in keysOverLimit.prefix(options.pruneBatch) {
-                    let id = try entry(of: key).id
-                    let count = try self.count(of: key, id: id, adding: 0)
-                    if count > limit {
-                        try pruneOldestOfKey.run([.integer(id), .integer(indexedThrough), .integer(Int64(min(count - limit, options.pruneBatch)))])
-                        let deleted = Int(database.changes)
-                        rowCount -= deleted
-                        rowsOfKey[key] = count - deleted
-                        oldestTimeIsKnown = false
-                    }
-                    if (rowsOfKey[key] ?? 0) <= limit { keysOverLimit.remove(key) }
-                }
-            }
-            if rowCount < rowsBefore {
-                callerSweepPending = true
-                keySweepPending = true
-            }
-            if callerSweepPending { try sweepCallers(batch: options.pruneBatch) }
-            if keySweepPending, tailCount == 0 { try sweepKeys(batch: options.pruneBatch) }
-            try database.execute("COMMIT")
-        } catch {
-            try? database.execute("ROLLBACK")
-            forgetIdentities()
-            callerSweepPending = true
-            rowsOfKey.removeAll()
-            rowCount = rowsBefore
-            tailCount = tailBefore
-            indexedThrough = indexedBefore
-            throw error
-        }
-        return try needsPruning(options, now: now)
-    }
-
-    /// Deletes up to `batch` callers whose `last_row` is below the oldest row's id (one range
-    /// of an index): what keeps `history_caller` bounded by the rows.
-    private func sweepCallers(batch: Int) throws(SQLiteError) {
-        guard let database, let removeUnreferencedCallers else { return }
-        let oldest = Int64(try database.textRows("SELECT min(id) FROM history").first ?? "") ?? nextID
-        try removeUnreferencedCallers.run([.integer(oldest), .integer(Int64(batch))])
-        let removed = Int(database.changes)
-        if removed > 0 {
-            // A cached caller may be one of them.
-            callers.removeAll()
-            lastCaller = nil
-        }
-        callerSweepPending = removed == batch
-    }
-
-    /// Deletes, of the next `batch` keys in id order, those no row names (a probe of the key
-    /// index each; the tail is indexed, so it names every row's key). A sweep that reaches the
-    /// last key is done.
-    private func sweepKeys(batch: Int) throws(SQLiteError) {
-        guard let keyCandidates, let keyIsReferenced, let removeKey else { return }
-        try keyCandidates.bind([.integer(keySweepCursor), .integer(Int64(batch))])
-        var candidates: [Int64] = []
-        while try keyCandidates.step() { candidates.append(keyCandidates.integer(0)) }
-        var removedSome = false
-        for id in candidates {
-            try keyIsReferenced.bind([.integer(id)])
-            let referenced = try keyIsReferenced.step()
-            while try keyIsReferenced.step() {}
-            if !referenced {
-                try removeKey.run([.integer(id)])
-                removedSome = true
-            }
-        }
-        if removedSome {
-            keys.removeAll()
-            lastKey = nil
-            lastKeyEntry = nil
-        }
-        if candidates.count < batch {
-            keySweepPending = false
-            keySweepCursor = 0
-        } else {
-            keySweepCursor = candidates.last ?? 0
-        }
-    }
-
-    /// The id of the first row whose time is at least `time` (``nextID``: none), by a binary
-    /// search over the rowids: times never decrease from one row to the next. Each probe is one
-    /// rowid lookup (the first row at or above an id: ids have gaps).
-    func firstRow(atOrAfter time: Int64) throws(SQLiteError) -> Int64 {
-        guard let database, let firstRowFrom else { return nextID }
-        var low = Int64(try database.textRows("SELECT min(id) FROM history").first ?? "") ?? nextID, high = nextID
-        while low < high {
-            let middle = low + (high - low) / 2
-            try firstRowFrom.bind([.integer(middle)])
-            guard try firstRowFrom.step() else {
-                high = middle
-                continue
-            }
-            let (id, rowTime) = (firstRowFrom.integer(0), firstRowFrom.integer(1))
-            while try firstRowFrom.step() {}
-            if rowTime >= time { high = middle } else { low = id + 1 }
-        }
-        return low
-    }
-
-    /// The revision of the last row committed before `time` (0: none).
-    func revision(before time: Int64) throws(SQLiteError) -> UInt64 {
-        guard let rowBefore else { return 0 }
-        try rowBefore.bind([.integer(try firstRow(atOrAfter: time))])
-        guard try rowBefore.step() else { return 0 }
-        let revision = UInt64(bitPattern: rowBefore.integer(0))
-        while try rowBefore.step() {}
-        return revision
     }
 
     /// Keeps the transient keys' changes in memory (after the commit: nothing to undo).
