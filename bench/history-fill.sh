@@ -11,8 +11,10 @@
 #              search among N rows
 #
 # The rows are numbered 1…N ("change" and "revision"), like a history that came before the
-# bench's writes; their values are int32 blobs in ValueCodec's format (format byte 1,
-# signature "i", 4 bytes little-endian). Schema 10: they go into `history` with their entries in
+# bench's writes: the store's revision is raised to N, so the daemon's next writes come after
+# them, as in a real history (their rows at the end of the indexes by revision and change).
+# Their values are int32 blobs in ValueCodec's format (format byte 1, signature "i", 4 bytes
+# little-endian). Schema 10: they go into `history` with their entries in
 # the index tables, ids after every row already there. Before: into the indexed `history`
 # table, with ids after every row already in either table (rows keep their ids when moved from
 # `history_recent`).
@@ -60,6 +62,7 @@ INSERT INTO history_index (key_id, revision, id)
   SELECT key_id, revision, id FROM history WHERE id > (SELECT indexed FROM last) ORDER BY key_id, revision, id;
 INSERT INTO history_by_change (change, id) SELECT change, id FROM history WHERE id > (SELECT indexed FROM last) ORDER BY change, id;
 INSERT OR REPLACE INTO meta (name, value) VALUES ('history_indexed', (SELECT max(id) FROM history));
+INSERT OR REPLACE INTO meta (name, value) VALUES ('revision', max(coalesce((SELECT value FROM meta WHERE name = 'revision'), 0), (SELECT max(revision) FROM history)));
 COMMIT;
 PRAGMA wal_checkpoint(TRUNCATE);
 SQL
@@ -77,6 +80,7 @@ INSERT INTO history (id, change, revision, time, key, kind, old_value, new_value
 SELECT (SELECT id FROM last) + i, i, i, $start - ($rows - i) * 1000, 'bench.k' || (i % $keys), 'changed',
        x'01016900000000', x'01016901000000', 'Set', $caller_values
 FROM n;
+INSERT OR REPLACE INTO meta (name, value) VALUES ('revision', max(coalesce((SELECT value FROM meta WHERE name = 'revision'), 0), (SELECT max(revision) FROM history)));
 COMMIT;
 PRAGMA wal_checkpoint(TRUNCATE);
 SQL
