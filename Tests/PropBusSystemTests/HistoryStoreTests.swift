@@ -222,7 +222,7 @@ final class HistoryStoreTests: XCTestCase {
         let database = try SQLiteDatabase(path: path)
         XCTAssertEqual(try database.textRows("SELECT count(*) FROM history"), ["20"])
         XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_index"), ["12"])
-        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_by_change"), ["12"])
+        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_by_change"), ["0"], "no deletion")
         let all = try store.history(prefix: "r.", after: 0, limit: 100)
         XCTAssertEqual(all.filter { $0.key.text == "r.x" }.map(\.newValue), (0...9).map { .int32(Int32($0)) })
         XCTAssertEqual(all.map(\.revision), all.map(\.revision).sorted(), "oldest first, indexed rows and tail")
@@ -241,8 +241,54 @@ final class HistoryStoreTests: XCTestCase {
         store.historyOptions.maximumRows = 6
         while try store.pruneHistory() {}
         XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_index"), ["6"])
-        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_by_change"), ["6"])
         XCTAssertEqual(try store.history(prefix: "r.", after: 0, limit: 100).map(\.revision), Array(before.suffix(6)))
+    }
+
+    /// A change's rows are found by a binary search over the rows (the commit holding it) and,
+    /// for deletions (whose change is the key's old revision), their index; indexed or in the
+    /// tail, one key's change or several keys', alone in its commit or not.
+    func testAChangeIsFoundByABinarySearchAndDeletionsByTheirIndex() throws {
+        let store = try SQLiteStore(path: path)
+        store.historyOptions.indexBatch = 1_000
+        let model = try PropertyModel(store: store)
+        var expected: [(change: UInt64, keys: [String])] = []
+        func round(_ body: () throws -> Void) throws {
+            try body()
+            end(model, store)
+        }
+        try round {
+            for name in ["a", "b", "c", "d"] { _ = try model.create(key: "d.\(name)", type: "i", defaultValue: .int32(0), options: [:]) }
+        }
+        for value in 1...3 {
+            // Two changes in one commit: an Apply of two keys, then a Set of a third.
+            try round {
+                model.origin = .call(alice)
+                _ = try model.apply(set: [("d.a", .int32(Int32(value))), ("d.b", .int32(Int32(value)))], reset: [])
+                model.origin = .call(bob)
+                _ = try model.set("d.c", to: .int32(Int32(value)))
+            }
+        }
+        try round { _ = try model.delete(key: "d.d") }
+        try round {
+            model.origin = .call(alice)
+            _ = try model.set("d.a", to: .int32(9))
+        }
+        let rows = try store.history(prefix: "d.", after: 0, limit: 100)
+        for change in Set(rows.map(\.change)) {
+            expected.append((change, rows.filter { $0.change == change }.map(\.key.text).sorted()))
+        }
+        XCTAssertTrue(rows.contains { $0.kind == "deleted" && $0.change < $0.revision }, "a deletion's change is below its row's revision")
+        for indexed in [false, true] {
+            if indexed {
+                store.historyOptions.indexBatch = 1
+                while try store.pruneHistory() {}
+                XCTAssertEqual(try SQLiteDatabase(path: path).textRows("SELECT count(*) FROM history WHERE id > (SELECT value FROM meta WHERE name = 'history_indexed')"), ["0"])
+            }
+            for (change, keys) in expected {
+                XCTAssertEqual(try store.history(ofChange: change).map(\.key.text).sorted(), keys, "change \(change), indexed: \(indexed)")
+            }
+            XCTAssertEqual(try store.history(ofChange: 999_999).count, 0)
+        }
     }
 
     /// A time is found by a binary search over the rows (their times never decrease): the

@@ -141,6 +141,7 @@ final class HistoryTable {
     var countOfKey: SQLiteStatement?
     var pruneOldestOfKey: SQLiteStatement?
     var firstRowFrom: SQLiteStatement?
+    var firstChangeFrom: SQLiteStatement?
     var rowBefore: SQLiteStatement?
     /// The prepared queries (HistoryTable+Queries.swift), by their text.
     var queries: [String: SQLiteStatement] = [:]
@@ -185,7 +186,9 @@ final class HistoryTable {
         keyIsReferenced = try database.prepare("SELECT 1 FROM history_index WHERE key_id = ?1 LIMIT 1")
         removeKey = try database.prepare("DELETE FROM history_key WHERE id = ?1")
         indexTail = try database.prepare("INSERT INTO history_index (key_id, revision, id) SELECT key_id, revision, id FROM history WHERE id > ?1")
-        indexTailByChange = try database.prepare("INSERT INTO history_by_change (change, id) SELECT change, id FROM history WHERE id > ?1")
+        // Only the rows of deletions, whose change is below their revision: the others are
+        // found by a binary search (``records(ofChange:)``).
+        indexTailByChange = try database.prepare("INSERT INTO history_by_change (change, id) SELECT change, id FROM history WHERE id > ?1 AND change < revision")
         saveIndexed = try database.prepare("INSERT OR REPLACE INTO meta (name, value) VALUES ('history_indexed', ?1)")
         // The trigger deletes their index entries.
         pruneOldest = try database.prepare("DELETE FROM history WHERE id IN (SELECT id FROM history ORDER BY id LIMIT ?1)")
@@ -198,6 +201,7 @@ final class HistoryTable {
                 ORDER BY revision, id LIMIT ?3)
             """)
         firstRowFrom = try database.prepare("SELECT id, time FROM history WHERE id >= ?1 ORDER BY id LIMIT 1")
+        firstChangeFrom = try database.prepare("SELECT id, max(change, revision) FROM history WHERE id >= ?1 ORDER BY id LIMIT 1")
         rowBefore = try database.prepare("SELECT revision FROM history WHERE id < ?1 ORDER BY id DESC LIMIT 1")
         indexedThrough = Int64(try database.textRows("SELECT value FROM meta WHERE name = 'history_indexed'").first ?? "0") ?? 0
         rowCount = Int(try database.textRows("SELECT count(*) FROM history").first ?? "0") ?? 0

@@ -137,21 +137,28 @@ extension HistoryTable {
     }
 
     /// The id of the first row whose time is at least `time` (``nextID``: none), by a binary
-    /// search over the rowids: times never decrease from one row to the next. Each probe is one
-    /// rowid lookup (the first row at or above an id: ids have gaps).
+    /// search over the rowids: times never decrease from one row to the next.
     func firstRow(atOrAfter time: Int64) throws(SQLiteError) -> Int64 {
-        guard let database, let firstRowFrom else { return nextID }
+        try firstRow(probing: firstRowFrom, atLeast: time)
+    }
+
+    /// A binary search over the rowids for the first row whose value in `probe` (its second
+    /// column, for the first row at or above an id: ids have gaps) is at least `value`; each
+    /// probe is one rowid lookup. Exact where the values never decrease with ids; where they
+    /// do only within runs of rows (a commit's), it lands in the run holding `value`.
+    func firstRow(probing probe: SQLiteStatement?, atLeast value: Int64) throws(SQLiteError) -> Int64 {
+        guard let database, let probe else { return nextID }
         var low = Int64(try database.textRows("SELECT min(id) FROM history").first ?? "") ?? nextID, high = nextID
         while low < high {
             let middle = low + (high - low) / 2
-            try firstRowFrom.bind([.integer(middle)])
-            guard try firstRowFrom.step() else {
+            try probe.bind([.integer(middle)])
+            guard try probe.step() else {
                 high = middle
                 continue
             }
-            let (id, rowTime) = (firstRowFrom.integer(0), firstRowFrom.integer(1))
-            while try firstRowFrom.step() {}
-            if rowTime >= time { high = middle } else { low = id + 1 }
+            let (id, found) = (probe.integer(0), probe.integer(1))
+            while try probe.step() {}
+            if found >= value { high = middle } else { low = id + 1 }
         }
         return low
     }

@@ -56,13 +56,53 @@ extension HistoryTable {
     }
 
     /// The records of one change (``HistoryRecord/change``), persistent and transient.
+    ///
+    /// A change's rows are one commit's, and a commit's rows share its time. A change is its
+    /// highest revision, and within a commit each change's id is above the last one's, so
+    /// `max(change, revision)` never decreases from one commit to the next: a binary search
+    /// over the rowids lands in the commit holding the change, whose rows (the run of its
+    /// time) are then read. A deletion's row is the exception (its change is the key's old
+    /// revision, below the row's): those are in `history_by_change`. The tail is scanned.
     func records(ofChange change: UInt64) throws(SQLiteError) -> [HistoryRecord] {
         var found = transientRecords.filter { $0.change == change }
+        let id = Int64(bitPattern: change)
+        // Three disjoint parts, oldest first: the indexed rows of other changes than
+        // deletions (the commit's run), the indexed deletions' and the tail's.
+        if let run = try commit(holdingChange: id) {
+            try collect(statement("""
+                SELECT \(Self.columns) FROM history h \(Self.joins)
+                WHERE h.id >= ?2 AND h.id < ?3 AND h.id <= ?4 AND h.change = ?1 AND h.change >= h.revision ORDER BY h.id
+                """), [.integer(id), .integer(run.lowerBound), .integer(run.upperBound), .integer(indexedThrough)], into: &found)
+        }
         try collect(statement("SELECT \(Self.columns) FROM history_by_change i JOIN history h ON h.id = i.id \(Self.joins) WHERE i.change = ?1 ORDER BY i.id"),
-                    [.integer(Int64(bitPattern: change))], into: &found)
+                    [.integer(id)], into: &found)
         try collect(statement("SELECT \(Self.columns) FROM history h \(Self.joins) WHERE h.id > ?2 AND h.change = ?1 ORDER BY h.id"),
-                    [.integer(Int64(bitPattern: change)), .integer(indexedThrough)], into: &found)
+                    [.integer(id), .integer(indexedThrough)], into: &found)
         return found
+    }
+
+    /// The ids of the rows of the commit where `change`'s rows are, if it has any (see
+    /// ``records(ofChange:)``): the run of rows around the binary search's landing that share
+    /// its time.
+    private func commit(holdingChange change: Int64) throws(SQLiteError) -> Range<Int64>? {
+        let landing = try firstRow(probing: firstChangeFrom, atLeast: change)
+        guard let row = try statement("SELECT time FROM history WHERE id = ?1") else { return nil }
+        try row.bind([.integer(landing)])
+        guard try row.step() else { return nil }
+        let time = row.integer(0)
+        while try row.step() {}
+        // Each a scan of the run only: the first row of another time ends it.
+        func edge(_ sql: String) throws(SQLiteError) -> Int64? {
+            guard let query = try statement(sql) else { return nil }
+            try query.bind([.integer(landing), .integer(time)])
+            guard try query.step() else { return nil }
+            let id = query.integer(0)
+            while try query.step() {}
+            return id
+        }
+        let before = try edge("SELECT id FROM history WHERE id < ?1 AND time <> ?2 ORDER BY id DESC LIMIT 1") ?? 0
+        let after = try edge("SELECT id FROM history WHERE id > ?1 AND time <> ?2 ORDER BY id LIMIT 1") ?? nextID
+        return (before + 1)..<after
     }
 
     /// The stored row of key `id` with the highest revision at or below `revision`.

@@ -106,9 +106,10 @@ extension SQLiteStore {
     }
 
     /// Schema step 9 → 10: rows written once, into `history`, naming their key by an id in
-    /// `history_key`; the indexes by key and by change are tables of their own
-    /// (`history_index`, `history_by_change`) that the steps between rounds fill in batches
-    /// for the rows above `meta`'s `history_indexed`, and a trigger empties with the rows.
+    /// `history_key`; the indexes by key and of deletions by change are tables of their own
+    /// (`history_index`, `history_by_change`: other rows are found by change with a binary
+    /// search) that the steps between rounds fill in batches for the rows above `meta`'s
+    /// `history_indexed`, and a trigger empties with the rows.
     /// Callers carry `last_row`, a bound on the last row naming them, so the pruning steps find
     /// the unreferenced ones without an index on `history (caller)`. The rows of both tables
     /// are kept, with their ids, and indexed at once.
@@ -149,7 +150,7 @@ extension SQLiteStore {
             PRIMARY KEY (change, id)
         ) WITHOUT ROWID;
         INSERT INTO history_index (key_id, revision, id) SELECT key_id, revision, id FROM history ORDER BY key_id, revision, id;
-        INSERT INTO history_by_change (change, id) SELECT change, id FROM history ORDER BY change, id;
+        INSERT INTO history_by_change (change, id) SELECT change, id FROM history WHERE change < revision ORDER BY change, id;
         INSERT OR REPLACE INTO meta (name, value) VALUES ('history_indexed', coalesce((SELECT max(id) FROM history), 0));
         \(historyUnindexTrigger)
         ALTER TABLE history_caller ADD COLUMN last_row INTEGER NOT NULL DEFAULT 0;
