@@ -11,9 +11,13 @@
 #              search among N rows
 #
 # The rows are numbered 1…N ("change" and "revision"), like a history that came before the
-# bench's writes; their values are int32 blobs in ValueCodec's format (format byte 1,
-# signature "i", 4 bytes little-endian). They go into the indexed `history` table, with ids after
-# every row already in either table (rows keep their ids when moved from `history_recent`).
+# bench's writes: the store's revision is raised to N, so the daemon's next writes come after
+# them, as in a real history (their rows at the end of the indexes by revision and change).
+# Their values are int32 blobs in ValueCodec's format (format byte 1, signature "i", 4 bytes
+# little-endian). Schema 10: they go into `history` with their entries in
+# the index tables, ids after every row already there. Before: into the indexed `history`
+# table, with ids after every row already in either table (rows keep their ids when moved from
+# `history_recent`).
 set -euo pipefail
 state=$1 rows=$2 keys=${3:-10000}
 db="$state/propbus.db"
@@ -34,6 +38,37 @@ else
   caller_values="0, 'root', 1, 'bench', '/usr/bin/bench', NULL, ':1.1'"
   add_caller=
 fi
+if [ -n "$(sqlite3 "$db" "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'history_key'")" ]; then
+  # Schema 10: keys as ids in history_key, rows written once into history and indexed in the
+  # index tables (with any rows the daemon left unindexed); the caller kept for every row.
+  sqlite3 "$db" <<SQL
+PRAGMA journal_mode=WAL;
+BEGIN;
+INSERT INTO history_caller (bus_name, uid, user, pid, comm, exe, last_row) SELECT ':1.1', 0, 'root', 1, 'bench', '/usr/bin/bench', 0
+  WHERE NOT EXISTS (SELECT 1 FROM history_caller WHERE bus_name = ':1.1' AND exe = '/usr/bin/bench');
+WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < $keys - 1)
+INSERT OR IGNORE INTO history_key (key) SELECT 'bench.k' || i FROM n;
+CREATE TEMP TABLE last AS
+  SELECT coalesce((SELECT max(id) FROM history), 0) AS id, coalesce((SELECT value FROM meta WHERE name = 'history_indexed'), 0) AS indexed;
+CREATE TEMP TABLE keys AS SELECT id, CAST(substr(key, 8) AS INTEGER) AS k FROM history_key WHERE key GLOB 'bench.k[0-9]*';
+CREATE UNIQUE INDEX temp.keys_k ON keys (k);
+WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $rows)
+INSERT INTO history (id, change, revision, time, key_id, kind, old_value, new_value, via, caller)
+SELECT (SELECT id FROM last) + i, i, i, $start - ($rows - i) * 1000, (SELECT id FROM keys WHERE k = i % $keys), 'changed',
+       x'01016900000000', x'01016901000000', 'Set', (SELECT id FROM history_caller WHERE bus_name = ':1.1' AND exe = '/usr/bin/bench')
+FROM n;
+UPDATE history_caller SET last_row = (SELECT max(id) FROM history) WHERE bus_name = ':1.1' AND exe = '/usr/bin/bench';
+INSERT INTO history_index (key_id, revision, id)
+  SELECT key_id, revision, id FROM history WHERE id > (SELECT indexed FROM last) ORDER BY key_id, revision, id;
+INSERT INTO history_by_change (change, id) SELECT change, id FROM history WHERE id > (SELECT indexed FROM last) ORDER BY change, id;
+INSERT OR REPLACE INTO meta (name, value) VALUES ('history_indexed', (SELECT max(id) FROM history));
+INSERT OR REPLACE INTO meta (name, value) VALUES ('revision', max(coalesce((SELECT value FROM meta WHERE name = 'revision'), 0), (SELECT max(revision) FROM history)));
+COMMIT;
+PRAGMA wal_checkpoint(TRUNCATE);
+SQL
+  echo "history-fill: $rows rows over $keys keys in $(( ($(date +%s%N) - start) / 1000000 )) ms; $(sqlite3 "$db" 'SELECT count(*) FROM history') rows in all" >&2
+  exit 0
+fi
 sqlite3 "$db" <<SQL
 PRAGMA journal_mode=WAL;
 BEGIN;
@@ -45,6 +80,7 @@ INSERT INTO history (id, change, revision, time, key, kind, old_value, new_value
 SELECT (SELECT id FROM last) + i, i, i, $start - ($rows - i) * 1000, 'bench.k' || (i % $keys), 'changed',
        x'01016900000000', x'01016901000000', 'Set', $caller_values
 FROM n;
+INSERT OR REPLACE INTO meta (name, value) VALUES ('revision', max(coalesce((SELECT value FROM meta WHERE name = 'revision'), 0), (SELECT max(revision) FROM history)));
 COMMIT;
 PRAGMA wal_checkpoint(TRUNCATE);
 SQL

@@ -10,8 +10,10 @@
 #
 # Starts propbusd on a private bus with K keys, stops it, fills N rows, starts it again, then
 # times Manager.ListHistory for one key (a full page: all its rows) from one python-dbus
-# connection (/usr/bin/python3), C times, and `propctl history KEY` end to end (a process per
-# call) 5 times. Prints the median and worst (see bench/README.md).
+# connection (/usr/bin/python3), C times; then from C (bench/ref/history-client.c, 10×C times:
+# all its rows, its latest, and a span starting at a time for the key and for every key); and
+# `propctl history KEY` end to end (a process per call) 5 times. Prints the median and worst
+# (see bench/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -27,6 +29,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 bench_cc write-client glib-2.0
+bench_cc history-client
 if [ -n "${PROPBUSD:-}" ]; then
   propbusd=$PROPBUSD
   propctl=${PROPCTL:-$(dirname "$PROPBUSD")/propctl}
@@ -44,6 +47,8 @@ bench_wait_owner org.propbus.PropBus1 || exit 1
 bench/build/write-client "$ADDR" preload-propbus "$keys"
 bench_stop_pid "$pb"; bench_wait_gone org.propbus.PropBus1
 bench/history-fill.sh "$state" "$rows" "$keys"
+# A time 100 rows before the last one: a span starting there is the last 100 rows.
+recent=$(sqlite3 "$state/propbus.db" "SELECT time FROM history WHERE id >= (SELECT max(id) - 100 FROM history) ORDER BY id LIMIT 1")
 "$propbusd" --address "$ADDR" --state-dir "$state" --max-properties 200000 & pb=$!
 pids+=("$pb")
 bench_wait_owner org.propbus.PropBus1 || exit 1
@@ -69,6 +74,12 @@ timed(f"ListHistory {key} (all its rows)", lambda: len(manager.ListHistory(key, 
 # The same, decoded by libdbus only (no python objects per value): the daemon's share.
 timed(f"ListHistory {key} (all its rows, reply undecoded)", lambda: len(bus.call_blocking("org.propbus.PropBus1", "/org/propbus/PropBus1", "org.propbus.PropBus1.Manager", "ListHistory", "stua{sv}", (key, 0, 0, empty), byte_arrays=True) or []))
 PY
+# The same from C (libdbus only, the reply's rows counted, not decoded): the daemon's answer.
+echo "ListHistory $key (all its rows), C client: $(bench/build/history-client "$ADDR" "$key" "$(( calls * 10 ))")"
+echo "ListHistory $key latest, C client: $(bench/build/history-client "$ADDR" "$key" "$(( calls * 10 ))" latest)"
+# A span starting at a time: one key's, and every key's (the last 100 rows of all).
+echo "ListHistory $key since a time, C client: $(bench/build/history-client "$ADDR" "$key" "$(( calls * 10 ))" since "$recent")"
+echo "ListHistory \"\" (every key) since a time, C client: $(bench/build/history-client "$ADDR" "" 5 since "$recent")"
 ends=()
 for _ in 1 2 3 4 5; do
   start=$(date +%s%N)

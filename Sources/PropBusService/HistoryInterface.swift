@@ -34,6 +34,11 @@ extension Service {
                 let pageLimit = limit == 0 ? 1000 : min(Int(limit), 1000)
                 var chosen: [HistoryRecord] = []
                 var cursor = after
+                // A start given as a time: found by the store's time lookup, not by reading
+                // history from its start.
+                if let sinceTime {
+                    cursor = max(cursor, try bridged { () throws(PropBusError) in try store.historyRevision(before: sinceTime) })
+                }
                 var exhausted = false
                 while chosen.count < pageLimit, !exhausted {
                     let chunk = try bridged { () throws(PropBusError) in try store.history(prefix: prefix, after: cursor, limit: pageLimit) }
@@ -214,10 +219,14 @@ extension Service {
         func isNamed(_ key: Key) -> Bool { named.isEmpty || named.contains { key.text == $0 || key.text.hasPrefix($0 + ".") } }
         var first: [Key: HistoryRecord] = [:], last: [Key: HistoryRecord] = [:], order: [Key] = []
         var remaining = Self.maximumRevertRangeRows
+        // Where the span starts: a revision, or the last change before its start time (the
+        // store's time lookup), whichever is later.
+        var after = range.since.map { $0 == 0 ? 0 : $0 - 1 } ?? 0
+        if let sinceTime = range.sinceTime { after = max(after, try store.historyRevision(before: sinceTime)) }
         for prefix in named.isEmpty ? [""] : named {
             // One read of the rows left and one more, not chunks: each read orders all of the
             // prefix's rows by revision, so chunks would repeat that for every chunk.
-            let rows = try store.history(prefix: prefix, after: range.since.map { $0 == 0 ? 0 : $0 - 1 } ?? 0, limit: remaining + 1)
+            let rows = try store.history(prefix: prefix, after: after, limit: remaining + 1)
             var ended = rows.count <= remaining
             for record in rows {
                 if range.isPast(record) { ended = true; break }
@@ -228,9 +237,7 @@ extension Service {
                 last[record.key] = record
             }
             guard ended else {
-                // History has no index by time: a span starting at a time is read from history's start.
-                let start = range.since == nil ? ", counted from the start of history since the span starts at a time (give its start as a revision: --since @REV)" : ""
-                throw PropBusError(.limitsExceeded, "RevertRange reads at most \(Self.maximumRevertRangeRows) changes of history in one call, and the span \(range.text)\(named.isEmpty ? "" : " of \(named.joined(separator: ", "))") holds more\(start): bound it with until, or name fewer keys or groups")
+                throw PropBusError(.limitsExceeded, "RevertRange reads at most \(Self.maximumRevertRangeRows) changes of history in one call, and the span \(range.text)\(named.isEmpty ? "" : " of \(named.joined(separator: ", "))") holds more: bound it with until, or name fewer keys or groups")
             }
         }
         guard !order.isEmpty else {

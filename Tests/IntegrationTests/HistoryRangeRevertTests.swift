@@ -101,7 +101,7 @@ final class HistoryRangeRevertTests: AccessControlTestCase, @unchecked Sendable 
 
     /// One call reads a bounded span: a span of more changes than RevertRange reads at once is
     /// refused with LimitsExceeded naming the bound (by anyone: the scan holds the daemon's
-    /// queue), and a narrower one still goes.
+    /// queue), and a narrower one still goes, also when it starts at a time.
     func testASpanOfMoreChangesThanOneCallReadsIsRefusedWithTheBound() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("revert-span-\(getpid())").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -121,11 +121,24 @@ final class HistoryRangeRevertTests: AccessControlTestCase, @unchecked Sendable 
             XCTAssertEqual(result.status, 1, "\(result)")
             XCTAssertTrue(result.stderr.contains("LimitsExceeded") && result.stderr.contains("10000"), result.stderr)
         }
-        // A start given as a time is counted from history's start (no index by time), and says so.
+        // A start given as a time before them all: the same span, the same refusal.
         let byTime = try await propctl(["revert", "--since", "2000-01-01"])
-        XCTAssertTrue(byTime.stderr.contains("LimitsExceeded") && byTime.stderr.contains("--since @REV"), byTime.stderr)
+        XCTAssertTrue(byTime.stderr.contains("LimitsExceeded") && byTime.stderr.contains("10000"), byTime.stderr)
         let untouched = try await client.get("bulk.k0")
         XCTAssertEqual(untouched, .int32(11))
+        // A span starting at a time is found through the time index: a recent one reads only
+        // its own rows, however many lie before it.
+        try await client.set("bulk.k5", .int32(99))
+        let rows = try await history(["bulk.k5"])
+        let time = try XCTUnwrap(rows.last?["time"] as? Int)
+        let formatter = ISO8601DateFormatter()
+        let seconds = formatter.string(from: Date(timeIntervalSince1970: TimeInterval(time / 1_000_000_000)))
+        let changed = seconds.dropLast() + "." + String(String(time % 1_000_000_000).reversed()).padding(toLength: 9, withPad: "0", startingAt: 0).reversed() + "Z"
+        let recent = try await propctl(["revert", "--since", String(changed)])
+        XCTAssertEqual(recent.status, 0, "\(recent)")
+        XCTAssertEqual(recent.stdout, "reverted bulk.k5\n")
+        let back = try await client.get("bulk.k5")
+        XCTAssertEqual(back, .int32(11))
         assertSucceeded(try await propctl(["revert", "bulk.k0", "--since", "@\(since)"]))
         let reverted = try await client.get("bulk.k0")
         XCTAssertEqual(reverted, .int32(0))

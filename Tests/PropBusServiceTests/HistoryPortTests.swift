@@ -36,6 +36,11 @@ final class RecordingHistory: HistoryStore, @unchecked Sendable {
         return records.filter { $0.change == change }
     }
 
+    func historyRevision(before time: Int64) -> UInt64 {
+        asked.append("time \(time)")
+        return records.last { $0.time < time }?.revision ?? 0
+    }
+
     func recordDenied(_ attempt: DeniedAttempt) { held.append(attempt) }
 
     func flushDenied() {

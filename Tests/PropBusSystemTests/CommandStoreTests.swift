@@ -155,11 +155,11 @@ final class CommandStoreTests: XCTestCase {
     func testNewStoreHasSchemaVersion6WithCommandsFleetHistoryAndLeasesTables() throws {
         _ = try SQLiteStore(path: path)
         let database = try SQLiteDatabase(path: path)
-        XCTAssertEqual(SQLiteStore.schemaVersion, 9)
-        XCTAssertEqual(try database.textRows("PRAGMA user_version"), ["9"])
+        XCTAssertEqual(SQLiteStore.schemaVersion, 10)
+        XCTAssertEqual(try database.textRows("PRAGMA user_version"), ["10"])
         XCTAssertEqual(try database.textRows("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"),
-                       ["bindings", "commands", "definitions", "fleet_keys", "history", "history_caller", "history_denied", "history_recent", "leases", "meta",
-                        "stored_values"])
+                       ["bindings", "commands", "definitions", "fleet_keys", "history", "history_by_change", "history_caller", "history_denied",
+                        "history_index", "history_key", "leases", "meta", "stored_values"])
     }
 
     func testVersion2StoreIsMigratedKeepingItsData() throws {
@@ -178,8 +178,10 @@ final class CommandStoreTests: XCTestCase {
             try database.execute("DROP TABLE history")
             try database.execute("DROP TABLE leases")
             try database.execute("DROP TABLE history_denied")
-            try database.execute("DROP TABLE history_recent")
             try database.execute("DROP TABLE history_caller")
+            try database.execute("DROP TABLE history_key")
+            try database.execute("DROP TABLE history_index")
+            try database.execute("DROP TABLE history_by_change")
             try database.execute("PRAGMA user_version = 2")
         }
         do {
@@ -189,7 +191,7 @@ final class CommandStoreTests: XCTestCase {
             _ = try table.create(key: "app.run", options: ["exec": Self.argv])
             try commit(store, model, table)
         }
-        XCTAssertEqual(try SQLiteDatabase(path: path).textRows("PRAGMA user_version"), ["9"])
+        XCTAssertEqual(try SQLiteDatabase(path: path).textRows("PRAGMA user_version"), ["10"])
         let (store, model, _) = try open()
         XCTAssertEqual(try storedKeys(store), ["app.run"])
         XCTAssertEqual(try model.value(of: "app.volume"), .double(0.25))

@@ -194,9 +194,10 @@ final class HistoryStoreTests: XCTestCase {
         XCTAssertEqual(try store.history(of: try Key("m.x"), atOrBefore: records[1].revision).then?.newValue, .int32(1))
     }
 
-    /// Rows wait in `history_recent` until a step between rounds moves a batch into `history`;
-    /// every query reads both, and a move changes no answer.
-    func testRecentRowsAreMovedInBatchesBetweenRoundsAndReadFromBothTables() throws {
+    /// Rows are written once, into `history`; a step between rounds adds a batch's entries to
+    /// the index tables. Every query reads the indexed rows and the tail, and indexing changes
+    /// no answer.
+    func testRowsAreIndexedInBatchesBetweenRoundsAndQueriesReadTheTailToo() throws {
         let store = try SQLiteStore(path: path)
         store.historyOptions.indexBatch = 4
         let model = try PropertyModel(store: store)
@@ -210,7 +211,7 @@ final class HistoryStoreTests: XCTestCase {
             end(model, store)
             changes.append(try XCTUnwrap(store.history(of: try Key("r.x"), atOrBefore: .max).latest?.change))
             if value == 5 {
-                // 12 rows, past the batch of 4: one step moves them all.
+                // 12 rows, past the batch of 4: one step indexes them all.
                 XCTAssertTrue(store.historyNeedsPruning)
                 var steps = 1
                 while try store.pruneHistory() { steps += 1 }
@@ -219,21 +220,107 @@ final class HistoryStoreTests: XCTestCase {
             }
         }
         let database = try SQLiteDatabase(path: path)
-        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history"), ["12"])
-        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_recent"), ["8"])
+        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history"), ["20"])
+        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_index"), ["12"])
+        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_by_change"), ["0"], "no deletion")
         let all = try store.history(prefix: "r.", after: 0, limit: 100)
         XCTAssertEqual(all.filter { $0.key.text == "r.x" }.map(\.newValue), (0...9).map { .int32(Int32($0)) })
-        XCTAssertEqual(all.map(\.revision), all.map(\.revision).sorted(), "oldest first across both tables")
+        XCTAssertEqual(all.map(\.revision), all.map(\.revision).sorted(), "oldest first, indexed rows and tail")
         XCTAssertEqual(try store.history(prefix: "r.", after: 0, limit: 3).count, 3)
         for (index, change) in changes.enumerated() {
             XCTAssertEqual(try store.history(ofChange: change).sorted { $0.key < $1.key }.map(\.newValue),
                            [.int32(Int32(index + 1)), .int32(Int32(-index - 1))])
         }
         XCTAssertEqual(try store.history(of: try Key("r.y"), atOrBefore: .max).latest?.newValue, .int32(-9))
+        XCTAssertEqual(try store.history(of: try Key("r.y"), atOrBefore: all[3].revision).then?.newValue, .int32(-1))
         let before = all.map(\.revision)
         while store.historyNeedsPruning, try store.pruneHistory() {}
         XCTAssertEqual(try store.history(prefix: "r.", after: 0, limit: 100).map(\.revision), before)
-        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_recent"), ["0"])
+        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_index"), ["20"])
+        // Pruned rows take their index entries with them.
+        store.historyOptions.maximumRows = 6
+        while try store.pruneHistory() {}
+        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_index"), ["6"])
+        XCTAssertEqual(try store.history(prefix: "r.", after: 0, limit: 100).map(\.revision), Array(before.suffix(6)))
+    }
+
+    /// A change's rows are found by a binary search over the rows (the commit holding it) and,
+    /// for deletions (whose change is the key's old revision), their index; indexed or in the
+    /// tail, one key's change or several keys', alone in its commit or not.
+    func testAChangeIsFoundByABinarySearchAndDeletionsByTheirIndex() throws {
+        let store = try SQLiteStore(path: path)
+        store.historyOptions.indexBatch = 1_000
+        let model = try PropertyModel(store: store)
+        var expected: [(change: UInt64, keys: [String])] = []
+        func round(_ body: () throws -> Void) throws {
+            try body()
+            end(model, store)
+        }
+        try round {
+            for name in ["a", "b", "c", "d"] { _ = try model.create(key: "d.\(name)", type: "i", defaultValue: .int32(0), options: [:]) }
+        }
+        for value in 1...3 {
+            // Two changes in one commit: an Apply of two keys, then a Set of a third.
+            try round {
+                model.origin = .call(alice)
+                _ = try model.apply(set: [("d.a", .int32(Int32(value))), ("d.b", .int32(Int32(value)))], reset: [])
+                model.origin = .call(bob)
+                _ = try model.set("d.c", to: .int32(Int32(value)))
+            }
+        }
+        try round { _ = try model.delete(key: "d.d") }
+        try round {
+            model.origin = .call(alice)
+            _ = try model.set("d.a", to: .int32(9))
+        }
+        let rows = try store.history(prefix: "d.", after: 0, limit: 100)
+        for change in Set(rows.map(\.change)) {
+            expected.append((change, rows.filter { $0.change == change }.map(\.key.text).sorted()))
+        }
+        XCTAssertTrue(rows.contains { $0.kind == "deleted" && $0.change < $0.revision }, "a deletion's change is below its row's revision")
+        for indexed in [false, true] {
+            if indexed {
+                store.historyOptions.indexBatch = 1
+                while try store.pruneHistory() {}
+                XCTAssertEqual(try SQLiteDatabase(path: path).textRows("SELECT count(*) FROM history WHERE id > (SELECT value FROM meta WHERE name = 'history_indexed')"), ["0"])
+            }
+            for (change, keys) in expected {
+                XCTAssertEqual(try store.history(ofChange: change).map(\.key.text).sorted(), keys, "change \(change), indexed: \(indexed)")
+            }
+            XCTAssertEqual(try store.history(ofChange: 999_999).count, 0)
+        }
+    }
+
+    /// A time is found by a binary search over the rows (their times never decrease): the
+    /// revision before each row's time is the previous row's, also across indexed rows and the
+    /// tail, and a time before every row or after the last has none or the last.
+    func testATimeIsFoundByABinarySearchOverTheRows() throws {
+        let store = try SQLiteStore(path: path)
+        store.historyOptions.indexBatch = 5
+        let model = try PropertyModel(store: store)
+        _ = try model.create(key: "t.x", type: "i", defaultValue: .int32(0), options: [:])
+        end(model, store)
+        for value in 1...12 {
+            model.origin = .call(alice)
+            _ = try model.set("t.x", to: .int32(Int32(value)))
+            end(model, store)
+            while store.historyNeedsPruning, try store.pruneHistory() {}
+        }
+        let rows = try store.history(prefix: "t.x", after: 0, limit: 100)
+        XCTAssertEqual(rows.count, 13)
+        XCTAssertEqual(rows.map(\.time), rows.map(\.time).sorted(), "times never decrease")
+        XCTAssertEqual(try store.historyRevision(before: rows[0].time), 0)
+        for index in 1..<rows.count where rows[index].time > rows[index - 1].time {
+            XCTAssertEqual(try store.historyRevision(before: rows[index].time), rows[index - 1].revision, "row \(index)")
+        }
+        XCTAssertEqual(try store.historyRevision(before: .max), rows.last?.revision)
+        // Gaps in the ids (pruned rows) change nothing.
+        store.historyOptions.maximumRows = 7
+        while try store.pruneHistory() {}
+        let kept = try store.history(prefix: "t.x", after: 0, limit: 100)
+        XCTAssertEqual(kept.count, 7)
+        XCTAssertEqual(try store.historyRevision(before: kept[3].time), kept[2].revision)
+        XCTAssertEqual(try store.historyRevision(before: kept[0].time), 0)
     }
 
     // MARK: Callers in a table of their own
@@ -247,8 +334,12 @@ final class HistoryStoreTests: XCTestCase {
     func testCallersAreKeptInATableOfTheirOwnAndPrunedWhenNoRowReferencesThem() throws {
         do {
             let store = try SQLiteStore(path: path)
+            // Each row raises its caller's `last_row` to itself: a sweep keeps no caller longer
+            // than its last row.
+            store.historyTable.callerLease = 1
             let model = try PropertyModel(store: store)
             _ = try model.create(key: "c.x", type: "i", defaultValue: .int32(0), options: [:])
+            _ = try model.create(key: "c.gone", type: "i", defaultValue: .int32(0), options: [:])
             end(model, store)
             for value in 1...3 {
                 model.origin = .call(alice)
@@ -260,23 +351,28 @@ final class HistoryStoreTests: XCTestCase {
             end(model, store)
         }
         let store = try SQLiteStore(path: path)
+        store.historyTable.callerLease = 1
         let model = try PropertyModel(store: store)
         model.origin = .call(alice)
         _ = try model.set("c.x", to: .int32(5))
         end(model, store)
         let database = try SQLiteDatabase(path: path)
         XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_caller"), ["2"], "alice once (also after reopening), bob once")
-        XCTAssertEqual(try database.textRows("SELECT count(DISTINCT caller) FROM history_recent"), ["2"])
+        XCTAssertEqual(try database.textRows("SELECT count(DISTINCT caller) FROM history"), ["2"])
         let records = try store.history(prefix: "c.x", after: 0, limit: 100)
         XCTAssertEqual(records.map(\.caller?.userName), [nil, "alice", "alice", "alice", "bob", "alice"])
         var expectedBob = bob
         expectedBob.via = "Set"
         XCTAssertEqual(records[4].caller, expectedBob, "every field of the caller comes back")
-        // Bob's only row goes: so does his caller row.
+        // Bob's only row goes: so does his caller row; and c.gone's only row, and its key row
+        // (swept once the rows are indexed).
         store.historyOptions.maximumRows = 1
+        store.historyOptions.indexBatch = 1
         while try store.pruneHistory() {}
         XCTAssertEqual(try store.history(prefix: "c.x", after: 0, limit: 100).map(\.caller?.userName), ["alice"])
         XCTAssertEqual(try database.textRows("SELECT user FROM history_caller"), ["alice"])
+        XCTAssertEqual(try database.textRows("SELECT key FROM history_key"), ["c.x"], "keys are swept as callers are")
+        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_index"), ["1"])
     }
 
     /// Schema 8 → 9: a store whose rows repeat their caller's fields opens with its rows kept
@@ -298,6 +394,46 @@ final class HistoryStoreTests: XCTestCase {
         let database = try SQLiteDatabase(path: path)
         XCTAssertEqual(try database.textRows("PRAGMA user_version"), ["\(SQLiteStore.schemaVersion)"])
         XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_caller"), ["2"])
+        let records = try writeAsBobAndReadMX(store, database)
+        XCTAssertEqual(records[2].caller?.executable, "/usr/bin/propctl")
+        XCTAssertEqual(records[2].caller?.unit, "user@1001.service")
+        XCTAssertEqual(try store.history(ofChange: records[2].change).map(\.caller?.busName), [":1.43"])
+        XCTAssertEqual(try store.history(of: try Key("m.x"), atOrBefore: records[1].revision).then?.caller?.processID, 4242)
+    }
+
+    /// Schema 9 → 10: a store whose rows name their key as text, split between `history` and
+    /// `history_recent`, opens with its rows kept (ids, callers), their keys as ids in
+    /// `history_key`, all of them indexed, and new rows after them.
+    func testVersion9StoreIsMigratedKeepingItsRowsAndIndexingThem() throws {
+        do {
+            let store = try SQLiteStore(path: path)
+            let model = try PropertyModel(store: store)
+            _ = try model.create(key: "m.x", type: "i", defaultValue: .int32(0), options: [:])
+            _ = try model.create(key: "m.y", type: "i", defaultValue: .int32(0), options: [:])
+            end(model, store)
+            for (value, caller) in [(1, alice), (2, bob), (3, alice)] {
+                model.origin = .call(caller)
+                _ = try model.apply(set: [("m.x", .int32(Int32(value))), ("m.y", .int32(Int32(-value)))], reset: [])
+                end(model, store)
+            }
+        }
+        try downgradeToVersion9()
+        XCTAssertEqual(try SQLiteDatabase(path: path).textRows("SELECT (SELECT count(*) FROM history) + (SELECT count(*) FROM history_recent)"), ["8"])
+        let store = try SQLiteStore(path: path)
+        let database = try SQLiteDatabase(path: path)
+        XCTAssertEqual(try database.textRows("PRAGMA user_version"), ["10"])
+        XCTAssertEqual(try database.textRows("SELECT key FROM history_key ORDER BY key"), ["m.x", "m.y"])
+        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_index"), ["8"], "every migrated row indexed")
+        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_caller"), ["2"])
+        let records = try writeAsBobAndReadMX(store, database)
+        XCTAssertEqual(try store.history(ofChange: records[2].change).sorted { $0.key < $1.key }.map(\.newValue), [.int32(2), .int32(-2)])
+        XCTAssertEqual(try store.history(of: try Key("m.y"), atOrBefore: records[1].change).then?.newValue, .int32(-1))
+        XCTAssertEqual(try store.history(prefix: "m.", after: 0, limit: 100).count, 9)
+    }
+
+    /// After a migration of m.x's rows (0, then 1, 2, 3 by alice, bob, alice): bob's write of 4
+    /// finds his migrated caller, and every row reads back with its caller.
+    private func writeAsBobAndReadMX(_ store: SQLiteStore, _ database: SQLiteDatabase) throws -> [HistoryRecord] {
         let model = try PropertyModel(store: store)
         model.origin = .call(bob)
         _ = try model.set("m.x", to: .int32(4))
@@ -306,15 +442,43 @@ final class HistoryStoreTests: XCTestCase {
         let records = try store.history(prefix: "m.x", after: 0, limit: 100)
         XCTAssertEqual(records.map(\.newValue), [.int32(0), .int32(1), .int32(2), .int32(3), .int32(4)])
         XCTAssertEqual(records.map(\.caller?.userName), [nil, "alice", "bob", "alice", "bob"])
-        XCTAssertEqual(records[2].caller?.executable, "/usr/bin/propctl")
-        XCTAssertEqual(records[2].caller?.unit, "user@1001.service")
-        XCTAssertEqual(try store.history(ofChange: records[2].change).map(\.caller?.busName), [":1.43"])
-        XCTAssertEqual(try store.history(of: try Key("m.x"), atOrBefore: records[1].revision).then?.caller?.processID, 4242)
+        return records
+    }
+
+    /// Rewrites the store at ``path`` as schema 9 held it: keys as text, the older rows in
+    /// `history` with its three indexes, the others in `history_recent`; callers without
+    /// `last_row`. (A store written by a schema-9 propbusd is left as it is.)
+    private func downgradeToVersion9() throws {
+        let database = try SQLiteDatabase(path: path)
+        guard try database.textRows("PRAGMA user_version") == ["10"] else { return }
+        try database.execute("""
+            CREATE TEMP TABLE saved AS
+              SELECT h.id, h.change, h.revision, h.time, k.key, h.kind, h.old_value, h.new_value, h.via, h.caller
+              FROM history h JOIN history_key k ON k.id = h.key_id;
+            DROP TABLE history;
+            DROP TABLE history_index;
+            DROP TABLE history_by_change;
+            DROP TABLE history_key;
+            DROP INDEX history_caller_last_row;
+            ALTER TABLE history_caller DROP COLUMN last_row;
+            DELETE FROM meta WHERE name = 'history_indexed';
+            CREATE TABLE history (id INTEGER PRIMARY KEY, change INTEGER NOT NULL, revision INTEGER NOT NULL, time INTEGER NOT NULL,
+                key TEXT NOT NULL, kind TEXT NOT NULL, old_value BLOB, new_value BLOB, via TEXT NOT NULL, caller INTEGER);
+            CREATE TABLE history_recent (id INTEGER PRIMARY KEY, change INTEGER NOT NULL, revision INTEGER NOT NULL, time INTEGER NOT NULL,
+                key TEXT NOT NULL, kind TEXT NOT NULL, old_value BLOB, new_value BLOB, via TEXT NOT NULL, caller INTEGER);
+            INSERT INTO history SELECT * FROM saved WHERE id = (SELECT min(id) FROM saved);
+            INSERT INTO history_recent SELECT * FROM saved WHERE id > (SELECT min(id) FROM saved);
+            CREATE INDEX history_key ON history (key, revision);
+            CREATE INDEX history_change ON history (change);
+            CREATE INDEX history_by_caller ON history (caller);
+            PRAGMA user_version = 9;
+            """)
     }
 
     /// Rewrites the store at ``path`` as schema 8 held it: every row with its caller's fields,
     /// the older rows in `history`, the last one in `history_recent`.
     private func downgradeToVersion8() throws {
+        try downgradeToVersion9()
         let database = try SQLiteDatabase(path: path)
         try database.execute("""
             CREATE TEMP TABLE saved AS

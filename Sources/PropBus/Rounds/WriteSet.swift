@@ -195,5 +195,7 @@ public struct WriteSet: Sendable {
 
     /// Whether the round changed no key (it may still have rows to write: a pruned value,
     /// a reservation, the external bookkeeping).
-    public var isEmpty: Bool { changes.allSatisfy(\.entries.isEmpty) }
+    // A closure, not a key path: applying a key path cost 3.8k instructions a round (the
+    // store asks this of every commit).
+    public var isEmpty: Bool { changes.allSatisfy { $0.entries.isEmpty } }
 }

@@ -21,6 +21,9 @@ public protocol HistoryStore: AnyObject {
     func history(of key: Key, atOrBefore revision: UInt64) throws(PropBusError) -> (then: HistoryRecord?, latest: HistoryRecord?)
     /// The records of one change (``HistoryRecord/change``), for `Revert`.
     func history(ofChange change: UInt64) throws(PropBusError) -> [HistoryRecord]
+    /// The revision of the last change committed before `time` (nanoseconds since the epoch),
+    /// 0 if none: where a span given as a time starts, found without reading history from its start.
+    func historyRevision(before time: Int64) throws(PropBusError) -> UInt64
 
     /// Holds a refused attempt until ``flushDenied()`` writes it; dropped when ``recordsDenied``
     /// is off.

@@ -17,12 +17,12 @@ public struct HistoryOptions: Sendable {
     /// The most old rows one pruning step deletes (of each bound): pruning runs between
     /// rounds in small steps of its own (``SQLiteStore/pruneHistory()``), so no call waits for it.
     public var pruneBatch = 256
-    /// The most rows commits leave in `history_recent` before a step between rounds moves them
-    /// all into `history` and its indexes (a step comes a few milliseconds after the commit
-    /// that reached it, so they are not many more). A commit only appends to
-    /// that table, which has no index: indexing a commit's rows in it would dirty a page of the
-    /// `(key, revision)` index per key the commit wrote, each costing the WAL write, its
-    /// checksum and a checkpoint's copy; a batch of rows shares those pages.
+    /// The most rows commits leave unindexed before a step between rounds adds their entries
+    /// to the index tables (a step comes a few milliseconds after the commit that reached it,
+    /// so they are not many more). A commit only appends its rows to `history`: indexing them
+    /// there would dirty a page of the `(key, revision)` index per key the commit wrote, each
+    /// costing the WAL write, its checksum and a checkpoint's copy; a batch of rows shares
+    /// those pages. Queries scan the unindexed rows, a range of rowids.
     public var indexBatch = 512
     /// The most changes kept per key, the latest (`nil`: no limit per key).
     public var maximumPerKey: Int?
@@ -34,109 +34,171 @@ public struct HistoryOptions: Sendable {
     public init() {}
 }
 
-/// The SQL side of history (the `history` table) and its in-memory part for transient keys.
+/// The SQL side of history (the `history` table and its index tables) and its in-memory part
+/// for transient keys.
 ///
-/// Owned by its ``SQLiteStore``, confined like it to the service's queue.
+/// A commit writes each row once, into `history` (its rowid the row's id, growing), and no
+/// index entry: the indexes by key and by change are tables of their own (`history_index`,
+/// `history_by_change`) that a step between rounds fills for a batch of rows at once (the rows
+/// above ``indexedThrough``, the "tail"); queries read the index tables and scan the tail, a
+/// range of rowids. Times never decrease from one row to the next (a commit's time is at least
+/// the last one's), so a time is found by a binary search over the rowids.
+///
+/// Owned by its ``SQLiteStore``, confined like it to the service's queue. Its state is internal,
+/// not private: the queries and the steps between rounds are extensions in other files.
 final class HistoryTable {
-    /// The two tables rows live in: `history_recent` (what commits appended since the last
-    /// move, no index) and `history` (indexed). Every query reads both.
-    static let tables = ["history", "history_recent"]
-    private var insert: SQLiteStatement?
-    private var moveRecent: SQLiteStatement?
-    private var removeMoved: SQLiteStatement?
-    /// The next row's id: commits give ids themselves, so rows keep them when moved and ids
-    /// grow across both tables.
-    private var nextID: Int64 = 1
-    /// Rows in `history_recent`, counted at open and kept up to date.
-    private var recentCount = 0
-    /// Set when a pruning step found nothing to delete in `history`: the next one moves the
-    /// recent rows first, whatever their number (a bound smaller than ``HistoryOptions/indexBatch``).
-    private var moveBeforePruning = false
-    /// Callers' ids in `history_caller` by identity (a ``WriteSet/Caller`` with an empty `via`:
-    /// the method is the row's); looked up in the table on a miss, inserted the first time.
-    /// Bounded: emptied past ``maximumCachedCallers`` (a miss costs one index probe).
-    private var callerIDs: [WriteSet.Caller: Int64] = [:]
-    private static let maximumCachedCallers = 4096
-    /// The last change's caller and its id: a connection's writes come one after the other.
-    private var lastCaller: WriteSet.Caller?
-    private var lastCallerID: Int64?
-    /// What ``insert`` holds bound as the key, kind and via (parameters 5, 6, 9; `nil`: not
-    /// bound since it was prepared): bound again only when they change, as a writer's rows
-    /// repeat them and binding text copies it.
-    private var boundKey: Key?
-    private var boundKind: String?
-    private var boundVia: String?
-    /// Callers inserted by the commit under way: a rollback takes them back from the cache.
-    private var callersOfThisCommit: [WriteSet.Caller] = []
-    /// The callers rows of `history_recent` reference (that table has no index to ask).
-    private var recentCallers: Set<Int64> = []
-    /// The sweep deleting callers no row references, a batch per pruning step, in id order
-    /// from `callerSweepCursor`; `callerSweepAgain` when rows went while it was under way.
-    private var callerSweepPending = false
-    private var callerSweepAgain = false
-    private var callerSweepCursor: Int64 = 0
-    private var findCaller: SQLiteStatement?
-    private var insertCaller: SQLiteStatement?
-    private var callerCandidates: SQLiteStatement?
-    private var callerIsReferenced: SQLiteStatement?
-    private var removeCaller: SQLiteStatement?
-    private var pruneOldest: SQLiteStatement?
-    private var pruneOlderThan: SQLiteStatement?
-    private var countOfKey: SQLiteStatement?
-    private var pruneOldestOfKey: SQLiteStatement?
-    /// Rows per key, for ``HistoryOptions/maximumPerKey``: counted (an index range) when a key
-    /// is first written, then kept up to date; forgotten when other pruning deleted rows.
-    private var rowsOfKey: [Key: Int] = [:]
+    var insert: SQLiteStatement?
+    var indexTail: SQLiteStatement?
+    var indexTailByChange: SQLiteStatement?
+    var saveIndexed: SQLiteStatement?
+    /// The next row's id: one past the last row's, and past every id indexed already (ids are
+    /// never given twice, even after every row was pruned: the index tables key rows by id).
+    var nextID: Int64 = 1
+    /// The highest id whose row has its index entries (`meta`'s `history_indexed`); the rows
+    /// above it are the tail, which queries scan.
+    var indexedThrough: Int64 = 0
+    /// Rows in the tail, counted at open and kept up to date (an upper bound: pruning may
+    /// delete some).
+    var tailCount = 0
+    /// The last row's time: a commit's is at least this, so times never decrease with ids.
+    var lastTime: Int64 = 0
+    /// A caller's id in `history_caller` and `last_row` there: the id of a row up to which that
+    /// caller row is kept whatever the rows naming it (the last of ``callerLease`` rows from the
+    /// row that last raised it), so a caller's writes raise it once in ``callerLease`` rows.
+    struct CachedCaller {
+        var caller: WriteSet.Caller
+        var id: Int64
+        var lastRow: Int64
+    }
+    /// Callers by bus name (a connection's identity does not change), bounded: emptied past
+    /// ``maximumCachedCallers`` (a miss costs one probe of the identity index).
+    var callers: [String: CachedCaller] = [:]
+    static let maximumCachedCallers = 4096
+    /// The last change's caller: a connection's writes come one after the other.
+    var lastCaller: CachedCaller?
+    /// How many rows, from the one that raises it, a caller's `last_row` covers: a sweep keeps
+    /// a caller up to that many rows longer than its last row (internal: tests make it 1).
+    var callerLease: Int64 = 4096
+    /// A key's id in `history_key`, and the bytes of the last value history wrote for it and
+    /// of the value the commit under way stored (``encodeStored(_:of:)``): a row's old value
+    /// is the key's last row's new one, and its new value is the one the values table just
+    /// got, so neither is encoded again. A class: confined to the queue like the table, and
+    /// changed in place wherever it is found (the last row's, or the cache's).
+    final class KeyEntry {
+        let id: Int64
+        var written: (value: DBusValue, bytes: [UInt8])?
+        var stored: (value: DBusValue, bytes: [UInt8])?
+        init(id: Int64) { self.id = id }
+    }
+    /// Values of more bytes are not kept in a ``KeyEntry``: the cache stays small.
+    static let maximumCachedValueBytes = 256
+    /// Keys by key, bounded like ``callers``; the last row's first.
+    var keys: [Key: KeyEntry] = [:]
+    static let maximumCachedKeys = 16_384
+    var lastKey: Key?
+    var lastKeyEntry: KeyEntry?
+    /// What ``insert`` holds bound as the kind and via (parameters 6, 9; `nil`: not bound
+    /// since it was prepared): bound again only when they change, as binding text copies it.
+    var boundKind: String?
+    var boundVia: String?
+    /// The sweeps deleting callers and keys no row names, a batch per pruning step; keys in id
+    /// order from `keySweepCursor`, run only when the tail is indexed (the key index then
+    /// names every row's key).
+    var callerSweepPending = false
+    var keySweepPending = false
+    var keySweepCursor: Int64 = 0
+    var findCaller: SQLiteStatement?
+    var insertCaller: SQLiteStatement?
+    var raiseCallerLastRow: SQLiteStatement?
+    var removeUnreferencedCallers: SQLiteStatement?
+    var findKey: SQLiteStatement?
+    var insertKey: SQLiteStatement?
+    var keyCandidates: SQLiteStatement?
+    var keyIsReferenced: SQLiteStatement?
+    var removeKey: SQLiteStatement?
+    var pruneOldest: SQLiteStatement?
+    var pruneBefore: SQLiteStatement?
+    var countOfKey: SQLiteStatement?
+    var pruneOldestOfKey: SQLiteStatement?
+    var firstRowFrom: SQLiteStatement?
+    var firstChangeFrom: SQLiteStatement?
+    var rowBefore: SQLiteStatement?
+    /// The prepared queries (HistoryTable+Queries.swift), by their text.
+    var queries: [String: SQLiteStatement] = [:]
+    /// Rows per key, for ``HistoryOptions/maximumPerKey``: counted (an index range and the
+    /// tail) when a key is first written, then kept up to date; forgotten when other pruning
+    /// deleted rows.
+    var rowsOfKey: [Key: Int] = [:]
     /// Keys with more rows than ``HistoryOptions/maximumPerKey``, for the next pruning step.
-    private var keysOverLimit: Set<Key> = []
+    var keysOverLimit: Set<Key> = []
     /// The oldest row's time (`nil`: not read yet, or no rows), for ``HistoryOptions/maximumAge``.
-    private var oldestTime: Int64?
-    private var oldestTimeIsKnown = false
-    /// Internal, with ``tables``: the queries are an extension in HistoryTable+Queries.swift.
+    var oldestTime: Int64?
+    var oldestTimeIsKnown = false
     var database: SQLiteDatabase?
     /// Rows in the table, counted once at open and kept up to date.
-    private var rowCount = 0
+    var rowCount = 0
     /// Transient keys' changes, oldest first, bounded by ``HistoryOptions/maximumTransientRows``.
-    private(set) var transientRecords: [HistoryRecord] = []
+    var transientRecords: [HistoryRecord] = []
 
     func attach(_ database: SQLiteDatabase) throws(SQLiteError) {
         self.database = database
-        callerIDs.removeAll()
-        lastCaller = nil
-        lastCallerID = nil
-        boundKey = nil
+        forgetIdentities()
         boundKind = nil
         boundVia = nil
+        queries.removeAll()
         insert = try database.prepare("""
-            INSERT INTO history_recent (id, \(Self.storedColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+            INSERT INTO history (id, \(Self.storedColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
             """)
         // The identity index answers it (`IS`: a field may be NULL).
         findCaller = try database.prepare("""
-            SELECT id FROM history_caller
+            SELECT id, last_row FROM history_caller
             WHERE bus_name = ?1 AND uid IS ?2 AND user IS ?3 AND pid IS ?4 AND comm IS ?5 AND exe IS ?6 AND unit IS ?7 AND host IS ?8
             """)
         insertCaller = try database.prepare("""
-            INSERT INTO history_caller (bus_name, uid, user, pid, comm, exe, unit, host) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) RETURNING id
+            INSERT INTO history_caller (bus_name, uid, user, pid, comm, exe, unit, host, last_row) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) RETURNING id
             """)
-        callerCandidates = try database.prepare("SELECT id FROM history_caller WHERE id > ?1 ORDER BY id LIMIT ?2")
-        callerIsReferenced = try database.prepare("SELECT 1 FROM history WHERE caller = ?1 LIMIT 1")
-        removeCaller = try database.prepare("DELETE FROM history_caller WHERE id = ?1")
-        recentCallers = Set(try database.textRows("SELECT DISTINCT caller FROM history_recent WHERE caller IS NOT NULL").compactMap { Int64($0) })
-        // All of them, oldest first; then the table is emptied as a whole (a DELETE without
-        // WHERE frees its pages without visiting its rows).
-        moveRecent = try database.prepare("""
-            INSERT INTO history (id, \(Self.storedColumns)) SELECT id, \(Self.storedColumns) FROM history_recent ORDER BY id
-            """)
-        removeMoved = try database.prepare("DELETE FROM history_recent")
+        raiseCallerLastRow = try database.prepare("UPDATE history_caller SET last_row = ?2 WHERE id = ?1")
+        // A caller whose `last_row` is below the oldest row's id is named by no row.
+        removeUnreferencedCallers = try database.prepare("DELETE FROM history_caller WHERE id IN (SELECT id FROM history_caller WHERE last_row < ?1 LIMIT ?2)")
+        findKey = try database.prepare("SELECT id FROM history_key WHERE key = ?1")
+        insertKey = try database.prepare("INSERT INTO history_key (key) VALUES (?1) RETURNING id")
+        keyCandidates = try database.prepare("SELECT id FROM history_key WHERE id > ?1 ORDER BY id LIMIT ?2")
+        keyIsReferenced = try database.prepare("SELECT 1 FROM history_index WHERE key_id = ?1 LIMIT 1")
+        removeKey = try database.prepare("DELETE FROM history_key WHERE id = ?1")
+        indexTail = try database.prepare("INSERT INTO history_index (key_id, revision, id) SELECT key_id, revision, id FROM history WHERE id > ?1")
+        // Only the rows of deletions, whose change is below their revision: the others are
+        // found by a binary search (``records(ofChange:)``).
+        indexTailByChange = try database.prepare("INSERT INTO history_by_change (change, id) SELECT change, id FROM history WHERE id > ?1 AND change < revision")
+        saveIndexed = try database.prepare("INSERT OR REPLACE INTO meta (name, value) VALUES ('history_indexed', ?1)")
+        // The trigger deletes their index entries.
         pruneOldest = try database.prepare("DELETE FROM history WHERE id IN (SELECT id FROM history ORDER BY id LIMIT ?1)")
-        pruneOlderThan = try database.prepare("DELETE FROM history WHERE id IN (SELECT id FROM history WHERE time < ?1 ORDER BY id LIMIT ?2)")
-        // The recent rows are few and unindexed: scanned.
-        countOfKey = try database.prepare("SELECT (SELECT count(*) FROM history WHERE key = ?1) + (SELECT count(*) FROM history_recent WHERE key = ?1)")
-        pruneOldestOfKey = try database.prepare("DELETE FROM history WHERE id IN (SELECT id FROM history WHERE key = ?1 ORDER BY revision, id LIMIT ?2)")
-        recentCount = Int(try database.textRows("SELECT count(*) FROM history_recent").first ?? "0") ?? 0
-        rowCount = recentCount + (Int(try database.textRows("SELECT count(*) FROM history").first ?? "0") ?? 0)
-        let lastID = try database.textRows("SELECT max(coalesce((SELECT max(id) FROM history), 0), coalesce((SELECT max(id) FROM history_recent), 0))")
-        nextID = (Int64(lastID.first ?? "0") ?? 0) + 1
+        pruneBefore = try database.prepare("DELETE FROM history WHERE id IN (SELECT id FROM history WHERE id < ?1 ORDER BY id LIMIT ?2)")
+        countOfKey = try database.prepare("SELECT (SELECT count(*) FROM history_index WHERE key_id = ?1) + (SELECT count(*) FROM history WHERE id > ?2 AND key_id = ?1)")
+        pruneOldestOfKey = try database.prepare("""
+            DELETE FROM history WHERE id IN (
+                SELECT id FROM (SELECT id, revision FROM history_index WHERE key_id = ?1
+                                UNION ALL SELECT id, revision FROM history WHERE id > ?2 AND key_id = ?1)
+                ORDER BY revision, id LIMIT ?3)
+            """)
+        firstRowFrom = try database.prepare("SELECT id, time FROM history WHERE id >= ?1 ORDER BY id LIMIT 1")
+        firstChangeFrom = try database.prepare("SELECT id, max(change, revision) FROM history WHERE id >= ?1 ORDER BY id LIMIT 1")
+        rowBefore = try database.prepare("SELECT revision FROM history WHERE id < ?1 ORDER BY id DESC LIMIT 1")
+        indexedThrough = Int64(try database.textRows("SELECT value FROM meta WHERE name = 'history_indexed'").first ?? "0") ?? 0
+        rowCount = Int(try database.textRows("SELECT count(*) FROM history").first ?? "0") ?? 0
+        tailCount = Int(try database.textRows("SELECT count(*) FROM history WHERE id > \(indexedThrough)").first ?? "0") ?? 0
+        let last = try database.textRows("SELECT id FROM history ORDER BY id DESC LIMIT 1")
+        nextID = max(Int64(last.first ?? "0") ?? 0, indexedThrough) + 1
+        lastTime = Int64(try database.textRows("SELECT time FROM history ORDER BY id DESC LIMIT 1").first ?? "0") ?? 0
+    }
+
+    /// Forgets the callers' and keys' ids known in memory (a rollback may have taken some
+    /// back; a sweep deleted some).
+    func forgetIdentities() {
+        callers.removeAll()
+        lastCaller = nil
+        keys.removeAll()
+        lastKey = nil
+        lastKeyEntry = nil
     }
 
     static func now() -> Int64 {
@@ -177,40 +239,43 @@ final class HistoryTable {
     }
 
     /// Writes the persistent keys' changes; call inside the commit's transaction. Deletes
-    /// nothing: what passes the bounds is pruned later, between rounds (``prune(options:)``).
+    /// nothing and indexes nothing: a step between rounds does (``prune(options:)``).
     ///
-    /// Binds straight from the write set, one parameter at a time, the caller as its id in
-    /// `history_caller` (``callerID(of:)``): this runs for every key of every durable write,
-    /// and a row repeating the caller's exe, unit and names was most of its bytes.
+    /// Binds straight from the write set, one parameter at a time, the key and the caller as
+    /// their ids (``keyID(of:)``, ``callerID(of:row:)``): this runs for every key of every
+    /// durable write.
     func record(_ writeSet: WriteSet, options: HistoryOptions) throws(SQLiteError) {
         guard let insert else { return }
-        let time = Self.now()
-        callersOfThisCommit.removeAll(keepingCapacity: true)
+        // Never before the last row: a time is then found by a binary search over the rows.
+        let time = max(Self.now(), lastTime)
+        lastTime = time
         for change in writeSet.changes where change.entries.contains(where: { !Self.isTransient($0) }) {
             let id = Int64(bitPattern: change.id), via = change.origin.via
             var callerID: Int64?
-            if let caller = change.origin.caller {
-                let id = try self.callerID(of: caller)
-                recentCallers.insert(id)
-                callerID = id
-            }
+            if let caller = change.origin.caller { callerID = try self.callerID(of: caller, row: nextID) }
             for entry in change.entries where !Self.isTransient(entry) {
+                let key = try self.entry(of: entry.key), keyID = key.id
                 insert.reset()
                 try insert.bind(.integer(nextID), at: 1)
                 try insert.bind(.integer(id), at: 2)
                 try insert.bind(.integer(Int64(bitPattern: entry.after?.revision ?? writeSet.revision)), at: 3)
                 try insert.bind(.integer(time), at: 4)
-                if boundKey != entry.key {
-                    try insert.bind(.text(entry.key.text), at: 5)
-                    boundKey = entry.key
-                }
+                try insert.bind(.integer(keyID), at: 5)
                 let kind = Self.kind(of: entry)
                 if boundKind != kind {
                     try insert.bind(.text(kind), at: 6)
                     boundKind = kind
                 }
-                try insert.bind(entry.before.map { .blob(ValueCodec.encode($0.value)) } ?? .null, at: 7)
-                try insert.bind(entry.after.map { .blob(ValueCodec.encode($0.value)) } ?? .null, at: 8)
+                try insert.bind(entry.before.map { .blob(Self.bytes(of: $0.value, knowing: key.written)) } ?? .null, at: 7)
+                if let after = entry.after {
+                    let bytes = Self.bytes(of: after.value, knowing: key.stored)
+                    try insert.bind(.blob(bytes), at: 8)
+                    key.written = bytes.count <= Self.maximumCachedValueBytes ? (after.value, bytes) : nil
+                } else {
+                    try insert.bind(.null, at: 8)
+                    key.written = nil
+                }
+                key.stored = nil
                 let rowVia = entry.via ?? via
                 if boundVia != rowVia {
                     try insert.bind(.text(rowVia), at: 9)
@@ -221,70 +286,118 @@ final class HistoryTable {
                 // A rolled-back commit leaves a gap in the ids, which only need to grow.
                 nextID += 1
                 rowCount += 1
-                recentCount += 1
-                if let limit = options.maximumPerKey, try count(of: entry.key, adding: 1) > limit { keysOverLimit.insert(entry.key) }
+                tailCount += 1
+                if let limit = options.maximumPerKey, try count(of: entry.key, id: keyID, adding: 1) > limit { keysOverLimit.insert(entry.key) }
                 if oldestTimeIsKnown, oldestTime == nil { oldestTime = time }
             }
         }
     }
 
-    /// `caller`'s id in `history_caller`: the last change's, the cache's, the table's, or a
-    /// new row's (in the commit's transaction: a rollback takes it back, ``commitFailed()``).
-    private func callerID(of caller: WriteSet.Caller) throws(SQLiteError) -> Int64 {
-        if let lastCallerID, caller == lastCaller { return lastCallerID }
-        var identity = caller
-        identity.via = ""
-        let id: Int64
-        if let cached = callerIDs[identity] {
-            id = cached
+    /// Whether `a` and `b` are the same caller (all but the method, which is the row's).
+    private static func sameIdentity(_ a: WriteSet.Caller, _ b: WriteSet.Caller) -> Bool {
+        a.busName == b.busName && a.userID == b.userID && a.processID == b.processID && a.userName == b.userName
+            && a.command == b.command && a.executable == b.executable && a.unit == b.unit && a.host == b.host
+    }
+
+    /// `caller`'s id in `history_caller`, its `last_row` raised to cover `row` if needed: the
+    /// last change's, the cache's (by bus name), the table's, or a new row's (in the commit's
+    /// transaction: a rollback takes it back, ``commitFailed()``).
+    func callerID(of caller: WriteSet.Caller, row: Int64) throws(SQLiteError) -> Int64 {
+        var cached: CachedCaller
+        if let last = lastCaller, Self.sameIdentity(last.caller, caller) {
+            cached = last
+        } else if let known = callers[caller.busName], Self.sameIdentity(known.caller, caller) {
+            cached = known
         } else if let findCaller, let insertCaller {
-            let fields: [SQLiteValue] = [
+            var fields: [SQLiteValue] = [
                 .text(caller.busName), caller.userID.map { .integer(Int64($0)) } ?? .null, caller.userName.map { .text($0) } ?? .null,
                 caller.processID.map { .integer(Int64($0)) } ?? .null, caller.command.map { .text($0) } ?? .null,
                 caller.executable.map { .text($0) } ?? .null, caller.unit.map { .text($0) } ?? .null, caller.host.map { .text($0) } ?? .null,
             ]
             try findCaller.bind(fields)
             if try findCaller.step() {
-                id = findCaller.integer(0)
+                cached = CachedCaller(caller: caller, id: findCaller.integer(0), lastRow: findCaller.integer(1))
                 while try findCaller.step() {}
             } else {
+                fields.append(.integer(row + callerLease - 1))
                 try insertCaller.bind(fields)
                 guard try insertCaller.step() else { throw SQLiteError(code: SQLITE_ERROR, message: "no id for a new caller row") }
-                id = insertCaller.integer(0)
+                cached = CachedCaller(caller: caller, id: insertCaller.integer(0), lastRow: row + callerLease - 1)
                 while try insertCaller.step() {}
-                callersOfThisCommit.append(identity)
             }
-            if callerIDs.count >= Self.maximumCachedCallers { callerIDs.removeAll(keepingCapacity: true) }
-            callerIDs[identity] = id
+            if callers.count >= Self.maximumCachedCallers { callers.removeAll(keepingCapacity: true) }
+            callers[caller.busName] = cached
         } else {
             throw SQLiteError(code: SQLITE_MISUSE, message: "history is not attached")
         }
-        lastCaller = caller
-        lastCallerID = id
-        return id
+        if cached.lastRow < row, let raiseCallerLastRow {
+            cached.lastRow = row + callerLease - 1
+            try raiseCallerLastRow.run([.integer(cached.id), .integer(cached.lastRow)])
+            callers[caller.busName] = cached
+        }
+        lastCaller = cached
+        return cached.id
     }
 
-    /// The commit that ``record(_:options:)`` wrote into was rolled back: the callers it
-    /// inserted are not in the table.
+    /// `value`'s bytes: `known`'s if it holds the same value, else encoded.
+    private static func bytes(of value: DBusValue, knowing known: (value: DBusValue, bytes: [UInt8])?) -> [UInt8] {
+        if let known, known.value == value { return known.bytes }
+        return ValueCodec.encode(value)
+    }
+
+    /// `value` encoded for the values table, kept for `key`'s history row of the same commit
+    /// (``record(_:options:)``) when it is small; call inside the commit's transaction.
+    func encodeStored(_ value: DBusValue, of key: Key) throws(SQLiteError) -> [UInt8] {
+        let bytes = ValueCodec.encode(value)
+        if bytes.count <= Self.maximumCachedValueBytes { try entry(of: key).stored = (value, bytes) }
+        return bytes
+    }
+
+    /// `key`'s entry, with its id in `history_key`: the last row's, the cache's, or one made
+    /// from the table's row or a new row's (in the commit's transaction, like a caller's).
+    func entry(of key: Key) throws(SQLiteError) -> KeyEntry {
+        if let lastKeyEntry, lastKey == key { return lastKeyEntry }
+        let entry: KeyEntry
+        if let known = keys[key] {
+            entry = known
+        } else if let findKey, let insertKey {
+            try findKey.bind([.text(key.text)])
+            if try findKey.step() {
+                entry = KeyEntry(id: findKey.integer(0))
+                while try findKey.step() {}
+            } else {
+                try insertKey.bind([.text(key.text)])
+                guard try insertKey.step() else { throw SQLiteError(code: SQLITE_ERROR, message: "no id for a new key row") }
+                entry = KeyEntry(id: insertKey.integer(0))
+                while try insertKey.step() {}
+            }
+            if keys.count >= Self.maximumCachedKeys { keys.removeAll(keepingCapacity: true) }
+            keys[key] = entry
+        } else {
+            throw SQLiteError(code: SQLITE_MISUSE, message: "history is not attached")
+        }
+        lastKey = key
+        lastKeyEntry = entry
+        return entry
+    }
+
+    /// The commit that ``record(_:options:)`` wrote into was rolled back: the callers and keys
+    /// it inserted are not in the table, nor the callers' raised `last_row`.
     func commitFailed() {
-        for identity in callersOfThisCommit { callerIDs[identity] = nil }
-        callersOfThisCommit.removeAll()
-        lastCaller = nil
-        lastCallerID = nil
+        forgetIdentities()
         // A bind that failed may have left its parameter as it was.
-        boundKey = nil
         boundKind = nil
         boundVia = nil
     }
 
-    /// `key`'s rows plus `added`: counted (an index range) the first time, then kept.
-    private func count(of key: Key, adding added: Int) throws(SQLiteError) -> Int {
+    /// `key`'s rows plus `added`: counted (an index range and the tail) the first time, then kept.
+    func count(of key: Key, id: Int64, adding added: Int) throws(SQLiteError) -> Int {
         var count: Int
         if let known = rowsOfKey[key] {
             count = known
         } else if let countOfKey {
             // The row just inserted is counted already.
-            try countOfKey.bind([.text(key.text)])
+            try countOfKey.bind([.integer(id), .integer(indexedThrough)])
             count = try countOfKey.step() ? Int(countOfKey.integer(0)) - added : 0
             while try countOfKey.step() {}
         } else {
@@ -293,127 +406,6 @@ final class HistoryTable {
         count += added
         rowsOfKey[key] = count
         return count
-    }
-
-    /// Whether rows pass a bound (count, age, per key) and a pruning step has work.
-    func needsPruning(_ options: HistoryOptions, now: Int64) throws(SQLiteError) -> Bool {
-        if rowCount > options.maximumRows || !keysOverLimit.isEmpty || recentCount >= options.indexBatch || callerSweepPending { return true }
-        guard let age = options.maximumAge, let database else { return false }
-        if !oldestTimeIsKnown {
-            // The oldest row is in `history`, unless it is empty.
-            oldestTime = try database.textRows("SELECT time FROM history ORDER BY id LIMIT 1").first.flatMap { Int64($0) }
-            if oldestTime == nil {
-                oldestTime = try database.textRows("SELECT time FROM history_recent ORDER BY id LIMIT 1").first.flatMap { Int64($0) }
-            }
-            oldestTimeIsKnown = true
-        }
-        return oldestTime.map { $0 < now - Int64(age) * 1_000_000_000 } ?? false
-    }
-
-    /// One step between rounds, in a transaction of its own: moves the recent rows into
-    /// `history` when ``HistoryOptions/indexBatch`` of them wait (or when pruning needs them),
-    /// then deletes at most ``HistoryOptions/pruneBatch`` of the
-    /// oldest rows past the row bound, as many past the age, and the oldest rows of up to that
-    /// many keys past their bound. Returns whether work is left for another step.
-    func prune(options: HistoryOptions) throws(SQLiteError) -> Bool {
-        guard let database, let pruneOldest, let pruneOlderThan, let pruneOldestOfKey, let moveRecent, let removeMoved,
-              !database.inTransaction else { return false }
-        let now = Self.now()
-        guard try needsPruning(options, now: now) else { return false }
-        let rowsBefore = rowCount, recentBefore = recentCount
-        try database.execute("BEGIN IMMEDIATE")
-        do {
-            if recentCount > 0, recentCount >= options.indexBatch || recentCount == rowCount || moveBeforePruning {
-                try moveRecent.run([])
-                try removeMoved.run([])
-                recentCount = 0
-                recentCallers.removeAll()
-            }
-            var deletedSome = false
-            if rowCount > options.maximumRows {
-                try pruneOldest.run([.integer(Int64(min(rowCount - options.maximumRows, options.pruneBatch)))])
-                rowCount -= Int(database.changes)
-                deletedSome = deletedSome || database.changes > 0
-            }
-            if let age = options.maximumAge {
-                try pruneOlderThan.run([.integer(now - Int64(age) * 1_000_000_000), .integer(Int64(options.pruneBatch))])
-                rowCount -= Int(database.changes)
-                deletedSome = deletedSome || database.changes > 0
-            }
-            // Rows the bounds above deleted are no longer in the counts per key.
-            if deletedSome {
-                rowsOfKey.removeAll()
-                oldestTimeIsKnown = false
-            }
-            if let limit = options.maximumPerKey {
-                for key in keysOverLimit.prefix(options.pruneBatch) {
-                    let count = try self.count(of: key, adding: 0)
-                    if count > limit {
-                        try pruneOldestOfKey.run([.text(key.text), .integer(Int64(min(count - limit, options.pruneBatch)))])
-                        let deleted = Int(database.changes)
-                        rowCount -= deleted
-                        rowsOfKey[key] = count - deleted
-                        oldestTimeIsKnown = false
-                    }
-                    if (rowsOfKey[key] ?? 0) <= limit { keysOverLimit.remove(key) }
-                }
-            }
-            if rowCount < rowsBefore { callerSweepAgain = true }
-            if callerSweepPending || callerSweepAgain { try sweepCallers(batch: options.pruneBatch) }
-            try database.execute("COMMIT")
-        } catch {
-            try? database.execute("ROLLBACK")
-            callerIDs.removeAll()
-            lastCaller = nil
-            lastCallerID = nil
-            callerSweepPending = true
-            rowsOfKey.removeAll()
-            rowCount = rowsBefore
-            recentCount = recentBefore
-            throw error
-        }
-        // Work left that this step could not do in `history`: its rows are still recent.
-        moveBeforePruning = rowCount == rowsBefore && recentCount == recentBefore
-        return try needsPruning(options, now: now)
-    }
-
-    /// Deletes, of the next `batch` callers in id order, those no row references (a probe of
-    /// `history`'s caller index each, and ``recentCallers``): what keeps `history_caller`
-    /// bounded by the rows. A sweep that reaches the last caller starts again only if rows
-    /// were deleted meanwhile.
-    private func sweepCallers(batch: Int) throws(SQLiteError) {
-        guard let callerCandidates, let callerIsReferenced, let removeCaller else { return }
-        if !callerSweepPending {
-            callerSweepPending = true
-            callerSweepAgain = false
-            callerSweepCursor = 0
-        }
-        try callerCandidates.bind([.integer(callerSweepCursor), .integer(Int64(batch))])
-        var candidates: [Int64] = []
-        while try callerCandidates.step() { candidates.append(callerCandidates.integer(0)) }
-        var removedSome = false
-        for id in candidates where !recentCallers.contains(id) {
-            try callerIsReferenced.bind([.integer(id)])
-            let referenced = try callerIsReferenced.step()
-            while try callerIsReferenced.step() {}
-            if !referenced {
-                try removeCaller.run([.integer(id)])
-                removedSome = true
-            }
-        }
-        if removedSome {
-            // Cheaper than finding the identities of the ids.
-            callerIDs.removeAll()
-            lastCaller = nil
-            lastCallerID = nil
-        }
-        if candidates.count < batch {
-            callerSweepPending = callerSweepAgain
-            callerSweepAgain = false
-            callerSweepCursor = 0
-        } else {
-            callerSweepCursor = candidates.last ?? 0
-        }
     }
 
     /// Keeps the transient keys' changes in memory (after the commit: nothing to undo).
@@ -436,12 +428,13 @@ final class HistoryTable {
         }
     }
 
-    /// A row's columns in `history` and `history_recent`: its caller is an id in `history_caller`.
-    static let storedColumns = "change, revision, time, key, kind, old_value, new_value, via, caller"
+    /// A row's columns in `history`: its key is an id in `history_key`, its caller one in
+    /// `history_caller`.
+    static let storedColumns = "change, revision, time, key_id, kind, old_value, new_value, via, caller"
 
-    /// What queries read: a row (`h`) with its caller's fields (`c`, joined).
+    /// What queries read: a row (`h`) with its key (`k`) and its caller's fields (`c`), joined.
     static let columns = """
-        h.change, h.revision, h.time, h.key, h.kind, h.old_value, h.new_value, h.via,
+        h.change, h.revision, h.time, k.key, h.kind, h.old_value, h.new_value, h.via,
         c.uid, c.user, c.pid, c.comm, c.exe, c.unit, c.bus_name, c.host
         """
 

@@ -94,7 +94,7 @@ extension SQLiteStore {
             via TEXT NOT NULL,
             caller INTEGER
         );
-        INSERT INTO \(table)_9 (id, \(HistoryTable.storedColumns))
+        INSERT INTO \(table)_9 (id, change, revision, time, key, kind, old_value, new_value, via, caller)
             SELECT h.id, h.change, h.revision, h.time, h.key, h.kind, h.old_value, h.new_value, h.via,
                    (SELECT c.id FROM history_caller c
                     WHERE c.bus_name = h.bus_name AND c.uid IS h.uid AND c.user IS h.user AND c.pid IS h.pid AND c.comm IS h.comm
@@ -105,16 +105,77 @@ extension SQLiteStore {
         """
     }
 
-    /// Whether history passes one of its bounds, or a batch of recent rows waits to be moved
-    /// into the indexed table: the daemon then runs ``pruneHistory()`` between rounds.
+    /// Schema step 9 → 10: rows written once, into `history`, naming their key by an id in
+    /// `history_key`; the indexes by key and of deletions by change are tables of their own
+    /// (`history_index`, `history_by_change`: other rows are found by change with a binary
+    /// search) that the steps between rounds fill in batches for the rows above `meta`'s
+    /// `history_indexed`, and a trigger empties with the rows.
+    /// Callers carry `last_row`, a bound on the last row naming them, so the pruning steps find
+    /// the unreferenced ones without an index on `history (caller)`. The rows of both tables
+    /// are kept, with their ids, and indexed at once.
+    static let historyIndexSchema = """
+        DROP INDEX history_key;
+        CREATE TABLE history_key (
+            id INTEGER PRIMARY KEY,
+            key TEXT NOT NULL UNIQUE
+        );
+        INSERT INTO history_key (key) SELECT key FROM history UNION SELECT key FROM history_recent ORDER BY 1;
+        CREATE TABLE history_10 (
+            id INTEGER PRIMARY KEY,
+            change INTEGER NOT NULL,
+            revision INTEGER NOT NULL,
+            time INTEGER NOT NULL,
+            key_id INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            old_value BLOB,
+            new_value BLOB,
+            via TEXT NOT NULL,
+            caller INTEGER
+        );
+        INSERT INTO history_10 (id, \(HistoryTable.storedColumns))
+            SELECT h.id, h.change, h.revision, h.time, k.id, h.kind, h.old_value, h.new_value, h.via, h.caller
+            FROM (SELECT * FROM history UNION ALL SELECT * FROM history_recent) h JOIN history_key k ON k.key = h.key ORDER BY h.id;
+        DROP TABLE history;
+        DROP TABLE history_recent;
+        ALTER TABLE history_10 RENAME TO history;
+        CREATE TABLE history_index (
+            key_id INTEGER NOT NULL,
+            revision INTEGER NOT NULL,
+            id INTEGER NOT NULL,
+            PRIMARY KEY (key_id, revision, id)
+        ) WITHOUT ROWID;
+        CREATE TABLE history_by_change (
+            change INTEGER NOT NULL,
+            id INTEGER NOT NULL,
+            PRIMARY KEY (change, id)
+        ) WITHOUT ROWID;
+        INSERT INTO history_index (key_id, revision, id) SELECT key_id, revision, id FROM history ORDER BY key_id, revision, id;
+        INSERT INTO history_by_change (change, id) SELECT change, id FROM history WHERE change < revision ORDER BY change, id;
+        INSERT OR REPLACE INTO meta (name, value) VALUES ('history_indexed', coalesce((SELECT max(id) FROM history), 0));
+        \(historyUnindexTrigger)
+        ALTER TABLE history_caller ADD COLUMN last_row INTEGER NOT NULL DEFAULT 0;
+        UPDATE history_caller SET last_row = t.last
+            FROM (SELECT caller, max(id) AS last FROM history WHERE caller IS NOT NULL GROUP BY caller) t WHERE t.caller = history_caller.id;
+        CREATE INDEX history_caller_last_row ON history_caller (last_row);
+        """
+
+    /// A row deleted (pruning) takes its entries in the index tables with it.
+    static let historyUnindexTrigger = """
+        CREATE TRIGGER history_unindex AFTER DELETE ON history BEGIN
+            DELETE FROM history_index WHERE key_id = old.key_id AND revision = old.revision AND id = old.id;
+            DELETE FROM history_by_change WHERE change = old.change AND id = old.id;
+        END;
+        """
+
+    /// Whether history passes one of its bounds, or a batch of rows waits to be indexed: the
+    /// daemon then runs ``pruneHistory()`` between rounds.
     public var historyNeedsPruning: Bool {
         guard historyOptions.isEnabled else { return false }
         return (try? historyTable.needsPruning(historyOptions, now: HistoryTable.now())) ?? false
     }
 
     /// One step of its own (a small transaction between rounds, never in a call's commit):
-    /// moves a batch of recent rows into the indexed table and prunes; returns whether another
-    /// step has work.
+    /// indexes a batch of rows and prunes; returns whether another step has work.
     public func pruneHistory() throws(PropBusError) -> Bool {
         guard historyOptions.isEnabled else { return false }
         do { return try historyTable.prune(options: historyOptions) } catch {
@@ -132,6 +193,15 @@ extension SQLiteStore {
     /// `key`'s record at or before `revision` and its latest one, for `Revert`.
     public func history(of key: Key, atOrBefore revision: UInt64) throws(PropBusError) -> (then: HistoryRecord?, latest: HistoryRecord?) {
         do { return try historyTable.records(of: key, atOrBefore: revision) } catch {
+            throw PropBusError(.storeFailed, "cannot read the history in the store \(path): \(error)")
+        }
+    }
+
+    /// The revision of the last change committed before `time` (nanoseconds since the epoch;
+    /// 0: none): a span of history starting at `time` lies above it. A binary search over the
+    /// rows (their times never decrease), not a scan: O(log² n) page reads.
+    public func historyRevision(before time: Int64) throws(PropBusError) -> UInt64 {
+        do { return try historyTable.revision(before: time) } catch {
             throw PropBusError(.storeFailed, "cannot read the history in the store \(path): \(error)")
         }
     }

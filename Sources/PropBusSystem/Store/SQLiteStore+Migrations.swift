@@ -56,6 +56,7 @@ extension SQLiteStore {
             6: deniedSchema,
             7: historyRecentSchema,
             8: historyCallerSchema,
+            9: historyIndexSchema,
         ]
         try database.execute("BEGIN IMMEDIATE")
         do {

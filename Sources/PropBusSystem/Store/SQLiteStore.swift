@@ -15,14 +15,14 @@ import PropBus
 /// Single owner, like the model: the service confines it to its connection's queue.
 public final class SQLiteStore: PropertyStore {
     /// The schema version this release writes (`PRAGMA user_version`).
-    public static let schemaVersion: Int64 = 9
+    public static let schemaVersion: Int64 = 10
     /// The database file name inside the state directory.
     public static let fileName = "propbus.db"
     /// `PRAGMA application_id` of a propbus store ('PBUS'), so that another application's
     /// SQLite file at the same path is recognised and refused rather than altered.
     public static let applicationID: Int32 = 0x5042_5553
     /// The tables a propbus store holds; a database with other tables belongs to someone else.
-    static let tableNames: Set<String> = ["definitions", "stored_values", "meta", "bindings", "commands", "fleet_keys", "history", "history_recent", "history_caller", "history_denied", "leases"]
+    static let tableNames: Set<String> = ["definitions", "stored_values", "meta", "bindings", "commands", "fleet_keys", "history", "history_recent", "history_caller", "history_key", "history_index", "history_by_change", "history_denied", "leases"]
 
     /// The database file.
     public let path: String
@@ -317,7 +317,9 @@ public final class SQLiteStore: PropertyStore {
             for (key, write) in changes.values.sorted(by: { $0.key < $1.key }) {
                 switch write {
                 case .save(let stored):
-                    try statements.saveValue.run([.text(key.text), .blob(ValueCodec.encode(stored.value)), .integer(Int64(bitPattern: stored.revision))])
+                    // Encoded once for the value and its history row.
+                    let bytes = history == nil ? ValueCodec.encode(stored.value) : try historyTable.encodeStored(stored.value, of: key)
+                    try statements.saveValue.run([.text(key.text), .blob(bytes), .integer(Int64(bitPattern: stored.revision))])
                 case .delete:
                     try statements.removeValue.run([.text(key.text)])
                 }
