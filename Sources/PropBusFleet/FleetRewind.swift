@@ -16,6 +16,9 @@ enum FleetRewind: Equatable, Sendable {
     case memberTermBelow(member: UInt64, etcd: UInt64, seen: UInt64)
     /// A watch was cancelled with a compact revision below one etcd reported before.
     case compactionBelowSeen(etcd: Int64, seen: Int64)
+    /// etcd's counts of definitions and values at `revision` differ from the mirror's with no
+    /// change after it to explain them, still after the watch was started again there.
+    case mirrorDisagrees(revision: Int64, definitions: Int64, values: Int64, mirrorDefinitions: Int64, mirrorValues: Int64)
 
     /// What `header` says against a mirror at `cursor` belonging to cluster `clusterID` (nil
     /// while no answer recorded one). Only answers that reflect every committed change may be
@@ -77,6 +80,17 @@ enum FleetRewind: Equatable, Sendable {
         return UInt64(source[source.index(after: at)...], radix: 16)
     }
 
+    /// The revision etcd may not answer below in the mirror's history.
+    static func highestRevision(cursor: Int64, revisions: some Sequence<FleetRevisions>) -> Int64 {
+        cursor
+    }
+
+    /// What a watch check's counts say against the mirror's at revision `revision`.
+    static func check(counts: (definitions: Int64, values: Int64), mirrored: (definitions: Int, values: Int), at revision: Int64,
+                      watchRestartedAtCursor: Bool, readAgainAtCursor: Bool) -> FleetRewind? {
+        nil
+    }
+
     /// For the log: what etcd's answer showed.
     var description: String {
         switch self {
@@ -88,6 +102,9 @@ enum FleetRewind: Equatable, Sendable {
             "etcd member \(String(member, radix: 16)) answers at raft term \(etcd), below the \(seen) it answered with before"
         case .compactionBelowSeen(let etcd, let seen):
             "etcd reports compact revision \(etcd), below the \(seen) it reported before"
+        case .mirrorDisagrees(let revision, let definitions, let values, let mirrorDefinitions, let mirrorValues):
+            "etcd holds \(definitions) definitions and \(values) values at revision \(revision) against the mirror's "
+                + "\(mirrorDefinitions) and \(mirrorValues), with no later change and the watch started again there"
         }
     }
 }

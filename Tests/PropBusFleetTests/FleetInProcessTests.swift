@@ -172,6 +172,76 @@ final class FleetInProcessTests: XCTestCase, @unchecked Sendable {
         XCTAssertEqual(rewind, .compactionBelowSeen(etcd: 5, seen: 30))
     }
 
+    /// Issue 25, defect 2's race: this host's own txn answered at revision N+1 while its watch
+    /// (interrupted) stayed at N; etcd wiped and written back up to N by other hosts (their
+    /// definitions offered again), so a watch created again at N shows nothing below the cursor.
+    /// Its own answer did: etcd is read in full, the values it lacks dropped, and writes go through.
+    func testAWipedEtcdWrittenBackUpToTheCursorIsNoticedByTheHostsOwnTxnAnswer() async throws {
+        try await set("lab.k1", .int32(5))
+        let cursor = try await wipeAfterAnUnseenOwnWrite(writtenBackTo: { $0 })
+        etcd.state.withLock { $0.watches.last?.deliver(.created(endpoint: "fake", revision: cursor)) }
+        try await assertReadAgainInFull(dropping: ["lab.k1", "lab.k2"])
+        let rewind = await lastRewind()
+        XCTAssertEqual(rewind, .revisionBelowMirror(etcd: cursor, mirror: cursor + 1))
+    }
+
+    /// The same, with etcd written back past this host's own answer: no revision tells, only
+    /// etcd's counts, still different from the mirror's after the watch was started again at
+    /// the cursor with nothing later to explain them.
+    func testAWipedEtcdWrittenBackPastTheHostsOwnAnswerIsNoticedByItsCounts() async throws {
+        try await set("lab.k1", .int32(5))
+        let cursor = try await wipeAfterAnUnseenOwnWrite(writtenBackTo: { $0 + 1 })
+        etcd.state.withLock { $0.watches.last?.deliver(.created(endpoint: "fake", revision: cursor + 1)) }
+        let noticed = await eventually(timeout: 20) {
+            await onQueue(self.serviceConnection) { [self] in
+                if let fleet = service?.fleet, fleet.lastRewind == nil, fleet.state == .connected { fleet.checkWatch() }
+                return service?.fleet?.lastRewind != nil
+            }
+        }
+        XCTAssertTrue(noticed, "the mirror's counts, unlike etcd's, were not noticed")
+        try await assertReadAgainInFull(dropping: ["lab.k1", "lab.k2"])
+        let rewind = await lastRewind()
+        XCTAssertEqual(rewind, .mirrorDisagrees(revision: cursor, definitions: Int64(Self.keys.count), values: 0,
+                                                mirrorDefinitions: Int64(Self.keys.count), mirrorValues: 2))
+    }
+
+    /// Sets lab.k2 with the watch deaf (its echo never delivered: the cursor stays N, the answer
+    /// is N+1), wipes etcd and writes it back, as another host would: the definitions, then
+    /// writes outside the prefix up to `writtenBackTo(N)`. Returns N.
+    private func wipeAfterAnUnseenOwnWrite(writtenBackTo target: (Int64) -> Int64) async throws -> Int64 {
+        let cursor = await onQueue(serviceConnection) { [self] in service?.fleet?.cursor ?? 0 }
+        let watches = etcd.state.withLock { state in defer { state.watches = [] }; return state.watches }
+        try await set("lab.k2", .int32(6))
+        XCTAssertEqual(etcd.state.withLock { $0.revision }, cursor + 1, "the own write's answer")
+        let layout = FleetLayout(prefix: "/lab/")
+        let definitions = try Self.keys.map { key in (layout.definitionKey(try Key(key)), etcd.value(of: layout.definitionKey(try Key(key)))!) }
+        etcd.wipe()
+        etcd.state.withLock { state in
+            _ = FakeEtcd.execute(&state, [], definitions.map { .put($0.0, $0.1) }, [])
+            while state.revision < target(cursor) { _ = FakeEtcd.execute(&state, [], [.put(Array("/other/pad".utf8), [1])], []) }
+            state.watches = watches
+        }
+        let still = await onQueue(serviceConnection) { [self] in service?.fleet?.cursor ?? 0 }
+        XCTAssertEqual(still, cursor, "the watch brought the own write back")
+        return cursor
+    }
+
+    /// The host read etcd in full: `dropped` keys lost their values (etcd lacks them), FleetState
+    /// went connecting and back to connected, and a write goes through.
+    private func assertReadAgainInFull(dropping dropped: [String]) async throws {
+        let back = await eventually(timeout: 10) {
+            let connected = await onQueue(self.serviceConnection) { [self] in service?.fleet.map { $0.state == .connected && !$0.rewinding } ?? false }
+            guard connected else { return false }
+            for key in dropped where (try? await self.get(key)) != .int32(0) { return false }
+            return true
+        }
+        XCTAssertTrue(back, "the values etcd lacks are still here, or FleetState is not connected")
+        let rewind = await lastRewind()
+        XCTAssertNotNil(rewind, "etcd going back in time was not noticed")
+        try await set("lab.k2", .int32(7))
+        XCTAssertEqual(try storedValue("lab.k2"), .int32(7))
+    }
+
     private func lastRewind() async -> FleetRewind? {
         await onQueue(serviceConnection) { [self] in service?.fleet?.lastRewind }
     }

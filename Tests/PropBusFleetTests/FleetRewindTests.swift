@@ -64,6 +64,34 @@ final class FleetRewindTests: XCTestCase {
         XCTAssertNil(FleetRewind.check(source: nil, prefix: "/pb/", answeredBy: header), "nothing recorded")
     }
 
+    /// A wiped etcd written back up to the watch's cursor by other hosts: no answer is below the
+    /// cursor, but this host's own txn was answered past it. The highest revision it saw, in
+    /// any answer or recorded for a key, is what etcd may not go below.
+    func testTheRevisionEtcdMayNotGoBelowIsTheHighestThisHostSaw() {
+        let own = FleetRevisions(value: 6, definition: 2), deleted = FleetRevisions(value: -4, definition: 3)
+        XCTAssertEqual(FleetRewind.highestRevision(cursor: 5, revisions: [own, deleted]), 6)
+        XCTAssertEqual(FleetRewind.highestRevision(cursor: 5, revisions: [FleetRevisions(value: -7, definition: 2)]), 7, "a deletion's revision counts")
+        XCTAssertEqual(FleetRewind.highestRevision(cursor: 9, revisions: [own]), 9)
+        XCTAssertEqual(FleetRewind.check(ResponseHeader(revision: 5, clusterID: 0xabc), cursor: 6, clusterID: 0xabc),
+                       .revisionBelowMirror(etcd: 5, mirror: 6))
+    }
+
+    /// etcd's counts of definitions and values differ from the mirror's with nothing after the
+    /// cursor to explain them, still after the watch was started again at that cursor: the
+    /// mirror is read again in full, etcd the source of truth; once per cursor, so a foreign key
+    /// under the prefix cannot make it loop.
+    func testCountsThatStillDifferAfterTheWatchWasStartedAgainAtTheCursorAreARewind() {
+        let etcd = (definitions: Int64(2), values: Int64(0)), mirror = (definitions: 2, values: 1)
+        XCTAssertEqual(FleetRewind.check(counts: etcd, mirrored: mirror, at: 5, watchRestartedAtCursor: true, readAgainAtCursor: false),
+                       .mirrorDisagrees(revision: 5, definitions: 2, values: 0, mirrorDefinitions: 2, mirrorValues: 1))
+        XCTAssertNil(FleetRewind.check(counts: etcd, mirrored: mirror, at: 5, watchRestartedAtCursor: false, readAgainAtCursor: false),
+                     "the watch is started again first")
+        XCTAssertNil(FleetRewind.check(counts: etcd, mirrored: mirror, at: 5, watchRestartedAtCursor: true, readAgainAtCursor: true),
+                     "once per cursor")
+        XCTAssertNil(FleetRewind.check(counts: etcd, mirrored: (definitions: 2, values: 0), at: 5, watchRestartedAtCursor: true,
+                                       readAgainAtCursor: false), "the same counts")
+    }
+
     func testARepeatedLineGoesOutOncePerPeriodWithTheNumberHeldBack() {
         var throttle = LogThrottle(seconds: 10)
         let second: UInt64 = 1_000_000_000
