@@ -14,7 +14,7 @@ extension Fleet {
     /// a watch reported a revision below the cursor; if not, and `connecting`, the watch's
     /// connection stands.
     func confirmRevision(connecting: Bool) {
-        let generation = watchGeneration, since = cursor, terms = raftTerms
+        let generation = watchGeneration, since = rewindFloor, terms = raftTerms
         read(RangeRequest(key: layout.prefix, prefix: true, countOnly: true), failing: "cannot reach etcd to check its revision",
              retry: { [weak self] in self?.confirmRevision(connecting: connecting) }) { [self] response in
             guard generation == watchGeneration, !noticeRewind(response.header, since: since, terms: terms), connecting else { return }
@@ -32,6 +32,7 @@ extension Fleet {
         guard let rewind = FleetRewind.check(header, cursor: since, clusterID: source.flatMap(FleetRewind.clusterID(ofSource:)),
                                              terms: terms) else {
             FleetRewind.note(header, in: &raftTerms)
+            highestRevision = max(highestRevision, header.revision)
             return false
         }
         rewound(rewind)
@@ -50,6 +51,7 @@ extension Fleet {
         // A new history: its members' terms and compactions start again.
         raftTerms = [:]
         compactionSeen = 0
+        highestRevision = 0
         watchGeneration += 1
         retireWatch()
         setState(.connecting)
@@ -67,10 +69,12 @@ extension Fleet {
     /// to find). Behind twice at the same cursor, the watch delivered nothing for a whole
     /// interval while etcd had news: it is started again (on the member the reads reached) and
     /// resumes after the cursor. A count that differs for another reason (a foreign key under
-    /// the prefix) restarts it once per cursor, not forever.
+    /// the prefix) restarts it once per cursor, not forever. Counts that still differ after
+    /// that, with nothing later to explain them, are a mirror holding what etcd lost
+    /// (``FleetRewind/mirrorDisagrees``): read in full, once per cursor too.
     func checkWatch() {
         guard watch != nil, !stopped else { return }
-        let since = cursor, terms = raftTerms, client = client, layout = layout
+        let since = cursor, floor = rewindFloor, terms = raftTerms, client = client, layout = layout
         let changed = { var r = RangeRequest(key: layout.prefix, prefix: true, limit: 1); r.minModRevision = since + 1; return r }()
         let definitions = RangeRequest(key: layout.prefix + Array("defs/".utf8), prefix: true, countOnly: true)
         let values = RangeRequest(key: layout.prefix + Array("keys/".utf8), prefix: true, countOnly: true)
@@ -82,17 +86,19 @@ extension Fleet {
             let counts = (definitionCount.count, valueCount.count), header = definitionCount.header
             let moved = max(definitionCount.header.revision, valueCount.header.revision) > since
             let pending: Bool? = moved ? (try? client.range(changed)).map { !$0.kvs.isEmpty } : false
-            fleet.async { $0.watchChecked(since: since, terms: terms, counts: counts, header: header, pending: pending) }
+            fleet.async { $0.watchChecked(since: since, floor: floor, terms: terms, counts: counts, header: header, pending: pending) }
         }
     }
 
     /// The second half of ``checkWatch()``, on the queue: etcd's counts and whether it holds
-    /// changes after `since`.
-    private func watchChecked(since: Int64, terms: [UInt64: UInt64], counts: (Int64, Int64), header: ResponseHeader, pending: Bool?) {
-        guard !stopped, watch != nil, !noticeRewind(header, since: since, terms: terms), let pending else { return }
+    /// changes after `since`; `floor`: ``rewindFloor`` when they were asked.
+    private func watchChecked(since: Int64, floor: Int64, terms: [UInt64: UInt64], counts: (Int64, Int64), header: ResponseHeader,
+                              pending: Bool?) {
+        guard !stopped, watch != nil, !noticeRewind(header, since: floor, terms: terms), let pending else { return }
         let mirrored = (revisions.values.filter { $0.definition > 0 }.count, revisions.values.filter { $0.value > 0 }.count)
         let countsDiffer = counts.0 != Int64(mirrored.0) || counts.1 != Int64(mirrored.1)
-        guard pending || (countsDiffer && restartedAtCursor != since), cursor == since else {
+        let restarted = restartedAtCursor == since
+        guard pending || (countsDiffer && readAgainAtCursor != since), cursor == since else {
             suspectedCursor = nil
             return
         }
@@ -101,6 +107,13 @@ extension Fleet {
             return
         }
         suspectedCursor = nil
+        if !pending, let rewind = FleetRewind.check(counts: counts, mirrored: mirrored, at: since, watchRestartedAtCursor: restarted,
+                                                    readAgainAtCursor: readAgainAtCursor == since) {
+            readAgainAtCursor = since
+            rewound(rewind)
+            return
+        }
+        guard pending || !restarted else { return }
         restartedAtCursor = since
         Service.log("fleet: the watch delivered nothing after etcd revision \(since) while etcd holds \(pending ? "later changes" : "\(counts.0) definitions and \(counts.1) values against the mirror's \(mirrored.0) and \(mirrored.1)"); watching again on another member")
         setState(.unavailable)

@@ -38,7 +38,8 @@ extension Fleet {
     func handle(_ update: WatchUpdate) {
         switch update {
         case .created(_, let revision):
-            if FleetRewind.isSuspicious(revision: revision, cursor: cursor) {
+            // Below this host's own txn answers too, not only below the cursor.
+            if FleetRewind.isSuspicious(revision: revision, cursor: rewindFloor) {
                 // A member behind the others, or etcd gone back in time: a linearizable read tells.
                 confirmRevision(connecting: true)
                 return
@@ -47,7 +48,7 @@ extension Fleet {
         case .events(let events, _):
             apply(events, through: events.map(\.kv.modRevision).max())
         case .progress(let revision):
-            if FleetRewind.isSuspicious(revision: revision, cursor: cursor) {
+            if FleetRewind.isSuspicious(revision: revision, cursor: rewindFloor) {
                 confirmRevision(connecting: false)
                 return
             }
@@ -94,7 +95,7 @@ extension Fleet {
     /// Resumes from the cursor, once etcd says it is the fleet the mirror belongs to (one
     /// count-only read); another fleet is read in full instead (``applySnapshot(_:replacing:)``).
     func resume() {
-        let since = cursor, terms = raftTerms
+        let since = rewindFloor, terms = raftTerms
         read(RangeRequest(key: layout.prefix, prefix: true, countOnly: true),
              failing: "cannot reach etcd to resume from revision \(cursor)",
              retry: { [weak self] in self?.resume() }) { [self] response in
@@ -107,6 +108,8 @@ extension Fleet {
             }
             if let source, source != current {
                 Service.log("fleet: the mirror belongs to \(source), not \(current): reading \(current) in full instead of resuming")
+                // Its revisions count in the other fleet's history.
+                highestRevision = 0
                 resynchronize()
                 return
             }
@@ -156,7 +159,7 @@ extension Fleet {
     ///
     /// `rewound`: etcd went back in time (``rewound(_:)``); so does a snapshot below the cursor.
     func resynchronize(rewound: Bool = false) {
-        let since = cursor, terms = raftTerms
+        let since = rewindFloor, terms = raftTerms
         read(RangeRequest(key: layout.prefix, prefix: true), failing: "cannot read \(configuration.prefix) from etcd",
              retry: { [weak self] in self?.resynchronize(rewound: rewound) }) { [self] response in
             let current = sourceName(response.header)

@@ -214,7 +214,7 @@ extension Fleet {
             let plan = write.plan, deleter = layout.deleterKey
             let size = FleetMachine.Size(compares: plan.compares.count, operations: plan.success.count, bytes: plan.requestBytes,
                                          alone: plan.success.contains { if case .put(let put) = $0 { put.key == deleter } else { false } })
-            feed(.prepared(id, footprint, size: size, cursor: cursor, clusterID: source.flatMap(FleetRewind.clusterID(ofSource:)), terms: raftTerms))
+            feed(.prepared(id, footprint, size: size, cursor: rewindFloor, clusterID: source.flatMap(FleetRewind.clusterID(ofSource:)), terms: raftTerms))
         } catch {
             writes[id] = nil
             write.call.fail(error.dbusError)
@@ -292,7 +292,10 @@ extension Fleet {
             feed(.txnAnswered(answer.id, answer.outcome))
             // After the machine's check, which judges by the terms known when it was sent
             // (and may have forgotten them: etcd went back in time).
-            if case .answered(let response) = answer.outcome { FleetRewind.note(response.header, in: &raftTerms) }
+            if case .answered(let response) = answer.outcome {
+                FleetRewind.note(response.header, in: &raftTerms)
+                highestRevision = max(highestRevision, response.header.revision)
+            }
         }
         handlingAnswers = false
         commitAnswers()

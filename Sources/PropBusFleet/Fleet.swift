@@ -86,6 +86,17 @@ public final class Fleet {
     var suspectedCursor: Int64?
     /// The cursor at which the watch was last started again by the check.
     var restartedAtCursor: Int64?
+    /// The cursor at which the check last had the mirror read in full because its counts
+    /// differed from etcd's (``FleetRewind/mirrorDisagrees``): once per cursor.
+    var readAgainAtCursor: Int64?
+    /// The highest etcd revision this host saw in the mirror's history: in a linearizable answer
+    /// (a read's, a txn's) or recorded for a key. etcd never answers below it in one history, so
+    /// an answer, or a watch created, below it is etcd gone back in time even when it is at or
+    /// past the cursor (wiped, then written back up to the cursor by other hosts while this
+    /// host's own write, answered past it, had not come back through the watch).
+    var highestRevision: Int64
+    /// What etcd may not answer below (``FleetRewind/check(_:cursor:clusterID:terms:)``).
+    var rewindFloor: Int64 { max(cursor, highestRevision) }
     private var watchCheckTimer: DispatchSourceTimer?
     var stopped = false
     /// Whether ``cursor`` is ahead of the store's (see ``apply(_:through:)``).
@@ -134,6 +145,7 @@ public final class Fleet {
         queue = service.tree.connection.queue
         self.revisions = revisions
         self.cursor = cursor
+        highestRevision = FleetRewind.highestRevision(cursor: cursor, revisions: revisions.values)
         self.source = source
         announcedCursor = cursor
         let wait = client.requestTimeout.components

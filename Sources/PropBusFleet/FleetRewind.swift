@@ -80,15 +80,26 @@ enum FleetRewind: Equatable, Sendable {
         return UInt64(source[source.index(after: at)...], radix: 16)
     }
 
-    /// The revision etcd may not answer below in the mirror's history.
+    /// The revision etcd may not answer below in the mirror's history: the cursor, or a key's
+    /// revision past it (this host's own write, answered by its txn before the watch brought it
+    /// back; a deletion's counts too). The watch's cursor alone misses a wiped etcd that other
+    /// hosts wrote back up to it.
     static func highestRevision(cursor: Int64, revisions: some Sequence<FleetRevisions>) -> Int64 {
-        cursor
+        revisions.reduce(cursor) { max($0, abs($1.value), abs($1.definition)) }
     }
 
-    /// What a watch check's counts say against the mirror's at revision `revision`.
+    /// What a watch check's counts (definitions and values etcd holds at `revision`, the
+    /// mirror's cursor, with no change after it) say against the mirror's. Counts that still
+    /// differ once the watch was started again there are not a watch that missed a change but a
+    /// mirror that holds what etcd does not: etcd was wiped or restored and written back past
+    /// every revision this host saw. Once per cursor (`readAgainAtCursor`): a foreign key under
+    /// the prefix keeps the counts apart, and must not make the host read etcd forever.
     static func check(counts: (definitions: Int64, values: Int64), mirrored: (definitions: Int, values: Int), at revision: Int64,
                       watchRestartedAtCursor: Bool, readAgainAtCursor: Bool) -> FleetRewind? {
-        nil
+        guard counts.definitions != Int64(mirrored.definitions) || counts.values != Int64(mirrored.values),
+              watchRestartedAtCursor, !readAgainAtCursor else { return nil }
+        return .mirrorDisagrees(revision: revision, definitions: counts.definitions, values: counts.values,
+                                mirrorDefinitions: Int64(mirrored.definitions), mirrorValues: Int64(mirrored.values))
     }
 
     /// For the log: what etcd's answer showed.
