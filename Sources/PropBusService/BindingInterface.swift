@@ -71,7 +71,7 @@ extension Service {
                     $0.id > after && ($0.key.text.hasPrefix(prefix) || $0.to.text.hasPrefix(prefix))
                 }
                 let page = Page(chosen, limit: try call.uint32("limit"), maximumMessageSize: model.limits.maximumMessageSize, row: bindingRow)
-                return .reply([.array(of: Self.bindingRow, page.rows), .uint64(page.last?.id ?? 0)])
+                return page.reply(rowType: Self.bindingRow, cursor: .uint64(page.last?.id ?? 0))
             },
         ]
     }

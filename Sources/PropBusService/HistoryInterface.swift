@@ -56,7 +56,7 @@ extension Service {
                 }
                 let page = Page(chosen, limit: UInt32(pageLimit), maximumMessageSize: model.limits.maximumMessageSize) { [unowned self] in historyRow($0, for: call) }
                 let next = page.last?.revision ?? (exhausted ? 0 : cursor)
-                return .reply([.array(of: Self.historyRow, page.rows), .uint64(next)])
+                return page.reply(rowType: Self.historyRow, cursor: .uint64(next))
             },
             // Undo through history: one Apply of the old values, recorded via Revert.
             MethodDescription("Revert", in: [("keys", .array(.string)), ("revision", .uint64), ("change", .uint64), ("force", .boolean)],
@@ -333,7 +333,7 @@ extension Service {
             return .vardict(row)
         }
         let next = page.last.map { UInt64(bitPattern: $0.id) } ?? (exhausted ? 0 : UInt64(bitPattern: cursor))
-        return .reply([.array(of: Self.historyRow, page.rows), .uint64(next)])
+        return page.reply(rowType: Self.historyRow, cursor: .uint64(next))
     }
 }
 

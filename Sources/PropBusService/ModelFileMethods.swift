@@ -34,7 +34,7 @@ extension Service {
                 // Keys are ASCII: byte order is the listing's order and the cursor's.
                 let chosen = model.unclaimed.lazy.filter { $0.key.text > after && $0.key.text.hasPrefix(prefix) }
                 let page = Page(chosen, limit: try call.uint32("limit"), maximumMessageSize: model.limits.maximumMessageSize, row: Self.unclaimedRow)
-                return .reply([.array(of: Self.unclaimedRow, page.rows), .string(page.last?.key.text ?? "")])
+                return page.reply(rowType: Self.unclaimedRow, cursor: .string(page.last?.key.text ?? ""))
             },
             MethodDescription("Prune", in: [("keys", .array(.string))], out: [("pruned", .array(.string))], writes: true,
                               access: .privileged(.fixed("unclaimed stored values (Prune)"))) { [unowned self] call throws(DBusError) in
