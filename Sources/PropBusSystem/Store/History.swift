@@ -184,8 +184,10 @@ final class HistoryTable {
         firstChangeFrom = try database.prepare("SELECT id, max(change, revision) FROM history WHERE id >= ?1 ORDER BY id LIMIT 1")
         rowBefore = try database.prepare("SELECT revision FROM history WHERE id < ?1 ORDER BY id DESC LIMIT 1")
         indexedThrough = Int64(try database.textRows("SELECT value FROM meta WHERE name = 'history_indexed'").first ?? "0") ?? 0
-        rowCount = Int(try database.textRows("SELECT count(*) FROM history").first ?? "0") ?? 0
         tailCount = Int(try database.textRows("SELECT count(*) FROM history WHERE id > \(indexedThrough)").first ?? "0") ?? 0
+        // Counted in the narrow index (one entry per indexed row), not `history` itself, which
+        // has no index and whose count would read every row's page at each start.
+        rowCount = (Int(try database.textRows("SELECT count(*) FROM history_index").first ?? "0") ?? 0) + tailCount
         let last = try database.textRows("SELECT id FROM history ORDER BY id DESC LIMIT 1")
         nextID = max(Int64(last.first ?? "0") ?? 0, indexedThrough) + 1
         lastTime = Int64(try database.textRows("SELECT time FROM history ORDER BY id DESC LIMIT 1").first ?? "0") ?? 0
