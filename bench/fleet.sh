@@ -4,6 +4,7 @@
 #   bench/fleet.sh [--quick] [--in-memory] [--calls N] [--rounds R]
 #   bench/fleet.sh --hosts N [--in-memory] [--calls N]
 #   bench/fleet.sh --memory [--keys K]
+#   bench/fleet.sh --trace [--calls N] [--in-memory]
 #
 #   --quick      fewer calls and one round (a smoke run, not figures)
 #   --in-memory  hosts keep their mirror in memory (no fsync of their own): what the fleet
@@ -21,6 +22,11 @@
 #                as fleet keys (it offers them to etcd), with them mirrored from etcd by a fresh
 #                host (one full read), and that host restarted (resumed from its store)
 #   --keys K     keys of --memory (default 10000), each with a value
+#   --trace      instead of the rows below: Set on A → PropertiesChanged on B, propbusd and floor,
+#                with `perf trace` on both hosts (their socket syscalls, bench/ref/fleet-trace.py):
+#                the path's latency split into A's part (the Set read from the bus until the txn
+#                is written to etcd), etcd's (until B reads the watch event) and B's (until it
+#                writes the PropertiesChanged), medians of --calls Sets
 #   env BIN      a directory holding a prebuilt propbusd, instead of a release build
 #
 # One etcd member on loopback (temp data dir, fsync on as always), two private buses, and on each
@@ -50,12 +56,13 @@ cd "$(dirname "$0")/.."
 source bench/lib.sh
 command -v swift >/dev/null || export PATH="$PATH:/opt/swift/usr/bin"
 
-calls=500 rounds=3 store=sqlite hosts="" memory=0 keys=10000
+calls=500 rounds=3 store=sqlite hosts="" memory=0 keys=10000 trace=0
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) calls=100 rounds=1; shift ;;
     --hosts) hosts=$2; shift 2 ;;
     --memory) memory=1; shift ;;
+    --trace) trace=1; shift ;;
     --keys) keys=$2; shift 2 ;;
     --in-memory) store=memory; shift ;;
     --calls) calls=$2; shift 2 ;;
@@ -289,6 +296,36 @@ for _ in $(seq 200); do
     && busctl --address="$ADDR_B" get-property "$NAME" "$ROOT/bench" org.propbus.PropBus1.Values "w$((writers - 1))" >/dev/null 2>&1 && break
   sleep 0.05
 done
+
+if [ "$trace" = 1 ]; then
+  # Each host pair: perf trace on both hosts (all threads, the socket syscalls, monotonic
+  # timestamps, one file per host) around one propagate measurement, after a warm-up.
+  trace_pair() { # LABEL ADDRESS-A ADDRESS-B PID-A PID-B
+    bench/build/fleet-latency propagate "$2" "$3" "$ROOT/bench" x 50 > /dev/null
+    local tracers=() side pid
+    for side in a b; do
+      [ "$side" = a ] && pid=$4 || pid=$5
+      perf trace -T -p "$pid" -e sendmsg,recvmsg,sendto,recvfrom,write,writev,read -o "$tmp/trace-$1-$side.txt" 2>/dev/null &
+      tracers+=("$!")
+    done
+    sleep 1  # perf attaches to every thread
+    bench/build/fleet-latency propagate "$2" "$3" "$ROOT/bench" x "$calls" > "$tmp/trace-$1-latency"
+    kill -INT "${tracers[@]}"; wait "${tracers[@]}" 2>/dev/null || true
+    /usr/bin/python3 bench/ref/fleet-trace.py "$1" "$tmp/trace-$1-a.txt" "$tmp/trace-$1-b.txt" "$tmp/trace-$1-latency"
+    cp "$tmp/trace-$1-a.txt" "$tmp/trace-$1-b.txt" bench/out/  # the raw traces, for a closer look
+  }
+  out="bench/out/fleet-trace-$(date -u +%Y%m%d-%H%M%S).txt"
+  {
+    header_line "--trace --calls $calls"
+    echo
+    echo "| hosts | Set → PropertiesChanged p50 (traced) | A: Set read → txn written | etcd: txn written → B reads the event | B: event read → PropertiesChanged written | A: txn written → answer read | Sets matched |"
+    echo "| --- | --- | --- | --- | --- | --- | --- |"
+    trace_pair propbusd "$ADDR_A" "$ADDR_B" "$host_a" "$host_b"
+    trace_pair floor "$ADDR_FA" "$ADDR_FB" "$floor_a" "$floor_b"
+  } | tee "$out"
+  echo "(saved to $out)" >&2
+  exit 0
+fi
 
 # CPU accounting: the processes, and per measurement the ticks each used, summed over rounds.
 cpu_names=(etcd "propbusd A" "propbusd B" "bus A" "bus B" "floor A" "floor B" "floor bus A" "floor bus B")
