@@ -21,6 +21,7 @@ typedef CURLMcode (*pb_curl_multi_perform_fn)(CURLM *multi, int *running);
 typedef CURLMcode (*pb_curl_multi_poll_fn)(CURLM *multi, struct curl_waitfd *extra, unsigned int count, int timeout, int *ready);
 typedef CURLMcode (*pb_curl_multi_wakeup_fn)(CURLM *multi);
 typedef CURLMsg *(*pb_curl_multi_info_read_fn)(CURLM *multi, int *pending);
+typedef curl_version_info_data *(*pb_curl_version_info_fn)(CURLversion age);
 
 /* curl_easy_setopt, curl_easy_getinfo and curl_multi_setopt are variadic, so Swift cannot call
  * them. One non-variadic wrapper per argument type the Etcd target uses; each calls the

@@ -29,7 +29,26 @@ public protocol EtcdPort: Sendable {
     /// Watches every key under `prefix` from `fromRevision`, calling `onUpdate` in order on a
     /// thread of the watch's own.
     func watchPrefix(_ prefix: [UInt8], fromRevision: Int64, onUpdate: @escaping @Sendable (WatchUpdate) -> Void) -> any EtcdWatch
+    /// A lane that starts txns without waiting (``EtcdTxnLane``), or nil (the default): txns
+    /// are then sent whole with ``txn(compares:success:failure:resendIfConnectionLost:timeout:)``.
+    func txnLane() -> (any EtcdTxnLane)?
 }
+
+extension EtcdPort {
+    public func txnLane() -> (any EtcdTxnLane)? { nil }
+}
+
+/// One txn at a time, started on the D-Bus queue (never waiting) and finished on a thread that
+/// may wait (``TxnLane``): the request is with etcd before the hop to that thread.
+public protocol EtcdTxnLane: AnyObject, Sendable {
+    /// Starts a txn; false when it cannot be without waiting (nothing was done then).
+    func start(compares: [Compare], success: [RequestOp], failure: [RequestOp],
+               resendIfConnectionLost: Bool, timeout: Duration?) -> Bool
+    /// Waits for the started txn's answer, as ``EtcdPort/txn(compares:success:failure:resendIfConnectionLost:timeout:)`` would give it.
+    func finish() throws(EtcdError) -> TxnResponse
+}
+
+extension TxnLane: EtcdTxnLane {}
 
 /// A running watch of an ``EtcdPort``.
 public protocol EtcdWatch: AnyObject, Sendable {
@@ -45,5 +64,9 @@ extension EtcdClient: EtcdPort {
 
     public func watchPrefix(_ prefix: [UInt8], fromRevision: Int64, onUpdate: @escaping @Sendable (WatchUpdate) -> Void) -> any EtcdWatch {
         watch(prefix: prefix, fromRevision: fromRevision, onUpdate: onUpdate)
+    }
+
+    public func txnLane() -> (any EtcdTxnLane)? {
+        try? makeTxnLane()
     }
 }

@@ -240,11 +240,21 @@ extension Fleet {
         // A write that waited for the connection has what is left of its bound, not a new one.
         let timeout = deadline.flatMap { Self.remaining(until: DispatchTime(uptimeNanoseconds: $0)) }
         let fleet = bound, queue = queue, arrivals = arrivals
+        // Started here when the port can without waiting: the txn is with etcd now, and the
+        // lane's thread wakes up only to wait for its answer.
+        let started = txnLanes[lane].flatMap { starter in
+            starter.start(compares: plan.compares, success: plan.success, failure: plan.failure,
+                          resendIfConnectionLost: resendable, timeout: timeout) ? starter : nil
+        }
         lanes[lane].async {
             let outcome: FleetMachine.TxnOutcome
             do throws(EtcdError) {
-                outcome = .answered(try client.txn(compares: plan.compares, success: plan.success, failure: plan.failure,
-                                                   resendIfConnectionLost: resendable, timeout: timeout))
+                if let started {
+                    outcome = .answered(try started.finish())
+                } else {
+                    outcome = .answered(try client.txn(compares: plan.compares, success: plan.success, failure: plan.failure,
+                                                       resendIfConnectionLost: resendable, timeout: timeout))
+                }
             } catch {
                 outcome = .failed(error)
             }

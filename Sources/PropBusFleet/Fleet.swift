@@ -67,6 +67,10 @@ public final class Fleet {
     /// Threads for txns: one per txn the machine lets be with etcd at once, and which are free.
     let lanes = (0..<FleetMachine.maximumInFlight).map { DispatchQueue(label: "org.propbus.propbusd.fleet-txn-\($0)") }
     var freeLanes = Array((0..<FleetMachine.maximumInFlight).reversed())
+    /// Each lane's ``EtcdTxnLane``, if the port has them: a txn is started on the D-Bus queue
+    /// and only its answer awaited on the lane. Owned as the lane is: by the D-Bus queue while
+    /// the lane is free, by the lane's thread while its txn is out.
+    let txnLanes: [(any EtcdTxnLane)?]
     /// Txn outcomes the lanes handed over and whether a lane is delivering them to the D-Bus
     /// queue (``deliver(_:lane:_:)``): the lanes' and the D-Bus queue's, behind its mutex.
     let arrivals = FleetArrivals()
@@ -151,6 +155,8 @@ public final class Fleet {
         let wait = client.requestTimeout.components
         machine = FleetMachine(connectionWait: UInt64(wait.seconds) * 1_000_000_000 + UInt64(wait.attoseconds / 1_000_000_000),
                                layout: layout)
+        let port = client
+        txnLanes = (0..<FleetMachine.maximumInFlight).map { _ in port.txnLane() }
         let presenceQueue = DispatchQueue(label: "org.propbus.propbusd.fleet-presence")
         self.presenceQueue = presenceQueue
         presence = FleetPresence.make(client: client, key: layout.hostKey(configuration.hostName), hostName: configuration.hostName,

@@ -105,14 +105,25 @@ public final class EtcdClient: Sendable {
     /// partly gone by.
     public func txn(compares: [Compare], success: [RequestOp], failure: [RequestOp] = [],
                     resendIfConnectionLost: Bool = false, timeout: Duration? = nil) throws(EtcdError) -> TxnResponse {
+        let (body, readOnly) = Self.txnBody(compares: compares, success: success, failure: failure)
+        return try TxnResponse(json: call("/v3/kv/txn", body, retrySafe: readOnly, timeout: timeout,
+                                          resendIfConnectionLost: resendIfConnectionLost))
+    }
+
+    /// A txn's request, and whether it only reads (safe to send twice).
+    static func txnBody(compares: [Compare], success: [RequestOp], failure: [RequestOp]) -> (JSONValue, readOnly: Bool) {
         var members: [(String, JSONValue)] = []
         if !compares.isEmpty { members.append(("compare", .array(compares.map(\.json)))) }
         if !success.isEmpty { members.append(("success", .array(success.map(\.json)))) }
         if !failure.isEmpty { members.append(("failure", .array(failure.map(\.json)))) }
-        // A txn whose branches only read is safe to send twice.
         let readOnly = (success + failure).allSatisfy { if case .range = $0 { return true } else { return false } }
-        return try TxnResponse(json: call("/v3/kv/txn", .object(members), retrySafe: readOnly, timeout: timeout,
-                                          resendIfConnectionLost: resendIfConnectionLost))
+        return (.object(members), readOnly)
+    }
+
+    /// The token to send without waiting: `nil` when one must first be asked for.
+    var tokenAtHand: String?? {
+        guard options.credentials != nil else { return .some(nil) }
+        return state.withLock { $0.token }.map { .some($0) }
     }
 
     /// Discards the history before `revision` (etcd's `/v3/kv/compaction`); watches from an
@@ -225,7 +236,7 @@ public final class EtcdClient: Sendable {
     // MARK: - Calls
 
     /// How one attempt on one endpoint ended.
-    private enum Attempt {
+    enum Attempt {
         case answered(status: Int, body: JSONValue)
         /// The request never left: another endpoint may take it, even a write.
         case notSent(String)
@@ -237,21 +248,58 @@ public final class EtcdClient: Sendable {
     /// and returns the answer's JSON, or throws etcd's error.
     func call(_ path: String, _ body: JSONValue, retrySafe: Bool, authenticated: Bool = true,
               timeout: Duration? = nil, resendIfConnectionLost: Bool = false) throws(EtcdError) -> JSONValue {
+        let token = authenticated ? try self.token() : nil
+        return try complete(Call(path: path, text: body.text, retrySafe: retrySafe, authenticated: authenticated,
+                                 requestTimeout: timeout ?? options.requestTimeout, resendIfConnectionLost: resendIfConnectionLost,
+                                 token: token, first: preferredEndpoint))
+    }
+
+    /// One call's parameters, fixed when it begins (``TxnLane`` begins one on one thread and
+    /// completes it on another).
+    struct Call {
+        let path: String
+        let text: String
+        let retrySafe: Bool
+        let authenticated: Bool
+        let requestTimeout: Duration
+        let resendIfConnectionLost: Bool
+        var token: String?
+        /// The endpoint tried first.
+        let first: Int
+        let deadline: ContinuousClock.Instant
+
+        init(path: String, text: String, retrySafe: Bool, authenticated: Bool, requestTimeout: Duration,
+             resendIfConnectionLost: Bool, token: String?, first: Int) {
+            self.path = path
+            self.text = text
+            self.retrySafe = retrySafe
+            self.authenticated = authenticated
+            self.requestTimeout = requestTimeout
+            self.resendIfConnectionLost = resendIfConnectionLost
+            self.token = token
+            self.first = first
+            deadline = ContinuousClock().now + requestTimeout
+        }
+    }
+
+    /// Runs `call` through the endpoints; `started`: how its first attempt, on its first
+    /// endpoint, already ended (a ``TxnLane``'s).
+    func complete(_ call: Call, started: Attempt? = nil) throws(EtcdError) -> JSONValue {
         let clock = ContinuousClock()
-        let requestTimeout = timeout ?? options.requestTimeout
-        let deadline = clock.now + requestTimeout
-        let text = body.text
-        var token = authenticated ? try self.token() : nil
+        let path = call.path, text = call.text, retrySafe = call.retrySafe, authenticated = call.authenticated
+        let requestTimeout = call.requestTimeout, deadline = call.deadline, resendIfConnectionLost = call.resendIfConnectionLost
+        var token = call.token
+        var started = started
         var renewedToken = false
         var failures: [String] = []
-        let first = preferredEndpoint
+        let first = call.first
         var tries = 0
         var reachedOne = false
         while true {
             let index = (first + tries) % endpoints.count
             let endpoint = endpoints[index]
             let remaining = deadline - clock.now
-            guard remaining > .zero else {
+            guard started != nil || remaining > .zero else {
                 throw EtcdError(reachedOne ? .timedOut : .unavailable,
                                 "etcd did not answer \(path) within \(requestTimeout): \(failures.joined(separator: "; "))",
                                 endpoints: endpoints)
@@ -261,7 +309,14 @@ public final class EtcdClient: Sendable {
             // write that reached a member cannot be resent, so it gets all that is left.
             let left = endpoints.count - tries % endpoints.count
             let budget = retrySafe ? min(remaining, max(remaining / left, .milliseconds(300))) : remaining
-            switch attempt(endpoint + path, text, token: token, timeout: budget) {
+            let outcome: Attempt
+            if let done = started {
+                outcome = done
+                started = nil
+            } else {
+                outcome = attempt(endpoint + path, text, token: token, timeout: budget)
+            }
+            switch outcome {
             case let .answered(status, json):
                 if status == 200 {
                     if index != first { prefer(index) }
@@ -331,7 +386,11 @@ public final class EtcdClient: Sendable {
         handle.prepare(url: url, body: body, token: token, timeout: timeout,
                        connectTimeout: min(timeout, options.connectTimeout),
                        receive: ResponseSink.receive, sink: unmanaged.toOpaque())
-        let result = LibCurl.api.easyPerform(handle.handle)
+        return Self.attempt(ended: LibCurl.api.easyPerform(handle.handle), handle, sink)
+    }
+
+    /// How an attempt whose transfer ended with `result` went.
+    static func attempt(ended result: CURLcode, _ handle: CurlEasy, _ sink: ResponseSink) -> Attempt {
         guard result == CURLE_OK else {
             let reason = handle.failureText(result)
             if !handle.requestWasSent { return .notSent(reason) }
@@ -346,7 +405,7 @@ public final class EtcdClient: Sendable {
 }
 
 /// Collects a response body for one unary call (the target of `CURLOPT_WRITEDATA`).
-private final class ResponseSink {
+final class ResponseSink {
     var body: [UInt8] = []
     let limit: Int
 

@@ -23,6 +23,8 @@ struct LibCurl: @unchecked Sendable {
     /// The variadic ones, called through the shim's wrappers (`pb_curl_setopt_long(setopt, …)`).
     let setopt: UnsafeMutableRawPointer
     let getinfo: UnsafeMutableRawPointer
+    /// `curl_version_info()->features` (`CURL_VERSION_*` bits).
+    let features: Int32
 
     /// The library, or why it could not be loaded; `curl_global_init` (not thread-safe) runs
     /// once here, under the lazy initialisation's lock, before any handle exists.
@@ -68,7 +70,8 @@ struct LibCurl: @unchecked Sendable {
                 multiWakeup: try symbol("curl_multi_wakeup", as: pb_curl_multi_wakeup_fn.self),
                 multiInfoRead: try symbol("curl_multi_info_read", as: pb_curl_multi_info_read_fn.self),
                 setopt: try symbol("curl_easy_setopt", as: UnsafeMutableRawPointer.self),
-                getinfo: try symbol("curl_easy_getinfo", as: UnsafeMutableRawPointer.self))
+                getinfo: try symbol("curl_easy_getinfo", as: UnsafeMutableRawPointer.self),
+                features: try symbol("curl_version_info", as: pb_curl_version_info_fn.self)(CURLVERSION_FIRST)?.pointee.features ?? 0)
             let initialize = try symbol("curl_global_init", as: pb_curl_global_init_fn.self)
             guard initialize(Int(CURL_GLOBAL_ALL)) == CURLE_OK else {
                 return .failure(EtcdError(.invalidRequest, "libcurl could not initialise (curl_global_init)"))
