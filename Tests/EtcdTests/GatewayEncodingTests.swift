@@ -51,4 +51,27 @@ final class GatewayEncodingTests: XCTestCase {
         }
         XCTAssertThrowsError(try EtcdClient(endpoints: []))
     }
+
+    func testTxnBodyWriterWritesTheTextOfTheJSONTreeByteForByte() {
+        let key = Array("/fleet/keys/a.b".utf8), binary: [UInt8] = [0, 0xFF, 0x7F, 0x22, 0x5C, 10]
+        var range = RangeRequest(key: key, prefix: true, revision: 7)
+        range.limit = 3
+        range.countOnly = true
+        range.serializable = true
+        range.minModRevision = -2
+        let compares: [Compare] = [
+            .modRevision(of: key, is: 0), Compare(key, .greater, .version(Int64.max)), Compare(binary, .less, .createRevision(-1)),
+            Compare(key, .notEqual, .value(binary)), Compare(key, .equal, .lease(42), rangeEnd: [0]), Compare([], .equal, .value([])),
+        ]
+        let success: [RequestOp] = [.put(key, binary), .put(PutRequest(key: key, value: [], lease: 9, prevKV: true)),
+                                    .delete(key), .deleteRange(DeleteRangeRequest(key: key, prefix: true, prevKV: true))]
+        let failure: [RequestOp] = [.get(key), .range(range)]
+        let shapes: [([Compare], [RequestOp], [RequestOp])] = [
+            (compares, success, failure), ([], success, []), (compares, [], failure), (compares, [], []), ([], [], failure), ([], [], []),
+        ]
+        for (c, s, f) in shapes {
+            XCTAssertEqual(String(decoding: TxnBodyWriter.body(compares: c, success: s, failure: f), as: UTF8.self),
+                           EtcdClient.txnBody(compares: c, success: s, failure: f).text)
+        }
+    }
 }

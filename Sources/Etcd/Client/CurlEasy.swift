@@ -59,9 +59,17 @@ final class CurlEasy: @unchecked Sendable {
     func prepare(url: String, body: String, token: String?, extraHeaders: [String] = [],
                  timeout: Duration?, connectTimeout: Duration,
                  receive: pb_curl_data_callback, sink: UnsafeMutableRawPointer) {
+        prepare(url: url, body: Array(body.utf8), token: token, extraHeaders: extraHeaders, timeout: timeout,
+                connectTimeout: connectTimeout, receive: receive, sink: sink)
+    }
+
+    /// ``prepare(url:body:token:extraHeaders:timeout:connectTimeout:receive:sink:)`` with the
+    /// body's bytes.
+    func prepare(url: String, body bytes: [UInt8], token: String?, extraHeaders: [String] = [],
+                 timeout: Duration?, connectTimeout: Duration,
+                 receive: pb_curl_data_callback, sink: UnsafeMutableRawPointer) {
         errorBuffer[0] = 0
         _ = pb_curl_setopt_str(LibCurl.api.setopt, handle, CURLOPT_URL, url)
-        let bytes = Array(body.utf8)
         // The size first: COPYPOSTFIELDS copies that many bytes.
         _ = pb_curl_setopt_off(LibCurl.api.setopt, handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bytes.count))
         bytes.withUnsafeBufferPointer { buffer in

@@ -105,19 +105,28 @@ public final class EtcdClient: Sendable {
     /// partly gone by.
     public func txn(compares: [Compare], success: [RequestOp], failure: [RequestOp] = [],
                     resendIfConnectionLost: Bool = false, timeout: Duration? = nil) throws(EtcdError) -> TxnResponse {
-        let (body, readOnly) = Self.txnBody(compares: compares, success: success, failure: failure)
-        return try TxnResponse(json: call("/v3/kv/txn", body, retrySafe: readOnly, timeout: timeout,
-                                          resendIfConnectionLost: resendIfConnectionLost))
+        let token = try self.token()
+        return try TxnResponse(json: complete(txnCall(compares: compares, success: success, failure: failure,
+                                                      resendIfConnectionLost: resendIfConnectionLost, timeout: timeout, token: token)))
     }
 
-    /// A txn's request, and whether it only reads (safe to send twice).
-    static func txnBody(compares: [Compare], success: [RequestOp], failure: [RequestOp]) -> (JSONValue, readOnly: Bool) {
+    /// A txn's call, its body written by ``TxnBodyWriter``.
+    func txnCall(compares: [Compare], success: [RequestOp], failure: [RequestOp], resendIfConnectionLost: Bool,
+                 timeout: Duration?, token: String?) -> Call {
+        // A txn whose branches only read is safe to send twice.
+        let readOnly = success.allSatisfy(\.isRead) && failure.allSatisfy(\.isRead)
+        return Call(path: "/v3/kv/txn", body: TxnBodyWriter.body(compares: compares, success: success, failure: failure),
+                    retrySafe: readOnly, authenticated: true, requestTimeout: timeout ?? options.requestTimeout,
+                    resendIfConnectionLost: resendIfConnectionLost, token: token, first: preferredEndpoint)
+    }
+
+    /// A txn's request as a JSON tree: what ``TxnBodyWriter`` writes as text.
+    static func txnBody(compares: [Compare], success: [RequestOp], failure: [RequestOp]) -> JSONValue {
         var members: [(String, JSONValue)] = []
         if !compares.isEmpty { members.append(("compare", .array(compares.map(\.json)))) }
         if !success.isEmpty { members.append(("success", .array(success.map(\.json)))) }
         if !failure.isEmpty { members.append(("failure", .array(failure.map(\.json)))) }
-        let readOnly = (success + failure).allSatisfy { if case .range = $0 { return true } else { return false } }
-        return (.object(members), readOnly)
+        return .object(members)
     }
 
     /// The token to send without waiting: `nil` when one must first be asked for.
@@ -249,7 +258,7 @@ public final class EtcdClient: Sendable {
     func call(_ path: String, _ body: JSONValue, retrySafe: Bool, authenticated: Bool = true,
               timeout: Duration? = nil, resendIfConnectionLost: Bool = false) throws(EtcdError) -> JSONValue {
         let token = authenticated ? try self.token() : nil
-        return try complete(Call(path: path, text: body.text, retrySafe: retrySafe, authenticated: authenticated,
+        return try complete(Call(path: path, body: Array(body.text.utf8), retrySafe: retrySafe, authenticated: authenticated,
                                  requestTimeout: timeout ?? options.requestTimeout, resendIfConnectionLost: resendIfConnectionLost,
                                  token: token, first: preferredEndpoint))
     }
@@ -258,7 +267,7 @@ public final class EtcdClient: Sendable {
     /// completes it on another).
     struct Call {
         let path: String
-        let text: String
+        let body: [UInt8]
         let retrySafe: Bool
         let authenticated: Bool
         let requestTimeout: Duration
@@ -268,10 +277,10 @@ public final class EtcdClient: Sendable {
         let first: Int
         let deadline: ContinuousClock.Instant
 
-        init(path: String, text: String, retrySafe: Bool, authenticated: Bool, requestTimeout: Duration,
+        init(path: String, body: [UInt8], retrySafe: Bool, authenticated: Bool, requestTimeout: Duration,
              resendIfConnectionLost: Bool, token: String?, first: Int) {
             self.path = path
-            self.text = text
+            self.body = body
             self.retrySafe = retrySafe
             self.authenticated = authenticated
             self.requestTimeout = requestTimeout
@@ -286,7 +295,7 @@ public final class EtcdClient: Sendable {
     /// endpoint, already ended (a ``TxnLane``'s).
     func complete(_ call: Call, started: Attempt? = nil) throws(EtcdError) -> JSONValue {
         let clock = ContinuousClock()
-        let path = call.path, text = call.text, retrySafe = call.retrySafe, authenticated = call.authenticated
+        let path = call.path, body = call.body, retrySafe = call.retrySafe, authenticated = call.authenticated
         let requestTimeout = call.requestTimeout, deadline = call.deadline, resendIfConnectionLost = call.resendIfConnectionLost
         var token = call.token
         var started = started
@@ -314,7 +323,7 @@ public final class EtcdClient: Sendable {
                 outcome = done
                 started = nil
             } else {
-                outcome = attempt(endpoint + path, text, token: token, timeout: budget)
+                outcome = attempt(endpoint + path, body, token: token, timeout: budget)
             }
             switch outcome {
             case let .answered(status, json):
@@ -372,7 +381,7 @@ public final class EtcdClient: Sendable {
     }
 
     /// One POST to one endpoint.
-    private func attempt(_ url: String, _ body: String, token: String?, timeout: Duration) -> Attempt {
+    private func attempt(_ url: String, _ body: [UInt8], token: String?, timeout: Duration) -> Attempt {
         let handle: CurlEasy
         do {
             handle = try takeHandle()

@@ -49,13 +49,11 @@ public final class TxnLane: @unchecked Sendable {
                       resendIfConnectionLost: Bool, timeout: Duration?) -> Bool {
         precondition(call == nil, "a TxnLane runs one txn at a time")
         guard Self.resolvesAsynchronously, let token = client.tokenAtHand else { return false }
-        let (body, readOnly) = EtcdClient.txnBody(compares: compares, success: success, failure: failure)
-        let started = EtcdClient.Call(path: "/v3/kv/txn", text: body.text, retrySafe: readOnly, authenticated: true,
-                                      requestTimeout: timeout ?? client.options.requestTimeout,
-                                      resendIfConnectionLost: resendIfConnectionLost, token: token, first: client.preferredEndpoint)
+        let started = client.txnCall(compares: compares, success: success, failure: failure,
+                                     resendIfConnectionLost: resendIfConnectionLost, timeout: timeout, token: token)
         sink = ResponseSink(limit: client.options.maximumResponseSize)
         // The lane holds its sink until finish() (CURLOPT_WRITEDATA is unretained).
-        handle.prepare(url: client.endpoints[started.first] + started.path, body: started.text, token: token,
+        handle.prepare(url: client.endpoints[started.first] + started.path, body: started.body, token: token,
                        timeout: started.requestTimeout, connectTimeout: min(started.requestTimeout, client.options.connectTimeout),
                        receive: ResponseSink.receive, sink: Unmanaged.passUnretained(sink).toOpaque())
         _ = LibCurl.api.multiAddHandle(multi, handle.handle)

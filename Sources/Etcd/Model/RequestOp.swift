@@ -24,6 +24,11 @@ public enum RequestOp: Equatable, Sendable {
         .deleteRange(DeleteRangeRequest(key: key))
     }
 
+    /// Whether it only reads.
+    var isRead: Bool {
+        if case .range = self { true } else { false }
+    }
+
     var json: JSONValue {
         switch self {
         case let .range(request): return .object([("request_range", request.json)])

@@ -15,7 +15,13 @@ enum Base64 {
     /// The base64 text of `bytes`.
     static func encode(_ bytes: [UInt8]) -> String {
         var out: [UInt8] = []
-        out.reserveCapacity((bytes.count + 2) / 3 * 4)
+        encode(bytes, into: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends the base64 text of `bytes` to `out`.
+    static func encode(_ bytes: [UInt8], into out: inout [UInt8]) {
+        out.reserveCapacity(out.count + (bytes.count + 2) / 3 * 4)
         var index = 0
         while index + 3 <= bytes.count {
             let chunk = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2])
@@ -33,7 +39,6 @@ enum Base64 {
             out.append(rest == 2 ? alphabet[Int(chunk >> 6 & 63)] : UInt8(ascii: "="))
             out.append(UInt8(ascii: "="))
         }
-        return String(decoding: out, as: UTF8.self)
     }
 
     /// The bytes of base64 `text`, padded or not; nil if it is not base64.
