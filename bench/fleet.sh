@@ -26,7 +26,8 @@
 #                with `perf trace` on both hosts (their socket syscalls, bench/ref/fleet-trace.py):
 #                the path's latency split into A's part (the Set read from the bus until the txn
 #                is written to etcd), etcd's (until B reads the watch event) and B's (until it
-#                writes the PropertiesChanged), medians of --calls Sets
+#                writes the PropertiesChanged), medians of --calls Sets; with env FLEET_PROFILE=1
+#                a perf profile of each host instead (bench/out/perf-HOSTS-a|b.data)
 #   env BIN      a directory holding a prebuilt propbusd, instead of a release build
 #
 # One etcd member on loopback (temp data dir, fsync on as always), two private buses, and on each
@@ -305,12 +306,17 @@ if [ "$trace" = 1 ]; then
     local tracers=() side pid
     for side in a b; do
       [ "$side" = a ] && pid=$4 || pid=$5
-      perf trace -T -p "$pid" -e sendmsg,recvmsg,sendto,recvfrom,write,writev,read -o "$tmp/trace-$1-$side.txt" 2>/dev/null &
+      if [ -n "${FLEET_PROFILE:-}" ]; then  # instead: a perf profile of each host, bench/out/perf-LABEL-SIDE.data
+        perf record -F 2999 -g -p "$pid" -o "bench/out/perf-$1-$side.data" 2>/dev/null &
+      else
+        perf trace -T -p "$pid" -e sendmsg,recvmsg,sendto,recvfrom,write,writev,read -o "$tmp/trace-$1-$side.txt" 2>/dev/null &
+      fi
       tracers+=("$!")
     done
     sleep 1  # perf attaches to every thread
     bench/build/fleet-latency propagate "$2" "$3" "$ROOT/bench" x "$calls" > "$tmp/trace-$1-latency"
     kill -INT "${tracers[@]}"; wait "${tracers[@]}" 2>/dev/null || true
+    [ -z "${FLEET_PROFILE:-}" ] || return 0
     /usr/bin/python3 bench/ref/fleet-trace.py "$1" "$tmp/trace-$1-a.txt" "$tmp/trace-$1-b.txt" "$tmp/trace-$1-latency"
     cp "$tmp/trace-$1-a.txt" "$tmp/trace-$1-b.txt" bench/out/  # the raw traces, for a closer look
   }

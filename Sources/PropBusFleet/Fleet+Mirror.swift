@@ -132,23 +132,25 @@ extension Fleet {
         var valuesNotFromEtcd: Set<Key> = []
         // Definitions before values whatever the order: a txn that creates a key with a value
         // holds both, and the value needs the definition.
-        let ordered = events.filter { if case .definition = layout.classify($0.kv.key) { true } else { false } }
-            + events.filter { if case .definition = layout.classify($0.kv.key) { false } else { true } }
+        // Each key classified once: it is on the path of every remote change's signal.
+        let classified = events.map { (event: $0, path: layout.classify($0.kv.key)) }
+        let ordered = classified.filter { if case .definition = $0.path { true } else { false } }
+            + classified.filter { if case .definition = $0.path { false } else { true } }
         // A definition that changes a key's value spreads through this host's bindings into local
         // keys only, as values do (below): a fleet↔fleet binding ran on the writing host, if
         // anywhere, and a write of another fleet key here would change it on this host only.
         // Also the keys this update defines: they are fleet keys once applied.
         var definedHere: Set<Key> = []
-        for event in events { if case .definition(let key) = layout.classify(event.kv.key) { definedHere.insert(key) } }
+        for item in classified { if case .definition(let key) = item.path { definedHere.insert(key) } }
         var boundFleetKeys: Set<Key> = []
         for binding in definedHere.isEmpty ? [] : model.bindings.all {
             for end in [binding.key, binding.to] where definedHere.contains(end) || model.entry(for: end)?.definition.scope == .fleet {
                 boundFleetKeys.insert(end)
             }
         }
-        for event in ordered {
+        for (event, path) in ordered {
             let modRevision = event.kv.modRevision
-            switch layout.classify(event.kv.key) {
+            switch path {
             case .definition(let key):
                 var revisions = known(key)
                 guard isNew(modRevision, over: revisions.definition) else { continue }
