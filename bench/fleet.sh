@@ -29,6 +29,9 @@
 #                writes the PropertiesChanged), medians of --calls Sets; with env FLEET_PROFILE=1
 #                a perf profile of each host instead (bench/out/perf-HOSTS-a|b.data)
 #   env BIN      a directory holding a prebuilt propbusd, instead of a release build
+#   env FLOOR_ATTRIBUTION=N  the floor's values carry N bytes more, in propbusd's attributed
+#                format (233: the size of a local caller's attribution, so the floor's txn is
+#                as long as propbusd's, 810 against 812 bytes); default 0, the bare value
 #
 # One etcd member on loopback (temp data dir, fsync on as always), two private buses, and on each
 # a release propbusd --fleet etcd://…/bench --fleet-host a|b (SQLite store unless --in-memory):

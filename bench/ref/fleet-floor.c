@@ -80,18 +80,34 @@ static dbus_int32_t value;            /* the value held (the definition's defaul
 static long long value_revision;      /* etcd's mod_revision of PREFIX/keys/KEY that value is */
 static long long definition_revision; /* etcd's mod_revision of PREFIX/defs/KEY */
 
-/* ValueCodec bytes of an i: format 1, signature "i" (length byte, text), little-endian int32. */
+/* Env FLOOR_ATTRIBUTION=N (0-1024, default 0): each value carries N more bytes in propbusd's
+ * attributed format (0xA7, the value's length as 4 little-endian bytes, the value, then N bytes
+ * standing for the writer's a{sv}), so that etcd stores, answers and delivers what it does for
+ * propbusd's values; the floor never reads them. */
+static int attribution_bytes;
+
+/* ValueCodec bytes of an i: format 1, signature "i" (length byte, text), little-endian int32;
+ * with FLOOR_ATTRIBUTION, in the attributed format. */
 static void encode_value(dbus_int32_t v, char *out64) {
-    unsigned char bytes[7] = {1, 1, 'i'};
-    for (int i = 0; i < 4; i++) bytes[3 + i] = (unsigned char)((unsigned)v >> (8 * i));
-    base64(bytes, sizeof bytes, out64);
+    unsigned char bytes[5 + 7 + 1024] = {0};
+    unsigned char *value = attribution_bytes ? bytes + 5 : bytes;
+    value[0] = 1, value[1] = 1, value[2] = 'i';
+    for (int i = 0; i < 4; i++) value[3 + i] = (unsigned char)((unsigned)v >> (8 * i));
+    if (attribution_bytes) {
+        bytes[0] = 0xA7, bytes[1] = 7;
+        memset(bytes + 12, 'a', (size_t)attribution_bytes);
+    }
+    base64(bytes, attribution_bytes ? 12 + attribution_bytes : 7, out64);
 }
 
-/* The int32 in ValueCodec base64 text; 0 when it is not an i. */
+/* The int32 in ValueCodec base64 text (bare or attributed); 0 when it is not an i. */
 static int decode_value(const char *text64, dbus_int32_t *out) {
-    unsigned char bytes[16];
-    if (unbase64(text64, bytes, sizeof bytes) != 7 || bytes[0] != 1 || bytes[1] != 1 || bytes[2] != 'i') return 0;
-    *out = (dbus_int32_t)((unsigned)bytes[3] | (unsigned)bytes[4] << 8 | (unsigned)bytes[5] << 16 | (unsigned)bytes[6] << 24);
+    unsigned char bytes[5 + 7 + 1024];
+    int n = unbase64(text64, bytes, sizeof bytes);
+    const unsigned char *value = bytes;
+    if (n >= 12 && bytes[0] == 0xA7 && bytes[1] == 7 && !bytes[2] && !bytes[3] && !bytes[4]) value = bytes + 5, n = 7;
+    if (n != 7 || value[0] != 1 || value[1] != 1 || value[2] != 'i') return 0;
+    *out = (dbus_int32_t)((unsigned)value[3] | (unsigned)value[4] << 8 | (unsigned)value[5] << 16 | (unsigned)value[6] << 24);
     return 1;
 }
 
@@ -213,7 +229,7 @@ static const char *post(const char *path, const char *body) {
 
 /* Writes v as one Set does; returns the D-Bus error name, or NULL once etcd holds it. */
 static const char *write_value(dbus_int32_t v) {
-    char value64[16], body[4096];
+    char value64[1400], body[4096];
     encode_value(v, value64);
     long long defs_known = definition_revision, keys_known = value_revision;
     for (int attempt = 0; attempt < 10; attempt++) {
@@ -341,6 +357,9 @@ int main(int argc, char **argv) {
         return 64;
     }
     const char *address = argv[1], *prefix = argv[3], *key = argv[4];
+    const char *attribution = getenv("FLOOR_ATTRIBUTION");
+    attribution_bytes = attribution ? atoi(attribution) : 0;
+    if (attribution_bytes < 0 || attribution_bytes > 1024) attribution_bytes = 0;
     url_base = argv[2];
     const char *dot = strrchr(key, '.');
     if (!dot || dot == key || !dot[1] || strlen(key) > 100 || !*prefix || strlen(prefix) > 100) die("KEY must be GROUP.NAME", key);
