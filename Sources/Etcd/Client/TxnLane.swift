@@ -15,7 +15,7 @@ import JSON
 /// **Ownership.** The lane has one owner at a time and one txn at most: whoever started a txn
 /// hands the lane to the thread that finishes it (a queue's `async` orders the two), and starts
 /// the next only once that one finished (the fleet keeps a lane busy until its answer was
-/// delivered). `busy` checks it.
+/// delivered); `start` checks that no txn is running.
 public final class TxnLane: @unchecked Sendable {
     // Safety: the ownership above; every field is touched by the lane's current owner only.
     private let client: EtcdClient
