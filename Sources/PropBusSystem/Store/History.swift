@@ -65,10 +65,18 @@ final class HistoryTable {
     /// A caller's id in `history_caller` and `last_row` there: the id of a row up to which that
     /// caller row is kept whatever the rows naming it (the last of ``callerLease`` rows from the
     /// row that last raised it), so a caller's writes raise it once in ``callerLease`` rows.
-    struct CachedCaller {
-        var caller: WriteSet.Caller
-        var id: Int64
+    /// A class, confined to the queue like the table: with many writers the caller changes
+    /// from one row to the next, and copying a struct holding the caller's strings in and out
+    /// of the cache cost more per row than finding it.
+    final class CachedCaller {
+        let caller: WriteSet.Caller
+        let id: Int64
         var lastRow: Int64
+        init(caller: WriteSet.Caller, id: Int64, lastRow: Int64) {
+            self.caller = caller
+            self.id = id
+            self.lastRow = lastRow
+        }
     }
     /// Callers by bus name (a connection's identity does not change), bounded: emptied past
     /// ``maximumCachedCallers`` (a miss costs one probe of the identity index).
@@ -210,12 +218,13 @@ final class HistoryTable {
     }
 
     /// `created`, `changed`, `redefined` or `deleted`.
+    /// Asks through the optionals instead of binding them: a binding copies each entry (its
+    /// definition's many fields), for every key of every commit.
     private static func kind(of entry: WriteSet.Entry) -> String {
-        switch (entry.before, entry.after) {
-        case (nil, _): return "created"
-        case (_, nil): return "deleted"
-        case (let old?, let new?): return old.value == new.value && old.definition != new.definition ? "redefined" : "changed"
-        }
+        if entry.before == nil { return "created" }
+        if entry.after == nil { return "deleted" }
+        guard entry.before?.value == entry.after?.value else { return "changed" }
+        return entry.before?.definition != entry.after?.definition ? "redefined" : "changed"
     }
 
     /// ``WriteSet/Entry/isTransient``, reading the one field through the optionals instead of
@@ -268,13 +277,14 @@ final class HistoryTable {
                     try insert.bind(.text(kind), at: 6)
                     boundKind = kind
                 }
-                try insert.bind(entry.before.map { .blob(Self.bytes(of: $0.value, knowing: key.written)) } ?? .null, at: 7)
-                if let after = entry.after {
-                    let bytes = Self.bytes(of: after.value, knowing: key.stored)
-                    try insert.bind(.blob(bytes), at: 8)
-                    key.written = bytes.count <= Self.maximumCachedValueBytes ? (after.value, bytes) : nil
+                // The values read through the optionals: binding an entry copies it.
+                let oldBytes = (entry.before?.value).map { Self.bytes(of: $0, knowing: key.written) }
+                var newBytes: [UInt8]?
+                if let value = entry.after?.value {
+                    let bytes = Self.bytes(of: value, knowing: key.stored)
+                    newBytes = bytes
+                    key.written = bytes.count <= Self.maximumCachedValueBytes ? (value, bytes) : nil
                 } else {
-                    try insert.bind(.null, at: 8)
                     key.written = nil
                 }
                 key.stored = nil
@@ -284,7 +294,7 @@ final class HistoryTable {
                     boundVia = rowVia
                 }
                 try insert.bind(callerID.map { .integer($0) } ?? .null, at: 10)
-                try insert.run()
+                try insert.run(blobs: oldBytes, newBytes, at: (7, 8))
                 // A rolled-back commit leaves a gap in the ids, which only need to grow.
                 nextID += 1
                 rowCount += 1
@@ -305,7 +315,7 @@ final class HistoryTable {
     /// last change's, the cache's (by bus name), the table's, or a new row's (in the commit's
     /// transaction: a rollback takes it back, ``commitFailed()``).
     func callerID(of caller: WriteSet.Caller, row: Int64) throws(SQLiteError) -> Int64 {
-        var cached: CachedCaller
+        let cached: CachedCaller
         if let last = lastCaller, Self.sameIdentity(last.caller, caller) {
             cached = last
         } else if let known = callers[caller.busName], Self.sameIdentity(known.caller, caller) {
@@ -335,7 +345,6 @@ final class HistoryTable {
         if cached.lastRow < row, let raiseCallerLastRow {
             cached.lastRow = row + callerLease - 1
             try raiseCallerLastRow.run([.integer(cached.id), .integer(cached.lastRow)])
-            callers[caller.busName] = cached
         }
         lastCaller = cached
         return cached.id
