@@ -60,6 +60,10 @@ final class HistoryTable {
     /// Rows in the tail, counted at open and kept up to date (an upper bound: pruning may
     /// delete some).
     var tailCount = 0
+    /// Whether the tail may hold a row whose change is below its revision (a deletion's), the
+    /// only rows `history_by_change` indexes: unknown (true) at open, then known from the rows
+    /// written, so a step does not read the whole tail again to find none.
+    var tailMayHoldDeletions = true
     /// The last row's time: a commit's is at least this, so times never decrease with ids.
     var lastTime: Int64 = 0
     /// A caller's id in `history_caller` and `last_row` there: the id of a row up to which that
@@ -191,6 +195,7 @@ final class HistoryTable {
         firstRowFrom = try database.prepare("SELECT id, time FROM history WHERE id >= ?1 ORDER BY id LIMIT 1")
         firstChangeFrom = try database.prepare("SELECT id, max(change, revision) FROM history WHERE id >= ?1 ORDER BY id LIMIT 1")
         rowBefore = try database.prepare("SELECT revision FROM history WHERE id < ?1 ORDER BY id DESC LIMIT 1")
+        tailMayHoldDeletions = true
         indexedThrough = Int64(try database.textRows("SELECT value FROM meta WHERE name = 'history_indexed'").first ?? "0") ?? 0
         tailCount = Int(try database.textRows("SELECT count(*) FROM history WHERE id > \(indexedThrough)").first ?? "0") ?? 0
         // Counted in the narrow index (one entry per indexed row), not `history` itself, which
@@ -269,7 +274,9 @@ final class HistoryTable {
                 insert.reset()
                 try insert.bind(.integer(nextID), at: 1)
                 try insert.bind(.integer(id), at: 2)
-                try insert.bind(.integer(Int64(bitPattern: entry.after?.revision ?? writeSet.revision)), at: 3)
+                let revision = Int64(bitPattern: entry.after?.revision ?? writeSet.revision)
+                if id < revision { tailMayHoldDeletions = true }
+                try insert.bind(.integer(revision), at: 3)
                 try insert.bind(.integer(time), at: 4)
                 try insert.bind(.integer(keyID), at: 5)
                 let kind = Self.kind(of: entry)
