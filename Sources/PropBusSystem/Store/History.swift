@@ -223,13 +223,17 @@ final class HistoryTable {
     }
 
     /// `created`, `changed`, `redefined` or `deleted`.
-    /// Asks through the optionals instead of binding them: a binding copies each entry (its
-    /// definition's many fields), for every key of every commit.
-    private static func kind(of entry: WriteSet.Entry) -> String {
-        if entry.before == nil { return "created" }
-        if entry.after == nil { return "deleted" }
-        guard entry.before?.value == entry.after?.value else { return "changed" }
+    /// `old` and `new` are the entry's values, read once by the caller: each read copies the
+    /// entry (its definition's many fields), for every key of every commit.
+    private static func kind(of entry: WriteSet.Entry, old: DBusValue?, new: DBusValue?) -> String {
+        guard let old else { return "created" }
+        guard let new else { return "deleted" }
+        guard old == new else { return "changed" }
         return entry.before?.definition != entry.after?.definition ? "redefined" : "changed"
+    }
+
+    private static func kind(of entry: WriteSet.Entry) -> String {
+        kind(of: entry, old: entry.before?.value, new: entry.after?.value)
     }
 
     /// ``WriteSet/Entry/isTransient``, reading the one field through the optionals instead of
@@ -279,15 +283,15 @@ final class HistoryTable {
                 try insert.bind(.integer(revision), at: 3)
                 try insert.bind(.integer(time), at: 4)
                 try insert.bind(.integer(keyID), at: 5)
-                let kind = Self.kind(of: entry)
+                let oldValue = entry.before?.value, newValue = entry.after?.value
+                let kind = Self.kind(of: entry, old: oldValue, new: newValue)
                 if boundKind != kind {
                     try insert.bind(.text(kind), at: 6)
                     boundKind = kind
                 }
-                // The values read through the optionals: binding an entry copies it.
-                let oldBytes = (entry.before?.value).map { Self.bytes(of: $0, knowing: key.written) }
+                let oldBytes = oldValue.map { Self.bytes(of: $0, knowing: key.written) }
                 var newBytes: [UInt8]?
-                if let value = entry.after?.value {
+                if let value = newValue {
                     let bytes = Self.bytes(of: value, knowing: key.stored)
                     newBytes = bytes
                     key.written = bytes.count <= Self.maximumCachedValueBytes ? (value, bytes) : nil
