@@ -9,15 +9,17 @@
 #   --keys K          other keys in the store besides the writers' (default 0)
 #   --history-rows N  history rows pre-filled into the store (bench/history-fill.sh; default 0)
 #   --writes "N1 N2"  writes per writer of the runs (default "200 1200")
-#   --pauses "P..."   microseconds each writer waits after each reply, one set of runs per value
-#                     (default "0" with 1 writer, "0 100000" with more; see below)
+#   --pauses "P..."   microseconds each writer waits on average after each reply, one set of
+#                     runs per value (default "0" with 1 writer, "0 100000 400000" with more)
 #   --modes "on off"  which to measure (default both)
 #   --keep DIR        keep the callgrind outputs there (callgrind_annotate --inclusive=yes)
 #   env PROPBUSD      the daemon (default: a release build)
 #
 # Each run starts the daemon under valgrind on a copy of the same prepared store, so the runs
 # of a mode start alike. Each run also reports its commits (calls of the store's commit, one
-# per round that wrote; from the callgrind output) and fsyncs.
+# per round that wrote; from the callgrind output), fsyncs, and history's own instructions per
+# write (HistoryTable.record and .prune, inclusive: the rows and the index step; a count that
+# does not depend on the commit sizes, but leaves out the larger WAL write of each commit).
 #
 # Equal work. With one writer every write is a commit of its own, in both modes, and the
 # difference of the two runs divided by the writes is the figure. With more writers a commit
@@ -25,8 +27,10 @@
 # (the same build committed 9,600 writes in 4,023 and in 2,771 commits), while a commit has a
 # fixed cost (BEGIN, COMMIT, the WAL frames, the round: ~100k instructions) larger than the
 # margin looked for. So the two modes are compared at the same commits per write: each mode's
-# runs, at two or more pauses (a pause makes commits smaller, so the runs' commits per write
-# differ by design, not by chance), are fitted by least squares to
+# runs, at three pauses (a pause makes commits smaller, so the runs' commits per write differ
+# by design, not only by chance; with two, or runs whose commits per write lie close together,
+# the split between a and b below is poorly determined and the ratio moves by several
+# points), are fitted by least squares to
 #     instructions = c0 + a * writes + b * commits
 # (c0 start-up and exit, a a write's own cost, b a commit's), and each mode's instructions per
 # write a + b * k are printed at the same k: the commits per write of the unpaused
@@ -54,7 +58,7 @@ done
 command -v valgrind >/dev/null || bench_need valgrind
 bench_cc write-client glib-2.0
 if [ -n "${PROPBUSD:-}" ]; then propbusd=$PROPBUSD; else bench_bin propbusd; propbusd="$bin/propbusd"; fi
-[ -n "$pauses" ] || { if [ "$writers" -gt 1 ]; then pauses="0 100000"; else pauses=0; fi; }
+[ -n "$pauses" ] || { if [ "$writers" -gt 1 ]; then pauses="0 100000 400000"; else pauses=0; fi; }
 bench_start_bus history-callgrind '<limit name="reply_timeout">600000</limit>'
 export DBUS_SESSION_BUS_ADDRESS=$ADDR
 unset DBUS_SYSTEM_BUS_ADDRESS DBUS_STARTER_ADDRESS DBUS_STARTER_BUS_TYPE STATE_DIRECTORY
@@ -68,7 +72,7 @@ bench/build/write-client "$ADDR" preload-propbus "$keys"
 bench_stop_pid "$pb"; bench_wait_gone org.propbus.PropBus1
 [ "$history_rows" -gt 0 ] && bench/history-fill.sh "$tmp/prepared" "$history_rows" "$(( keys > 0 ? keys : 1000 ))"
 
-# run MODE N PAUSE → "INSTRUCTIONS COMMITS FSYNCS" of the daemon for a run of N writes per writer
+# run MODE N PAUSE → "INSTRUCTIONS COMMITS FSYNCS HISTORY_OWN" of the daemon for a run of N writes per writer
 run() {
   rm -rf "$tmp/state"; cp -a "$tmp/prepared" "$tmp/state"
   # shellcheck disable=SC2046
@@ -84,11 +88,15 @@ run() {
   awk '
     /^(c?fn|cfn)=\(/ { id = substr($0, index($0, "(")); name = substr(id, index(id, ")") + 2); id = substr(id, 1, index(id, ")"))
                         if (name != "") names[id] = name }
+    # The line after a calls= line is the call'"'"'s position and inclusive cost: history'"'"'s own
+    # instructions are those of HistoryTable.record (the rows) and .prune (the index step).
+    own_next { own += $2; own_next = 0 }
     /^cfn=/ { callee = names[id] }
     /^calls=/ { split($1, c, "="); if (callee ~ /SQLiteStoreC6commit_10durability/) commits += c[2]
-                else if (callee ~ /^(fsync|fdatasync)$/) fsyncs += c[2] }
+                else if (callee ~ /^(fsync|fdatasync)$/) fsyncs += c[2]
+                else if (callee ~ /HistoryTableC(6record_7options|5prune7options)/) own_next = 1 }
     /^summary:|^totals:/ { total = $2 }
-    END { printf "%s %d %d\n", total, commits, fsyncs }' "$tmp/cg.out"
+    END { printf "%s %d %d %d\n", total, commits, fsyncs, own }' "$tmp/cg.out"
 }
 
 # fit FILE → "a b c0 rms" for lines "WRITES COMMITS INSTRUCTIONS" (least squares, centred);
@@ -113,9 +121,10 @@ for mode in $modes; do
   for pause in $pauses; do
     first=
     for n in $writes; do
-      read -r total commits fsyncs < <(run "$mode" "$n" "$pause")
+      read -r total commits fsyncs own < <(run "$mode" "$n" "$pause")
       w=$(( n * writers ))
-      echo "$mode pause ${pause}us: $w writes, $commits commits ($(awk -v c="$commits" -v w="$w" 'BEGIN { printf "%.3f", c / w }') per write), $fsyncs fsyncs, $total instructions"
+      echo "$mode pause ${pause}us: $w writes, $commits commits ($(awk -v c="$commits" -v w="$w" 'BEGIN { printf "%.3f", c / w }') per write), $fsyncs fsyncs, $total instructions" \
+        "(history's rows and index step: $(awk -v o="$own" -v w="$w" 'BEGIN { printf "%.0f", o / w }') per write)"
       echo "$w $commits $total" >>"$tmp/fit-$mode"
       if [ "$pause" = "$(set -- $pauses; echo "$1")" ]; then
         if [ -z "$first" ]; then first="$w $commits $total"; else
