@@ -291,6 +291,55 @@ final class HistoryStoreTests: XCTestCase {
         }
     }
 
+    /// A step reads the tail for deletions' rows only when one may be there (the rows written
+    /// since the last step say so; at open it is not known): a deletion in a later batch than
+    /// one without any, and one left in the tail by a closed store, are still found by change,
+    /// and the batches of plain writes around them index no row in `history_by_change`.
+    func testADeletionIsIndexedByChangeInALaterBatchAndAfterReopening() throws {
+        var store = try SQLiteStore(path: path)
+        store.historyOptions.indexBatch = 2
+        var model = try PropertyModel(store: store)
+        func round(_ body: () throws -> Void) throws {
+            try body()
+            end(model, store)
+            while try store.pruneHistory() {}
+        }
+        func byChange() throws -> [String] { try SQLiteDatabase(path: path).textRows("SELECT count(*) FROM history_by_change") }
+        try round { for name in ["a", "b", "c"] { _ = try model.create(key: "x.\(name)", type: "i", defaultValue: .int32(0), options: [:]) } }
+        for value in 1...4 { try round { _ = try model.set("x.a", to: .int32(Int32(value))) } }
+        XCTAssertEqual(try byChange(), ["0"], "no deletion yet")
+        // A deletion in a batch after ones without: indexed at that batch's step.
+        try round { _ = try model.delete(key: "x.b") }
+        try round { _ = try model.set("x.a", to: .int32(5)) }
+        XCTAssertEqual(try byChange(), ["1"])
+        // A deletion's change is the key's old revision: the change's rows are all that name it.
+        func expectFound(_ deletion: HistoryRecord, among rows: [HistoryRecord]) throws {
+            let found = try store.history(ofChange: deletion.change)
+            XCTAssertEqual(found.map(\.key.text).sorted(), rows.filter { $0.change == deletion.change }.map(\.key.text).sorted())
+            XCTAssertTrue(found.contains { $0.kind == "deleted" && $0.key == deletion.key }, "\(deletion.key.text)'s deletion")
+        }
+        var rows = try store.history(prefix: "x.", after: 0, limit: 100)
+        var deletions = rows.filter { $0.kind == "deleted" }
+        XCTAssertEqual(deletions.count, 1)
+        try expectFound(deletions[0], among: rows)
+        for value in 6...9 { try round { _ = try model.set("x.a", to: .int32(Int32(value))) } }
+        XCTAssertEqual(try byChange(), ["1"])
+        // A deletion left in the tail by a store closed before its step: indexed after reopening.
+        store.historyOptions.indexBatch = 1_000
+        try round { _ = try model.delete(key: "x.c") }
+        store.close()
+        store = try SQLiteStore(path: path)
+        store.historyOptions.indexBatch = 1
+        model = try PropertyModel(store: store)
+        while try store.pruneHistory() {}
+        XCTAssertEqual(try SQLiteDatabase(path: path).textRows("SELECT count(*) FROM history WHERE id > (SELECT value FROM meta WHERE name = 'history_indexed')"), ["0"])
+        XCTAssertEqual(try byChange(), ["2"])
+        rows = try store.history(prefix: "x.", after: 0, limit: 100)
+        deletions = rows.filter { $0.kind == "deleted" }
+        XCTAssertEqual(deletions.map(\.key.text), ["x.b", "x.c"])
+        for deletion in deletions { try expectFound(deletion, among: rows) }
+    }
+
     /// A time is found by a binary search over the rows (their times never decrease): the
     /// revision before each row's time is the previous row's, also across indexed rows and the
     /// tail, and a time before every row or after the last has none or the last.

@@ -6,6 +6,9 @@
  *       key (propbus: bench.wN, int32; dconf: /bench/wN, int32) to a new value, waiting for
  *       every reply, until SECONDS pass or it made MAX writes. Prints
  *       "WRITES ELAPSED_S WRITES_PER_S" (acknowledged writes over all writers).
+ *       env WRITE_CLIENT_PAUSE_US: each writer waits that long on average (drawn from 0 to twice
+ *       it) after each reply before its next write (default 0): fewer writes then arrive while a commit runs, so commits carry
+ *       fewer writes (bench/history-callgrind.sh varies it to separate a commit's fixed cost).
  *   write-client ADDRESS preload-propbus N
  *       Creates bench.w0..bench.w15 and N stored properties bench.k0..k(N-1) (pipelined).
  *   write-client ADDRESS preload-propbus-transient
@@ -155,6 +158,8 @@ static int run_writers(const char *address, const char *target, int writers, dou
     int fds[2];
     if (pipe(fds) != 0) { perror("pipe"); return 1; }
     double start = now() + 0.5 + writers * 0.02;
+    const char *pause = getenv("WRITE_CLIENT_PAUSE_US");
+    useconds_t pause_us = pause ? (useconds_t)atol(pause) : 0;
     for (int w = 0; w < writers; w++) {
         pid_t pid = fork();
         if (pid < 0) { perror("fork"); return 1; }
@@ -165,6 +170,7 @@ static int run_writers(const char *address, const char *target, int writers, dou
         snprintf(name, sizeof name, "w%d", w);
         while (now() < start) usleep(1000);
         long done = 0;
+        unsigned seed = (unsigned)getpid();
         double end = start + seconds;
         /* Values never repeat, so no write is a no-op. */
         dbus_int32_t value = (dbus_int32_t)(getpid() % 1000) * 1000000;
@@ -173,6 +179,9 @@ static int run_writers(const char *address, const char *target, int writers, dou
             DBusMessage *req = dconf ? dconf_change("w", w, 1, value) : propbus_set(name, value);
             dbus_message_unref(call(conn, req));
             done++;
+            /* Drawn from 0 … 2 × the pause: the writers' replies come together (one commit's),
+             * and equal pauses would bring their next writes together again. */
+            if (pause_us > 0) usleep((useconds_t)(rand_r(&seed) % (2 * pause_us + 1)));
         }
         double finished = now();
         dprintf(fds[1], "%ld %.6f\n", done, finished - start);

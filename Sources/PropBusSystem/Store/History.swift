@@ -60,15 +60,27 @@ final class HistoryTable {
     /// Rows in the tail, counted at open and kept up to date (an upper bound: pruning may
     /// delete some).
     var tailCount = 0
+    /// Whether the tail may hold a row whose change is below its revision (a deletion's), the
+    /// only rows `history_by_change` indexes: unknown (true) at open, then known from the rows
+    /// written, so a step does not read the whole tail again to find none.
+    var tailMayHoldDeletions = true
     /// The last row's time: a commit's is at least this, so times never decrease with ids.
     var lastTime: Int64 = 0
     /// A caller's id in `history_caller` and `last_row` there: the id of a row up to which that
     /// caller row is kept whatever the rows naming it (the last of ``callerLease`` rows from the
     /// row that last raised it), so a caller's writes raise it once in ``callerLease`` rows.
-    struct CachedCaller {
-        var caller: WriteSet.Caller
-        var id: Int64
+    /// A class, confined to the queue like the table: with many writers the caller changes
+    /// from one row to the next, and copying a struct holding the caller's strings in and out
+    /// of the cache cost more per row than finding it.
+    final class CachedCaller {
+        let caller: WriteSet.Caller
+        let id: Int64
         var lastRow: Int64
+        init(caller: WriteSet.Caller, id: Int64, lastRow: Int64) {
+            self.caller = caller
+            self.id = id
+            self.lastRow = lastRow
+        }
     }
     /// Callers by bus name (a connection's identity does not change), bounded: emptied past
     /// ``maximumCachedCallers`` (a miss costs one probe of the identity index).
@@ -183,6 +195,7 @@ final class HistoryTable {
         firstRowFrom = try database.prepare("SELECT id, time FROM history WHERE id >= ?1 ORDER BY id LIMIT 1")
         firstChangeFrom = try database.prepare("SELECT id, max(change, revision) FROM history WHERE id >= ?1 ORDER BY id LIMIT 1")
         rowBefore = try database.prepare("SELECT revision FROM history WHERE id < ?1 ORDER BY id DESC LIMIT 1")
+        tailMayHoldDeletions = true
         indexedThrough = Int64(try database.textRows("SELECT value FROM meta WHERE name = 'history_indexed'").first ?? "0") ?? 0
         tailCount = Int(try database.textRows("SELECT count(*) FROM history WHERE id > \(indexedThrough)").first ?? "0") ?? 0
         // Counted in the narrow index (one entry per indexed row), not `history` itself, which
@@ -210,12 +223,17 @@ final class HistoryTable {
     }
 
     /// `created`, `changed`, `redefined` or `deleted`.
+    /// `old` and `new` are the entry's values, read once by the caller: each read copies the
+    /// entry (its definition's many fields), for every key of every commit.
+    private static func kind(of entry: WriteSet.Entry, old: DBusValue?, new: DBusValue?) -> String {
+        guard let old else { return "created" }
+        guard let new else { return "deleted" }
+        guard old == new else { return "changed" }
+        return entry.before?.definition != entry.after?.definition ? "redefined" : "changed"
+    }
+
     private static func kind(of entry: WriteSet.Entry) -> String {
-        switch (entry.before, entry.after) {
-        case (nil, _): return "created"
-        case (_, nil): return "deleted"
-        case (let old?, let new?): return old.value == new.value && old.definition != new.definition ? "redefined" : "changed"
-        }
+        kind(of: entry, old: entry.before?.value, new: entry.after?.value)
     }
 
     /// ``WriteSet/Entry/isTransient``, reading the one field through the optionals instead of
@@ -260,21 +278,24 @@ final class HistoryTable {
                 insert.reset()
                 try insert.bind(.integer(nextID), at: 1)
                 try insert.bind(.integer(id), at: 2)
-                try insert.bind(.integer(Int64(bitPattern: entry.after?.revision ?? writeSet.revision)), at: 3)
+                let revision = Int64(bitPattern: entry.after?.revision ?? writeSet.revision)
+                if id < revision { tailMayHoldDeletions = true }
+                try insert.bind(.integer(revision), at: 3)
                 try insert.bind(.integer(time), at: 4)
                 try insert.bind(.integer(keyID), at: 5)
-                let kind = Self.kind(of: entry)
+                let oldValue = entry.before?.value, newValue = entry.after?.value
+                let kind = Self.kind(of: entry, old: oldValue, new: newValue)
                 if boundKind != kind {
                     try insert.bind(.text(kind), at: 6)
                     boundKind = kind
                 }
-                try insert.bind(entry.before.map { .blob(Self.bytes(of: $0.value, knowing: key.written)) } ?? .null, at: 7)
-                if let after = entry.after {
-                    let bytes = Self.bytes(of: after.value, knowing: key.stored)
-                    try insert.bind(.blob(bytes), at: 8)
-                    key.written = bytes.count <= Self.maximumCachedValueBytes ? (after.value, bytes) : nil
+                let oldBytes = oldValue.map { Self.bytes(of: $0, knowing: key.written) }
+                var newBytes: [UInt8]?
+                if let value = newValue {
+                    let bytes = Self.bytes(of: value, knowing: key.stored)
+                    newBytes = bytes
+                    key.written = bytes.count <= Self.maximumCachedValueBytes ? (value, bytes) : nil
                 } else {
-                    try insert.bind(.null, at: 8)
                     key.written = nil
                 }
                 key.stored = nil
@@ -284,7 +305,7 @@ final class HistoryTable {
                     boundVia = rowVia
                 }
                 try insert.bind(callerID.map { .integer($0) } ?? .null, at: 10)
-                try insert.run()
+                try insert.run(blobs: oldBytes, newBytes, at: (7, 8))
                 // A rolled-back commit leaves a gap in the ids, which only need to grow.
                 nextID += 1
                 rowCount += 1
@@ -305,7 +326,7 @@ final class HistoryTable {
     /// last change's, the cache's (by bus name), the table's, or a new row's (in the commit's
     /// transaction: a rollback takes it back, ``commitFailed()``).
     func callerID(of caller: WriteSet.Caller, row: Int64) throws(SQLiteError) -> Int64 {
-        var cached: CachedCaller
+        let cached: CachedCaller
         if let last = lastCaller, Self.sameIdentity(last.caller, caller) {
             cached = last
         } else if let known = callers[caller.busName], Self.sameIdentity(known.caller, caller) {
@@ -335,7 +356,6 @@ final class HistoryTable {
         if cached.lastRow < row, let raiseCallerLastRow {
             cached.lastRow = row + callerLease - 1
             try raiseCallerLastRow.run([.integer(cached.id), .integer(cached.lastRow)])
-            callers[caller.busName] = cached
         }
         lastCaller = cached
         return cached.id

@@ -29,12 +29,13 @@ extension HistoryTable {
               !database.inTransaction else { return false }
         let now = Self.now()
         guard try needsPruning(options, now: now) else { return false }
-        let rowsBefore = rowCount, tailBefore = tailCount, indexedBefore = indexedThrough
+        let rowsBefore = rowCount, tailBefore = tailCount, indexedBefore = indexedThrough, deletionsBefore = tailMayHoldDeletions
         try database.execute("BEGIN IMMEDIATE")
         do {
             if tailCount > 0, tailCount >= options.indexBatch {
                 try indexTail.run([.integer(indexedThrough)])
-                try indexTailByChange.run([.integer(indexedThrough)])
+                if tailMayHoldDeletions { try indexTailByChange.run([.integer(indexedThrough)]) }
+                tailMayHoldDeletions = false
                 indexedThrough = nextID - 1
                 try saveIndexed.run([.integer(indexedThrough)])
                 tailCount = 0
@@ -85,6 +86,7 @@ extension HistoryTable {
             rowCount = rowsBefore
             tailCount = tailBefore
             indexedThrough = indexedBefore
+            tailMayHoldDeletions = deletionsBefore
             throw error
         }
         return try needsPruning(options, now: now)

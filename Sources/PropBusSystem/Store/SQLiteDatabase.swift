@@ -127,6 +127,40 @@ final class SQLiteStatement {
         }
     }
 
+    /// Runs the statement to completion with the bindings it has and `first` and `second` as
+    /// blobs (`nil`: NULL) at `positions`, which SQLite reads in place instead of copying
+    /// (`SQLITE_STATIC`): a history row binds two values per write, and each copy was a
+    /// malloc, a memcpy and a free. The bytes are borrowed for the step alone: NULL is bound
+    /// there again before this returns, so no pointer to them stays in the statement.
+    func run(blobs first: [UInt8]?, _ second: [UInt8]?, at positions: (Int32, Int32)) throws(SQLiteError) {
+        func borrowing(_ bytes: [UInt8]?, _ body: (UnsafeRawBufferPointer?) -> Int32) -> Int32 {
+            guard let bytes else { return body(nil) }
+            return bytes.withUnsafeBytes { body($0) }
+        }
+        func bind(_ buffer: UnsafeRawBufferPointer?, at position: Int32) -> Int32 {
+            guard let buffer else { return sqlite3_bind_null(handle, position) }
+            // A zero-length blob is not NULL: SQLite takes a null pointer with length 0 as NULL.
+            return sqlite3_bind_blob(handle, position, buffer.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(buffer.count), nil)
+        }
+        var failure: SQLiteError?
+        let status = borrowing(first) { a in
+            borrowing(second) { b in
+                var status = bind(a, at: positions.0)
+                if status == SQLITE_OK { status = bind(b, at: positions.1) }
+                if status == SQLITE_OK {
+                    repeat { status = sqlite3_step(handle) } while status == SQLITE_ROW
+                }
+                if status != SQLITE_OK, status != SQLITE_DONE { failure = database.error(status) }
+                sqlite3_reset(handle)
+                sqlite3_bind_null(handle, positions.0)
+                sqlite3_bind_null(handle, positions.1)
+                return status
+            }
+        }
+        if let failure { throw failure }
+        guard status == SQLITE_OK || status == SQLITE_DONE else { throw database.error(status) }
+    }
+
     /// Binds `values` and runs the statement to completion.
     func run(_ values: [SQLiteValue]) throws(SQLiteError) {
         try bind(values)
