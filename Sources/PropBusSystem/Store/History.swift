@@ -118,7 +118,8 @@ final class HistoryTable {
     /// Keys by key, bounded like ``callers``; the last row's first.
     var keys: [Key: KeyEntry] = [:]
     static let maximumCachedKeys = 16_384
-    var lastKey: Key?
+    /// The last key's entry, compared by its text: keeping the last `Key` as well retained and
+    /// released its three strings at every lookup.
     var lastKeyEntry: KeyEntry?
     /// Recent keys, one per slot of their text's ``slot(of:among:)``, in front of ``keys``
     /// (whose `Key` hashes its text, group and name), as ``callerSlots``: a commit looks each
@@ -247,7 +248,6 @@ final class HistoryTable {
 
     func forgetKeys() {
         keys.removeAll()
-        lastKey = nil
         lastKeyEntry = nil
         keySlots.update(repeating: nil)
     }
@@ -464,10 +464,9 @@ final class HistoryTable {
     /// `key`'s entry, with its id in `history_key`: the last row's, the cache's, or one made
     /// from the table's row or a new row's (in the commit's transaction, like a caller's).
     func entry(of key: Key) throws(SQLiteError) -> KeyEntry {
-        if let lastKeyEntry, lastKey == key { return lastKeyEntry }
+        if let lastKeyEntry, lastKeyEntry.text == key.text { return lastKeyEntry }
         let slot = Self.slot(of: key.text, among: keySlots.count)
         if let recent = keySlots[slot], recent.text == key.text {
-            lastKey = key
             lastKeyEntry = recent
             return recent
         }
@@ -491,7 +490,6 @@ final class HistoryTable {
             throw SQLiteError(code: SQLITE_MISUSE, message: "history is not attached")
         }
         keySlots[slot] = entry
-        lastKey = key
         lastKeyEntry = entry
         return entry
     }
