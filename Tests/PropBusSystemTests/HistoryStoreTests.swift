@@ -424,6 +424,68 @@ final class HistoryStoreTests: XCTestCase {
         XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_index"), ["1"])
     }
 
+    /// The caches in front of the key and caller tables (``HistoryTable/keySlots``,
+    /// ``HistoryTable/callerSlots``): keys and callers that land in the same slot (callers of
+    /// one bus name, keys found to collide) are compared in full, never taken for another's.
+    func testKeysAndCallersSharingACacheSlotNeverShareAnID() throws {
+        let store = try SQLiteStore(path: path)
+        // Three keys in one slot of the key cache.
+        let slots = store.historyTable.keySlots.count
+        var bySlot: [Int: [String]] = [:]
+        var colliding: [String] = []
+        for index in 0..<100_000 where colliding.isEmpty {
+            let key = "s.k\(index)"
+            bySlot[HistoryTable.slot(of: key, among: slots), default: []].append(key)
+            if let keys = bySlot[HistoryTable.slot(of: key, among: slots)], keys.count == 3 { colliding = keys }
+        }
+        XCTAssertEqual(Set(colliding.map { HistoryTable.slot(of: $0, among: slots) }).count, 1)
+        let (sa, sb, ta) = (colliding[0], colliding[1], colliding[2])
+        let model = try PropertyModel(store: store)
+        for key in colliding { _ = try model.create(key: key, type: "i", defaultValue: .int32(0), options: [:]) }
+        end(model, store)
+        // Alice's bus name, another uid and user: a later connection given a freed name.
+        let mallory = WriteSet.Caller(via: "Set", busName: alice.busName, userID: 1002, userName: "mallory", processID: 4444, command: "propctl")
+        let writes: [(key: String, caller: WriteSet.Caller)] = [(sa, alice), (sb, mallory), (ta, alice), (sa, mallory), (sb, alice)]
+        for round in 1...2 {
+            for (index, write) in writes.enumerated() {
+                model.origin = .call(write.caller)
+                _ = try model.set(write.key, to: .int32(Int32(round * 10 + index)))
+                end(model, store)
+            }
+        }
+        // A key recreated with another type, written by each in one round.
+        _ = try model.delete(key: sb)
+        end(model, store)
+        _ = try model.create(key: sb, type: "s", defaultValue: .string(""), options: [:])
+        end(model, store)
+        model.origin = .call(mallory)
+        _ = try model.set(sb, to: .string("x"))
+        model.origin = .call(alice)
+        _ = try model.set(ta, to: .int32(99))
+        model.origin = .daemon
+        end(model, store)
+
+        for key in colliding {
+            var expected: [(user: String?, value: DBusValue?)] = []
+            for round in 1...2 {
+                for (index, write) in writes.enumerated() where write.key == key {
+                    expected.append((write.caller.userName, .int32(Int32(round * 10 + index))))
+                }
+            }
+            if key == sb { expected += [(nil, nil), (nil, .string("")), ("mallory", .string("x"))] }
+            if key == ta { expected.append(("alice", .int32(99))) }
+            let records = try store.history(prefix: key, after: 0, limit: 100).filter { $0.key.text == key }.dropFirst()
+            XCTAssertEqual(records.map(\.caller?.userName), expected.map(\.user), key)
+            XCTAssertEqual(records.map(\.newValue), expected.map(\.value), key)
+            for record in records where record.caller != nil {
+                XCTAssertEqual(record.caller?.userID, record.caller?.userName == "alice" ? 1000 : 1002, "\(key): a caller's uid is its own")
+            }
+        }
+        let database = try SQLiteDatabase(path: path)
+        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_key"), ["3"], "one id per key, kept when it is recreated")
+        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_caller WHERE bus_name = ':1.42'"), ["2"], "alice and mallory, once each")
+    }
+
     /// Schema 8 → 9: a store whose rows repeat their caller's fields opens with its rows kept
     /// (in both tables), their callers moved into `history_caller` once per identity.
     func testVersion8StoreIsMigratedKeepingItsHistoryAndCallers() throws {

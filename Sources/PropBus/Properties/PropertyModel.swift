@@ -49,8 +49,8 @@ public final class PropertyModel {
             get { layersBox?.layers }
             set { layersBox = newValue.flatMap { $0.isEmpty ? nil : LayersBox($0) } }
         }
-        /// Rare, so out of line, as ``hidden``.
-        private var layersBox: LayersBox?
+        /// Rare, so out of line, as ``hidden``. Visible to ``value``'s inlined body.
+        @usableFromInline var layersBox: LayersBox?
 
         public init(definition: PropertyDefinition, storedValue: DBusValue?, revision: UInt64, hidden: HiddenValue? = nil) {
             self.definition = definition
@@ -64,14 +64,16 @@ public final class PropertyModel {
             init(_ hidden: HiddenValue) { self.hidden = hidden }
         }
 
-        private final class LayersBox: Sendable {
-            let layers: ValueLayers
+        @usableFromInline final class LayersBox: Sendable {
+            @usableFromInline let layers: ValueLayers
             init(_ layers: ValueLayers) { self.layers = layers }
         }
 
         /// The value clients see: the user's (``storedValue``) unless a layer above it holds
         /// one, else the layers below it and the definition's default.
-        public var value: DBusValue {
+        // Inlinable: called on an entry in another module's memory (history reads the write
+        // set in place), an opaque getter made the caller copy the whole entry first.
+        @inlinable public var value: DBusValue {
             guard let layers = layersBox?.layers else { return storedValue ?? definition.defaultValue }
             return layers.effective(stored: storedValue, defaultValue: definition.defaultValue).value
         }

@@ -88,6 +88,12 @@ final class HistoryTable {
     static let maximumCachedCallers = 4096
     /// The last change's caller: a connection's writes come one after the other.
     var lastCaller: CachedCaller?
+    /// Recent callers, one per slot of their bus name's ``slot(of:among:)``, in front of
+    /// ``callers``: with many writers the caller changes from one row to the next, and a
+    /// dictionary lookup hashes the name with SipHash and probes, where this hashes a few bytes
+    /// and compares the caller found in full (a collision is a miss, never another's id).
+    /// Fixed storage, a `let`: an array in a `var` paid an exclusivity check at every access.
+    let callerSlots = UnsafeMutableBufferPointer<CachedCaller?>.allocate(capacity: 64)
     /// How many rows, from the one that raises it, a caller's `last_row` covers: a sweep keeps
     /// a caller up to that many rows longer than its last row (internal: tests make it 1).
     var callerLease: Int64 = 4096
@@ -98,17 +104,28 @@ final class HistoryTable {
     /// changed in place wherever it is found (the last row's, or the cache's).
     final class KeyEntry {
         let id: Int64
+        /// The key's text, which ``keySlots`` compares before using the entry.
+        let text: String
         var written: (value: DBusValue, bytes: [UInt8])?
         var stored: (value: DBusValue, bytes: [UInt8])?
-        init(id: Int64) { self.id = id }
+        init(id: Int64, text: String) {
+            self.id = id
+            self.text = text
+        }
     }
     /// Values of more bytes are not kept in a ``KeyEntry``: the cache stays small.
     static let maximumCachedValueBytes = 256
     /// Keys by key, bounded like ``callers``; the last row's first.
     var keys: [Key: KeyEntry] = [:]
     static let maximumCachedKeys = 16_384
-    var lastKey: Key?
+    /// The last key's entry, compared by its text: keeping the last `Key` as well retained and
+    /// released its three strings at every lookup.
     var lastKeyEntry: KeyEntry?
+    /// Recent keys, one per slot of their text's ``slot(of:among:)``, in front of ``keys``
+    /// (whose `Key` hashes its text, group and name), as ``callerSlots``: a commit looks each
+    /// key up twice (its value's bytes, its row), and with many writers the key changes from
+    /// one lookup to the next.
+    let keySlots = UnsafeMutableBufferPointer<KeyEntry?>.allocate(capacity: 1024)
     /// What ``insert`` holds bound as the kind and via (parameters 6, 9; `nil`: not bound
     /// since it was prepared): bound again only when they change, as binding text copies it.
     var boundKind: String?
@@ -151,6 +168,16 @@ final class HistoryTable {
     var rowCount = 0
     /// Transient keys' changes, oldest first, bounded by ``HistoryOptions/maximumTransientRows``.
     var transientRecords: [HistoryRecord] = []
+
+    init() {
+        callerSlots.initialize(repeating: nil)
+        keySlots.initialize(repeating: nil)
+    }
+
+    deinit {
+        callerSlots.deinitialize().deallocate()
+        keySlots.deinitialize().deallocate()
+    }
 
     func attach(_ database: SQLiteDatabase) throws(SQLiteError) {
         self.database = database
@@ -206,34 +233,25 @@ final class HistoryTable {
         lastTime = Int64(try database.textRows("SELECT time FROM history ORDER BY id DESC LIMIT 1").first ?? "0") ?? 0
     }
 
-    /// Forgets the callers' and keys' ids known in memory (a rollback may have taken some
-    /// back; a sweep deleted some).
-    func forgetIdentities() {
-        callers.removeAll()
-        lastCaller = nil
-        keys.removeAll()
-        lastKey = nil
-        lastKeyEntry = nil
-    }
-
     static func now() -> Int64 {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
     }
 
-    /// `created`, `changed`, `redefined` or `deleted`.
-    /// `old` and `new` are the entry's values, read once by the caller: each read copies the
-    /// entry (its definition's many fields), for every key of every commit.
-    private static func kind(of entry: WriteSet.Entry, old: DBusValue?, new: DBusValue?) -> String {
+    /// `created`, `changed`, `redefined` or `deleted`, of a key whose values were `old` and
+    /// `new`, and whose definitions differ when `redefined` says so (asked only of an unchanged
+    /// value). Not a function of the entry: passing one copied it whole, for every key of every
+    /// commit.
+    private static func kind(old: DBusValue?, new: DBusValue?, redefined: () -> Bool) -> String {
         guard let old else { return "created" }
         guard let new else { return "deleted" }
         guard old == new else { return "changed" }
-        return entry.before?.definition != entry.after?.definition ? "redefined" : "changed"
+        return redefined() ? "redefined" : "changed"
     }
 
     private static func kind(of entry: WriteSet.Entry) -> String {
-        kind(of: entry, old: entry.before?.value, new: entry.after?.value)
+        kind(old: entry.before?.value, new: entry.after?.value) { entry.before?.definition != entry.after?.definition }
     }
 
     /// ``WriteSet/Entry/isTransient``, reading the one field through the optionals instead of
@@ -262,103 +280,80 @@ final class HistoryTable {
     /// nothing and indexes nothing: a step between rounds does (``prune(options:)``).
     ///
     /// Binds straight from the write set, one parameter at a time, the key and the caller as
-    /// their ids (``keyID(of:)``, ``callerID(of:row:)``): this runs for every key of every
-    /// durable write.
+    /// their ids (``entry(of:)``, ``callerID(of:row:)``): this runs for every key of every
+    /// durable write. The write set is read in place, through its arrays' buffers: iterating
+    /// them copied each change and each entry (retaining and releasing their definitions'
+    /// and values' storage), several times per key.
     func record(_ writeSet: WriteSet, options: HistoryOptions) throws(SQLiteError) {
         guard let insert else { return }
         // Never before the last row: a time is then found by a binary search over the rows.
         let time = max(Self.now(), lastTime)
         lastTime = time
-        for change in writeSet.changes where change.entries.contains(where: { !Self.isTransient($0) }) {
-            let id = Int64(bitPattern: change.id), via = change.origin.via
-            var callerID: Int64?
-            if let caller = change.origin.caller { callerID = try self.callerID(of: caller, row: nextID) }
-            for entry in change.entries where !Self.isTransient(entry) {
-                let key = try self.entry(of: entry.key), keyID = key.id
-                insert.reset()
-                try insert.bind(.integer(nextID), at: 1)
-                try insert.bind(.integer(id), at: 2)
-                let revision = Int64(bitPattern: entry.after?.revision ?? writeSet.revision)
-                if id < revision { tailMayHoldDeletions = true }
-                try insert.bind(.integer(revision), at: 3)
-                try insert.bind(.integer(time), at: 4)
-                try insert.bind(.integer(keyID), at: 5)
-                let oldValue = entry.before?.value, newValue = entry.after?.value
-                let kind = Self.kind(of: entry, old: oldValue, new: newValue)
-                if boundKind != kind {
-                    try insert.bind(.text(kind), at: 6)
-                    boundKind = kind
+        let revision = writeSet.revision
+        try writeSet.changes.withUnsafeBufferPointer { (changes) throws(SQLiteError) in
+            for index in changes.indices {
+                try changes[index].entries.withUnsafeBufferPointer { (entries) throws(SQLiteError) in
+                    try record(entries, of: changes[index].origin, revision: revision, time: time, insert: insert, options: options)
                 }
-                let oldBytes = oldValue.map { Self.bytes(of: $0, knowing: key.written) }
-                var newBytes: [UInt8]?
-                if let value = newValue {
-                    let bytes = Self.bytes(of: value, knowing: key.stored)
-                    newBytes = bytes
-                    key.written = bytes.count <= Self.maximumCachedValueBytes ? (value, bytes) : nil
-                } else {
-                    key.written = nil
-                }
-                key.stored = nil
-                let rowVia = entry.via ?? via
-                if boundVia != rowVia {
-                    try insert.bind(.text(rowVia), at: 9)
-                    boundVia = rowVia
-                }
-                try insert.bind(callerID.map { .integer($0) } ?? .null, at: 10)
-                try insert.run(blobs: oldBytes, newBytes, at: (7, 8))
-                // A rolled-back commit leaves a gap in the ids, which only need to grow.
-                nextID += 1
-                rowCount += 1
-                tailCount += 1
-                if let limit = options.maximumPerKey, try count(of: entry.key, id: keyID, adding: 1) > limit { keysOverLimit.insert(entry.key) }
-                if oldestTimeIsKnown, oldestTime == nil { oldestTime = time }
             }
         }
     }
 
-    /// Whether `a` and `b` are the same caller (all but the method, which is the row's).
-    private static func sameIdentity(_ a: WriteSet.Caller, _ b: WriteSet.Caller) -> Bool {
-        a.busName == b.busName && a.userID == b.userID && a.processID == b.processID && a.userName == b.userName
-            && a.command == b.command && a.executable == b.executable && a.unit == b.unit && a.host == b.host
-    }
-
-    /// `caller`'s id in `history_caller`, its `last_row` raised to cover `row` if needed: the
-    /// last change's, the cache's (by bus name), the table's, or a new row's (in the commit's
-    /// transaction: a rollback takes it back, ``commitFailed()``).
-    func callerID(of caller: WriteSet.Caller, row: Int64) throws(SQLiteError) -> Int64 {
-        let cached: CachedCaller
-        if let last = lastCaller, Self.sameIdentity(last.caller, caller) {
-            cached = last
-        } else if let known = callers[caller.busName], Self.sameIdentity(known.caller, caller) {
-            cached = known
-        } else if let findCaller, let insertCaller {
-            var fields: [SQLiteValue] = [
-                .text(caller.busName), caller.userID.map { .integer(Int64($0)) } ?? .null, caller.userName.map { .text($0) } ?? .null,
-                caller.processID.map { .integer(Int64($0)) } ?? .null, caller.command.map { .text($0) } ?? .null,
-                caller.executable.map { .text($0) } ?? .null, caller.unit.map { .text($0) } ?? .null, caller.host.map { .text($0) } ?? .null,
-            ]
-            try findCaller.bind(fields)
-            if try findCaller.step() {
-                cached = CachedCaller(caller: caller, id: findCaller.integer(0), lastRow: findCaller.integer(1))
-                while try findCaller.step() {}
+    /// One change's rows: `entries` are its keys, `origin` where it came from.
+    private func record(_ entries: UnsafeBufferPointer<WriteSet.Entry>, of origin: WriteSet.Origin, revision: UInt64, time: Int64,
+                        insert: SQLiteStatement, options: HistoryOptions) throws(SQLiteError) {
+        // The change's id (``WriteSet/Change/id``: its highest revision) and whether it has a
+        // persistent key, in one pass.
+        var changeID: UInt64 = 0, persistent = false
+        for index in entries.indices {
+            changeID = max(changeID, entries[index].after?.revision ?? entries[index].before?.revision ?? 0)
+            if !Self.isTransient(entries[index]) { persistent = true }
+        }
+        guard persistent else { return }
+        let id = Int64(bitPattern: changeID), via = origin.via
+        let callerID = try self.callerID(of: origin, row: nextID)
+        for index in entries.indices where !Self.isTransient(entries[index]) {
+            let key = try self.entry(of: entries[index].key), keyID = key.id
+            insert.reset()
+            try insert.bind(.integer(nextID), at: 1)
+            try insert.bind(.integer(id), at: 2)
+            let rowRevision = Int64(bitPattern: entries[index].after?.revision ?? revision)
+            if id < rowRevision { tailMayHoldDeletions = true }
+            try insert.bind(.integer(rowRevision), at: 3)
+            try insert.bind(.integer(time), at: 4)
+            try insert.bind(.integer(keyID), at: 5)
+            let oldValue = entries[index].before?.value, newValue = entries[index].after?.value
+            let kind = Self.kind(old: oldValue, new: newValue) { entries[index].before?.definition != entries[index].after?.definition }
+            if boundKind != kind {
+                try insert.bind(.text(kind), at: 6)
+                boundKind = kind
+            }
+            let oldBytes = oldValue.map { Self.bytes(of: $0, knowing: key.written) }
+            var newBytes: [UInt8]?
+            if let value = newValue {
+                let bytes = Self.bytes(of: value, knowing: key.stored)
+                newBytes = bytes
+                key.written = bytes.count <= Self.maximumCachedValueBytes ? (value, bytes) : nil
             } else {
-                fields.append(.integer(row + callerLease - 1))
-                try insertCaller.bind(fields)
-                guard try insertCaller.step() else { throw SQLiteError(code: SQLITE_ERROR, message: "no id for a new caller row") }
-                cached = CachedCaller(caller: caller, id: insertCaller.integer(0), lastRow: row + callerLease - 1)
-                while try insertCaller.step() {}
+                key.written = nil
             }
-            if callers.count >= Self.maximumCachedCallers { callers.removeAll(keepingCapacity: true) }
-            callers[caller.busName] = cached
-        } else {
-            throw SQLiteError(code: SQLITE_MISUSE, message: "history is not attached")
+            key.stored = nil
+            let rowVia = entries[index].via ?? via
+            if boundVia != rowVia {
+                try insert.bind(.text(rowVia), at: 9)
+                boundVia = rowVia
+            }
+            try insert.bind(callerID.map { .integer($0) } ?? .null, at: 10)
+            try insert.run(blobs: oldBytes, newBytes, at: (7, 8))
+            // A rolled-back commit leaves a gap in the ids, which only need to grow.
+            nextID += 1
+            rowCount += 1
+            tailCount += 1
+            if let limit = options.maximumPerKey, try count(of: entries[index].key, id: keyID, adding: 1) > limit {
+                keysOverLimit.insert(entries[index].key)
+            }
+            if oldestTimeIsKnown, oldestTime == nil { oldestTime = time }
         }
-        if cached.lastRow < row, let raiseCallerLastRow {
-            cached.lastRow = row + callerLease - 1
-            try raiseCallerLastRow.run([.integer(cached.id), .integer(cached.lastRow)])
-        }
-        lastCaller = cached
-        return cached.id
     }
 
     /// `value`'s bytes: `known`'s if it holds the same value, else encoded.
@@ -373,34 +368,6 @@ final class HistoryTable {
         let bytes = ValueCodec.encode(value)
         if bytes.count <= Self.maximumCachedValueBytes { try entry(of: key).stored = (value, bytes) }
         return bytes
-    }
-
-    /// `key`'s entry, with its id in `history_key`: the last row's, the cache's, or one made
-    /// from the table's row or a new row's (in the commit's transaction, like a caller's).
-    func entry(of key: Key) throws(SQLiteError) -> KeyEntry {
-        if let lastKeyEntry, lastKey == key { return lastKeyEntry }
-        let entry: KeyEntry
-        if let known = keys[key] {
-            entry = known
-        } else if let findKey, let insertKey {
-            try findKey.bind([.text(key.text)])
-            if try findKey.step() {
-                entry = KeyEntry(id: findKey.integer(0))
-                while try findKey.step() {}
-            } else {
-                try insertKey.bind([.text(key.text)])
-                guard try insertKey.step() else { throw SQLiteError(code: SQLITE_ERROR, message: "no id for a new key row") }
-                entry = KeyEntry(id: insertKey.integer(0))
-                while try insertKey.step() {}
-            }
-            if keys.count >= Self.maximumCachedKeys { keys.removeAll(keepingCapacity: true) }
-            keys[key] = entry
-        } else {
-            throw SQLiteError(code: SQLITE_MISUSE, message: "history is not attached")
-        }
-        lastKey = key
-        lastKeyEntry = entry
-        return entry
     }
 
     /// The commit that ``record(_:options:)`` wrote into was rolled back: the callers and keys

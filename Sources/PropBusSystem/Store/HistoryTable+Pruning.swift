@@ -101,8 +101,7 @@ extension HistoryTable {
         let removed = Int(database.changes)
         if removed > 0 {
             // A cached caller may be one of them.
-            callers.removeAll()
-            lastCaller = nil
+            forgetCallers()
         }
         callerSweepPending = removed == batch
     }
@@ -125,11 +124,7 @@ extension HistoryTable {
                 removedSome = true
             }
         }
-        if removedSome {
-            keys.removeAll()
-            lastKey = nil
-            lastKeyEntry = nil
-        }
+        if removedSome { forgetKeys() }
         if candidates.count < batch {
             keySweepPending = false
             keySweepCursor = 0
