@@ -71,7 +71,17 @@ final class GatewayEncodingTests: XCTestCase {
         ]
         for (c, s, f) in shapes {
             XCTAssertEqual(String(decoding: TxnBodyWriter.body(compares: c, success: s, failure: f), as: UTF8.self),
-                           EtcdClient.txnBody(compares: c, success: s, failure: f).text)
+                           Self.txnTree(compares: c, success: s, failure: f).text)
         }
+    }
+
+    /// A txn's request as the gateway's JSON tree, built from the values' `json`: the text
+    /// ``TxnBodyWriter`` must write byte for byte.
+    private static func txnTree(compares: [Compare], success: [RequestOp], failure: [RequestOp]) -> JSONValue {
+        var members: [(String, JSONValue)] = []
+        if !compares.isEmpty { members.append(("compare", .array(compares.map(\.json)))) }
+        if !success.isEmpty { members.append(("success", .array(success.map(\.json)))) }
+        if !failure.isEmpty { members.append(("failure", .array(failure.map(\.json)))) }
+        return .object(members)
     }
 }

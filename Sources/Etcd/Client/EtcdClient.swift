@@ -120,15 +120,6 @@ public final class EtcdClient: Sendable {
                     resendIfConnectionLost: resendIfConnectionLost, token: token, first: preferredEndpoint)
     }
 
-    /// A txn's request as a JSON tree: what ``TxnBodyWriter`` writes as text.
-    static func txnBody(compares: [Compare], success: [RequestOp], failure: [RequestOp]) -> JSONValue {
-        var members: [(String, JSONValue)] = []
-        if !compares.isEmpty { members.append(("compare", .array(compares.map(\.json)))) }
-        if !success.isEmpty { members.append(("success", .array(success.map(\.json)))) }
-        if !failure.isEmpty { members.append(("failure", .array(failure.map(\.json)))) }
-        return .object(members)
-    }
-
     /// The token to send without waiting: `nil` when one must first be asked for.
     var tokenAtHand: String?? {
         guard options.credentials != nil else { return .some(nil) }

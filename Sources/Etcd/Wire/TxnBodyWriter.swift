@@ -1,6 +1,6 @@
 /// A txn's request body written straight into one byte buffer, in exactly the text
-/// `JSONValue.serialized()` makes of ``EtcdClient/txnBody(compares:success:failure:)``'s tree
-/// (the same members in the same order): a fleet write's txn is built on the D-Bus queue, on the
+/// `JSONValue.serialized()` makes of the gateway's JSON tree of the txn (`compare`, `success`,
+/// `failure`, each of the values' `json`, in that order; GatewayEncodingTests compares them): a fleet write's txn is built on the D-Bus queue, on the
 /// path of every Set, and the tree (its arrays, strings and their release) cost more than the
 /// text itself. Every string it writes is base64, a decimal or a fixed name: nothing to escape.
 struct TxnBodyWriter {
