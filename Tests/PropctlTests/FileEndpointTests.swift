@@ -1,0 +1,75 @@
+import Dispatch
+import Foundation
+import Glibc
+import XCTest
+@testable import propctl
+
+/// `propctl bind --file`'s endpoint on real files in a temporary directory, on a queue of its
+/// own, without a bus: what it hands its channel as the local value when a program changes the
+/// file at a chosen moment.
+final class FileEndpointTests: XCTestCase {
+    private var directory: String!
+
+    override func setUpWithError() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("propctl-file-endpoint-\(getpid())-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        if let directory { try? FileManager.default.removeItem(atPath: directory) }
+    }
+
+    /// What the endpoint hands its channel, in order, and the moment a test acts in; touched on
+    /// the endpoint's queue only.
+    private final class Channel {
+        var values: [String?] = []
+        /// Runs inside every delivery, before the channel takes its value.
+        var beforeTaking: (() -> Void)?
+    }
+
+    /// Polls `condition` on `queue` until it holds (10 s at most): a barrier, not a timing.
+    private func eventually(on queue: DispatchQueue, _ condition: () -> Bool) -> Bool {
+        for _ in 0..<10_000 {
+            if queue.sync(execute: condition) { return true }
+            usleep(1_000)
+        }
+        return false
+    }
+
+    /// `rm f; echo reborn > f`, with the creator's open at the worst moment: just after the
+    /// endpoint looked at the deleted name (nothing there, no event since) and handed the change
+    /// over. The creator has opened (truncated) the new file but not written yet, so what the
+    /// file shows then is no value; the channel sent it as "" before "reborn" when it read the
+    /// file again instead of taking what the endpoint had looked at (a ClientChannelTests flake).
+    func testAFileCreatedAgainJustAfterItsDeletionIsHandedOverIsNotSentEmpty() throws {
+        let file = directory + "/text"
+        XCTAssertTrue(FileManager.default.createFile(atPath: file, contents: Data("start\n".utf8)))
+        let queue = DispatchQueue(label: "FileEndpointTests")
+        let endpoint = FileEndpoint(path: file, inPlace: false)
+        let channel = Channel()
+        try queue.sync {
+            try endpoint.start(on: queue, changed: {
+                channel.beforeTaking?()
+                // What ClientChannel does with a change: it reads the endpoint's value.
+                channel.values.append(endpoint.current())
+            }, ended: { _ in })
+        }
+        defer { queue.sync { endpoint.stop() } }
+        var creator: Int32 = -1
+        queue.sync {
+            // Once the name is gone: a delivery during the unlink may still see the old file.
+            channel.beforeTaking = {
+                if creator < 0, access(file, F_OK) != 0 { creator = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0o644) }
+            }
+        }
+        XCTAssertEqual(unlink(file), 0)
+        XCTAssertTrue(eventually(on: queue) { creator >= 0 }, "the deletion was never handed over")
+        let bytes = Array("reborn\n".utf8)
+        XCTAssertEqual(bytes.withUnsafeBytes { Glibc.write(creator, $0.baseAddress, $0.count) }, bytes.count)
+        close(creator)
+        XCTAssertTrue(eventually(on: queue) { channel.values.last == "reborn" && endpoint.isIdle },
+                      "never handed over \"reborn\": \(queue.sync { channel.values })")
+        let values = queue.sync { channel.values }
+        XCTAssertFalse(values.contains(""), "a half-created file was handed over as a value: \(values)")
+    }
+}
