@@ -10,26 +10,16 @@ import XCTest
 
 /// The fleet's shell (``Fleet``) in this process against a fake etcd port: a service on a
 /// private bus, a store in memory, no etcd member. (Issue 25's throughput.)
-final class FleetInProcessTests: XCTestCase, @unchecked Sendable {
-    private var bus: TestBus!
-    private var serviceConnection: Connection!
-    private var client: Connection!
-    private var service: Service?
-    private let etcd = FakeEtcd()
+final class FleetInProcessTests: FleetHostTestCase, @unchecked Sendable {
     private let store = RefusingStore()
     private static let keys = (1...4).map { "lab.k\($0)" }
 
     override func setUp() async throws {
-        bus = try TestBus.start()
-        serviceConnection = try await bus.connect()
-        client = try await bus.connect()
-        let etcd = etcd, store = store
-        // Made and kept on the service's queue: the service is not Sendable.
-        try await onQueue(serviceConnection) { [self, serviceConnection] () throws in
-            service = try startFleetHost(on: serviceConnection!, store: store, etcd: etcd) { model in
-                for key in Self.keys { _ = try model.create(key: key, type: "i", defaultValue: .int32(0), options: ["scope": .string("fleet")]) }
-            }
+        let store = store
+        try await startHost(store: { store }) { model in
+            for key in Self.keys { _ = try model.create(key: key, type: "i", defaultValue: .int32(0), options: ["scope": .string("fleet")]) }
         }
+        let etcd = etcd
         // Connected, and this host's definitions offered to etcd.
         let layout = FleetLayout(prefix: "/lab/")
         let ready = await eventually(timeout: 10) {
@@ -41,18 +31,6 @@ final class FleetInProcessTests: XCTestCase, @unchecked Sendable {
             return offered && Self.keys.allSatisfy { (try? Key($0)).map { etcd.value(of: layout.definitionKey($0)) != nil } ?? false }
         }
         XCTAssertTrue(ready, "the fleet did not connect to the fake etcd")
-    }
-
-    override func tearDown() async throws {
-        if let serviceConnection {
-            _ = await onQueue(serviceConnection) { [self] in
-                service?.fleet?.stop()
-                service = nil
-            }
-        }
-        serviceConnection?.close()
-        client?.close()
-        bus?.stop()
     }
 
     private func set(_ key: String, _ value: DBusValue) async throws {

@@ -7,41 +7,18 @@ import XCTest
 
 /// The fleet's layers in a running host against a fake etcd: a lock from the watch, and one
 /// removed while the host's watch missed it, gone after the full read that follows a compaction.
-final class FleetLayersInProcessTests: XCTestCase, @unchecked Sendable {
-    private var bus: TestBus!
-    private var serviceConnection: Connection!
-    private var client: Connection!
-    private var service: Service?
-    private let etcd = FakeEtcd()
+final class FleetLayersInProcessTests: FleetHostTestCase, @unchecked Sendable {
     private let layout = FleetLayout(prefix: "/lab/")
     private let key = try! Key("lab.volume")
 
     override func setUp() async throws {
-        bus = try TestBus.start()
-        serviceConnection = try await bus.connect()
-        client = try await bus.connect()
-        let etcd = etcd, key = key
-        // Made and kept on the service's queue: the service is not Sendable.
-        try await onQueue(serviceConnection) { [self, serviceConnection] () throws in
-            service = try startFleetHost(on: serviceConnection!, store: MemoryStore(), etcd: etcd) { model in
-                _ = try model.create(key: key.text, type: "i", defaultValue: .int32(50), options: ["scope": .string("fleet")])
-            }
+        let key = key
+        try await startHost(store: { MemoryStore() }) { model in
+            _ = try model.create(key: key.text, type: "i", defaultValue: .int32(50), options: ["scope": .string("fleet")])
         }
-        let layout = layout
+        let etcd = etcd, layout = layout
         let ready = await eventually(timeout: 10) { etcd.value(of: layout.definitionKey(key)) != nil }
         XCTAssertTrue(ready, "the fleet did not offer its key to the fake etcd")
-    }
-
-    override func tearDown() async throws {
-        if let serviceConnection {
-            _ = await onQueue(serviceConnection) { [self] in
-                service?.fleet?.stop()
-                service = nil
-            }
-        }
-        serviceConnection?.close()
-        client?.close()
-        bus?.stop()
     }
 
     private func value() async throws -> DBusValue {

@@ -10,11 +10,7 @@ import XCTest
 /// the lifetimes etcd holds when it starts, without timing. The host is "a"; etcd already holds
 /// one connection-lifetime key of a's (from before a restart, or a kill -9 and a quick start:
 /// its creator's connection is gone) and one of host b's.
-final class FleetLeaseInProcessTests: XCTestCase, @unchecked Sendable {
-    private var bus: TestBus!
-    private var serviceConnection: Connection!
-    private var service: Service?
-    private let etcd = FakeEtcd()
+final class FleetLeaseInProcessTests: FleetHostTestCase, @unchecked Sendable {
     private let layout = FleetLayout(prefix: "/lab/")
     private var ownLease: Int64 = 0
     private var otherLease: Int64 = 0
@@ -34,26 +30,9 @@ final class FleetLeaseInProcessTests: XCTestCase, @unchecked Sendable {
     }
 
     override func setUp() async throws {
-        bus = try TestBus.start()
-        serviceConnection = try await bus.connect()
         ownLease = try seed("eph.mine", host: "a")
         otherLease = try seed("eph.theirs", host: "b")
-        let etcd = etcd, store = RefusingStore()
-        // Made and kept on the service's queue: the service is not Sendable.
-        try await onQueue(serviceConnection) { [self, serviceConnection] () throws in
-            service = try startFleetHost(on: serviceConnection!, store: store, etcd: etcd)
-        }
-    }
-
-    override func tearDown() async throws {
-        if let serviceConnection {
-            _ = await onQueue(serviceConnection) { [self] in
-                service?.fleet?.stop()
-                service = nil
-            }
-        }
-        serviceConnection?.close()
-        bus?.stop()
+        try await startHost(store: { RefusingStore() })
     }
 
     /// Whether the host's model has `key`, and the lifetime it shows for it.
