@@ -48,10 +48,10 @@ final class FileEndpointTests: XCTestCase {
         let endpoint = FileEndpoint(path: file, inPlace: false)
         let channel = Channel()
         try queue.sync {
-            try endpoint.start(on: queue, changed: {
+            try endpoint.start(on: queue, changed: { value in
                 channel.beforeTaking?()
-                // What ClientChannel does with a change: it reads the endpoint's value.
-                channel.values.append(endpoint.current())
+                // What ClientChannel sends for a change.
+                channel.values.append(value)
             }, ended: { _ in })
         }
         defer { queue.sync { endpoint.stop() } }

@@ -200,7 +200,7 @@ final class ClientChannel {
         if !started {
             started = true
             do throws(CommandFailure) {
-                try endpoint.start(on: queue, changed: { [self] in localChanged() }, ended: { [self] in localEnded($0) })
+                try endpoint.start(on: queue, changed: { [self] in localChanged($0) }, ended: { [self] in localEnded($0) })
             } catch {
                 finish(error)
                 return
@@ -254,7 +254,9 @@ final class ClientChannel {
 
     // MARK: Local events
 
-    private func localChanged() {
+    /// `text` is what the endpoint read and checked for this change: a deleted file (`nil`) is
+    /// no value, and a read now could catch the next writer half-way.
+    private func localChanged(_ text: String?) {
         guard direction.towardsBus else {
             trace("\(localSummary) changed; not sent (--direction from)")
             return
@@ -264,7 +266,8 @@ final class ClientChannel {
             trace("\(localSummary) changed while propbusd is away; it is sent when propbusd is back")
             return
         }
-        pushToBus()
+        guard let text else { return }
+        pushToBus(text)
     }
 
     private func localEnded(_ failure: CommandFailure?) {

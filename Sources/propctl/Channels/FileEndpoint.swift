@@ -38,7 +38,7 @@ final class FileEndpoint: LocalEndpoint {
     var identity: (device: UInt64, inode: UInt64)?
     private var source: DispatchSourceRead?
     private var queue: DispatchQueue?
-    var changed: (() -> Void)?
+    var changed: ((String?) -> Void)?
     var settle: DispatchWorkItem?
     /// Whether ``settle`` waits the long delay, for a program holding the file open.
     private var settleIsLong = false
@@ -94,7 +94,7 @@ final class FileEndpoint: LocalEndpoint {
 
     var label: String { "file \(path)" }
 
-    func start(on queue: DispatchQueue, changed: @escaping () -> Void,
+    func start(on queue: DispatchQueue, changed: @escaping (String?) -> Void,
                ended: @escaping (CommandFailure?) -> Void) throws(CommandFailure) {
         dispatchPrecondition(condition: .onQueue(queue))
         self.queue = queue
@@ -269,7 +269,7 @@ final class FileEndpoint: LocalEndpoint {
         settle = nil
         notified = text
         deliveries += 1
-        changed?()
+        changed?(text)
     }
 
     /// Delivers a change once the file has been quiet for ``settleDelay``, or for

@@ -34,7 +34,7 @@ final class LineEndpoint: LocalEndpoint {
     private let coprocess: pid_t?
     private var last: String?
     private var stopped = false
-    private var changed: (() -> Void)?
+    private var changed: ((String?) -> Void)?
     private var ended: ((CommandFailure?) -> Void)?
 
     /// `reads` false leaves `input` alone, for `--direction from`.
@@ -84,7 +84,7 @@ final class LineEndpoint: LocalEndpoint {
                             reads: reads, coprocess: child, framing: framing, maximumLineLength: maximumLineLength)
     }
 
-    func start(on queue: DispatchQueue, changed: @escaping () -> Void,
+    func start(on queue: DispatchQueue, changed: @escaping (String?) -> Void,
                ended: @escaping (CommandFailure?) -> Void) throws(CommandFailure) {
         guard reads else { return }
         self.changed = changed
@@ -156,7 +156,7 @@ final class LineEndpoint: LocalEndpoint {
                 continue
             }
             last = text
-            changed?()
+            changed?(text)
         }
     }
 

@@ -5,10 +5,16 @@ import Dispatch
 /// An endpoint is confined to the channel's queue: every method is called there, and every
 /// callback it makes runs there.
 protocol LocalEndpoint: AnyObject {
-    /// Starts watching the local side. `changed` runs whenever the local value may have changed
-    /// (the channel then reads ``current()``); `ended` runs once if the local side goes away for
-    /// good (EOF on a stream, the coprocess exiting), with a failure if that was abnormal.
-    func start(on queue: DispatchQueue, changed: @escaping () -> Void,
+    /// Starts watching the local side. `changed` runs whenever the local value may have changed,
+    /// with the value the endpoint read and checked for that change (`nil` when there is none: no
+    /// file, nothing said yet); `ended` runs once if the local side goes away for good (EOF on a
+    /// stream, the coprocess exiting), with a failure if that was abnormal.
+    ///
+    /// The channel takes that value rather than reading ``current()`` again: by then another
+    /// program may have begun a write the endpoint has not seen (`rm f; echo x > f` creating
+    /// the file between the two reads sent its still empty content); that write's own event
+    /// brings its value.
+    func start(on queue: DispatchQueue, changed: @escaping (String?) -> Void,
                ended: @escaping (CommandFailure?) -> Void) throws(CommandFailure)
 
     /// The local value now: a file is read again, a stream answers its last line in either
