@@ -72,4 +72,43 @@ final class FileEndpointTests: XCTestCase {
         let values = queue.sync { channel.values }
         XCTAssertFalse(values.contains(""), "a half-created file was handed over as a value: \(values)")
     }
+
+    /// propctl's own write, and a program that opens the new file at once and starts changing
+    /// it before propctl handles the rename: on ext4 a shell's `>` truncates visibly a while
+    /// before its IN_MODIFY is queued (the blocks are freed in between), and its IN_OPEN came
+    /// first, in the same batch as the rename. A shared mapping stands for that moment here: its
+    /// writes send no event at all. The rename's delivery read the half-changed file as the
+    /// value (a ClientChannelTests flake under load: "" before "slow").
+    func testAFileOpenedByAWriterAfterOurRenameIsNotReadHalfWayWhenTheRenameIsDelivered() throws {
+        let file = directory + "/text"
+        XCTAssertTrue(FileManager.default.createFile(atPath: file, contents: Data("start\n".utf8)))
+        let queue = DispatchQueue(label: "FileEndpointTests")
+        let endpoint = FileEndpoint(path: file, inPlace: false)
+        let channel = Channel()
+        try queue.sync {
+            try endpoint.start(on: queue, changed: { channel.values.append($0) }, ended: { _ in })
+        }
+        defer { queue.sync { endpoint.stop() } }
+        var writer: Int32 = -1
+        var mapping: UnsafeMutableRawPointer?
+        try queue.sync {
+            // All before the endpoint reads an event: it runs on this queue.
+            XCTAssertTrue(try endpoint.write("saved"))
+            writer = open(file, O_RDWR)
+            XCTAssertGreaterThanOrEqual(writer, 0)
+            let mapped = mmap(nil, 5, PROT_READ | PROT_WRITE, MAP_SHARED, writer, 0)
+            XCTAssertNotEqual(mapped, MAP_FAILED)
+            mapping = mapped
+            mapped?.copyMemory(from: Array("ne".utf8), byteCount: 2)
+        }
+        // The barrier: the endpoint has handled the rename and the open, one way or the other.
+        XCTAssertTrue(eventually(on: queue) { !channel.values.isEmpty || !endpoint.isIdle }, "the rename was never handled")
+        (mapping! + 2).copyMemory(from: Array("wer".utf8), byteCount: 3)
+        munmap(mapping, 5)
+        close(writer)
+        XCTAssertTrue(eventually(on: queue) { channel.values.last == "newer" && endpoint.isIdle },
+                      "never handed over \"newer\": \(queue.sync { channel.values })")
+        let values = queue.sync { channel.values }
+        XCTAssertFalse(values.contains("neved"), "the file was read half-way through a write: \(values)")
+    }
 }
