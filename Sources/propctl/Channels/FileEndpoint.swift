@@ -62,6 +62,9 @@ final class FileEndpoint: LocalEndpoint {
     private var quietDeadline: DispatchWorkItem?
     /// Opens of the file seen so far, and changes delivered so far (see ``deliverNow()``).
     private var opensSeen = 0
+    /// ``opensSeen`` when the last finished change was collected: an open after it, even one
+    /// collected before the read, may be a writer the read catches half-way.
+    private var opensAtFinish = 0
     private var deliveries = 0
     /// The content as of the last change the channel was told about, or the last write.
     ///
@@ -217,6 +220,7 @@ final class FileEndpoint: LocalEndpoint {
     private func finished() {
         pendingComplete = true
         pendingModified = false
+        opensAtFinish = opensSeen
     }
 
     /// A finished write or a rename onto the name is a change now; a modification (even after
@@ -227,7 +231,7 @@ final class FileEndpoint: LocalEndpoint {
             pendingComplete = false
             scheduleSettle()
         } else if pendingComplete {
-            deliverNow()
+            deliverNow(opensBefore: opensAtFinish)
         }
     }
 
@@ -239,10 +243,16 @@ final class FileEndpoint: LocalEndpoint {
     /// IN_MODIFY was queued: the file is read again once nobody holds it open (a writer's
     /// close delivers anyway). That wait is no settle: ``isBeingWritten`` stays false, as the
     /// opener may be a mere reader and a bus value must not wait behind it.
-    private func deliverNow() {
+    ///
+    /// `opensBefore` is the count of opens when the finished change being delivered was
+    /// collected: an open collected with it but after it (a program opening the file propctl
+    /// just renamed into place) counts as one collected after the read.
+    private func deliverNow(opensBefore: Int? = nil) {
         var text: String?
+        var opensBefore = opensBefore
         for _ in 0..<8 {
-            let opens = opensSeen
+            let opens = opensBefore ?? opensSeen
+            opensBefore = nil
             pendingComplete = false
             text = current()
             collectEvents()
