@@ -36,22 +36,8 @@ final class ActivationBus: @unchecked Sendable {
             .write(to: services.appendingPathComponent("org.propbus.PropBus1.service"), atomically: true, encoding: .utf8)
 
         let socketPath = directory.appendingPathComponent("bus").path
-        let configuration = """
-        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-        <busconfig>
-          <type>session</type>
-          <listen>unix:path=\(socketPath)</listen>
-          <auth>EXTERNAL</auth>
-          <servicedir>\(services.path)</servicedir>
-          <policy context="default">
-            <allow send_destination="*" eavesdrop="true"/>
-            <allow eavesdrop="true"/>
-            <allow own="*"/>
-          </policy>
-          <limit name="service_start_timeout">20000</limit>
-        </busconfig>
-        """
+        let configuration = PrivateBus.configuration(socketPath: socketPath, limits: ["service_start_timeout": 20000],
+                                                     serviceDirectory: services.path)
         let configURL = directory.appendingPathComponent("bus.conf")
         try configuration.write(to: configURL, atomically: true, encoding: .utf8)
         var environment = PrivateBus.isolatedEnvironment(address: nil)

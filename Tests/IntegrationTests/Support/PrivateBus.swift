@@ -27,28 +27,20 @@ final class PrivateBus: @unchecked Sendable {
         .appendingPathComponent("systemd/org.propbus.PropBus1.conf")
 
     /// The minimal policy that lets replies through (see PITFALLS: `<allow user="*"/>` breaks
-    /// every reply), and the pending-reply limit raised from 128 so pipelined clients are not
-    /// refused.
-    static func configuration(socketPath: String, maxMessageSize: Int? = nil, limits: [String: Int] = [:]) -> String {
-        """
-        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-        <busconfig>
-          <type>session</type>
-          <listen>unix:path=\(socketPath)</listen>
-          <auth>EXTERNAL</auth>
+    /// every reply). `serviceDirectory` adds a `<servicedir>` (``ActivationBus``'s: this bus
+    /// itself must never start anything).
+    static func configuration(socketPath: String, maxMessageSize: Int? = nil, limits: [String: Int] = [:],
+                              serviceDirectory: String? = nil) -> String {
+        var limits = limits
+        if let maxMessageSize { limits["max_message_size"] = maxMessageSize }
+        return document(type: "session", socketPath: socketPath, limits: limits, """
+          \(serviceDirectory.map { "<servicedir>\($0)</servicedir>" } ?? "")
           <policy context="default">
             <allow send_destination="*" eavesdrop="true"/>
             <allow eavesdrop="true"/>
             <allow own="*"/>
           </policy>
-          <limit name="max_replies_per_connection">50000</limit>
-          <limit name="max_match_rules_per_connection">50000</limit>
-          <limit name="reply_timeout">60000</limit>
-          \(maxMessageSize.map { "<limit name=\"max_message_size\">\($0)</limit>" } ?? "")
-          \(limitElements(limits))
-        </busconfig>
-        """
+        """)
     }
 
     /// A system bus as Debian's /usr/share/dbus-1/system.conf sets it up, with `policy` (the
@@ -57,13 +49,7 @@ final class PrivateBus: @unchecked Sendable {
     /// by the policy file).
     static func systemConfiguration(socketPath: String, policy: URL = policyFile, rootOwnsName: Bool = true,
                                     limits: [String: Int] = [:]) -> String {
-        """
-        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-        <busconfig>
-          <type>system</type>
-          <listen>unix:path=\(socketPath)</listen>
-          <auth>EXTERNAL</auth>
+        document(type: "system", socketPath: socketPath, limits: limits, """
           <policy context="default">
             <allow user="*"/>
             <deny own="*"/>
@@ -83,10 +69,23 @@ final class PrivateBus: @unchecked Sendable {
           </policy>
           \(rootOwnsName ? #"<policy user="root"><allow own="org.propbus.PropBus1"/></policy>"# : "")
           <include>\(policy.path)</include>
-          <limit name="max_replies_per_connection">50000</limit>
-          <limit name="max_match_rules_per_connection">50000</limit>
-          <limit name="reply_timeout">60000</limit>
-          \(limitElements(limits))
+        """)
+    }
+
+    /// A bus configuration of `type` listening on `socketPath` with `body` (its policies), then
+    /// the limits every test bus raises and `limits` over them: pending replies from 128, so
+    /// pipelined clients are not refused, match rules, and the reply timeout.
+    private static func document(type: String, socketPath: String, limits: [String: Int], _ body: String) -> String {
+        let raised = ["max_replies_per_connection": 50000, "max_match_rules_per_connection": 50000, "reply_timeout": 60000]
+        return """
+        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+        <busconfig>
+          <type>\(type)</type>
+          <listen>unix:path=\(socketPath)</listen>
+          <auth>EXTERNAL</auth>
+        \(body)
+          \(limitElements(raised.merging(limits) { $1 }))
         </busconfig>
         """
     }
