@@ -9,13 +9,30 @@ import XCTest
 /// file at a chosen moment.
 final class FileEndpointTests: XCTestCase {
     private var directory: String!
+    /// The bound file, "start" when the endpoint starts.
+    private var file: String!
+    private let queue = DispatchQueue(label: "FileEndpointTests")
+    private let channel = Channel()
+    private var endpoint: FileEndpoint!
 
     override func setUpWithError() throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("propctl-file-endpoint-\(getpid())-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        file = directory + "/text"
+        XCTAssertTrue(FileManager.default.createFile(atPath: file, contents: Data("start\n".utf8)))
+        let endpoint = FileEndpoint(path: file, inPlace: false), channel = channel
+        self.endpoint = endpoint
+        try queue.sync {
+            try endpoint.start(on: queue, changed: { value in
+                channel.beforeTaking?()
+                // What ClientChannel sends for a change.
+                channel.values.append(value)
+            }, ended: { _ in })
+        }
     }
 
     override func tearDownWithError() throws {
+        if let endpoint { queue.sync { endpoint.stop() } }
         if let directory { try? FileManager.default.removeItem(atPath: directory) }
     }
 
@@ -42,19 +59,7 @@ final class FileEndpointTests: XCTestCase {
     /// file shows then is no value; the channel sent it as "" before "reborn" when it read the
     /// file again instead of taking what the endpoint had looked at (a ClientChannelTests flake).
     func testAFileCreatedAgainJustAfterItsDeletionIsHandedOverIsNotSentEmpty() throws {
-        let file = directory + "/text"
-        XCTAssertTrue(FileManager.default.createFile(atPath: file, contents: Data("start\n".utf8)))
-        let queue = DispatchQueue(label: "FileEndpointTests")
-        let endpoint = FileEndpoint(path: file, inPlace: false)
-        let channel = Channel()
-        try queue.sync {
-            try endpoint.start(on: queue, changed: { value in
-                channel.beforeTaking?()
-                // What ClientChannel sends for a change.
-                channel.values.append(value)
-            }, ended: { _ in })
-        }
-        defer { queue.sync { endpoint.stop() } }
+        let file = file!, channel = channel
         var creator: Int32 = -1
         queue.sync {
             // Once the name is gone: a delivery during the unlink may still see the old file.
@@ -80,15 +85,7 @@ final class FileEndpointTests: XCTestCase {
     /// writes send no event at all. The rename's delivery read the half-changed file as the
     /// value (a ClientChannelTests flake under load: "" before "slow").
     func testAFileOpenedByAWriterAfterOurRenameIsNotReadHalfWayWhenTheRenameIsDelivered() throws {
-        let file = directory + "/text"
-        XCTAssertTrue(FileManager.default.createFile(atPath: file, contents: Data("start\n".utf8)))
-        let queue = DispatchQueue(label: "FileEndpointTests")
-        let endpoint = FileEndpoint(path: file, inPlace: false)
-        let channel = Channel()
-        try queue.sync {
-            try endpoint.start(on: queue, changed: { channel.values.append($0) }, ended: { _ in })
-        }
-        defer { queue.sync { endpoint.stop() } }
+        let file = file!, endpoint = endpoint!
         var writer: Int32 = -1
         var mapping: UnsafeMutableRawPointer?
         try queue.sync {
