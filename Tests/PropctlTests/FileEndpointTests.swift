@@ -108,4 +108,37 @@ final class FileEndpointTests: XCTestCase {
         let values = queue.sync { channel.values }
         XCTAssertFalse(values.contains("neved"), "the file was read half-way through a write: \(values)")
     }
+
+    /// The bound name is a symlink, and its target is deleted and created again: the target's
+    /// directory is not watched, so no IN_CREATE ever says a creator holds the new file; the
+    /// deletion's read found the new, still empty file and delivered "". (Without a symlink
+    /// the same read can come while the creator is still in its open, before its IN_CREATE is
+    /// queued: ext4 makes the name visible, then finishes its journal handle.)
+    func testASymlinksTargetCreatedAgainIsNotReadBeforeItsCreatorCloses() throws {
+        let elsewhere = directory + "/elsewhere"
+        XCTAssertEqual(mkdir(elsewhere, 0o755), 0)
+        let target = elsewhere + "/target"
+        XCTAssertTrue(FileManager.default.createFile(atPath: target, contents: Data("start\n".utf8)))
+        let link = directory + "/link"
+        XCTAssertEqual(symlink(target, link), 0)
+        let endpoint = FileEndpoint(path: link, inPlace: false), channel = Channel()
+        try queue.sync { try endpoint.start(on: queue, changed: { channel.values.append($0) }, ended: { _ in }) }
+        defer { queue.sync { endpoint.stop() } }
+        var creator: Int32 = -1
+        queue.sync {
+            // All before the endpoint reads an event: it runs on this queue.
+            XCTAssertEqual(unlink(target), 0)
+            creator = open(target, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        }
+        XCTAssertGreaterThanOrEqual(creator, 0)
+        // The barrier: the endpoint has handled the deletion, one way or the other.
+        XCTAssertTrue(eventually(on: queue) { !channel.values.isEmpty || !endpoint.isIdle }, "the deletion was never handled")
+        let bytes = Array("reborn\n".utf8)
+        XCTAssertEqual(bytes.withUnsafeBytes { Glibc.write(creator, $0.baseAddress, $0.count) }, bytes.count)
+        close(creator)
+        XCTAssertTrue(eventually(on: queue) { channel.values.last == "reborn" && endpoint.isIdle },
+                      "never handed over \"reborn\": \(queue.sync { channel.values })")
+        let values = queue.sync { channel.values }
+        XCTAssertFalse(values.contains(""), "the new target was read before its creator wrote it: \(values)")
+    }
 }
