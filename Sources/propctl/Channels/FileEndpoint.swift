@@ -53,7 +53,8 @@ final class FileEndpoint: LocalEndpoint {
     /// open, a modification (a shell's `>` truncating before it writes) waits for the close
     /// rather than for ``settleDelay``, which a loaded machine can outlast between the two.
     private var openCount = 0
-    /// The name was created (IN_CREATE) and the directory has not seen a close of it yet: its
+    /// The name was created (IN_CREATE), or a read found a new inode there that no event had
+    /// announced (see ``readFollowingTheName()``), and no close of it has been seen yet: its
     /// creator opened it before the file watch could, so ``openCount`` cannot tell.
     private var creatorHoldsIt = false
     /// Looks at the file waiting for ``isHeldOpen`` to turn false (``afterQuiet(_:)``), and the
@@ -188,7 +189,8 @@ final class FileEndpoint: LocalEndpoint {
             guard event.name == name else { return false }
             if mask & UInt32(IN_CREATE | IN_MOVED_TO) != 0 { followName() }
             if mask & UInt32(IN_CREATE) != 0 { creatorHoldsIt = true }
-            if mask & UInt32(IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM) != 0 { creatorHoldsIt = false }
+            // A file renamed onto the name is complete: nobody is still creating it.
+            if mask & UInt32(IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO) != 0 { creatorHoldsIt = false }
             if mask & UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM) != 0 { finished() }
             if mask & UInt32(IN_MODIFY | IN_ATTRIB | IN_CREATE) != 0 { pendingModified = true }
             return true
@@ -200,6 +202,10 @@ final class FileEndpoint: LocalEndpoint {
             openCount += 1
             opensSeen += 1
         }
+        // A writer's close with no open counted is the close of one that opened the inode
+        // before it was watched: its creator, when no directory event can say so (a
+        // symlink's target in a directory not watched).
+        if mask & UInt32(IN_CLOSE_WRITE) != 0, openCount == 0 { creatorHoldsIt = false }
         if mask & UInt32(IN_CLOSE_WRITE | IN_CLOSE_NOWRITE) != 0 { openCount = max(0, openCount - 1) }
         // Opens and reads change nothing.
         guard mask & ~UInt32(IN_OPEN | IN_CLOSE_NOWRITE) != 0 else { return false }
@@ -254,7 +260,8 @@ final class FileEndpoint: LocalEndpoint {
             let opens = opensBefore ?? opensSeen
             opensBefore = nil
             pendingComplete = false
-            text = current()
+            let read = readFollowingTheName()
+            text = read.text
             collectEvents()
             if pendingModified {
                 pendingModified = false
@@ -271,6 +278,10 @@ final class FileEndpoint: LocalEndpoint {
                 }
                 return
             }
+            if read.foundUnannounced, !pendingComplete {
+                awaitUnannouncedCreator()
+                return
+            }
             // Another finished change (a second rename): read again.
             if !pendingComplete { break }
         }
@@ -280,6 +291,24 @@ final class FileEndpoint: LocalEndpoint {
         notified = text
         deliveries += 1
         changed?(text)
+    }
+
+    /// Reads the file (``current()``), and whether the read followed the name to an inode that
+    /// no event has announced: its IN_CREATE or IN_MOVED_TO may still be on its way (ext4 makes
+    /// a new name visible before it queues the event), and a symlink's target in a directory
+    /// not watched sends none. Its creator may then be between its open and its write.
+    private func readFollowingTheName() -> (text: String?, foundUnannounced: Bool) {
+        let before = identity
+        let text = current()
+        guard let now = identity else { return (text, false) }
+        return (text, before.map { $0 != now } ?? true)
+    }
+
+    /// What was read of an unannounced inode is no value yet: wait as for a creation, until the
+    /// creator's close, the name's rename event or ``openSettleDelay``.
+    private func awaitUnannouncedCreator() {
+        creatorHoldsIt = true
+        scheduleSettle()
     }
 
     /// Delivers a change once the file has been quiet for ``settleDelay``, or for
@@ -325,11 +354,12 @@ final class FileEndpoint: LocalEndpoint {
             return
         }
         let opens = opensSeen
-        let text = current()
-        guard collectEvents() || opensSeen != opens else {
-            body(text)
+        let read = readFollowingTheName()
+        guard collectEvents() || opensSeen != opens || read.foundUnannounced else {
+            body(read.text)
             return
         }
+        if read.foundUnannounced, !pendingComplete, !pendingModified { awaitUnannouncedCreator() }
         deliverCollected()
         guard attempts < 3 else { return }
         look(body, waited: false, attempts: attempts + 1)
