@@ -14,25 +14,19 @@ final class FileEndpointTests: XCTestCase {
     private let queue = DispatchQueue(label: "FileEndpointTests")
     private let channel = Channel()
     private var endpoint: FileEndpoint!
+    /// Every endpoint started, stopped in tearDown.
+    private var endpoints: [FileEndpoint] = []
 
     override func setUpWithError() throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("propctl-file-endpoint-\(getpid())-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         file = directory + "/text"
         XCTAssertTrue(FileManager.default.createFile(atPath: file, contents: Data("start\n".utf8)))
-        let endpoint = FileEndpoint(path: file, inPlace: false), channel = channel
-        self.endpoint = endpoint
-        try queue.sync {
-            try endpoint.start(on: queue, changed: { value in
-                channel.beforeTaking?()
-                // What ClientChannel sends for a change.
-                channel.values.append(value)
-            }, ended: { _ in })
-        }
+        endpoint = try startEndpoint(file, recordingInto: channel)
     }
 
     override func tearDownWithError() throws {
-        if let endpoint { queue.sync { endpoint.stop() } }
+        queue.sync { for endpoint in endpoints { endpoint.stop() } }
         if let directory { try? FileManager.default.removeItem(atPath: directory) }
     }
 
@@ -44,6 +38,20 @@ final class FileEndpointTests: XCTestCase {
         var beforeTaking: (() -> Void)?
     }
 
+    /// Starts an endpoint on `path` whose deliveries `channel` records.
+    private func startEndpoint(_ path: String, recordingInto channel: Channel) throws -> FileEndpoint {
+        let endpoint = FileEndpoint(path: path, inPlace: false)
+        try queue.sync {
+            try endpoint.start(on: queue, changed: { value in
+                channel.beforeTaking?()
+                // What ClientChannel sends for a change.
+                channel.values.append(value)
+            }, ended: { _ in })
+        }
+        endpoints.append(endpoint)
+        return endpoint
+    }
+
     /// Polls `condition` on `queue` until it holds (10 s at most): a barrier, not a timing.
     private func eventually(on queue: DispatchQueue, _ condition: () -> Bool) -> Bool {
         for _ in 0..<10_000 {
@@ -51,6 +59,23 @@ final class FileEndpointTests: XCTestCase {
             usleep(1_000)
         }
         return false
+    }
+
+    /// Writes `text` and a newline to `descriptor` and closes it: a writer's last step.
+    private func finish(_ descriptor: Int32, writing text: String, file: StaticString = #filePath, line: UInt = #line) {
+        let bytes = Array((text + "\n").utf8)
+        XCTAssertEqual(bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }, bytes.count, file: file, line: line)
+        close(descriptor)
+    }
+
+    /// Waits until `endpoint` has handed `value` over last and has nothing left to deliver, then
+    /// asserts that `halfWay`, what the file showed before its writer finished, never was.
+    private func expectHandedOver(_ value: String, never halfWay: String, from endpoint: FileEndpoint, to channel: Channel,
+                                  _ what: String, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertTrue(eventually(on: queue) { channel.values.last == value && endpoint.isIdle },
+                      "never handed over \"\(value)\": \(queue.sync { channel.values })", file: file, line: line)
+        let values = queue.sync { channel.values }
+        XCTAssertFalse(values.contains(halfWay), "\(what): \(values)", file: file, line: line)
     }
 
     /// `rm f; echo reborn > f`, with the creator's open at the worst moment: just after the
@@ -69,13 +94,8 @@ final class FileEndpointTests: XCTestCase {
         }
         XCTAssertEqual(unlink(file), 0)
         XCTAssertTrue(eventually(on: queue) { creator >= 0 }, "the deletion was never handed over")
-        let bytes = Array("reborn\n".utf8)
-        XCTAssertEqual(bytes.withUnsafeBytes { Glibc.write(creator, $0.baseAddress, $0.count) }, bytes.count)
-        close(creator)
-        XCTAssertTrue(eventually(on: queue) { channel.values.last == "reborn" && endpoint.isIdle },
-                      "never handed over \"reborn\": \(queue.sync { channel.values })")
-        let values = queue.sync { channel.values }
-        XCTAssertFalse(values.contains(""), "a half-created file was handed over as a value: \(values)")
+        finish(creator, writing: "reborn")
+        expectHandedOver("reborn", never: "", from: endpoint, to: channel, "a half-created file was handed over as a value")
     }
 
     /// propctl's own write, and a program that opens the new file at once and starts changing
@@ -103,10 +123,7 @@ final class FileEndpointTests: XCTestCase {
         (mapping! + 2).copyMemory(from: Array("wer".utf8), byteCount: 3)
         munmap(mapping, 5)
         close(writer)
-        XCTAssertTrue(eventually(on: queue) { channel.values.last == "newer" && endpoint.isIdle },
-                      "never handed over \"newer\": \(queue.sync { channel.values })")
-        let values = queue.sync { channel.values }
-        XCTAssertFalse(values.contains("neved"), "the file was read half-way through a write: \(values)")
+        expectHandedOver("newer", never: "neved", from: endpoint, to: channel, "the file was read half-way through a write")
     }
 
     /// The bound name is a symlink, and its target is deleted and created again: the target's
@@ -121,9 +138,8 @@ final class FileEndpointTests: XCTestCase {
         XCTAssertTrue(FileManager.default.createFile(atPath: target, contents: Data("start\n".utf8)))
         let link = directory + "/link"
         XCTAssertEqual(symlink(target, link), 0)
-        let endpoint = FileEndpoint(path: link, inPlace: false), channel = Channel()
-        try queue.sync { try endpoint.start(on: queue, changed: { channel.values.append($0) }, ended: { _ in }) }
-        defer { queue.sync { endpoint.stop() } }
+        let channel = Channel()
+        let endpoint = try startEndpoint(link, recordingInto: channel)
         var creator: Int32 = -1
         queue.sync {
             // All before the endpoint reads an event: it runs on this queue.
@@ -133,12 +149,7 @@ final class FileEndpointTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(creator, 0)
         // The barrier: the endpoint has handled the deletion, one way or the other.
         XCTAssertTrue(eventually(on: queue) { !channel.values.isEmpty || !endpoint.isIdle }, "the deletion was never handled")
-        let bytes = Array("reborn\n".utf8)
-        XCTAssertEqual(bytes.withUnsafeBytes { Glibc.write(creator, $0.baseAddress, $0.count) }, bytes.count)
-        close(creator)
-        XCTAssertTrue(eventually(on: queue) { channel.values.last == "reborn" && endpoint.isIdle },
-                      "never handed over \"reborn\": \(queue.sync { channel.values })")
-        let values = queue.sync { channel.values }
-        XCTAssertFalse(values.contains(""), "the new target was read before its creator wrote it: \(values)")
+        finish(creator, writing: "reborn")
+        expectHandedOver("reborn", never: "", from: endpoint, to: channel, "the new target was read before its creator wrote it")
     }
 }
