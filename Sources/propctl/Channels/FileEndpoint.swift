@@ -256,12 +256,16 @@ final class FileEndpoint: LocalEndpoint {
     private func deliverNow(opensBefore: Int? = nil) {
         var text: String?
         var opensBefore = opensBefore
+        // Kept over the reads again: an event collected meanwhile may be an older one (the
+        // deletion before the creation), not the one that announces the inode.
+        var unannounced = false
         for _ in 0..<8 {
             let opens = opensBefore ?? opensSeen
             opensBefore = nil
             pendingComplete = false
             let read = readFollowingTheName()
             text = read.text
+            if read.foundUnannounced { unannounced = true }
             collectEvents()
             if pendingModified {
                 pendingModified = false
@@ -278,12 +282,14 @@ final class FileEndpoint: LocalEndpoint {
                 }
                 return
             }
-            if read.foundUnannounced, !pendingComplete {
-                awaitUnannouncedCreator()
-                return
+            if !pendingComplete {
+                if unannounced {
+                    awaitUnannouncedCreator()
+                    return
+                }
+                break
             }
             // Another finished change (a second rename): read again.
-            if !pendingComplete { break }
         }
         pendingComplete = false
         settle?.cancel()
