@@ -73,10 +73,38 @@ enum FleetAttribution {
         return output
     }
 
+    /// The last record a host read and whom it named. One writer's records differ only in
+    /// their time, the last field, and a host's watch reads the same few writers again and
+    /// again: a record that begins with the same bytes up to its time names the same caller,
+    /// and only its time is read. Owned by whoever reads (a host's ``Fleet``, on its queue).
+    struct LastRead {
+        /// The last record's bytes before its time.
+        var fields: [UInt8] = []
+        var caller: WriteSet.Caller?
+    }
+
+    /// ``decode(_:)``, reading only the time of a record that repeats `last`'s fields.
+    static func decode(_ bytes: ArraySlice<UInt8>, reusing last: inout LastRead) -> (caller: WriteSet.Caller, time: Int64)? {
+        if let caller = last.caller, bytes.count > last.fields.count, bytes.starts(with: last.fields) {
+            var reader = Reader(bytes: bytes)
+            reader.offset += last.fields.count
+            guard let time = reader.number(below: nil), reader.isAtEnd else { return nil }
+            return (caller, Int64(bitPattern: time))
+        }
+        guard let (caller, time, timeOffset) = decodeAll(bytes) else { return nil }
+        last = LastRead(fields: Array(bytes[..<timeOffset]), caller: caller)
+        return (caller, time)
+    }
+
     /// The caller and time a record holds; `nil` for anything else: another marker or version,
     /// a field cut short or past the end, a number too large for its field, text that is not
     /// UTF-8, an unknown method code, bytes after the last field.
     static func decode(_ bytes: ArraySlice<UInt8>) -> (caller: WriteSet.Caller, time: Int64)? {
+        decodeAll(bytes).map { ($0.caller, $0.time) }
+    }
+
+    /// ``decode(_:)``, with where the time begins.
+    private static func decodeAll(_ bytes: ArraySlice<UInt8>) -> (caller: WriteSet.Caller, time: Int64, timeOffset: Int)? {
         var reader = Reader(bytes: bytes)
         guard reader.byte() == marker, reader.byte() == version, let code = reader.byte() else { return nil }
         let via: String
@@ -101,12 +129,13 @@ enum FleetAttribution {
             guard let text = reader.text(count: Int(commandCode) - 2) else { return nil }
             command = text
         }
-        guard let unit = reader.optionalString(), let host = reader.optionalString(),
-              let time = reader.number(below: nil), reader.isAtEnd else { return nil }
+        guard let unit = reader.optionalString(), let host = reader.optionalString() else { return nil }
+        let timeOffset = reader.offset
+        guard let time = reader.number(below: nil), reader.isAtEnd else { return nil }
         let caller = WriteSet.Caller(via: via, busName: busName, userID: userID.map { UInt32($0) }, userName: userName,
                                      processID: processID.map { UInt32($0) }, command: command, executable: executable,
                                      unit: unit, host: host)
-        return (caller, Int64(bitPattern: time))
+        return (caller, Int64(bitPattern: time), timeOffset)
     }
 
     /// What follows the last `/` of `path` (all of it without one).
@@ -184,7 +213,11 @@ enum FleetAttribution {
         mutating func text(count: Int) -> String? {
             guard count >= 0, bytes.endIndex - offset >= count else { return nil }
             defer { offset += count }
-            return String(validating: bytes[offset..<offset + count], as: UTF8.self)
+            let text = bytes[offset..<offset + count]
+            // Nearly every field is ASCII, which String(decoding:) takes faster than the
+            // validating initializer (a 41-byte path: 129 against 233 ns) and cannot repair.
+            if text.allSatisfy({ $0 < 0x80 }) { return String(decoding: text, as: UTF8.self) }
+            return String(validating: text, as: UTF8.self)
         }
 
         mutating func string() -> String? {

@@ -127,6 +127,13 @@ public struct FleetLayout: Sendable, Equatable {
     /// A fleet key's value from etcd and, when it carries one, who wrote it; a value written
     /// without attribution (by an earlier propbusd, or etcdctl) reads as the value alone.
     public static func decodeAttributedValue(_ bytes: [UInt8]) throws(PropBusError) -> (value: DBusValue, caller: WriteSet.Caller?) {
+        var unused = FleetAttribution.LastRead()
+        return try decodeAttributedValue(bytes, reusing: &unused)
+    }
+
+    /// ``decodeAttributedValue(_:)``, a record that repeats `last`'s caller read as that caller
+    /// (``FleetAttribution/decode(_:reusing:)``).
+    static func decodeAttributedValue(_ bytes: [UInt8], reusing last: inout FleetAttribution.LastRead) throws(PropBusError) -> (value: DBusValue, caller: WriteSet.Caller?) {
         do {
             guard bytes.first == attributedFormat else { return (try ValueCodec.decode(bytes), nil) }
             guard bytes.count >= 5 else { throw ValueCodecError("an attributed value of \(bytes.count) bytes") }
@@ -134,7 +141,9 @@ public struct FleetLayout: Sendable, Equatable {
             guard length <= bytes.count - 5 else { throw ValueCodecError("an attributed value's length \(length) passes its end") }
             let value = try ValueCodec.decode(Array(bytes[5..<5 + length]))
             // The value is what matters: an attribution that cannot be read leaves it unattributed.
-            return (value, caller(ofRecord: bytes[(5 + length)...]))
+            let record = bytes[(5 + length)...]
+            guard record.first == FleetAttribution.marker else { return (value, caller(ofRecord: record)) }
+            return (value, FleetAttribution.decode(record, reusing: &last)?.caller)
         } catch {
             throw PropBusError(.invalidValue, "an etcd value could not be read: \(error)")
         }

@@ -221,3 +221,35 @@ private enum OlderHost {
         return (value, (try? ValueCodec.decode(Array(bytes[(5 + length)...]))).flatMap(caller(ofAttribution:)))
     }
 }
+
+extension FleetAttributionTests {
+    func testAHostReadingTheSameWriterAgainReadsWhatEachRecordSays() throws {
+        var other = benchCaller
+        other.busName = ":1.13"  // as long as the first: only a byte differs
+        var unix = benchCaller
+        unix.via = "Apply"
+        let values: [[UInt8]] = [
+            FleetLayout.encodeValue(.int32(1), attribution: benchCaller, time: time),
+            FleetLayout.encodeValue(.int32(2), attribution: benchCaller, time: time + 1),
+            FleetLayout.encodeValue(.int32(3), attribution: benchCaller, time: 5),
+            FleetLayout.encodeValue(.int32(4), attribution: other, time: time),
+            FleetLayout.encodeValue(.int32(5), attribution: benchCaller, time: time),
+            FleetLayout.encodeValue(.int32(6), attribution: unix, time: time),
+            FleetLayout.encodeValue(.int32(7), attribution: benchCaller, time: time).dropLast().map { $0 },  // cut in its time
+            FleetLayout.encodeValue(.int32(8), attribution: benchCaller, time: time) + [0],  // a byte after its time
+            ValueCodec.encode(.int32(9)),
+            OlderHost.encodeValue(.int32(10), attribution: other, time: time),
+            FleetLayout.encodeValue(.int32(11), attribution: benchCaller, time: time),
+        ]
+        var last = FleetAttribution.LastRead()
+        for bytes in values {
+            let alone = try FleetLayout.decodeAttributedValue(bytes)
+            let reusing = try FleetLayout.decodeAttributedValue(bytes, reusing: &last)
+            XCTAssertEqual(reusing.value, alone.value)
+            XCTAssertEqual(reusing.caller, alone.caller, "\(alone.value)")
+        }
+        let record = FleetAttribution.encode(benchCaller, time: 77)
+        XCTAssertEqual(FleetAttribution.decode(record[...], reusing: &last)?.time, 77)
+        XCTAssertEqual(FleetAttribution.decode(FleetAttribution.encode(benchCaller, time: -1)[...], reusing: &last)?.time, -1)
+    }
+}
