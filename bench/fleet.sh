@@ -5,6 +5,7 @@
 #   bench/fleet.sh --hosts N [--in-memory] [--calls N]
 #   bench/fleet.sh --memory [--keys K]
 #   bench/fleet.sh --trace [--calls N] [--in-memory]
+#   bench/fleet.sh --wire
 #
 #   --quick      fewer calls and one round (a smoke run, not figures)
 #   --in-memory  hosts keep their mirror in memory (no fsync of their own): what the fleet
@@ -28,6 +29,10 @@
 #                is written to etcd), etcd's (until B reads the watch event) and B's (until it
 #                writes the PropertiesChanged), medians of --calls Sets; with env FLEET_PROFILE=1
 #                a perf profile of each host instead (bench/out/perf-HOSTS-a|b.data)
+#   --wire       instead of the rows below: one Set's txn as host A sends it and its watch event as
+#                host B reads it, propbusd and floor (strace of both hosts), taken apart byte by
+#                byte (bench/ref/fleet-wire.py): compares, operations, keys, the value's frame, the
+#                value, its attribution, and what base64 and JSON add
 #   env BIN      a directory holding a prebuilt propbusd, instead of a release build
 #   env FLOOR_ATTRIBUTION=N  the floor's values carry N bytes more, in propbusd's attributed
 #                format (233: the size of a local caller's attribution, so the floor's txn is
@@ -60,13 +65,14 @@ cd "$(dirname "$0")/.."
 source bench/lib.sh
 command -v swift >/dev/null || export PATH="$PATH:/opt/swift/usr/bin"
 
-calls=500 rounds=3 store=sqlite hosts="" memory=0 keys=10000 trace=0
+calls=500 rounds=3 store=sqlite hosts="" memory=0 keys=10000 trace=0 wire=0
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) calls=100 rounds=1; shift ;;
     --hosts) hosts=$2; shift 2 ;;
     --memory) memory=1; shift ;;
     --trace) trace=1; shift ;;
+    --wire) wire=1; shift ;;
     --keys) keys=$2; shift 2 ;;
     --in-memory) store=memory; shift ;;
     --calls) calls=$2; shift 2 ;;
@@ -300,6 +306,29 @@ for _ in $(seq 200); do
     && busctl --address="$ADDR_B" get-property "$NAME" "$ROOT/bench" org.propbus.PropBus1.Values "w$((writers - 1))" >/dev/null 2>&1 && break
   sleep 0.05
 done
+
+if [ "$wire" = 1 ]; then
+  wire_pair() { # LABEL ADDRESS-A ADDRESS-B PID-A PID-B: strace both hosts around 3 Sets
+    bench/build/fleet-latency propagate "$2" "$3" "$ROOT/bench" x 5 > /dev/null
+    strace -f -xx -s 65536 -e trace=sendto -p "$4" -o "$tmp/wire-$1-a.txt" 2>/dev/null & local tracer_a=$!
+    strace -f -xx -s 65536 -e trace=recvfrom -p "$5" -o "$tmp/wire-$1-b.txt" 2>/dev/null & local tracer_b=$!
+    sleep 1  # strace attaches to every thread
+    bench/build/fleet-latency propagate "$2" "$3" "$ROOT/bench" x 3 > /dev/null
+    kill -INT "$tracer_a" "$tracer_b"; wait "$tracer_a" "$tracer_b" 2>/dev/null || true
+    /usr/bin/python3 bench/ref/fleet-wire.py "$1" "$tmp/wire-$1-a.txt" "$tmp/wire-$1-b.txt" bench.x
+  }
+  out="bench/out/fleet-wire-$(date -u +%Y%m%d-%H%M%S).txt"
+  {
+    header_line "--wire"
+    echo
+    echo "| part | bytes |"
+    echo "| --- | --- |"
+    wire_pair propbusd "$ADDR_A" "$ADDR_B" "$host_a" "$host_b"
+    wire_pair floor "$ADDR_FA" "$ADDR_FB" "$floor_a" "$floor_b"
+  } | tee "$out"
+  echo "(saved to $out)" >&2
+  exit 0
+fi
 
 if [ "$trace" = 1 ]; then
   # Each host pair: perf trace on both hosts (all threads, the socket syscalls, monotonic

@@ -191,7 +191,7 @@ extension Fleet {
                     origins[key] = origin(deleters[modRevision])
                 } else {
                     do throws(PropBusError) {
-                        let (value, caller) = try FleetLayout.decodeAttributedValue(event.kv.value)
+                        let (value, caller) = try FleetLayout.decodeAttributedValue(event.kv.value, reusing: &lastAttribution)
                         values.append((key, value))
                         origins[key] = origin(caller)
                     } catch {

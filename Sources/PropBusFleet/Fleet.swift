@@ -129,6 +129,9 @@ public final class Fleet {
     var unreachableLog = LogThrottle(seconds: 10)
     /// The ephemeral fleet keys' lifetimes and this host's etcd leases for them (Fleet+Leases.swift).
     var lifetimes = FleetLifetimes()
+    /// The last writer's record a remote value carried: the next of the same writer reads as
+    /// its time alone (one record, one caller: bounded).
+    var lastAttribution = FleetAttribution.LastRead()
 
     /// A fleet for `service`, from the revisions and cursor its store loaded. Call ``start()``
     /// once the daemon owns its name.

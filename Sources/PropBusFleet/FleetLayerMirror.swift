@@ -62,12 +62,12 @@ extension FleetLayout {
 
     /// A fleet layer's entry as etcd holds it: ValueCodec bytes of an `a{sv}` with `value` (v),
     /// `for` (as, a mandatory value's principals, as a mandatory file's `"for"`; absent: everyone
-    /// but privileged callers) and `by` (a{sv}: who wrote it, as a fleet value's attribution, with
-    /// `via` and `time`).
+    /// but privileged callers) and `by` (who wrote it: ``byField(_:time:)``, `ay`; an earlier
+    /// host's `a{sv}` still reads).
     public static func encodeLayer(_ value: DBusValue, lockedFor: [String]?, attribution: WriteSet.Caller?, time: Int64) -> [UInt8] {
         var fields: [String: DBusValue] = ["value": value]
         if let lockedFor { fields["for"] = .array(of: .string, lockedFor.map { .string($0) }) }
-        if let attribution { fields["by"] = attributionFields(attribution, time: time) }
+        if let attribution { fields["by"] = byField(attribution, time: time) }
         return ValueCodec.encode(.vardict(fields))
     }
 
@@ -87,7 +87,7 @@ extension FleetLayout {
             }
             lockedFor = strings
         }
-        return (value, lockedFor, fields["by"].flatMap(caller(ofAttribution:)))
+        return (value, lockedFor, fields["by"].flatMap(caller(ofBy:)))
     }
 }
 

@@ -7,9 +7,9 @@ import PropBusSystem
 /// Pure: no I/O, so it is tested alone.
 ///
 /// - `PREFIX/keys/KEY`: the value, `ValueCodec` bytes (its D-Bus signature, then the value),
-///   or the same with who wrote it (``encodeValue(_:attribution:time:)``).
+///   or the same with who wrote it (``encodeValue(_:attribution:time:)``, ``FleetAttribution``).
 /// - `PREFIX/defs/KEY`: the definition, `ValueCodec` bytes of an `a{sv}`: `type` (s),
-///   `default` (v) and `options` (the `CreateProperty` options, `a{sv}`).
+///   `default` (v), `options` (the `CreateProperty` options, `a{sv}`) and `by` (who wrote it).
 /// - `PREFIX/hosts/NAME`: presence, under a lease.
 /// - `PREFIX/deleted-by`: who made the deletions of the last transaction that deleted
 ///   something (``deleterKey``).
@@ -65,38 +65,53 @@ public struct FleetLayout: Sendable, Equatable {
 
     /// `value` with who wrote it, as a fleet key's value in etcd holds it: the attributed format
     /// byte, the value's ValueCodec length (4 bytes, little-endian), the value's ValueCodec bytes,
-    /// then an `a{sv}` of `host`, `uid`, `user`, `pid`, `comm`, `exe`, `unit`, `bus_name`, `via`
-    /// and `time` (nanoseconds since the epoch). Each host's history then names the host and
-    /// user of every change.
+    /// then the writer's ``FleetAttribution`` record (`host`, `uid`, `user`, `pid`, `comm`,
+    /// `exe`, `unit`, `bus_name`, `via` and `time`). Each host's history then names the host and
+    /// user of every change. A host that knows only the earlier `a{sv}` after the value reads
+    /// the value and leaves the record (it reads the value unattributed).
     public static func encodeValue(_ value: DBusValue, attribution: WriteSet.Caller?, time: Int64) -> [UInt8] {
         guard let attribution else { return encodeValue(value) }
         let encoded = ValueCodec.encode(value)
-        var output: [UInt8] = [attributedFormat]
+        var output: [UInt8] = []
+        output.reserveCapacity(5 + encoded.count + 96)
+        output.append(attributedFormat)
         withUnsafeBytes(of: UInt32(encoded.count).littleEndian) { output.append(contentsOf: $0) }
         output += encoded
-        output += ValueCodec.encode(attributionFields(attribution, time: time))
+        FleetAttribution.encode(attribution, time: time, into: &output)
         return output
     }
 
-    /// Who wrote something, as etcd holds it: an `a{sv}` of the caller's fields (`host`, `uid`,
-    /// `user`, `pid`, `comm`, `exe`, `unit`, `bus_name`) with `via` and `time` (nanoseconds
-    /// since the epoch).
-    static func attributionFields(_ caller: WriteSet.Caller, time: Int64) -> DBusValue {
-        var fields = caller.fields
-        fields["via"] = .string(caller.via)
-        fields["time"] = .int64(time)
-        return .vardict(fields)
-    }
-
-    /// The caller ``attributionFields(_:time:)`` holds; `nil` if it is no `a{sv}`.
+    /// Who wrote something, as an earlier propbusd put it in etcd: an `a{sv}` of the caller's
+    /// fields (`host`, `uid`, `user`, `pid`, `comm`, `exe`, `unit`, `bus_name`) with `via` and
+    /// `time`; `nil` if it is no `a{sv}`. Still read: a fleet may hold such values for ever.
     static func caller(ofAttribution value: DBusValue) -> WriteSet.Caller? {
         guard let fields = value.stringKeyedEntries?.mapValues(\.unwrappingVariant) else { return nil }
         return WriteSet.Caller(via: fields["via"]?.stringValue ?? "", fields: fields)
     }
 
-    /// The ``deleterKey`` record: who made a transaction's deletions.
+    /// Who a record of either format names: a ``FleetAttribution`` record, or an earlier host's
+    /// `a{sv}` in ValueCodec bytes; `nil` for anything else.
+    static func caller(ofRecord bytes: ArraySlice<UInt8>) -> WriteSet.Caller? {
+        if bytes.first == FleetAttribution.marker { return FleetAttribution.decode(bytes)?.caller }
+        return (try? ValueCodec.decode(Array(bytes))).flatMap(caller(ofAttribution:))
+    }
+
+    /// The `by` field of a definition or a fleet layer: the writer's ``FleetAttribution``
+    /// record as `ay` (a host that expects the earlier `a{sv}` there passes over it).
+    static func byField(_ caller: WriteSet.Caller, time: Int64) -> DBusValue {
+        .bytes(FleetAttribution.encode(caller, time: time))
+    }
+
+    /// Who a `by` field names, in either format (``byField(_:time:)``, or an earlier `a{sv}`).
+    static func caller(ofBy value: DBusValue) -> WriteSet.Caller? {
+        if case .bytes(let record) = value { return FleetAttribution.decode(record[...])?.caller }
+        return caller(ofAttribution: value)
+    }
+
+    /// The ``deleterKey`` record: who made a transaction's deletions, a ``FleetAttribution``
+    /// record (a host that reads only the earlier `a{sv}` names no deleter).
     public static func encodeDeleter(_ caller: WriteSet.Caller, time: Int64) -> [UInt8] {
-        ValueCodec.encode(attributionFields(caller, time: time))
+        FleetAttribution.encode(caller, time: time)
     }
 
     /// Who made the deletions of each revision among `events`, from the ``deleterKey`` records
@@ -104,7 +119,7 @@ public struct FleetLayout: Sendable, Equatable {
     public func deleters(in events: [WatchEvent]) -> [Int64: WriteSet.Caller] {
         var deleters: [Int64: WriteSet.Caller] = [:]
         for event in events where event.kind == .put && event.kv.key == deleterKey {
-            if let caller = (try? ValueCodec.decode(event.kv.value)).flatMap(Self.caller(ofAttribution:)) { deleters[event.kv.modRevision] = caller }
+            if let caller = Self.caller(ofRecord: event.kv.value[...]) { deleters[event.kv.modRevision] = caller }
         }
         return deleters
     }
@@ -112,6 +127,13 @@ public struct FleetLayout: Sendable, Equatable {
     /// A fleet key's value from etcd and, when it carries one, who wrote it; a value written
     /// without attribution (by an earlier propbusd, or etcdctl) reads as the value alone.
     public static func decodeAttributedValue(_ bytes: [UInt8]) throws(PropBusError) -> (value: DBusValue, caller: WriteSet.Caller?) {
+        var unused = FleetAttribution.LastRead()
+        return try decodeAttributedValue(bytes, reusing: &unused)
+    }
+
+    /// ``decodeAttributedValue(_:)``, a record that repeats `last`'s caller read as that caller
+    /// (``FleetAttribution/decode(_:reusing:)``).
+    static func decodeAttributedValue(_ bytes: [UInt8], reusing last: inout FleetAttribution.LastRead) throws(PropBusError) -> (value: DBusValue, caller: WriteSet.Caller?) {
         do {
             guard bytes.first == attributedFormat else { return (try ValueCodec.decode(bytes), nil) }
             guard bytes.count >= 5 else { throw ValueCodecError("an attributed value of \(bytes.count) bytes") }
@@ -119,15 +141,17 @@ public struct FleetLayout: Sendable, Equatable {
             guard length <= bytes.count - 5 else { throw ValueCodecError("an attributed value's length \(length) passes its end") }
             let value = try ValueCodec.decode(Array(bytes[5..<5 + length]))
             // The value is what matters: an attribution that cannot be read leaves it unattributed.
-            return (value, (try? ValueCodec.decode(Array(bytes[(5 + length)...]))).flatMap(caller(ofAttribution:)))
+            let record = bytes[(5 + length)...]
+            guard record.first == FleetAttribution.marker else { return (value, caller(ofRecord: record)) }
+            return (value, FleetAttribution.decode(record, reusing: &last)?.caller)
         } catch {
             throw PropBusError(.invalidValue, "an etcd value could not be read: \(error)")
         }
     }
 
     /// A definition as etcd holds it. Host-local parts stay out: the model file it came from.
-    /// With `attribution`, also `by`: who defined it (``attributionFields(_:time:)``), for the
-    /// other hosts' history; a host that does not know `by` passes over it.
+    /// With `attribution`, also `by`: who defined it (``byField(_:time:)``), for the other hosts'
+    /// history; a host that does not know `by` passes over it.
     public static func encodeDefinition(_ definition: PropertyDefinition, attribution: WriteSet.Caller? = nil, time: Int64 = 0) -> [UInt8] {
         var options = definition.metadata
         for local in ["default", "source", "state_of"] { options[local] = nil }
@@ -136,14 +160,14 @@ public struct FleetLayout: Sendable, Equatable {
             "default": definition.defaultValue,
             "options": .vardict(options),
         ]
-        if let attribution { fields["by"] = attributionFields(attribution, time: time) }
+        if let attribution { fields["by"] = byField(attribution, time: time) }
         return ValueCodec.encode(.vardict(fields))
     }
 
     /// Who wrote a definition from etcd; `nil` for one written without (by an earlier propbusd).
     public static func definitionCaller(_ bytes: [UInt8]) -> WriteSet.Caller? {
         guard let by = (try? decodeValue(bytes))?.stringKeyedEntries?["by"] else { return nil }
-        return caller(ofAttribution: by.unwrappingVariantOnce)
+        return caller(ofBy: by.unwrappingVariantOnce)
     }
 
     /// Whether two definitions from etcd (or ``encodeDefinition(_:attribution:time:)``) define

@@ -56,7 +56,9 @@ public struct Compare: Equatable, Sendable {
     }
 
     var json: JSONValue {
-        var members: [(String, JSONValue)] = [("key", .bytes(key)), ("result", .string(relation.rawValue))]
+        // EQUAL is the enum's 0, which proto3 JSON leaves out (as TxnBodyWriter does).
+        var members: [(String, JSONValue)] = [("key", .bytes(key))]
+        if relation != .equal { members.append(("result", .string(relation.rawValue))) }
         switch target {
         case let .version(value): members += [("target", .string("VERSION")), ("version", .int64(value))]
         case let .createRevision(value): members += [("target", .string("CREATE")), ("create_revision", .int64(value))]

@@ -68,7 +68,9 @@ struct TxnBodyWriter {
     mutating func write(_ compare: Compare) {
         raw("{")
         field("key", bytes: compare.key, first: true)
-        field("result", name: compare.relation.rawValue)
+        // EQUAL, the relation of every fleet compare, is the enum's 0: proto3 JSON leaves it out
+        // (17 bytes of each compare, on every write's path).
+        if compare.relation != .equal { field("result", name: compare.relation.rawValue) }
         switch compare.target {
         case let .version(value): field("target", name: "VERSION"); field("version", int64: value)
         case let .createRevision(value): field("target", name: "CREATE"); field("create_revision", int64: value)
