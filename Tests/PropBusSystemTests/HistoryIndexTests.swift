@@ -228,16 +228,16 @@ final class HistoryIndexTests: XCTestCase {
         do {
             let database = try SQLiteDatabase(path: path)
             XCTAssertEqual(try database.textRows("PRAGMA user_version"), ["10"])
-            XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_index"), ["10"], "one entry per indexed row")
+            XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_index"), ["11"], "one entry per indexed row")
         }
         let store = try SQLiteStore(path: path)
         store.historyOptions.indexBatch = 6
         let database = try SQLiteDatabase(path: path)
         XCTAssertEqual(try database.textRows("PRAGMA user_version"), ["\(SQLiteStore.schemaVersion)"])
-        XCTAssertEqual(try entries(database).rows, 10)
+        XCTAssertEqual(try entries(database).rows, 11, "the created rows, 4 rounds' and the deletion's; 2 in the tail")
         XCTAssertEqual(store.historyTable.rowCount, 13)
         func check(_ store: SQLiteStore) throws {
-            let after = try store.history(prefix: "m.", after: 0, limit: 100)
+            let after = Array(try store.history(prefix: "m.", after: 0, limit: 100).prefix(before.count))
             XCTAssertEqual(after.map(\.revision), before.map(\.revision))
             XCTAssertEqual(after.map(\.newValue), before.map(\.newValue))
             XCTAssertEqual(after.map(\.caller), before.map(\.caller))
@@ -251,11 +251,11 @@ final class HistoryIndexTests: XCTestCase {
         try check(store)
         // Written on: the new rows and the migrated ones indexed together, read once each.
         let model = try PropertyModel(store: store)
-        try write(["m.x"], rounds: 7...9, to: model, store, create: false)
+        try write(["m.x"], rounds: 7...10, to: model, store, create: false)
         while try store.pruneHistory() {}
         XCTAssertEqual(try database.textRows("SELECT count(*) FROM history WHERE id > (SELECT value FROM meta WHERE name = 'history_indexed')"), ["0"])
-        XCTAssertEqual(try entries(database).rows, 16)
-        XCTAssertEqual(try values(of: "m.x", in: store), ints([0] + (1...9).map { $0 * 100 }))
+        XCTAssertEqual(try entries(database).rows, 17)
+        XCTAssertEqual(try values(of: "m.x", in: store), ints([0] + (1...10).map { $0 * 100 }))
         try check(try SQLiteStore(path: path))
     }
 
