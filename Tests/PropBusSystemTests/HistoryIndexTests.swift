@@ -170,6 +170,33 @@ final class HistoryIndexTests: XCTestCase {
         XCTAssertEqual(try store.history(prefix: "e.", after: 0, limit: 100).count, 0)
     }
 
+    /// The step indexes the tail from the rows the commits kept in memory; a commit that failed
+    /// after writing some of its rows (rolled back: they are not in the table) makes it read the
+    /// tail back instead, so no entry counts a row that is not there.
+    func testACommitThatFailsAfterItsFirstRowsLeavesNoEntryOfThem() throws {
+        let store = try SQLiteStore(path: path)
+        store.historyOptions.indexBatch = 6
+        let model = try PropertyModel(store: store)
+        try write(["f.x", "f.y"], rounds: 1...1, to: model, store)
+        // f.y's row comes after f.x's in the commit: refusing it fails the commit there.
+        try store.database.execute("""
+            CREATE TRIGGER refuse BEFORE INSERT ON history WHEN new.key_id = (SELECT id FROM history_key WHERE key = 'f.y')
+            BEGIN SELECT RAISE(ABORT, 'refused'); END
+            """)
+        model.origin = .call(alice)
+        _ = try model.apply(set: [("f.x", .int32(7)), ("f.y", .int32(7))], reset: [])
+        XCTAssertNotNil(Round(model: model, commands: nil, store: store).end(), "the commit fails")
+        try store.database.execute("DROP TRIGGER refuse")
+        try write(["f.x", "f.y"], rounds: 2...3, to: model, store, create: false)
+        while try store.pruneHistory() {}
+        let database = try SQLiteDatabase(path: path)
+        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history WHERE id > (SELECT value FROM meta WHERE name = 'history_indexed')"), ["0"])
+        XCTAssertEqual(try database.textRows("SELECT count(*) FROM history"), ["8"])
+        XCTAssertEqual(try entries(database).rows, 8, "no entry counts the rolled-back row")
+        XCTAssertEqual(try values(of: "f.x", in: store), ints([0, 100, 200, 300]))
+        XCTAssertEqual(try values(of: "f.y", in: store), ints([0, 101, 201, 301]))
+    }
+
     /// At open the rows are counted from the index (its entries' counts) and the tail; a key's
     /// rows from its entries and the tail: partly pruned entries count what they keep.
     func testReopeningKeepsTheCountsRight() throws {

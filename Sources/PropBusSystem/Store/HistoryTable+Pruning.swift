@@ -69,6 +69,9 @@ extension HistoryTable {
                         rowCount -= deleted
                         rowsOfKey[key] = count - deleted
                         oldestTimeIsKnown = false
+                        // None found to delete: the count was wrong. Counted again at the key's
+                        // next write, rather than a step after step finding nothing.
+                        if deleted == 0 { rowsOfKey[key] = nil }
                     }
                     if (rowsOfKey[key] ?? 0) <= limit { keysOverLimit.remove(key) }
                 }
