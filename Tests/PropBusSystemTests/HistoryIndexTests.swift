@@ -340,10 +340,7 @@ final class HistoryIndexTests: XCTestCase {
             INSERT INTO history_index (key_id, revision, id)
                 SELECT key_id, revision, id FROM history WHERE id <= (SELECT value FROM meta WHERE name = 'history_indexed')
                 ORDER BY key_id, revision, id;
-            CREATE TRIGGER history_unindex AFTER DELETE ON history BEGIN
-                DELETE FROM history_index WHERE key_id = old.key_id AND revision = old.revision AND id = old.id;
-                DELETE FROM history_by_change WHERE change = old.change AND id = old.id;
-            END;
+            \(SQLiteStore.historyUnindexTrigger10)
             PRAGMA user_version = 10;
             """)
     }
