@@ -170,43 +170,6 @@ final class HistoryIndexTests: XCTestCase {
         XCTAssertEqual(try store.history(prefix: "e.", after: 0, limit: 100).count, 0)
     }
 
-    /// A commit's rows go in several to a statement (8, 4, 2, 1): each row keeps its own key,
-    /// kind, values, via and caller, whatever the row of the statement it was bound into held
-    /// before.
-    func testACommitsRowsGoInSeveralToAStatementEachWithItsOwnFields() throws {
-        let store = try SQLiteStore(path: path)
-        let model = try PropertyModel(store: store)
-        let keys = (0..<15).map { "w.k\($0)" }
-        try write(keys, rounds: 1...1, to: model, store)
-        _ = try model.set("w.k3", to: .int32(33))
-        end(model, store)
-        for key in keys.prefix(3) { _ = try model.delete(key: key) }
-        model.origin = .call(WriteSet.Caller(via: "Reset", busName: ":1.7", userID: 1001, userName: "bob", processID: 7, command: "busctl"))
-        _ = try model.apply(set: keys.suffix(11).enumerated().map { ($0.element, .int32(Int32(-$0.offset))) }, reset: [])
-        model.origin = .daemon
-        end(model, store)
-        for (index, key) in keys.enumerated() {
-            let records = try store.history(prefix: key, after: 0, limit: 100).filter { $0.key.text == key }
-            var expected: [(kind: String, old: DBusValue?, new: DBusValue?, user: String?)] = [
-                ("created", nil, .int32(0), nil), ("changed", .int32(0), .int32(Int32(100 + index)), "alice"),
-            ]
-            if key == "w.k3" { expected.append(("changed", .int32(103), .int32(33), nil)) }
-            if index < 3 { expected.append(("deleted", .int32(Int32(100 + index)), nil, nil)) }
-            if index >= 4 {
-                let old: DBusValue = .int32(Int32(key == "w.k3" ? 33 : 100 + index))
-                expected.append(("changed", old, .int32(Int32(-(index - 4))), "bob"))
-            }
-            XCTAssertEqual(records.map(\.kind), expected.map(\.kind), key)
-            XCTAssertEqual(records.map(\.oldValue), expected.map(\.old), key)
-            XCTAssertEqual(records.map(\.newValue), expected.map(\.new), key)
-            XCTAssertEqual(records.map(\.caller?.userName), expected.map(\.user), key)
-            if index >= 4 { XCTAssertEqual(records.last?.via, "Reset", key) }
-        }
-        let all = try store.history(prefix: "w.", after: 0, limit: 1000)
-        XCTAssertEqual(all.count, 15 + 15 + 1 + 3 + 11)
-        XCTAssertEqual(try SQLiteDatabase(path: path).textRows("SELECT count(DISTINCT id) FROM history"), ["45"])
-    }
-
     /// The step indexes the tail from the rows the commits kept in memory; a commit that failed
     /// after writing some of its rows (rolled back: they are not in the table) makes it read the
     /// tail back instead, so no entry counts a row that is not there.

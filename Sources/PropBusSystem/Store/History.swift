@@ -47,10 +47,7 @@ public struct HistoryOptions: Sendable {
 /// Owned by its ``SQLiteStore``, confined like it to the service's queue. Its state is internal,
 /// not private: the queries and the steps between rounds are extensions in other files.
 final class HistoryTable {
-    /// The INSERTs of 8, 4, 2 and 1 rows (``rowsPerInsert``), and the bytes of the values of
-    /// the rows bound into one of them (HistoryTable+Rows.swift).
-    var rowInserts: [RowInsert] = []
-    var rowBytes: [UInt8] = []
+    var insert: SQLiteStatement?
     var readTailRows: SQLiteStatement?
     var insertEntry: SQLiteStatement?
     var indexTailByChange: SQLiteStatement?
@@ -134,6 +131,10 @@ final class HistoryTable {
     /// key up twice (its value's bytes, its row), and with many writers the key changes from
     /// one lookup to the next.
     let keySlots = UnsafeMutableBufferPointer<KeyEntry?>.allocate(capacity: 1024)
+    /// What ``insert`` holds bound as the kind and via (parameters 6, 9; `nil`: not bound
+    /// since it was prepared): bound again only when they change, as binding text copies it.
+    var boundKind: String?
+    var boundVia: String?
     /// The sweeps deleting callers and keys no row names, a batch per pruning step; keys in id
     /// order from `keySweepCursor`, run only when the tail is indexed (the key index then
     /// names every row's key).
@@ -188,9 +189,12 @@ final class HistoryTable {
     func attach(_ database: SQLiteDatabase) throws(SQLiteError) {
         self.database = database
         forgetIdentities()
+        boundKind = nil
+        boundVia = nil
         queries.removeAll()
-        rowInserts = []
-        for rows in Self.rowsPerInsert { rowInserts.append(try RowInsert(database, rows: rows)) }
+        insert = try database.prepare("""
+            INSERT INTO history (id, \(Self.storedColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+            """)
         // The identity index answers it (`IS`: a field may be NULL).
         findCaller = try database.prepare("""
             SELECT id, last_row FROM history_caller
@@ -285,34 +289,20 @@ final class HistoryTable {
     /// nothing and indexes nothing: a step between rounds does (``prune(options:)``).
     ///
     /// Binds straight from the write set, one parameter at a time, the key and the caller as
-    /// their ids (``entry(of:)``, ``callerID(of:row:)``), several rows to a statement
-    /// (``bindRow(_:id:change:revision:time:keyID:kind:old:new:via:caller:)``): this runs for
-    /// every key of every durable write. The write set is read in place, through its arrays'
-    /// buffers: iterating them copied each change and each entry (retaining and releasing their
-    /// definitions' and values' storage), several times per key.
+    /// their ids (``entry(of:)``, ``callerID(of:row:)``): this runs for every key of every
+    /// durable write. The write set is read in place, through its arrays' buffers: iterating
+    /// them copied each change and each entry (retaining and releasing their definitions'
+    /// and values' storage), several times per key.
     func record(_ writeSet: WriteSet, options: HistoryOptions) throws(SQLiteError) {
-        guard !rowInserts.isEmpty else { return }
+        guard let insert else { return }
         // Never before the last row: a time is then found by a binary search over the rows.
         let time = max(Self.now(), lastTime)
         lastTime = time
         let revision = writeSet.revision
         try writeSet.changes.withUnsafeBufferPointer { (changes) throws(SQLiteError) in
-            // The rows to come, so each statement is one of exactly as many rows as are left.
-            var batch = RowBatch(remaining: 0)
-            for index in changes.indices {
-                changes[index].entries.withUnsafeBufferPointer { entries in
-                    for entry in entries.indices where !Self.isTransient(entries[entry]) { batch.remaining += 1 }
-                }
-            }
             for index in changes.indices {
                 try changes[index].entries.withUnsafeBufferPointer { (entries) throws(SQLiteError) in
-                    try record(entries, of: changes[index].origin, revision: revision, time: time, into: &batch, options: options)
-                }
-            }
-            // Once every row is in the table (a key's first count reads it there).
-            if let limit = options.maximumPerKey {
-                for (key, id, rows) in batch.keys {
-                    if try count(of: key, id: id, adding: rows) > limit { keysOverLimit.insert(key) }
+                    try record(entries, of: changes[index].origin, revision: revision, time: time, insert: insert, options: options)
                 }
             }
         }
@@ -320,7 +310,7 @@ final class HistoryTable {
 
     /// One change's rows: `entries` are its keys, `origin` where it came from.
     private func record(_ entries: UnsafeBufferPointer<WriteSet.Entry>, of origin: WriteSet.Origin, revision: UInt64, time: Int64,
-                        into batch: inout RowBatch, options: HistoryOptions) throws(SQLiteError) {
+                        insert: SQLiteStatement, options: HistoryOptions) throws(SQLiteError) {
         // The change's id (``WriteSet/Change/id``: its highest revision) and whether it has a
         // persistent key, in one pass.
         var changeID: UInt64 = 0, persistent = false
@@ -333,10 +323,20 @@ final class HistoryTable {
         let callerID = try self.callerID(of: origin, row: nextID)
         for index in entries.indices where !Self.isTransient(entries[index]) {
             let key = try self.entry(of: entries[index].key), keyID = key.id
+            insert.reset()
+            try insert.bind(.integer(nextID), at: 1)
+            try insert.bind(.integer(id), at: 2)
             let rowRevision = Int64(bitPattern: entries[index].after?.revision ?? revision)
             if id < rowRevision { tailMayHoldDeletions = true }
+            try insert.bind(.integer(rowRevision), at: 3)
+            try insert.bind(.integer(time), at: 4)
+            try insert.bind(.integer(keyID), at: 5)
             let oldValue = entries[index].before?.value, newValue = entries[index].after?.value
             let kind = Self.kind(old: oldValue, new: newValue) { entries[index].before?.definition != entries[index].after?.definition }
+            if boundKind != kind {
+                try insert.bind(.text(kind), at: 6)
+                boundKind = kind
+            }
             let oldBytes = oldValue.map { Self.bytes(of: $0, knowing: key.written) }
             var newBytes: [UInt8]?
             if let value = newValue {
@@ -347,8 +347,13 @@ final class HistoryTable {
                 key.written = nil
             }
             key.stored = nil
-            try bindRow(&batch, id: nextID, change: id, revision: rowRevision, time: time, keyID: keyID, kind: kind,
-                        old: oldBytes, new: newBytes, via: entries[index].via ?? via, caller: callerID)
+            let rowVia = entries[index].via ?? via
+            if boundVia != rowVia {
+                try insert.bind(.text(rowVia), at: 9)
+                boundVia = rowVia
+            }
+            try insert.bind(callerID.map { .integer($0) } ?? .null, at: 10)
+            try insert.run(blobs: oldBytes, newBytes, at: (7, 8))
             // A rolled-back commit leaves a gap in the ids, which only need to grow.
             if tailRows != nil {
                 if tailCount < Self.maximumTailRows {
@@ -360,12 +365,8 @@ final class HistoryTable {
             nextID += 1
             rowCount += 1
             tailCount += 1
-            if options.maximumPerKey != nil {
-                if let known = batch.keys.firstIndex(where: { $0.id == keyID }) {
-                    batch.keys[known].rows += 1
-                } else {
-                    batch.keys.append((entries[index].key, keyID, 1))
-                }
+            if let limit = options.maximumPerKey, try count(of: entries[index].key, id: keyID, adding: 1) > limit {
+                keysOverLimit.insert(entries[index].key)
             }
             if oldestTimeIsKnown, oldestTime == nil { oldestTime = time }
         }
@@ -391,17 +392,18 @@ final class HistoryTable {
         forgetIdentities()
         // Its rows are not in the table, but they are in ``tailRows``.
         tailRows = nil
-        for insert in rowInserts { insert.forgetBound() }
+        // A bind that failed may have left its parameter as it was.
+        boundKind = nil
+        boundVia = nil
     }
 
-    /// `key`'s rows plus `added`: counted (an index range and the tail, where the `added` rows
-    /// are already) the first time, then kept.
+    /// `key`'s rows plus `added`: counted (an index range and the tail) the first time, then kept.
     func count(of key: Key, id: Int64, adding added: Int) throws(SQLiteError) -> Int {
         var count: Int
         if let known = rowsOfKey[key] {
             count = known
         } else if let countOfKey {
-            // The rows just inserted are counted already.
+            // The row just inserted is counted already.
             try countOfKey.bind([.integer(id), .integer(indexedThrough)])
             count = try countOfKey.step() ? Int(countOfKey.integer(0)) - added : 0
             while try countOfKey.step() {}

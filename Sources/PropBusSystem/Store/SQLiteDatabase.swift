@@ -161,29 +161,6 @@ final class SQLiteStatement {
         guard status == SQLITE_OK || status == SQLITE_DONE else { throw database.error(status) }
     }
 
-    /// Runs the statement to completion with the bindings it has and each of `blobs`, a span
-    /// of `bytes` (`nil`: NULL), at `position(its index)`, read in place (`SQLITE_STATIC`), as
-    /// ``run(blobs:_:at:)`` does for two: NULL is bound there again before this returns.
-    func run(borrowing bytes: UnsafeRawBufferPointer, blobs: [Range<Int>?], at position: (Int) -> Int32) throws(SQLiteError) {
-        var status = SQLITE_OK
-        for index in blobs.indices where status == SQLITE_OK {
-            if let span = blobs[index] {
-                // A zero-length blob is not NULL: SQLite takes a null pointer with length 0 as NULL.
-                let start = bytes.baseAddress.map { $0 + span.lowerBound } ?? UnsafeRawPointer(bitPattern: 1)
-                status = sqlite3_bind_blob(handle, position(index), start, Int32(span.count), nil)
-            } else {
-                status = sqlite3_bind_null(handle, position(index))
-            }
-        }
-        if status == SQLITE_OK {
-            repeat { status = sqlite3_step(handle) } while status == SQLITE_ROW
-        }
-        let failure = status == SQLITE_OK || status == SQLITE_DONE ? nil : database.error(status)
-        sqlite3_reset(handle)
-        for index in blobs.indices { sqlite3_bind_null(handle, position(index)) }
-        if let failure { throw failure }
-    }
-
     /// Binds `values` and runs the statement to completion.
     func run(_ values: [SQLiteValue]) throws(SQLiteError) {
         try bind(values)
