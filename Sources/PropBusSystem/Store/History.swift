@@ -234,9 +234,13 @@ final class HistoryTable {
         indexedThrough = Int64(try database.textRows("SELECT value FROM meta WHERE name = 'history_indexed'").first ?? "0") ?? 0
         tailCount = Int(try database.textRows("SELECT count(*) FROM history WHERE id > \(indexedThrough)").first ?? "0") ?? 0
         tailRows = tailCount == 0 ? [] : nil
-        // Counted in the narrow index (its entries count the indexed rows), not `history`
-        // itself, which has no index and whose count would read every row's page at each start.
-        rowCount = (Int(try database.textRows("SELECT coalesce(sum(count), 0) FROM history_index").first ?? "0") ?? 0) + tailCount
+        // Counted in the narrow index, not `history` itself, which has no index and whose count
+        // would read every row's page at each start: an entry holds one row unless it packs
+        // others (``SQLiteStore/historyPackedIndexSchema``), and those are indexed on their own.
+        // `count(*)` counts an index's cells without reading them; `sum(count)` read each one.
+        let entries = Int(try database.textRows("SELECT count(*) FROM history_index").first ?? "0") ?? 0
+        let packed = Int(try database.textRows("SELECT coalesce(sum(count - 1), 0) FROM history_index INDEXED BY history_index_packed WHERE rows IS NOT NULL").first ?? "0") ?? 0
+        rowCount = entries + packed + tailCount
         let last = try database.textRows("SELECT id FROM history ORDER BY id DESC LIMIT 1")
         nextID = max(Int64(last.first ?? "0") ?? 0, indexedThrough) + 1
         lastTime = Int64(try database.textRows("SELECT time FROM history ORDER BY id DESC LIMIT 1").first ?? "0") ?? 0

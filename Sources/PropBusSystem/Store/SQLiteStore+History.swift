@@ -173,8 +173,10 @@ extension SQLiteStore {
     /// revision growing from one commit to the next), counts its rows kept (`count`) and packs
     /// the others (`rows`, see ``HistoryTable/pack(_:)``; NULL when it has no other). A batch of
     /// 512 rows of 16 keys then inserts 16 entries into the index instead of 512, each B-tree
-    /// insertion costing several thousand instructions. The migrated entries are schema 10's,
-    /// one row each.
+    /// insertion costing several thousand instructions. The entries packing rows are indexed
+    /// on their own (`history_index_packed`), so the rows are counted at start-up from the
+    /// index's count of entries and those few, not by reading every entry's `count`. The
+    /// migrated entries are schema 10's, one row each.
     static let historyPackedIndexSchema = """
         DROP TRIGGER history_unindex;
         CREATE TABLE history_index_11 (
@@ -189,6 +191,7 @@ extension SQLiteStore {
             SELECT key_id, revision, id, 1 FROM history_index ORDER BY key_id, revision, id;
         DROP TABLE history_index;
         ALTER TABLE history_index_11 RENAME TO history_index;
+        CREATE INDEX history_index_packed ON history_index (key_id, revision, id) WHERE rows IS NOT NULL;
         \(historyUnindexTrigger)
         """
 
