@@ -14,8 +14,10 @@
 # bench's writes: the store's revision is raised to N, so the daemon's next writes come after
 # them, as in a real history (their rows at the end of the indexes by revision and change).
 # Their values are int32 blobs in ValueCodec's format (format byte 1, signature "i", 4 bytes
-# little-endian). Schema 10: they go into `history` with their entries in
-# the index tables, ids after every row already there. Before: into the indexed `history`
+# little-endian). Schema 10 and 11: they go into `history` with their entries in
+# the index tables, ids after every row already there (schema 11: an entry per row, as the
+# daemon's steps would make them, each batch of 512 rows holding one row of a key at most when
+# KEYS > 512; schema 10: an entry per row as well). Before: into the indexed `history`
 # table, with ids after every row already in either table (rows keep their ids when moved from
 # `history_recent`).
 set -euo pipefail
@@ -39,6 +41,12 @@ else
   add_caller=
 fi
 if [ -n "$(sqlite3 "$db" "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'history_key'")" ]; then
+  # Schema 11's entries count their rows (and pack those of a key in one batch: none here).
+  if [ -n "$(sqlite3 "$db" "SELECT name FROM pragma_table_info('history_index') WHERE name = 'count'")" ]; then
+    entry_columns="key_id, revision, id, count" entry_values="key_id, revision, id, 1"
+  else
+    entry_columns="key_id, revision, id" entry_values="key_id, revision, id"
+  fi
   # Schema 10: keys as ids in history_key, rows written once into history and indexed in the
   # index tables (with any rows the daemon left unindexed); the caller kept for every row.
   sqlite3 "$db" <<SQL
@@ -58,8 +66,8 @@ SELECT (SELECT id FROM last) + i, i, i, $start - ($rows - i) * 1000, (SELECT id 
        x'01016900000000', x'01016901000000', 'Set', (SELECT id FROM history_caller WHERE bus_name = ':1.1' AND exe = '/usr/bin/bench')
 FROM n;
 UPDATE history_caller SET last_row = (SELECT max(id) FROM history) WHERE bus_name = ':1.1' AND exe = '/usr/bin/bench';
-INSERT INTO history_index (key_id, revision, id)
-  SELECT key_id, revision, id FROM history WHERE id > (SELECT indexed FROM last) ORDER BY key_id, revision, id;
+INSERT INTO history_index ($entry_columns)
+  SELECT $entry_values FROM history WHERE id > (SELECT indexed FROM last) ORDER BY key_id, revision, id;
 INSERT INTO history_by_change (change, id) SELECT change, id FROM history WHERE id > (SELECT indexed FROM last) ORDER BY change, id;
 INSERT OR REPLACE INTO meta (name, value) VALUES ('history_indexed', (SELECT max(id) FROM history));
 INSERT OR REPLACE INTO meta (name, value) VALUES ('revision', max(coalesce((SELECT value FROM meta WHERE name = 'revision'), 0), (SELECT max(revision) FROM history)));

@@ -155,8 +155,8 @@ final class CommandStoreTests: XCTestCase {
     func testNewStoreHasSchemaVersion6WithCommandsFleetHistoryAndLeasesTables() throws {
         _ = try SQLiteStore(path: path)
         let database = try SQLiteDatabase(path: path)
-        XCTAssertEqual(SQLiteStore.schemaVersion, 10)
-        XCTAssertEqual(try database.textRows("PRAGMA user_version"), ["10"])
+        XCTAssertEqual(SQLiteStore.schemaVersion, 11)
+        XCTAssertEqual(try database.textRows("PRAGMA user_version"), ["11"])
         XCTAssertEqual(try database.textRows("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"),
                        ["bindings", "commands", "definitions", "fleet_keys", "history", "history_by_change", "history_caller", "history_denied",
                         "history_index", "history_key", "leases", "meta", "stored_values"])
@@ -191,7 +191,7 @@ final class CommandStoreTests: XCTestCase {
             _ = try table.create(key: "app.run", options: ["exec": Self.argv])
             try commit(store, model, table)
         }
-        XCTAssertEqual(try SQLiteDatabase(path: path).textRows("PRAGMA user_version"), ["10"])
+        XCTAssertEqual(try SQLiteDatabase(path: path).textRows("PRAGMA user_version"), ["11"])
         let (store, model, _) = try open()
         XCTAssertEqual(try storedKeys(store), ["app.run"])
         XCTAssertEqual(try model.value(of: "app.volume"), .double(0.25))

@@ -48,7 +48,8 @@ public struct HistoryOptions: Sendable {
 /// not private: the queries and the steps between rounds are extensions in other files.
 final class HistoryTable {
     var insert: SQLiteStatement?
-    var indexTail: SQLiteStatement?
+    var readTailRows: SQLiteStatement?
+    var insertEntry: SQLiteStatement?
     var indexTailByChange: SQLiteStatement?
     var saveIndexed: SQLiteStatement?
     /// The next row's id: one past the last row's, and past every id indexed already (ids are
@@ -60,6 +61,10 @@ final class HistoryTable {
     /// Rows in the tail, counted at open and kept up to date (an upper bound: pruning may
     /// delete some).
     var tailCount = 0
+    /// The tail's rows as the commits wrote them, for the next step's entries without reading
+    /// them back (`nil`: not known, read back then: at open, after a commit that failed, after
+    /// pruning deleted rows of the tail, or past ``maximumTailRows``).
+    var tailRows: [IndexedRow]?
     /// Whether the tail may hold a row whose change is below its revision (a deletion's), the
     /// only rows `history_by_change` indexes: unknown (true) at open, then known from the rows
     /// written, so a step does not read the whole tail again to find none.
@@ -148,7 +153,9 @@ final class HistoryTable {
     var pruneOldest: SQLiteStatement?
     var pruneBefore: SQLiteStatement?
     var countOfKey: SQLiteStatement?
-    var pruneOldestOfKey: SQLiteStatement?
+    var entriesOfKey: SQLiteStatement?
+    var tailIDsOfKey: SQLiteStatement?
+    var deleteRow: SQLiteStatement?
     var firstRowFrom: SQLiteStatement?
     var firstChangeFrom: SQLiteStatement?
     var rowBefore: SQLiteStatement?
@@ -202,9 +209,11 @@ final class HistoryTable {
         findKey = try database.prepare("SELECT id FROM history_key WHERE key = ?1")
         insertKey = try database.prepare("INSERT INTO history_key (key) VALUES (?1) RETURNING id")
         keyCandidates = try database.prepare("SELECT id FROM history_key WHERE id > ?1 ORDER BY id LIMIT ?2")
+        // An entry counts at least one row: one counting none is deleted (the trigger).
         keyIsReferenced = try database.prepare("SELECT 1 FROM history_index WHERE key_id = ?1 LIMIT 1")
         removeKey = try database.prepare("DELETE FROM history_key WHERE id = ?1")
-        indexTail = try database.prepare("INSERT INTO history_index (key_id, revision, id) SELECT key_id, revision, id FROM history WHERE id > ?1")
+        readTailRows = try database.prepare("SELECT key_id, revision, id FROM history WHERE id > ?1 ORDER BY id")
+        insertEntry = try database.prepare("INSERT INTO history_index (key_id, revision, id, count, rows) VALUES (?1, ?2, ?3, ?4, ?5)")
         // Only the rows of deletions, whose change is below their revision: the others are
         // found by a binary search (``records(ofChange:)``).
         indexTailByChange = try database.prepare("INSERT INTO history_by_change (change, id) SELECT change, id FROM history WHERE id > ?1 AND change < revision")
@@ -212,22 +221,26 @@ final class HistoryTable {
         // The trigger deletes their index entries.
         pruneOldest = try database.prepare("DELETE FROM history WHERE id IN (SELECT id FROM history ORDER BY id LIMIT ?1)")
         pruneBefore = try database.prepare("DELETE FROM history WHERE id IN (SELECT id FROM history WHERE id < ?1 ORDER BY id LIMIT ?2)")
-        countOfKey = try database.prepare("SELECT (SELECT count(*) FROM history_index WHERE key_id = ?1) + (SELECT count(*) FROM history WHERE id > ?2 AND key_id = ?1)")
-        pruneOldestOfKey = try database.prepare("""
-            DELETE FROM history WHERE id IN (
-                SELECT id FROM (SELECT id, revision FROM history_index WHERE key_id = ?1
-                                UNION ALL SELECT id, revision FROM history WHERE id > ?2 AND key_id = ?1)
-                ORDER BY revision, id LIMIT ?3)
+        countOfKey = try database.prepare("""
+            SELECT (SELECT coalesce(sum(count), 0) FROM history_index WHERE key_id = ?1) + (SELECT count(*) FROM history WHERE id > ?2 AND key_id = ?1)
             """)
+        entriesOfKey = try database.prepare("SELECT revision, id, count, rows FROM history_index WHERE key_id = ?1 ORDER BY revision, id")
+        tailIDsOfKey = try database.prepare("SELECT id FROM history WHERE id > ?2 AND key_id = ?1 ORDER BY revision, id LIMIT ?3")
+        deleteRow = try database.prepare("DELETE FROM history WHERE id = ?1")
         firstRowFrom = try database.prepare("SELECT id, time FROM history WHERE id >= ?1 ORDER BY id LIMIT 1")
         firstChangeFrom = try database.prepare("SELECT id, max(change, revision) FROM history WHERE id >= ?1 ORDER BY id LIMIT 1")
         rowBefore = try database.prepare("SELECT revision FROM history WHERE id < ?1 ORDER BY id DESC LIMIT 1")
         tailMayHoldDeletions = true
         indexedThrough = Int64(try database.textRows("SELECT value FROM meta WHERE name = 'history_indexed'").first ?? "0") ?? 0
         tailCount = Int(try database.textRows("SELECT count(*) FROM history WHERE id > \(indexedThrough)").first ?? "0") ?? 0
-        // Counted in the narrow index (one entry per indexed row), not `history` itself, which
-        // has no index and whose count would read every row's page at each start.
-        rowCount = (Int(try database.textRows("SELECT count(*) FROM history_index").first ?? "0") ?? 0) + tailCount
+        tailRows = tailCount == 0 ? [] : nil
+        // Counted in the narrow index, not `history` itself, which has no index and whose count
+        // would read every row's page at each start: an entry holds one row unless it packs
+        // others (``SQLiteStore/historyPackedIndexSchema``), and those are indexed on their own.
+        // `count(*)` counts an index's cells without reading them; `sum(count)` read each one.
+        let entries = Int(try database.textRows("SELECT count(*) FROM history_index").first ?? "0") ?? 0
+        let packed = Int(try database.textRows("SELECT coalesce(sum(count - 1), 0) FROM history_index INDEXED BY history_index_packed WHERE rows IS NOT NULL").first ?? "0") ?? 0
+        rowCount = entries + packed + tailCount
         let last = try database.textRows("SELECT id FROM history ORDER BY id DESC LIMIT 1")
         nextID = max(Int64(last.first ?? "0") ?? 0, indexedThrough) + 1
         lastTime = Int64(try database.textRows("SELECT time FROM history ORDER BY id DESC LIMIT 1").first ?? "0") ?? 0
@@ -346,6 +359,13 @@ final class HistoryTable {
             try insert.bind(callerID.map { .integer($0) } ?? .null, at: 10)
             try insert.run(blobs: oldBytes, newBytes, at: (7, 8))
             // A rolled-back commit leaves a gap in the ids, which only need to grow.
+            if tailRows != nil {
+                if tailCount < Self.maximumTailRows {
+                    tailRows!.append(IndexedRow(keyID: keyID, revision: rowRevision, id: nextID))
+                } else {
+                    tailRows = nil
+                }
+            }
             nextID += 1
             rowCount += 1
             tailCount += 1
@@ -374,6 +394,8 @@ final class HistoryTable {
     /// it inserted are not in the table, nor the callers' raised `last_row`.
     func commitFailed() {
         forgetIdentities()
+        // Its rows are not in the table, but they are in ``tailRows``.
+        tailRows = nil
         // A bind that failed may have left its parameter as it was.
         boundKind = nil
         boundVia = nil

@@ -25,15 +25,18 @@ extension HistoryTable {
     /// age, and the oldest rows of up to that many keys past their bound, and sweeps a batch of
     /// callers and keys no row names. Returns whether work is left for another step.
     func prune(options: HistoryOptions) throws(SQLiteError) -> Bool {
-        guard let database, let pruneOldest, let pruneBefore, let pruneOldestOfKey, let indexTail, let indexTailByChange, let saveIndexed,
+        guard let database, let pruneOldest, let pruneBefore, let indexTailByChange, let saveIndexed,
               !database.inTransaction else { return false }
         let now = Self.now()
         guard try needsPruning(options, now: now) else { return false }
         let rowsBefore = rowCount, tailBefore = tailCount, indexedBefore = indexedThrough, deletionsBefore = tailMayHoldDeletions
+        let tailRowsBefore = tailRows
         try database.execute("BEGIN IMMEDIATE")
         do {
             if tailCount > 0, tailCount >= options.indexBatch {
-                try indexTail.run([.integer(indexedThrough)])
+                // Not `??`: its autoclosure would throw an untyped error.
+                if let tailRows { try addEntries(of: tailRows) } else { try addEntries(of: readTail()) }
+                tailRows = []
                 if tailMayHoldDeletions { try indexTailByChange.run([.integer(indexedThrough)]) }
                 tailMayHoldDeletions = false
                 indexedThrough = nextID - 1
@@ -62,11 +65,13 @@ extension HistoryTable {
                     let id = try entry(of: key).id
                     let count = try self.count(of: key, id: id, adding: 0)
                     if count > limit {
-                        try pruneOldestOfKey.run([.integer(id), .integer(indexedThrough), .integer(Int64(min(count - limit, options.pruneBatch)))])
-                        let deleted = Int(database.changes)
+                        let deleted = try pruneOldestRows(ofKeyID: id, count: min(count - limit, options.pruneBatch))
                         rowCount -= deleted
                         rowsOfKey[key] = count - deleted
                         oldestTimeIsKnown = false
+                        // None found to delete: the count was wrong. Counted again at the key's
+                        // next write, rather than a step after step finding nothing.
+                        if deleted == 0 { rowsOfKey[key] = nil }
                     }
                     if (rowsOfKey[key] ?? 0) <= limit { keysOverLimit.remove(key) }
                 }
@@ -74,6 +79,8 @@ extension HistoryTable {
             if rowCount < rowsBefore {
                 callerSweepPending = true
                 keySweepPending = true
+                // Some may have been the tail's.
+                if tailCount > 0 { tailRows = nil }
             }
             if callerSweepPending { try sweepCallers(batch: options.pruneBatch) }
             if keySweepPending, tailCount == 0 { try sweepKeys(batch: options.pruneBatch) }
@@ -87,6 +94,7 @@ extension HistoryTable {
             tailCount = tailBefore
             indexedThrough = indexedBefore
             tailMayHoldDeletions = deletionsBefore
+            tailRows = tailRowsBefore
             throw error
         }
         return try needsPruning(options, now: now)

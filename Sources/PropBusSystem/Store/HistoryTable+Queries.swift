@@ -105,13 +105,46 @@ extension HistoryTable {
         return (before + 1)..<after
     }
 
+    /// The row `id`, with its key and caller (`nil`: not kept).
+    private func record(id: Int64) throws(SQLiteError) -> HistoryRecord? {
+        guard let query = try statement("SELECT \(Self.columns) FROM history h \(Self.joins) WHERE h.id = ?1") else { return nil }
+        try query.bind([.integer(id)])
+        guard try query.step() else { return nil }
+        let found = Self.record(from: query)
+        query.reset()
+        return found
+    }
+
+    /// The indexed row of key `id` with the highest revision at or below `revision` (then the
+    /// highest id): in the first entry named above `revision`, whose first rows may be at or
+    /// below it, else in the last entry named at or below it (entries hold disjoint runs of the
+    /// key's rows, in order).
+    private func lastIndexedRecord(ofKeyID id: Int64, atOrBefore revision: Int64) throws(SQLiteError) -> HistoryRecord? {
+        var found: HistoryRecord?
+        // Each entry's rows newest first, the first one kept ends the search.
+        func search(_ rows: [(revision: Int64, id: Int64)]) throws(SQLiteError) -> Bool {
+            for row in rows.reversed() where row.revision <= revision {
+                if let record = try record(id: row.id) {
+                    found = record
+                    return false
+                }
+            }
+            return true
+        }
+        let columns = "revision, id, count, rows FROM history_index WHERE key_id = ?1"
+        if let above = try statement("SELECT \(columns) AND revision > ?2 ORDER BY revision, id LIMIT 1") {
+            try keptRows(of: above, [.integer(id), .integer(revision)]) { (rows) throws(SQLiteError) in try search(rows) }
+        }
+        if found == nil, let below = try statement("SELECT \(columns) AND revision <= ?2 ORDER BY revision DESC, id DESC") {
+            try keptRows(of: below, [.integer(id), .integer(revision)]) { (rows) throws(SQLiteError) in try search(rows) }
+        }
+        return found
+    }
+
     /// The stored row of key `id` with the highest revision at or below `revision`.
     private func lastRecord(ofKeyID id: Int64, atOrBefore revision: Int64) throws(SQLiteError) -> HistoryRecord? {
         var found: [HistoryRecord] = []
-        try collect(statement("""
-            SELECT \(Self.columns) FROM history_index i JOIN history h ON h.id = i.id \(Self.joins)
-            WHERE i.key_id = ?1 AND i.revision <= ?2 ORDER BY i.revision DESC LIMIT 1
-            """), [.integer(id), .integer(revision)], into: &found)
+        if let record = try lastIndexedRecord(ofKeyID: id, atOrBefore: revision) { found.append(record) }
         try collect(statement("""
             SELECT \(Self.columns) FROM history h \(Self.joins) WHERE h.id > ?3 AND h.key_id = ?1 AND h.revision <= ?2 ORDER BY h.revision DESC LIMIT 1
             """), [.integer(id), .integer(revision), .integer(indexedThrough)], into: &found)
@@ -134,13 +167,26 @@ extension HistoryTable {
     func records(prefix: String, after: UInt64, limit: Int) throws(SQLiteError) -> [HistoryRecord] {
         var found: [HistoryRecord] = []
         let bound: [SQLiteValue] = [.text(prefix), .text(prefix + "\u{10FFFF}"), .integer(Int64(bitPattern: after)), .integer(Int64(limit))]
-        // The keys in the prefix are a range of `history_key`'s unique index; each one's rows
-        // after `after` a range of the key index. The tail's rows (newer) come after.
-        try collect(statement("""
-            SELECT \(Self.columns) FROM history_index i JOIN history h ON h.id = i.id \(Self.joins)
-            WHERE i.key_id IN (SELECT id FROM history_key WHERE key >= ?1 AND key < ?2) AND i.revision > ?3
-            ORDER BY i.revision, i.id LIMIT ?4
-            """), bound, into: &found)
+        // The keys in the prefix are a range of `history_key`'s unique index; each one's
+        // entries holding rows after `after` a range of the key index (those named after it).
+        // Their rows are sorted, and only the first `limit` read. The tail's rows (newer) come
+        // after.
+        if let entries = try statement("""
+            SELECT revision, id, count, rows FROM history_index
+            WHERE key_id IN (SELECT id FROM history_key WHERE key >= ?1 AND key < ?2) AND revision > ?3
+            """) {
+            var rows: [(revision: Int64, id: Int64)] = []
+            let after = Int64(bitPattern: after)
+            try keptRows(of: entries, Array(bound.prefix(3))) { kept in
+                rows += kept.lazy.filter { $0.revision > after }
+                return true
+            }
+            rows.sort { ($0.revision, $0.id) < ($1.revision, $1.id) }
+            for row in rows {
+                guard found.count < limit else { break }
+                if let record = try record(id: row.id) { found.append(record) }
+            }
+        }
         try collect(statement("""
             SELECT \(Self.columns) FROM history h \(Self.joins)
             WHERE h.id > ?5 AND k.key >= ?1 AND k.key < ?2 AND h.revision > ?3 ORDER BY h.revision, h.id LIMIT ?4

@@ -152,17 +152,62 @@ extension SQLiteStore {
         INSERT INTO history_index (key_id, revision, id) SELECT key_id, revision, id FROM history ORDER BY key_id, revision, id;
         INSERT INTO history_by_change (change, id) SELECT change, id FROM history WHERE change < revision ORDER BY change, id;
         INSERT OR REPLACE INTO meta (name, value) VALUES ('history_indexed', coalesce((SELECT max(id) FROM history), 0));
-        \(historyUnindexTrigger)
+        \(historyUnindexTrigger10)
         ALTER TABLE history_caller ADD COLUMN last_row INTEGER NOT NULL DEFAULT 0;
         UPDATE history_caller SET last_row = t.last
             FROM (SELECT caller, max(id) AS last FROM history WHERE caller IS NOT NULL GROUP BY caller) t WHERE t.caller = history_caller.id;
         CREATE INDEX history_caller_last_row ON history_caller (last_row);
         """
 
-    /// A row deleted (pruning) takes its entries in the index tables with it.
-    static let historyUnindexTrigger = """
+    /// Schema 10's trigger: a row deleted (pruning) took its entries in the index tables with it.
+    static let historyUnindexTrigger10 = """
         CREATE TRIGGER history_unindex AFTER DELETE ON history BEGIN
             DELETE FROM history_index WHERE key_id = old.key_id AND revision = old.revision AND id = old.id;
+            DELETE FROM history_by_change WHERE change = old.change AND id = old.id;
+        END;
+        """
+
+    /// Schema step 10 → 11: one `history_index` entry per key per batch instead of one per row.
+    /// An entry is named by its key and the last of its rows (`revision`, `id`: a key's rows are
+    /// ordered by revision, then id, and its revisions never decrease with its ids, the store's
+    /// revision growing from one commit to the next), counts its rows kept (`count`) and packs
+    /// the others (`rows`, see ``HistoryTable/pack(_:)``; NULL when it has no other). A batch of
+    /// 512 rows of 16 keys then inserts 16 entries into the index instead of 512, each B-tree
+    /// insertion costing several thousand instructions. The entries packing rows are indexed
+    /// on their own (`history_index_packed`), so the rows are counted at start-up from the
+    /// index's count of entries and those few, not by reading every entry's `count`. The
+    /// migrated entries are schema 10's, one row each.
+    static let historyPackedIndexSchema = """
+        DROP TRIGGER history_unindex;
+        CREATE TABLE history_index_11 (
+            key_id INTEGER NOT NULL,
+            revision INTEGER NOT NULL,
+            id INTEGER NOT NULL,
+            count INTEGER NOT NULL,
+            rows BLOB,
+            PRIMARY KEY (key_id, revision, id)
+        ) WITHOUT ROWID;
+        INSERT INTO history_index_11 (key_id, revision, id, count)
+            SELECT key_id, revision, id, 1 FROM history_index ORDER BY key_id, revision, id;
+        DROP TABLE history_index;
+        ALTER TABLE history_index_11 RENAME TO history_index;
+        CREATE INDEX history_index_packed ON history_index (key_id, revision, id) WHERE rows IS NOT NULL;
+        \(historyUnindexTrigger)
+        """
+
+    /// A row deleted (pruning) is no longer counted by the entry holding it (the key's first
+    /// entry named at or after the row: entries of one key hold disjoint runs of its rows), and
+    /// an entry counting no row goes; its entry by change goes with it. A partly pruned entry
+    /// keeps the ids of its deleted rows packed: queries look each row up and skip those gone,
+    /// and the live ones are its last `count` (a key's rows are always deleted oldest first).
+    static let historyUnindexTrigger = """
+        CREATE TRIGGER history_unindex AFTER DELETE ON history BEGIN
+            UPDATE history_index SET count = count - 1 WHERE key_id = old.key_id AND (revision, id) = (
+                SELECT revision, id FROM history_index WHERE key_id = old.key_id AND (revision, id) >= (old.revision, old.id)
+                ORDER BY revision, id LIMIT 1);
+            DELETE FROM history_index WHERE key_id = old.key_id AND count <= 0 AND (revision, id) = (
+                SELECT revision, id FROM history_index WHERE key_id = old.key_id AND (revision, id) >= (old.revision, old.id)
+                ORDER BY revision, id LIMIT 1);
             DELETE FROM history_by_change WHERE change = old.change AND id = old.id;
         END;
         """

@@ -57,6 +57,7 @@ extension SQLiteStore {
             7: historyRecentSchema,
             8: historyCallerSchema,
             9: historyIndexSchema,
+            10: historyPackedIndexSchema,
         ]
         try database.execute("BEGIN IMMEDIATE")
         do {

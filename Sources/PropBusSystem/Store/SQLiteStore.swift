@@ -15,7 +15,7 @@ import PropBus
 /// Single owner, like the model: the service confines it to its connection's queue.
 public final class SQLiteStore: PropertyStore {
     /// The schema version this release writes (`PRAGMA user_version`).
-    public static let schemaVersion: Int64 = 10
+    public static let schemaVersion: Int64 = 11
     /// The database file name inside the state directory.
     public static let fileName = "propbus.db"
     /// `PRAGMA application_id` of a propbus store ('PBUS'), so that another application's
