@@ -76,7 +76,7 @@ let package = Package(
         .target(name: "PropBusService", dependencies: ["DBus", "PropBus", "PropBusSystem", "PropBusExec", "PropBusModelFiles", "SystemKit"]),
         // The fleet (`--fleet`): fleet keys mirrored from etcd and their writes sent there first,
         // the service's write gate. The only target that speaks etcd besides the client itself.
-        .target(name: "PropBusFleet", dependencies: ["PropBusService", "PropBus", "PropBusSystem", "PropBusModelFiles", "DBus", "Etcd", "SystemKit"]),
+        .target(name: "PropBusFleet", dependencies: ["PropBusService", "PropBus", "DBusValues", "PropBusSystem", "PropBusModelFiles", "DBus", "Etcd", "SystemKit"]),
         // Release builds link the Swift runtime statically (issue 13): a program starts like a C
         // program instead of loading and relocating a dozen Swift libraries, and touches fewer
         // pages. Debug builds (the tests) keep the shared runtime.

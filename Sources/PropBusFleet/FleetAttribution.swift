@@ -1,3 +1,4 @@
+import DBusValues
 import PropBus
 
 /// Who wrote something in etcd, as the compact record every fleet value, the deleter record
@@ -54,7 +55,7 @@ enum FleetAttribution {
             if let executable = caller.executable, lastComponent(of: executable).elementsEqual(command.utf8) {
                 output.append(1)
             } else {
-                writeNumber(UInt64(command.utf8.count) + 2, to: &output)
+                Varint.append(UInt64(command.utf8.count) + 2, to: &output)
                 output.append(contentsOf: command.utf8)
             }
         } else {
@@ -62,7 +63,7 @@ enum FleetAttribution {
         }
         writeOptionalString(caller.unit, to: &output)
         writeOptionalString(caller.host, to: &output)
-        writeNumber(UInt64(bitPattern: time), to: &output)
+        Varint.append(UInt64(bitPattern: time), to: &output)
     }
 
     /// `caller`'s record at `time`.
@@ -145,27 +146,18 @@ enum FleetAttribution {
         return path[utf8.index(after: slash)...].utf8
     }
 
-    private static func writeNumber(_ value: UInt64, to output: inout [UInt8]) {
-        var rest = value
-        while rest >= 0x80 {
-            output.append(UInt8(truncatingIfNeeded: rest) | 0x80)
-            rest >>= 7
-        }
-        output.append(UInt8(rest))
-    }
-
     private static func writeOptional(_ value: UInt64?, to output: inout [UInt8]) {
-        writeNumber(value.map { $0 + 1 } ?? 0, to: &output)
+        Varint.append(value.map { $0 + 1 } ?? 0, to: &output)
     }
 
     private static func writeString(_ text: String, to output: inout [UInt8]) {
-        writeNumber(UInt64(text.utf8.count), to: &output)
+        Varint.append(UInt64(text.utf8.count), to: &output)
         output.append(contentsOf: text.utf8)
     }
 
     private static func writeOptionalString(_ text: String?, to output: inout [UInt8]) {
         guard let text else { return output.append(0) }
-        writeNumber(UInt64(text.utf8.count) + 1, to: &output)
+        Varint.append(UInt64(text.utf8.count) + 1, to: &output)
         output.append(contentsOf: text.utf8)
     }
 
@@ -189,19 +181,9 @@ enum FleetAttribution {
 
         /// A varint below `limit` (any 64-bit value without one).
         mutating func number(below limit: UInt64?) -> UInt64? {
-            var value: UInt64 = 0
-            for shift in stride(from: 0, to: 64, by: 7) {
-                guard let byte = byte() else { return nil }
-                let bits = UInt64(byte & 0x7F)
-                // The tenth byte holds the 64th bit only.
-                guard shift < 63 || bits <= 1 else { return nil }
-                value |= bits << UInt64(shift)
-                if byte & 0x80 == 0 {
-                    if let limit, value >= limit { return nil }
-                    return value
-                }
-            }
-            return nil
+            guard let value = Varint.read(bytes, at: &offset) else { return nil }
+            if let limit, value >= limit { return nil }
+            return value
         }
 
         /// An optional number: `.some(nil)` when absent, `nil` when it cannot be read.

@@ -1,4 +1,5 @@
 import CSQLite
+import DBusValues
 import PropBus
 
 /// The key index (schema 11): one `history_index` entry per key per batch of rows, named by the
@@ -58,8 +59,8 @@ extension HistoryTable {
         bytes.reserveCapacity((rows.count - 1) * 3)
         var next = rows[rows.endIndex - 1]
         for row in rows.dropLast().reversed() {
-            appendVarint(zigzag(next.revision &- row.revision), to: &bytes)
-            appendVarint(zigzag(next.id &- row.id), to: &bytes)
+            Varint.append(zigzag(next.revision &- row.revision), to: &bytes)
+            Varint.append(zigzag(next.id &- row.id), to: &bytes)
             next = row
         }
         return bytes
@@ -71,7 +72,7 @@ extension HistoryTable {
         var rows: [(revision: Int64, id: Int64)] = [(revision, id)]
         var position = 0, next = (revision: revision, id: id)
         while position < bytes.count {
-            guard let revisionStep = readVarint(bytes, at: &position), let idStep = readVarint(bytes, at: &position) else { break }
+            guard let revisionStep = Varint.read(bytes, at: &position), let idStep = Varint.read(bytes, at: &position) else { break }
             next = (next.revision &- unzigzag(revisionStep), next.id &- unzigzag(idStep))
             rows.append(next)
         }
@@ -81,27 +82,6 @@ extension HistoryTable {
     private static func zigzag(_ value: Int64) -> UInt64 { UInt64(bitPattern: (value << 1) ^ (value >> 63)) }
 
     private static func unzigzag(_ value: UInt64) -> Int64 { Int64(bitPattern: value >> 1) ^ -Int64(bitPattern: value & 1) }
-
-    private static func appendVarint(_ value: UInt64, to bytes: inout [UInt8]) {
-        var value = value
-        while value >= 0x80 {
-            bytes.append(UInt8(truncatingIfNeeded: value) | 0x80)
-            value >>= 7
-        }
-        bytes.append(UInt8(value))
-    }
-
-    private static func readVarint(_ bytes: [UInt8], at position: inout Int) -> UInt64? {
-        var value: UInt64 = 0, shift: UInt64 = 0
-        while position < bytes.count, shift < 64 {
-            let byte = bytes[position]
-            position += 1
-            value |= UInt64(byte & 0x7F) << shift
-            if byte < 0x80 { return value }
-            shift += 7
-        }
-        return nil
-    }
 
     /// The entries `query` returns (columns: revision, id, count, rows), each as its rows kept,
     /// oldest first: its last `count` (a key's rows are deleted oldest first, so a partly pruned
