@@ -1,7 +1,7 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-/// How release builds of the two programs link (see the executable targets and issue 13):
+/// How release builds of the two programs link (see the executable targets):
 /// - `-static-stdlib`: the Swift runtime and Dispatch are linked in, not loaded and relocated;
 /// - `linker/static-libstdc++` first on the search path: the runtime's C++ library is linked
 ///   in too (its dynamic symbol tables cost 1 MiB resident at start);
@@ -77,7 +77,7 @@ let package = Package(
         // The fleet (`--fleet`): fleet keys mirrored from etcd and their writes sent there first,
         // the service's write gate. The only target that speaks etcd besides the client itself.
         .target(name: "PropBusFleet", dependencies: ["PropBusService", "PropBus", "DBusValues", "PropBusSystem", "PropBusModelFiles", "DBus", "Etcd", "SystemKit"]),
-        // Release builds link the Swift runtime statically (issue 13): a program starts like a C
+        // Release builds link the Swift runtime statically: a program starts like a C
         // program instead of loading and relocating a dozen Swift libraries, and touches fewer
         // pages. Debug builds (the tests) keep the shared runtime.
         .executableTarget(
@@ -88,7 +88,7 @@ let package = Package(
             name: "propctl", dependencies: ["CommandLineKit", "DBus", "PropBus", "PropBusExec", "PropBusModelFiles", "SystemKit"],
             linkerSettings: staticRuntimeInRelease
         ),
-        // The second note's Flickr search view model written with the client library; built with
+        // The ReactiveCocoa MVVM introduction's Flickr search view model written with the client library; built with
         // everything else, run by ExampleTests against a daemon with examples/flickr-search.json.
         .executableTarget(name: "FlickrSearch", dependencies: ["PropBusClient"], path: "examples/FlickrSearch"),
         // bench/client-latency.sh's observer through PropBusClient's `values`.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every row of issue 13's table (lean and fast), side by side in one run, as one table.
+# Every row of the lean-and-fast table, side by side in one run, as one table.
 #
 #   bench/all.sh [--quick] [--existing]
 #
@@ -144,7 +144,7 @@ row "GetManagedObjects, 10k / 100 groups ($(mib $((gmo_bytes / 1024))) MiB)" "Pi
   org.propbus.PropBus1.Manager ListProperties "$list_calls" "")
 row "ListProperties(\"\"), 10k ($(mib $((list_bytes / 1024))) MiB reply)" "Ping $(ratio "$ping" 1000) ms" "$(ratio "$list" 1000) ms" \
   "$(ratio "$list" "$ping")" "<= 40 ms" "$(met "$(ratio "$list" 1000)" 40)"
-# The same listing with each definition said once (issue 27); a build without it says so.
+# The same listing with each definition said once; a build without it says so.
 if compact_out=$(bench/build/call-client "$ADDR" "$NAME" "$ROOT" org.propbus.PropBus1.Manager ListPropertiesCompact "$list_calls" "" 2>/dev/null); then
   { read -r compact _; read -r compact_bytes; } <<<"$compact_out"
   row "ListPropertiesCompact(\"\"), 10k ($(mib $((compact_bytes / 1024))) MiB reply)" "Ping $(ratio "$ping" 1000) ms" "$(ratio "$compact" 1000) ms" \
@@ -152,7 +152,7 @@ if compact_out=$(bench/build/call-client "$ADDR" "$NAME" "$ROOT" org.propbus.Pro
 else
   row "ListPropertiesCompact(\"\"), 10k" "-" "not in this build" "-" "<= 40 ms" "-"
 fi
-# The floor of that listing (issue 27): ref-service.c sends propbusd's reply body, byte for byte,
+# The floor of that listing: ref-service.c sends propbusd's reply body, byte for byte,
 # as a copy of a message made once (no libdbus check of the body: the least any libdbus service
 # can do) and the way propbusd sends it (the body checked by dbus_message_demarshal per call).
 # Alternating rounds against propbusd, the same client; CPU per call of each service and of the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fleet keys (issue 14): two hosts through one etcd, next to etcd's own latencies.
+# Fleet keys: two hosts through one etcd, next to etcd's own latencies.
 #
 #   bench/fleet.sh [--quick] [--in-memory] [--calls N] [--rounds R]
 #   bench/fleet.sh --hosts N [--in-memory] [--calls N]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Hostile caller: each attack of issue 26 run by an unprivileged uid for a bounded time, while a
+# Hostile caller: each attack run by an unprivileged uid for a bounded time, while a
 # second (root) client does Gets one at a time.
 #
 #   bench/hostile.sh [--seconds N] [--only NAME[,NAME...]]

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# How fast hostile transforms are refused (issue 10, item 6): the time of the refused Set and
+# How fast hostile transforms are refused: the time of the refused Set and
 # the daemon's CPU for it, for
 #   - a 250-term `value + value + …` to_key and one ~1 MB Set (was 32.6 s CPU, 435 MB);
 #   - a chain of 24 doubling bindings (`value + value`) and a 64-byte Set (was 5.7 s);
-#   - an adversarial search (issue 26): 67 `!contains(value, needle)` with a 4 KiB needle that
+#   - an adversarial search: 67 `!contains(value, needle)` with a 4 KiB needle that
 #     nearly matches at every position of a 1 MB value (it stalled the queue for minutes); and
 #     the victim's Get latency while it runs, against the same Gets on a quiet daemon (a ratio).
 #

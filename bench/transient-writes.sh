@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Transient writes: acknowledged Sets of persistent=false keys per second, and fsync/fdatasync
-# calls per Set (issue 11: transient means memory, so there should be none).
+# calls per Set (transient means memory, so there should be none).
 #
 #   bench/transient-writes.sh [--seconds S]
 #   env PROPBUSD  use this propbusd binary instead of building one in release mode

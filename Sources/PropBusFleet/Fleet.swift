@@ -7,7 +7,7 @@ import PropBusService
 import Synchronization
 import SystemKit
 
-/// The daemon's side of the fleet (issue 14): mirrors the fleet keys held in etcd into the
+/// The daemon's side of the fleet: mirrors the fleet keys held in etcd into the
 /// model, and sends the writes of fleet keys to etcd before they are committed here.
 ///
 /// **Ownership.** The mirror's state (``state``, ``cursor``, the keys' etcd revisions, the

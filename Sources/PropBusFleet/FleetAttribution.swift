@@ -2,7 +2,7 @@ import DBusValues
 import PropBus
 
 /// Who wrote something in etcd, as the compact record every fleet value, the deleter record
-/// and the `by` of definitions and layers carry (issue 25): etcd stores it, answers it and sends
+/// and the `by` of definitions and layers carry: etcd stores it, answers it and sends
 /// it to every host's watch with each value, so its size is paid on every Set's path. The same
 /// fields as the `a{sv}` earlier hosts wrote (`host`, `uid`, `user`, `pid`, `comm`, `exe`,
 /// `unit`, `bus_name`, `via`, `time`), without the field names and type signatures: about a

@@ -5,7 +5,7 @@ import SystemKit
 
 /// Where the fleet's etcd is and how to reach it: `--fleet etcd://HOST:PORT[,HOST:PORT…]/PREFIX`
 /// (`etcds://` for TLS), `--fleet-ca FILE`, `--fleet-cert FILE --fleet-key FILE`,
-/// `--fleet-credentials FILE` (issues 14, 25).
+/// `--fleet-credentials FILE`.
 public struct FleetConfiguration: Sendable, Equatable {
     /// The members, `host:port` each.
     public var members: [String]

@@ -5,7 +5,7 @@ import PropBusModelFiles
 import PropBusService
 import PropBusSystem
 
-/// What this host's own declarations (model files, bindings) may do to fleet keys (issue 14):
+/// What this host's own declarations (model files, bindings) may do to fleet keys:
 /// nothing that would change a fleet key on this host only.
 ///
 /// Model files. A definition the fleet holds is changed

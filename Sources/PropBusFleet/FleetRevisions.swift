@@ -1,6 +1,6 @@
 import PropBus
 
-/// A fleet key's etcd `mod_revision`s (issue 14): of its value (`PREFIX/keys/KEY`) and of its
+/// A fleet key's etcd `mod_revision`s: of its value (`PREFIX/keys/KEY`) and of its
 /// definition (`PREFIX/defs/KEY`); negative: deleted at that revision. The store keeps them as
 /// the round's external bookkeeping (``StoreChanges/externalRevisions``), without their meaning.
 public typealias FleetRevisions = ExternalRevisions

@@ -1,7 +1,7 @@
 import PropBus
 
 /// The daemon's model files and what each one declared: loads them at startup and again on a
-/// reload (SIGHUP, `Manager.Reload`), applying the difference (issue 11; docs/model-files.md, "Lifecycle").
+/// reload (SIGHUP, `Manager.Reload`), applying the difference (docs/model-files.md, "Lifecycle").
 ///
 /// - New keys appear; changed definitions apply (a stored value they do not admit is hidden,
 ///   never deleted).

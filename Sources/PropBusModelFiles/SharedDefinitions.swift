@@ -1,7 +1,7 @@
 import PropBus
 
 /// Definitions that are not this host's model files' to change: with `--fleet`, those of the
-/// fleet's keys (issue 14). A model file may declare such a key only as it is defined, and its
+/// fleet's keys. A model file may declare such a key only as it is defined, and its
 /// `value` does not apply to it: either would change the key on this host only.
 public struct SharedDefinitions {
     /// Whether `definition`, as the model holds it now, is shared.

@@ -4,7 +4,7 @@ import XCTest
 @testable import DBus
 
 /// What a connection keeps of the objects that register callbacks on it: nothing that outlives
-/// them (issue 10, item 8).
+/// them.
 final class ConnectionLifetimeTests: XCTestCase {
     /// Turning credentials on then off drops the credential cache; its NameOwnerChanged handler
     /// stayed on the connection with an `unowned` reference and crashed the next signal.

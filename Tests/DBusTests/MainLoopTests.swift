@@ -6,7 +6,7 @@ import XCTest
 
 @testable import DBus
 
-/// `WatchPoller` and `MainLoop` tested directly (issue 12, finding 7): the poller on a pipe of
+/// `WatchPoller` and `MainLoop` tested directly: the poller on a pipe of
 /// our own, the loop's watches, timeouts and dispatch rounds on a private bus.
 final class MainLoopTests: XCTestCase {
     // MARK: WatchPoller

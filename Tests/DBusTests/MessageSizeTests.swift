@@ -3,7 +3,7 @@ import XCTest
 
 @testable import DBus
 
-/// No message the tree sends may exceed ``ObjectTree/maximumMessageSize`` (issue 10, item 3): a
+/// No message the tree sends may exceed ``ObjectTree/maximumMessageSize``: a
 /// bus disconnects a sender whose message is above its `max_message_size`.
 final class MessageSizeTests: XCTestCase {
     private final class State: @unchecked Sendable { // confined to the service's queue
@@ -73,7 +73,7 @@ final class MessageSizeTests: XCTestCase {
         client.close()
     }
 
-    /// Issue 26, defect 17: a reply with an array above the protocol's 64 MiB array limit was
+    /// A reply with an array above the protocol's 64 MiB array limit was
     /// refused as one that "would be 9223372036854775807 bytes". It says its real size, and
     /// names the array limit when that is what it passes; built whole or streamed.
     func testAReplyPastTheArrayLimitSaysItsRealSize() async throws {

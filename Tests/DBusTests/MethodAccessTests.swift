@@ -3,7 +3,7 @@ import XCTest
 
 @testable import DBus
 
-/// Access control comes from the method table (issue 12, finding 4): a method declares the
+/// Access control comes from the method table: a method declares the
 /// privilege it needs, and the tree checks it before the handler runs, so a denied call changes
 /// nothing and no handler can forget its check.
 final class MethodAccessTests: XCTestCase {

@@ -3,7 +3,7 @@ import XCTest
 
 @testable import DBus
 
-/// NO_REPLY_EXPECTED is honoured on every path (issue 10, item 7). The bus drops replies nobody
+/// NO_REPLY_EXPECTED is honoured on every path. The bus drops replies nobody
 /// asked for before a monitor sees them, so this looks at what the service hands to libdbus
 /// (``Connection/sendObserver``).
 final class NoReplyTests: XCTestCase {

@@ -4,7 +4,7 @@ import XCTest
 @testable import DBus
 
 /// Objects exported with `announce: false` (a service's start-up, before it owns its name) get
-/// no InterfacesAdded, yet are served and listed by GetManagedObjects like any other (issue 13:
+/// no InterfacesAdded, yet are served and listed by GetManagedObjects like any other (a lean start-up:
 /// the start-up signals cost a quarter of a 10k-property start and reached no one).
 final class ObjectTreeAnnounceTests: XCTestCase {
     private final class Added: @unchecked Sendable { // every access holds `lock`

@@ -1,7 +1,7 @@
 import DBusValues
 import XCTest
 
-/// Values compare as the bytes they are on the wire (issue 21): not by Unicode canonical
+/// Values compare as the bytes they are on the wire: not by Unicode canonical
 /// equivalence, not by IEEE comparison.
 final class ByteEqualityTests: XCTestCase {
     let precomposed = "\u{E9}", decomposed = "e\u{301}"

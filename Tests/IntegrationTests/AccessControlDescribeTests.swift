@@ -1,7 +1,7 @@
 import DBus
 import XCTest
 
-/// `describe` of a secret key the caller may not read gives the answer `get` gives (issue 21):
+/// `describe` of a secret key the caller may not read gives the answer `get` gives:
 /// AccessDenied naming the key, not UnknownKey.
 final class AccessControlDescribeTests: AccessControlTestCase, @unchecked Sendable {
     func testDescribeOfASecretAnswersAsGetDoes() async throws {

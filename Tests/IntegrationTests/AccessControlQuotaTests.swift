@@ -2,7 +2,7 @@ import DBus
 import Foundation
 import XCTest
 
-/// Issue 26: every resource an unprivileged caller holds is charged to its uid, with a quota
+/// Every resource an unprivileged caller holds is charged to its uid, with a quota
 /// per uid (root and the daemon's own user exempt), answered with `LimitsExceeded` naming the
 /// quota and the uid. Run as `nobody` on a system-like bus with `--system-access`.
 final class AccessControlQuotaTests: AccessControlTestCase, @unchecked Sendable {

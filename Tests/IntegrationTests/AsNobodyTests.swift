@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-/// Tests that switch to `nobody` must not depend on where the checkout lives (issue 16): a
+/// Tests that switch to `nobody` must not depend on where the checkout lives: a
 /// clone under a 0700 directory such as `/root` keeps `nobody` from the build products.
 final class AsNobodyTests: XCTestCase {
     private var directory: URL!

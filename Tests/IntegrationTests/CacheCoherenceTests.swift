@@ -2,7 +2,7 @@ import DBus
 import Foundation
 import XCTest
 
-/// Issue 11 item 4: clients' caches stay true. GDBus proxies and ObjectManager clients forget a
+/// Clients' caches stay true. GDBus proxies and ObjectManager clients forget a
 /// property only when it is listed in `invalidated_properties`; generic clients use only the
 /// standard names.
 final class CacheCoherenceTests: DaemonTestCase, @unchecked Sendable {
@@ -61,7 +61,7 @@ for name, action in steps:
 print("done")
 """#
 
-    /// Proxies made before their object exists (issue 21): a plain GDBusProxy listens to
+    /// Proxies made before their object exists: a plain GDBusProxy listens to
     /// PropertiesChanged on its own path only, not to the root's InterfacesAdded/Removed. A
     /// barrier on another object (signals of one sender arrive in order) shows each step landed.
     private static let earlyProxyScript = pythonPrelude + #"""

@@ -2,7 +2,7 @@ import DBus
 import Foundation
 import XCTest
 
-/// Issue 11 item 6: `propctl bind --exec/--stdio` loses nothing. After every Set completes the
+/// `propctl bind --exec/--stdio` loses nothing. After every Set completes the
 /// endpoint's current value is compared with the bus and pushed again if they differ; and
 /// `--framing json` carries values with newlines.
 final class ClientChannelLostUpdateTests: DaemonTestCase, @unchecked Sendable {

@@ -242,7 +242,7 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
     /// A program that opens the file for writing while propctl reads it. inotify merges an event
     /// into an identical one still unread, so the writer's IN_OPEN and propctl's own became one:
     /// counted opens fell to 0 at propctl's close, the writer's truncation looked finished and
-    /// was sent as "" after the settle delay, long before the writer wrote (issue 14's flake).
+    /// was sent as "" after the settle delay, long before the writer wrote (a flake seen in CI).
     /// The test gate holds propctl's read until the writer has opened the file.
     func testAWriterThatOpensWhilePropctlReadsIsReadWhenItClosesNotHalfWay() async throws {
         let (file, gate, bind, recorder) = try await bindWithAReadGate()
@@ -525,7 +525,7 @@ final class ClientChannelTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertEqual(lines(), ["initial", "from code"], "stdout carries only bus values")
     }
 
-    /// Issue 26, defect 16: a line is bounded (`--max-line`, 8 MiB by default). A 16 MiB line
+    /// A line is bounded (`--max-line`, 8 MiB by default). A 16 MiB line
     /// was buffered whole (and the buffer rescanned for its end after every read); now it is
     /// dropped with an error naming the limit, and the next line arrives.
     func testStdioDropsALineLongerThanTheBoundAndTheNextOneArrives() async throws {

@@ -134,7 +134,7 @@ final class CommandFailureTests: DaemonTestCase {
         await assertDBusError(PropBusAPI.standard("UnknownObject")) { try await self.client.commandProperty("jobs.slow", "Enabled") }
     }
 
-    /// Issue 26, defect 15: a command's state keys (`KEY.Enabled`, `KEY.Executing`,
+    /// A command's state keys (`KEY.Enabled`, `KEY.Executing`,
     /// `KEY.Executions`) are keys like any other, at most 255 bytes, so a command key may have
     /// at most 244: a 255-byte command key made state keys that Get, GetWithRevision and Bind
     /// refused.

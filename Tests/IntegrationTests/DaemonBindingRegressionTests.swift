@@ -2,7 +2,7 @@ import DBus
 import Foundation
 import XCTest
 
-/// The ReactiveCocoa channel bugs of issue 4, as regression tests for daemon-side bindings.
+/// The ReactiveCocoa channel bugs the background notes list, as regression tests for daemon-side bindings.
 ///
 /// 1. Stale dedupe: `rac_channelTerminalForKey` filtered its own writes before
 ///    `distinctUntilChanged`, so the remembered last value went stale and a later change was
@@ -204,7 +204,7 @@ final class DaemonBindingRegressionTests: DaemonBindingTestCase, @unchecked Send
         XCTAssertEqual(Self.history(of: "dev.power.digit", in: signals), ["2", "1", "2", "1"].map(DBusValue.string))
     }
 
-    /// Bug 4 of issue 4: a binding made later gets the current value, not a replayed old one.
+    /// A binding made later gets the current value, not a replayed old one.
     func testBindingMadeLaterGetsTheCurrentValue() async throws {
         try await create([("ui.search.text", "s", .string("")), ("vm.search.text", "s", .string(""))])
         for text in ["k", "ki", "kit", "kittens"] { try await client.set("vm.search.text", .string(text)) }

@@ -1,7 +1,7 @@
 import DBus
 import XCTest
 
-/// A write is a change when it changes the bytes (issue 21): canonically equivalent strings are
+/// A write is a change when it changes the bytes: canonically equivalent strings are
 /// different values, the same NaN is the same value, −0.0 is not 0.0, and `choices` match bytes.
 final class ExactValueTests: DaemonTestCase {
     let precomposed = "\u{E9}", decomposed = "e\u{301}"

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-/// `examples/FlickrSearch`, the second note's view model written with the client library, run
+/// `examples/FlickrSearch`, the ReactiveCocoa MVVM introduction's Flickr search view model written with the client library, run
 /// against a daemon with `examples/flickr-search.json` as the README shows; and its checked-in
 /// accessors are what `propctl codegen swift` prints today.
 final class ExampleTests: DaemonTestCase, @unchecked Sendable {

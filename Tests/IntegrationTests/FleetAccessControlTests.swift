@@ -5,7 +5,7 @@ import XCTest
 
 /// `writers` of a fleet key is enforced by the host that receives the call, before anything
 /// goes to etcd: a denied write reaches neither etcd nor another host. Both hosts run on a
-/// private system bus with `--system-access`; the test calls as `nobody`. (Issue 14.)
+/// private system bus with `--system-access`; the test calls as `nobody`.
 final class FleetAccessControlTests: FleetSystemAccessTestCase {
     func testASetByANonWriterIsDeniedOnTheReceivingHostAndReachesNeitherEtcdNorB() async throws {
         try await hostA.createFleet("lab.lock.code", "i", default: .int32(0), options: ["writers": .array(of: .string, [.string("root")])])

@@ -4,7 +4,7 @@ import EtcdTestSupport
 import XCTest
 
 /// A 3-member etcd losing members: the fleet goes on while a quorum remains, refuses fleet
-/// writes without one, and recovers when it returns. (Issue 14.)
+/// writes without one, and recovers when it returns.
 final class FleetClusterTests: FleetTestCase {
     override var ownsEtcd: Bool { true }
     override var etcdSize: Int { 3 }
@@ -122,7 +122,7 @@ final class FleetClusterTests: FleetTestCase {
         XCTAssertTrue(connected, diagnostics)
     }
 
-    /// Issue 25, defect 4: without a quorum, `status --fleet` still prints the status with the
+    /// Without a quorum, `status --fleet` still prints the status with the
     /// fleet row, says the host list cannot be read now, in one short error line, at once.
     func testStatusFleetWithoutAQuorumPrintsTheStatusAndSaysTheHostListCannotBeReadNow() async throws {
         cluster!.kill(1)
@@ -149,7 +149,7 @@ final class FleetClusterTests: FleetTestCase {
         }
     }
 
-    /// Issue 25, defect 5: a write whose connection went away (the member it was sent to died
+    /// A write whose connection went away (the member it was sent to died
     /// with it) is sent again at once to another member, within the bound, instead of failing.
     func testAWriteWhoseMemberDiesUnderItIsSentAgainToAnotherMember() async throws {
         let key = "lab.leader.mode"

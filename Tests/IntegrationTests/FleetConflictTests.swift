@@ -2,7 +2,7 @@ import DBus
 import Etcd
 import XCTest
 
-/// Writes racing between hosts: etcd's order decides, the same way everywhere. (Issue 14.)
+/// Writes racing between hosts: etcd's order decides, the same way everywhere.
 final class FleetConflictTests: FleetTestCase {
     func testCompareAndSetConflictsWhenAnotherHostChangedTheKey() async throws {
         let key = "lab.door.code"

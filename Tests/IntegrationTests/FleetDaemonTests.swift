@@ -5,7 +5,7 @@ import PropBus
 import XCTest
 
 /// Two simulated hosts (each its own bus, daemon and state directory) sharing one real etcd
-/// member on loopback: the daemon side of issue 14 end to end. The multi-host suite of the
+/// member on loopback: the daemon side of the fleet end to end. The multi-host suite of the
 /// issue lives in its own files; these pin the basic path.
 final class FleetDaemonTests: XCTestCase {
     private var cluster: EtcdCluster!

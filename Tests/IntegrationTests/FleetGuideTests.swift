@@ -7,7 +7,7 @@ import XCTest
 /// docs/fleet.md's operator's guide, run as written: its certificates, auth, backup and restore
 /// steps (each `sh` block after an `<!-- FleetGuideTests: NAME -->` line, run by bash with
 /// `set -eu` in one directory) against an etcd member on loopback that serves the guide's
-/// certificates, with two hosts using the guide's options. (Issue 25, defect 7.)
+/// certificates, with two hosts using the guide's options.
 final class FleetGuideTests: XCTestCase {
     private static let guide = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("docs/fleet.md")

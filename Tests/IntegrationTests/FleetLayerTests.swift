@@ -3,7 +3,7 @@ import Etcd
 import Foundation
 import XCTest
 
-/// Issue 23's fleet layers: a fleet-mandatory value and a fleet default of a fleet key, held in
+/// Fleet layers: a fleet-mandatory value and a fleet default of a fleet key, held in
 /// etcd (`PREFIX/layers/mandatory/KEY`, `PREFIX/layers/defaults/KEY`) and applied by every host.
 /// Both hosts run on a private system bus with `--system-access`, so the writer a lock refuses
 /// is `nobody`; propctl runs as root, who may change the fleet's layers.

@@ -2,7 +2,7 @@ import DBus
 import Foundation
 import XCTest
 
-/// Ephemeral fleet keys (issue 23): CreateProperty's `lifetime` on a fleet key is an etcd
+/// Ephemeral fleet keys: CreateProperty's `lifetime` on a fleet key is an etcd
 /// lease. A connection lifetime ends when its creator leaves A's bus (A revokes the lease) or
 /// when A stops keeping the lease alive (killed: etcd expires it); a TTL ends in etcd, on time,
 /// whether its creating host runs or not. Every host sees the key come and go.

@@ -3,7 +3,7 @@ import Etcd
 import XCTest
 
 /// A call whose fleet writes exceed what etcd takes in one txn (128 operations, 1.5 MiB) is
-/// refused with LimitsExceeded saying so, and nothing of it reaches the fleet. (Issue 14.)
+/// refused with LimitsExceeded saying so, and nothing of it reaches the fleet.
 final class FleetLimitsTests: FleetTestCase {
     func testApplyOverMoreFleetKeysThanOneTxnTakesIsRefusedAndChangesNothing() async throws {
         let keys = (0..<129).map { String(format: "bulk.k%03d", $0) }

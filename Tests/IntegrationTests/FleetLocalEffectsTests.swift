@@ -5,7 +5,7 @@ import XCTest
 
 /// A remote change is applied as one model round on the receiving host: bindings from the
 /// fleet key to local keys run, and command predicates reading it are evaluated again; what
-/// follows stays local. (Issue 14.)
+/// follows stays local.
 final class FleetLocalEffectsTests: FleetTestCase {
     func testAFleetChangeDrivesBBindingIntoALocalKey() async throws {
         try await hostA.createFleet("lab.screen.level", "i", default: .int32(0))

@@ -6,7 +6,7 @@ import XCTest
 /// A model file cannot fork a fleet key: a declaration that differs from the definition the
 /// fleet holds (another default, other options, local scope) or that sets its value would
 /// change one host only, so the file is refused, naming the key, and the fleet's definition
-/// stands. (Issue 14.)
+/// stands.
 final class FleetModelFileTests: FleetTestCase {
     /// The entry holding `key`'s definition in etcd (`/PREFIX/defs/KEY`).
     private func definitionEntry(_ key: String) throws -> KeyValue? {

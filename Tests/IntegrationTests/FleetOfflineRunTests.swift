@@ -7,7 +7,7 @@ import XCTest
 /// A host started for a while without `--fleet` on a store that mirrors fleet keys serves them
 /// as local keys ("scope is just recorded"). Given `--fleet` again, it must come back to the
 /// fleet's values and definitions, not keep what it wrote meanwhile: that would be a fork no
-/// later write repairs. (Issue 14.)
+/// later write repairs.
 final class FleetOfflineRunTests: FleetTestCase {
     func testWritesMadeWithoutFleetGiveWayToTheFleetWhenItIsBack() async throws {
         try await hostA.createFleet("lab.offline.mode", "s", default: .string("auto"))

@@ -4,7 +4,7 @@ import XCTest
 
 /// etcd goes away, comes back, forgets history: hosts keep serving their mirror, refuse fleet
 /// writes fast, and resync. Each test has an etcd of its own, since it stops or compacts it.
-/// (Issue 14.)
+///
 final class FleetOutageTests: FleetTestCase {
     override var ownsEtcd: Bool { true }
 

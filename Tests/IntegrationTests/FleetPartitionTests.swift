@@ -5,7 +5,7 @@ import XCTest
 /// A member that stops answering without closing its connections (frozen, or cut off by a
 /// partition that drops packets) must not hold a host's watch: its TCP connection stays up and
 /// `hasleader` cannot speak for it, so the host has to notice by itself and move on. The
-/// cluster runs with etcd's defaults (no fast progress notifications). (Issue 14.)
+/// cluster runs with etcd's defaults (no fast progress notifications).
 final class FleetPartitionTests: FleetTestCase {
     override var ownsEtcd: Bool { true }
     override var etcdSize: Int { 3 }

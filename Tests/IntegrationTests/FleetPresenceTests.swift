@@ -5,7 +5,7 @@ import XCTest
 
 /// Presence: a host is listed by `propctl status --fleet` while its lease lives. A host that
 /// stops cleanly revokes it and leaves at once; a killed one leaves when the lease (10 s)
-/// expires. (Issue 14.)
+/// expires.
 final class FleetPresenceTests: FleetTestCase {
     /// The host names `propctl status --fleet` prints on A.
     private func listedOnA() async throws -> String {

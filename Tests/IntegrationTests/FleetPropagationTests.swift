@@ -3,7 +3,7 @@ import Etcd
 import XCTest
 
 /// Fleet-scoped keys travel between hosts through etcd: values, definitions, Apply and Reset,
-/// as a subscriber on the other host sees them. Local keys do not travel. (Issue 14.)
+/// as a subscriber on the other host sees them. Local keys do not travel.
 ///
 /// Hosts A and B are two buses with a `propbusd --fleet` each, on one etcd shared by the
 /// test process, under a prefix of the test's own. "Nothing more came" is proven with

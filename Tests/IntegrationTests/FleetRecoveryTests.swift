@@ -2,7 +2,7 @@ import DBus
 import Etcd
 import XCTest
 
-/// A host that was down catches up; status shows the fleet. (Issue 14.)
+/// A host that was down catches up; status shows the fleet.
 final class FleetRecoveryTests: FleetTestCase {
     func testHostDownWhileOthersWriteCatchesUpAfterRestart() async throws {
         try await hostA.createFleet("lab.sign.text", "s", default: .string("hello"))

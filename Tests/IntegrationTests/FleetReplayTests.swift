@@ -8,7 +8,7 @@ import XCTest
 /// A host's own writes coming back through its watch commit nothing, not even the cursor they
 /// advance (it rides with a later commit, or is saved at stop). After a crash, a host replays from
 /// its stored cursor; the changes it had applied are recognised by their revisions, not applied or
-/// announced again. (Issue 14.)
+/// announced again.
 final class FleetReplayTests: FleetTestCase {
     /// Killed before any commit carried the cursor past its own writes, a host replays them
     /// from the older cursor at start-up: they must be recognised, not applied or announced

@@ -5,7 +5,7 @@ import PropBus
 import XCTest
 
 /// `Manager.FleetRevision` is announced with PropertiesChanged, at most every 100 ms, always
-/// ending at the revision the mirror reached. (Issue 14.)
+/// ending at the revision the mirror reached.
 final class FleetRevisionTests: FleetTestCase {
     func testABurstOfWritesIsAnnouncedUpToItsLastRevision() async throws {
         try await hostA.createFleet("lab.burst.n", "i", default: .int32(0))

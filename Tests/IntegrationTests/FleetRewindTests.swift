@@ -6,7 +6,7 @@ import XCTest
 /// etcd goes back in time under running hosts: restored from a backup (same cluster id, a lower
 /// revision) or recreated empty with the same configuration. The hosts notice it, say so, and
 /// follow etcd's state; the definitions they hold that etcd lacks are offered again, without
-/// their values. (Issue 25, defects 1 and 2.)
+/// their values.
 final class FleetRewindTests: FleetTestCase {
     override var ownsEtcd: Bool { true }
 

@@ -5,7 +5,7 @@ import Foundation
 import XCTest
 
 /// The fleet over https (`--fleet-ca`) with a throwaway CA: etcd serves nothing else, so a
-/// daemon that ignored the CA or spoke http would never connect. (Issue 14.)
+/// daemon that ignored the CA or spoke http would never connect.
 final class FleetTLSTests: FleetTestCase {
     override var ownsEtcd: Bool { true }
     override var etcdTLS: Bool { true }
@@ -20,7 +20,7 @@ final class FleetTLSTests: FleetTestCase {
 }
 
 /// etcd's own auth protects the prefix; the daemons sign in with `--fleet-credentials`
-/// (`USER:PASSWORD` in a file only its owner reads). (Issue 14.)
+/// (`USER:PASSWORD` in a file only its owner reads).
 final class FleetAuthTests: FleetTestCase {
     override var ownsEtcd: Bool { true }
     override var startsDaemons: Bool { false }
@@ -59,7 +59,7 @@ final class FleetAuthTests: FleetTestCase {
 }
 
 /// Members that require client certificates (`--client-cert-auth`): the hosts present theirs
-/// with `--fleet-cert` and `--fleet-key`. (Issue 25, defect 7.)
+/// with `--fleet-cert` and `--fleet-key`.
 final class FleetClientCertificateTests: FleetTestCase {
     override var ownsEtcd: Bool { true }
     override var etcdTLS: Bool { true }

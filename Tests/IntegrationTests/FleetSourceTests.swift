@@ -7,7 +7,7 @@ import XCTest
 /// A mirror belongs to one etcd cluster and prefix. A host started with another (moved to
 /// another fleet, or a cluster rebuilt) must mirror the new fleet: its cursor and the keys'
 /// revisions count in the old one, and resuming from them would skip what the new fleet already
-/// holds and keep what only the old one had. (Issue 14.)
+/// holds and keep what only the old one had.
 final class FleetSourceTests: FleetTestCase {
     func testAHostMovedToAnotherPrefixMirrorsTheNewFleetNotTheOld() async throws {
         try await hostA.createFleet("lab.src.old", "i", default: .int32(1))

@@ -4,7 +4,7 @@ import Foundation
 import XCTest
 
 /// The first moments after a start, while FleetState is `connecting`: what D-Bus activation
-/// and `systemctl start propbusd && propctl set …` meet. (Issue 25, defect 3.)
+/// and `systemctl start propbusd && propctl set …` meet.
 final class FleetStartupTests: FleetTestCase {
     override var ownsEtcd: Bool { true }
 

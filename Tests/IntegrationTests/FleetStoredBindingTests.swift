@@ -7,7 +7,7 @@ import XCTest
 
 /// A binding between a command's state key and a fleet key, stored by a build from before
 /// `Bind` refused it, must not drive the fleet key on one host at start-up: the state key
-/// changes outside any call, so its writes would never reach etcd (a fork). (Issue 14.)
+/// changes outside any call, so its writes would never reach etcd (a fork).
 final class FleetStoredBindingTests: FleetTestCase {
     func testAStoredBindingFromACommandsStateToAFleetKeyIsDroppedAtStartAndSaysSo() async throws {
         try await hostA.createFleet("lab.job.busy", "b", default: .boolean(false))

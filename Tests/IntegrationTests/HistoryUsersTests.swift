@@ -2,7 +2,7 @@ import DBus
 import Foundation
 import XCTest
 
-/// Issue 22's check, as a user would run it: on a private system-like bus with
+/// History's users, checked as a user would run it: on a private system-like bus with
 /// `--system-access --history-denied`, two real unprivileged users, `alice` (in `audio`) and
 /// `bob` (not), and root; history names who did what, records bob's refused attempt for root
 /// only, and a revert restores the value in one signal.

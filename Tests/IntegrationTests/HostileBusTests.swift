@@ -4,7 +4,7 @@ import Foundation
 import XCTest
 
 /// A hostile or heavy client must not take the daemon down through the bus itself: fds it sends,
-/// messages too big for the bus, floods (issue 10, items 1, 3, 5).
+/// messages too big for the bus, floods.
 final class HostileBusTests: DaemonTestCase, @unchecked Sendable {
     /// The daemon's open file descriptors (`/proc/PID/fd`).
     private func openFDs() throws -> Int {
@@ -86,7 +86,7 @@ final class HostileBusAccessTests: AccessControlTestCase, @unchecked Sendable {
 
 /// Replies and signals too big for the bus (1 MiB here, as `max_message_size` in the test bus's
 /// configuration and `--max-message-size`): answered with LimitsExceeded or degraded, never
-/// sent, so the daemon stays on the bus (issue 10, item 3).
+/// sent, so the daemon stays on the bus.
 final class HostileMessageSizeTests: DaemonTestCase, @unchecked Sendable {
     static let limit = 1 << 20
     override var busMaxMessageSize: Int? { Self.limit }
@@ -135,7 +135,7 @@ final class HostileMessageSizeTests: DaemonTestCase, @unchecked Sendable {
     }
 
     /// A store written under a larger limit holds a group too big for one message: the daemon
-    /// must still start and keep serving. (Start-up sends no InterfacesAdded since issue 13; the
+    /// must still start and keep serving. (Start-up sends no InterfacesAdded since the lean start-up; the
     /// tree's own too-big InterfacesAdded path is MessageSizeTests'.)
     func testAStoreWithAGroupTooBigForOneMessageStillStarts() async throws {
         try await restartDaemon(arguments: ["--max-message-size", "\(4 << 20)", "--max-value-size", "300000"])
@@ -153,7 +153,7 @@ final class HostileMessageSizeTests: DaemonTestCase, @unchecked Sendable {
     }
 }
 
-/// One connection pipelining thousands of calls must not starve the others (issue 10, item 5).
+/// One connection pipelining thousands of calls must not starve the others.
 final class HostileFloodTests: DaemonTestCase, @unchecked Sendable {
     /// Two connections of one process. The flooder pipelines `count` ListProperties(prefix)
     /// calls and reads the replies as they come (a GLib main loop); once they are all sent, the

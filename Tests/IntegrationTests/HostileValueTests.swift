@@ -4,7 +4,7 @@ import PropBus
 import PropBusSystem
 import XCTest
 
-/// Issue 10, the model side: what a hostile or careless client sends can never make the daemon
+/// Hostile input, the model side: what a hostile or careless client sends can never make the daemon
 /// store something it cannot use again (fds, values too deep to send back), make it work without
 /// bound (transform bombs), or leave work running that nobody can end.
 final class HostileValueTests: DaemonTestCase, @unchecked Sendable {
@@ -258,7 +258,7 @@ final class HostileValueTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertEqual(other, .string("served"))
     }
 
-    /// Issue 26, defect 3: a search that compares far more than it reads (a needle that nearly
+    /// A search that compares far more than it reads (a needle that nearly
     /// matches at every position) is charged for its comparisons, at Set and at Bind alike.
     func testAnAdversarialSearchIsRefusedNamingTheWorkBudgetAtSetAndAtBind() async throws {
         try await client.create("search.needle", "s", default: .string("b" + String(repeating: "a", count: 4095)))

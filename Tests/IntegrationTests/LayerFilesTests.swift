@@ -2,7 +2,7 @@ import DBus
 import Foundation
 import XCTest
 
-/// Issue 23, part A: layer files under `--config-dir` (`mandatory.d/`, `defaults.d/`) and
+/// Layer files under `--config-dir` (`mandatory.d/`, `defaults.d/`) and
 /// `--vendor-dir` (`defaults.d/`), the locks mandatory files put on keys, and where a value comes
 /// from, on a system-like bus with access checks: the writer locked out is `nobody`.
 final class LayerLockTests: AccessControlTestCase, @unchecked Sendable {

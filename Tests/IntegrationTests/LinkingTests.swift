@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-/// Both programs start like C programs: neither links Foundation nor ICU (issue 13), whose
+/// Both programs start like C programs: neither links Foundation nor ICU, whose
 /// libraries cost propctl most of its start-up time and the daemon megabytes of resident pages.
 final class LinkingTests: XCTestCase {
     /// The shared libraries `ldd` lists for `binary`.

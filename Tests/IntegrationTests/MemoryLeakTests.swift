@@ -3,7 +3,7 @@ import Foundation
 import PropBus
 import XCTest
 
-/// Issue 26, defect 1: the daemon's memory stays flat under calls anyone may make. A property
+/// The daemon's memory stays flat under calls anyone may make. A property
 /// description built per lookup (every Set, refused ones too, every flushed PropertiesChanged,
 /// `Get("", name)`, GetAll of a group with secrets, every Introspect) was a reference cycle,
 /// never freed: 768 bytes per changing Set, 384 per property per Introspect.

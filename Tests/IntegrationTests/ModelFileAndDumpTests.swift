@@ -122,7 +122,7 @@ final class ModelFileAndDumpTests: DaemonTestCase, @unchecked Sendable {
     }
 }
 
-/// A dump of a group that holds a command loads back once the command's state changed (issue 21):
+/// A dump of a group that holds a command loads back once the command's state changed:
 /// the state keys are the command's, never the file's to set.
 final class DumpOfACommandGroupTests: DaemonTestCase, @unchecked Sendable {
     func testADumpOfAGroupHoldingACommandLoadsBackAfterItsStateChanged() async throws {
@@ -142,7 +142,7 @@ final class DumpOfACommandGroupTests: DaemonTestCase, @unchecked Sendable {
     }
 }
 
-/// A backup is whole (issue 21): `dump --definitions` carries the persistent bindings and the
+/// A backup is whole: `dump --definitions` carries the persistent bindings and the
 /// commands of what it dumps, `load --create` makes them again, and `delete` says which
 /// bindings end with the key.
 final class WholeBackupTests: DaemonTestCase, @unchecked Sendable {

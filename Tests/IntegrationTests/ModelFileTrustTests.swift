@@ -2,7 +2,7 @@ import DBus
 import Foundation
 import XCTest
 
-/// Issue 26, defects 9–12: what a model file can make the daemon say, read, accept and keep.
+/// What a model file can make the daemon say, read, accept and keep.
 /// Problems never quote a refused value (anyone may read `SkippedModelFiles`); only regular files
 /// of a bounded size are read, so a reload always answers; a NUL byte is refused in every text
 /// field; and a reload whose commit fails leaves nothing of itself in the live model.

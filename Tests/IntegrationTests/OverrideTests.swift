@@ -2,7 +2,7 @@ import DBus
 import Foundation
 import XCTest
 
-/// Issue 23 (part B): leased overrides and ephemeral keys, end to end through the real
+/// Leased overrides and ephemeral keys, end to end through the real
 /// binaries: `Manager.Override`/`ReleaseOverride`, `propctl override`, CreateProperty's
 /// `lifetime`. Absence checks use a barrier, never a sleep.
 final class OverrideTests: DaemonTestCase, @unchecked Sendable {

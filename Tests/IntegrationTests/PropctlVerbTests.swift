@@ -2,7 +2,7 @@ import DBus
 import Foundation
 import XCTest
 
-/// The verbs and rules of issue 15, as a user runs them: commands managed from propctl,
+/// The administration verbs and their rules, as a user runs them: commands managed from propctl,
 /// `describe`, `reset --recursive`, the modified marker, one prefix rule, escaped text output,
 /// one unknown-key wording, exit 1 for bad values, and the messages when no daemon runs.
 final class PropctlVerbTests: DaemonTestCase {

@@ -2,7 +2,7 @@ import DBus
 import Foundation
 import XCTest
 
-/// Issue 11 item 2: a redefinition never deletes data. A stored value the new definition does
+/// A redefinition never deletes data. A stored value the new definition does
 /// not admit is kept, hidden, and comes back when a later definition admits it.
 final class RedefinitionTests: DaemonTestCase, @unchecked Sendable {
     private func createVolume(maximum: Int32) async throws {

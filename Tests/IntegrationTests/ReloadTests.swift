@@ -2,7 +2,7 @@ import DBus
 import Foundation
 import XCTest
 
-/// Issue 11 item 3: the model-file lifecycle. SIGHUP and `propctl reload` apply the difference;
+/// The model-file lifecycle. SIGHUP and `propctl reload` apply the difference;
 /// keys removed from their file leave the bus but keep their values until `propctl prune`; a bad
 /// file is skipped as a whole (logged with file:line:column, listed by `propctl status`), unless
 /// `--strict-models`.

@@ -2,7 +2,7 @@ import DBus
 import Foundation
 import XCTest
 
-/// Issue 26, defect 18: a caller that never reads its replies must not make dbus-daemon stop
+/// A caller that never reads its replies must not make dbus-daemon stop
 /// reading from the daemon. dbus-daemon counts the replies it holds for a slow reader against
 /// the daemon's own `max_incoming_bytes`, and stops reading the daemon's socket past it: every
 /// other client then waits. Reply bytes are charged to the caller's uid instead.

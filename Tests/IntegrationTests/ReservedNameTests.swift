@@ -4,7 +4,7 @@ import XCTest
 
 /// A key's name is a D-Bus property of `org.propbus.PropBus1.Values` on its group object, next to
 /// that interface's methods: a key named like one of them made the method unreachable from
-/// pydbus and the property from qdbus (issue 21). Such names are refused.
+/// pydbus and the property from qdbus. Such names are refused.
 final class ReservedNameTests: DaemonTestCase {
     func testKeysNamedLikeTheValuesMethodsAreRefused() async throws {
         for name in ["Reset", "GetWithRevision", "CompareAndSet"] {

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-/// Rules about the repository's own text that no compiler checks (issue 27): the layering the
+/// Rules about the repository's own text that no compiler checks: the layering the
 /// targets promise, and comments that explain themselves with what is in the repository.
 final class SourceTreeTests: XCTestCase {
     private static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()

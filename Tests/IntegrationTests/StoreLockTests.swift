@@ -2,7 +2,7 @@ import DBus
 import Foundation
 import XCTest
 
-/// Issue 11 item 1: one daemon per state directory (a lock), and nothing written to the store
+/// One daemon per state directory (a lock), and nothing written to the store
 /// before the bus name is owned.
 final class StoreLockTests: DaemonTestCase, @unchecked Sendable {
     private var stateDirectory: URL { bus.directory.appendingPathComponent("state") }
@@ -36,7 +36,7 @@ final class StoreLockTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertEqual(value, .int32(7))
     }
 
-    /// Issue 26, defect 14: the lock held a file that anyone who may write the directory can
+    /// The lock held a file that anyone who may write the directory can
     /// unlink; a second daemon then made a new one, locked it and served the same store.
     func testSecondDaemonRefusesTheStateDirectoryEvenWhenTheLockFileWasRemoved() async throws {
         try await client.create("lock.a", "i", default: .int32(1))

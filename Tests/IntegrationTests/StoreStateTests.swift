@@ -2,7 +2,7 @@ import DBus
 import Foundation
 import XCTest
 
-/// Issue 11 item 7: smaller ways state went wrong. Commands survive a missing predicate key,
+/// Smaller ways state went wrong. Commands survive a missing predicate key,
 /// persistent bindings have no owner and are not duplicated, a clean stop checkpoints the WAL,
 /// a foreign SQLite file is refused, and a full disk is not called corruption.
 final class StoreStateTests: DaemonTestCase, @unchecked Sendable {

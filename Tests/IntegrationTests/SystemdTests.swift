@@ -167,7 +167,7 @@ final class SystemdTests: XCTestCase {
     // MARK: D-Bus activation
 
     /// On a bus that would start the daemon, `status` says so instead of telling the user to
-    /// start it by hand (issue 21), and starts nothing itself.
+    /// start it by hand, and starts nothing itself.
     func testStatusOnABusThatWouldActivateTheDaemonSaysSo() async throws {
         let activationBus = try await ActivationBus.start()
         let connection = try await Connection.connect(to: .address(activationBus.address))

@@ -2,7 +2,7 @@ import DBus
 import Foundation
 import XCTest
 
-/// Issue 11 item 5: transient means memory. A round that touches only transient keys does no
+/// Transient means memory. A round that touches only transient keys does no
 /// disk I/O, so transient keys keep working on a full disk, and revisions still never go back
 /// across restarts.
 final class TransientTests: DaemonTestCase, @unchecked Sendable {
@@ -87,7 +87,7 @@ final class TransientTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertEqual(persistent, .int32(0))
     }
 
-    /// Issue 26, defect 6: the write that reserves the next block of revisions failed on a full
+    /// The write that reserves the next block of revisions failed on a full
     /// disk "without failing the round", the daemon went on handing out revisions it had not
     /// recorded, and after kill -9 the same revisions came again: a CompareAndSet with a
     /// revision read before the crash then succeeded on a different value (ABA).

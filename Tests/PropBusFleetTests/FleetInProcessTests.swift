@@ -9,7 +9,7 @@ import Synchronization
 import XCTest
 
 /// The fleet's shell (``Fleet``) in this process against a fake etcd port: a service on a
-/// private bus, a store in memory, no etcd member. (Issue 25's throughput.)
+/// private bus, a store in memory, no etcd member. (The fleet's write throughput.)
 final class FleetInProcessTests: FleetHostTestCase, @unchecked Sendable {
     private let store = RefusingStore()
     private static let keys = (1...4).map { "lab.k\($0)" }
@@ -150,7 +150,7 @@ final class FleetInProcessTests: FleetHostTestCase, @unchecked Sendable {
         XCTAssertEqual(rewind, .compactionBelowSeen(etcd: 5, seen: 30))
     }
 
-    /// Issue 25, defect 2's race: this host's own txn answered at revision N+1 while its watch
+    /// A race: this host's own txn answered at revision N+1 while its watch
     /// (interrupted) stayed at N; etcd wiped and written back up to N by other hosts (their
     /// definitions offered again), so a watch created again at N shows nothing below the cursor.
     /// Its own answer did: etcd is read in full, the values it lacks dropped, and writes go through.

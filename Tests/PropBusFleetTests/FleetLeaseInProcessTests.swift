@@ -6,7 +6,7 @@ import PropBus
 import StoreTestSupport
 import XCTest
 
-/// Ephemeral fleet keys in this process against a fake etcd (issue 23): what a host does with
+/// Ephemeral fleet keys in this process against a fake etcd: what a host does with
 /// the lifetimes etcd holds when it starts, without timing. The host is "a"; etcd already holds
 /// one connection-lifetime key of a's (from before a restart, or a kill -9 and a quick start:
 /// its creator's connection is gone) and one of host b's.

@@ -5,7 +5,7 @@ import PropBus
 @testable import PropBusService
 import XCTest
 
-/// The pure parts of ephemeral fleet keys (issue 23): a lifetime as etcd holds it, and a
+/// The pure parts of ephemeral fleet keys: a lifetime as etcd holds it, and a
 /// write's txn with the keys' etcd leases attached.
 final class FleetLifetimeTests: XCTestCase {
     let layout = FleetLayout(prefix: "/pb/")

@@ -165,7 +165,7 @@ private final class Harness {
     func index(of entry: String) -> Int? { log.firstIndex(of: entry) }
 }
 
-/// The fleet's write path as a state machine, without etcd, a bus or a clock (issues 25 and 27):
+/// The fleet's write path as a state machine, without etcd, a bus or a clock:
 /// the races past reviews found, each as an interleaving.
 final class FleetMachineTests: XCTestCase {
     // MARK: Writes in flight together

@@ -4,7 +4,7 @@ import Etcd
 import XCTest
 
 /// The pure decisions behind the fleet's handling of etcd going back in time and of a log line
-/// repeated while etcd is unreachable. (Issue 25.)
+/// repeated while etcd is unreachable.
 final class FleetRewindTests: XCTestCase {
     func testAnAnswerBelowTheMirrorsRevisionIsARewind() {
         let header = ResponseHeader(revision: 8, clusterID: 0xabc)

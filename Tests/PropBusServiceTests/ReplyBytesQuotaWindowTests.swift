@@ -1,7 +1,7 @@
 @testable import PropBusService
 import XCTest
 
-/// ``ReplyBytesQuota``: reply bytes charged to a uid over a sliding window (issue 26, defect 18).
+/// ``ReplyBytesQuota``: reply bytes charged to a uid over a sliding window.
 final class ReplyBytesQuotaWindowTests: XCTestCase {
     private let second: UInt64 = 1_000_000_000
     private let start: UInt64 = 1_000 * 1_000_000_000

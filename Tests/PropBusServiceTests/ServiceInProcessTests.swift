@@ -71,7 +71,7 @@ final class ServiceInProcessTests: XCTestCase, @unchecked Sendable {
         return log
     }
 
-    /// Access control comes from the method table (issue 12, finding 4): every method that
+    /// Access control comes from the method table: every method that
     /// writes declares the privilege it needs, and so do the command methods and the model-file
     /// methods; only the listings (which filter what they show) and UnregisterHandler (its owner
     /// only, by the command table) declare none. (The fleet's members of the Manager, which the
@@ -89,7 +89,7 @@ final class ServiceInProcessTests: XCTestCase, @unchecked Sendable {
         XCTAssertEqual(open, ["ListBindings", "ListBindingsPage", "ListCommands", "ListExecutions", "ListHistory", "ListProperties", "ListPropertiesCompact", "ListUsage", "UnregisterHandler"])
     }
 
-    /// Issue 26, defect 1: the description a group's table builds per lookup (every Set, every
+    /// The description a group's table builds per lookup (every Set, every
     /// flushed PropertiesChanged, Introspect, reads of restricted keys) is freed with its
     /// closures. Its `deferrableSet` captured the `var` holding the description: a box that held
     /// the closure that held the box, never freed. A closure's context is no object a `weak`
@@ -115,7 +115,7 @@ final class ServiceInProcessTests: XCTestCase, @unchecked Sendable {
         XCTAssertLessThan(grown, 4 << 20, "50,000 lookups kept \(grown) bytes")
     }
 
-    /// Issue 25, memory: a round that changed thousands of keys (the fleet's full read of etcd,
+    /// Memory: a round that changed thousands of keys (the fleet's full read of etcd,
     /// 10,000 definitions offered one by one) hands the memory it used for a moment back to the
     /// kernel, once, when the queue sees no more work; interactive rounds never pay for it. Without it a
     /// host mirroring 10,000 fleet keys kept 16 MiB free but resident (48 MiB RSS against 25 for
@@ -145,7 +145,7 @@ final class ServiceInProcessTests: XCTestCase, @unchecked Sendable {
         XCTAssertEqual(releases.count, 1, "counting starts again after a release")
     }
 
-    /// Issue 26, defect 17: the daemon's LimitsExceeded says the real size, and which limit.
+    /// The daemon's LimitsExceeded says the real size, and which limit.
     func testAReplyTooLargeSaysItsRealSizeAndWhichLimit() throws {
         let call = try Message.methodCall(destination: nil, path: "/", interface: "org.freedesktop.DBus.ObjectManager", member: "GetManagedObjects")
         let overMessage = Service.replyTooLarge(call, size: MessageSize(bytes: 70 << 20, largestArray: 69 << 20), limit: 32 << 20)
@@ -156,7 +156,7 @@ final class ServiceInProcessTests: XCTestCase, @unchecked Sendable {
         XCTAssertTrue(overArray.message.contains("read one group at a time"), overArray.message)
     }
 
-    /// Issue 27: a Set on a group's computed table, and the PropertiesChanged its round's flush
+    /// A Set on a group's computed table, and the PropertiesChanged its round's flush
     /// sends, build no property description (with its closures) per call: the table's `lookup`
     /// is never asked. Nor is it for a read-only key's refusal, which says why without a write.
     func testSetAndItsSignalBuildNoPropertyDescription() async throws {
@@ -191,7 +191,7 @@ final class ServiceInProcessTests: XCTestCase, @unchecked Sendable {
         XCTAssertEqual(lookups.count, 0, "property descriptions built for two Sets, a refusal and their signals")
     }
 
-    /// Issue 27: `ListPropertiesCompact` says what `ListProperties` says, each distinct
+    /// `ListPropertiesCompact` says what `ListProperties` says, each distinct
     /// definition once (a 10k-key listing is then a quarter of the bytes the bus relays and the
     /// client reads): every row put back together from its shape is the full listing's row.
     func testTheCompactListingSaysWhatTheFullListingSays() async throws {

@@ -6,7 +6,7 @@ import XCTest
 @testable import PropBus
 @testable import PropBusSystem
 
-/// Issue 11 at the model and store level: hidden values, retired keys, pruning, model files
+/// Data safety at the model and store level: hidden values, retired keys, pruning, model files
 /// skipped as a whole, revision reservations and the store's identity.
 final class DataSafetyModelTests: XCTestCase {
     private var directory: String!

@@ -1,7 +1,7 @@
 import PropBusSystem
 import XCTest
 
-/// The policy behind the service's release of freed memory after bursts (issue 25, memory).
+/// The policy behind the service's release of freed memory after bursts (memory).
 final class FreeMemoryReleaseTests: XCTestCase {
     func testOneReleaseIsDueOnceTheThresholdIsReachedAndCountingStartsAgainAfterIt() {
         var policy = FreeMemoryRelease(threshold: 100)

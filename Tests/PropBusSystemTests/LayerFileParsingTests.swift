@@ -3,7 +3,7 @@ import XCTest
 @testable import PropBus
 @testable import PropBusModelFiles
 
-/// Issue 23: the layer-file adapter: a file's entries, its mistakes, and the directories read.
+/// The layer-file adapter: a file's entries, its mistakes, and the directories read.
 final class LayerFileParsingTests: XCTestCase {
     func testKeysPrefixesAndTheLongFormWithForInAMandatoryFile() throws {
         let text = #"{"settings.volume": {"value": 20, "for": ["@students", "alice"]}, "ui.*": 12, "ui.tags": {"value": ["a"]}, "ui.dict": {"value": 1, "other": 2}}"#

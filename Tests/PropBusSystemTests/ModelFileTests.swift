@@ -134,7 +134,7 @@ final class ModelFileTests: XCTestCase {
         assertFails(#"{"groups": {"a": {"properties": {"b": {}}}}}"#, containing: ["a.b", "type"])
         assertFails(#"{"groups": {"a": {"commands": {"run": {"enabled_when": "length("}}}}}"#, containing: ["a.run", "enabled_when"])
         assertFails(#"{"bindings": [{"key": "a.b"}]}"#, containing: ["bindings[0]"])
-        // Issue 26, defect 15: a command whose state keys (KEY.Executions) would pass 255 bytes.
+        // A command whose state keys (KEY.Executions) would pass 255 bytes.
         let name = String(repeating: "r", count: 250)
         assertFails(#"{"groups": {"a": {"commands": {"\#(name)": {"exec": ["true"]}}}}}"#, containing: ["a.\(name)", "a.\(name).Executions", "244"])
         assertFails(#"{"grops": {}}"#, containing: ["grops"])
@@ -187,7 +187,7 @@ final class ModelFileTests: XCTestCase {
         XCTAssertEqual(try model.value(of: "s.x"), .int32(42))
     }
 
-    // MARK: Issue 26
+    // MARK: What a model file can make the daemon say
 
     /// Reads and applies `text` to a new model: the error either step throws.
     private func applyError(_ text: String) -> String? {

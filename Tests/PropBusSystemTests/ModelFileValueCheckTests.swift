@@ -3,7 +3,7 @@ import PropBus
 import PropBusModelFiles
 import XCTest
 
-/// A model file is refused when it declares what the model refuses (issue 10's value checks,
+/// A model file is refused when it declares what the model refuses (the value checks against hostile input,
 /// moved from HostileValueCheckTests, which needs no file adapter).
 final class ModelFileValueCheckTests: XCTestCase {
     private func model() throws -> PropertyModel { try PropertyModel(store: MemoryStore()) }

@@ -14,7 +14,7 @@ private final class RefusingCommitStore: PropertyStore {
     }
 }
 
-/// Issue 27: a reload is one transaction, a savepoint per file: when the store refuses its
+/// A reload is one transaction, a savepoint per file: when the store refuses its
 /// commit, nothing of it stays, in the model, the command table, the bindings or the layer
 /// files in force.
 final class ReloadAllOrNothingTests: XCTestCase {

@@ -5,7 +5,7 @@ import XCTest
 @testable import PropBus
 @testable import PropBusSystem
 
-/// Loading a store in one pass (issue 13): definitions joined with their values, each distinct
+/// Loading a store in one pass: definitions joined with their values, each distinct
 /// (type, default, options) decoded once. A store as earlier releases wrote it (schema 3, the
 /// same rows) must load into the same model.
 final class StoreLoadTests: XCTestCase {

@@ -48,7 +48,7 @@ final class StoreTests: XCTestCase {
         XCTAssertEqual(volume.description, "Volume")
         XCTAssertEqual(volume.defaultValue, .double(0.5))
         XCTAssertEqual(try model.entry("app.name").definition.choices, [.string("x"), .string("y")])
-        // Revisions resume above the last run's reserved block (issue 11: transient changes
+        // Revisions resume above the last run's reserved block (transient changes
         // use reserved revisions without a write of their own), never below where it stopped.
         XCTAssertGreaterThanOrEqual(model.revision, 6, "revisions continue where the last run stopped")
     }

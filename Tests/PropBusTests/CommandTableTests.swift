@@ -639,7 +639,7 @@ final class CommandTableTests: XCTestCase {
 
     // MARK: Who owns a command's group
 
-    /// The table, not the model, knows which keys are commands (issue 12, finding 2): the model
+    /// The table, not the model, knows which keys are commands: the model
     /// asks it before creating a property, and a rolled-back round takes the command, and with it
     /// the refusal, away again.
     func testACommandsGroupHoldsOnlyItsStateUntilTheRoundThatMadeItRollsBack() throws {

@@ -3,7 +3,7 @@ import XCTest
 
 @testable import PropBus
 
-/// The model's compact storage (issue 13): the entry table, out-of-line metadata and the
+/// The model's compact storage: the entry table, out-of-line metadata and the
 /// one-pass key check must behave exactly like the plain structures they replace.
 final class CompactStorageTests: XCTestCase {
     private func entry(_ key: String, _ value: Int32) throws -> PropertyModel.Entry {

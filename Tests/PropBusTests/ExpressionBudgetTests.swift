@@ -4,7 +4,7 @@ import XCTest
 @testable import PropBus
 
 /// Evaluation is bounded: no intermediate result may grow past the value size limit, and one
-/// evaluation (or one chain of them) has a work budget (issue 10, item 6).
+/// evaluation (or one chain of them) has a work budget.
 final class ExpressionBudgetTests: XCTestCase {
     /// `value + value + …` with `terms` terms.
     private func bomb(_ terms: Int) throws -> PropBus.Expression {
@@ -74,7 +74,7 @@ final class ExpressionBudgetTests: XCTestCase {
         XCTAssertLessThan(ContinuousClock.now - start, .seconds(2))
     }
 
-    // MARK: Work is charged by the work done (issue 26, defect 3)
+    // MARK: Work is charged by the work done
 
     /// The units one evaluation of `source` spends, with `value` and `needle.text` = `needle`.
     private func unitsCharged(_ source: String, value: DBusValue, needle: DBusValue = .string("")) throws -> Int {
@@ -155,7 +155,7 @@ final class ExpressionBudgetTests: XCTestCase {
     }
 
     func testAnAdversarialContainsIsRefusedWithinTheDefaultBudget() throws {
-        // The attack of issue 26: a 4 KiB needle that nearly matches everywhere in a 1 MiB value.
+        // The attack of A 4 KiB needle that nearly matches everywhere in a 1 MiB value.
         let value = DBusValue.string(String(repeating: String(repeating: "a", count: 39) + "c", count: (1 << 20) / 40))
         let needle = String(repeating: "a", count: 4095) + "b"
         let expression = try PropBus.Expression(parsing: Array(repeating: "!contains(value, needle.text)", count: 67).joined(separator: " && "))

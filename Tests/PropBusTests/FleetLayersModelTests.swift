@@ -2,7 +2,7 @@ import DBusValues
 import XCTest
 @testable import PropBus
 
-/// Issue 23's fleet layers in the model: a fleet key's fleet-mandatory value and fleet default
+/// Fleet layers in the model: a fleet key's fleet-mandatory value and fleet default
 /// (from etcd), how they rank against local layer files, and that reloads and redefinitions
 /// keep them.
 final class FleetLayersModelTests: XCTestCase {

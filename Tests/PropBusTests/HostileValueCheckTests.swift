@@ -4,7 +4,7 @@ import XCTest
 @testable import PropBus
 
 /// Values that could not be used again once stored are refused by the model: unix fds anywhere,
-/// and nesting deeper than the replies that carry a value can hold (issue 10, items 2 and 4).
+/// and nesting deeper than the replies that carry a value can hold.
 final class HostileValueCheckTests: XCTestCase {
     private func model() throws -> PropertyModel { try PropertyModel(store: MemoryStore()) }
 
@@ -140,7 +140,7 @@ final class HostileValueCheckTests: XCTestCase {
         XCTAssertEqual(try model.value(of: "deep.any"), nested(57))
     }
 
-    // MARK: NUL in a definition's text (issue 26)
+    // MARK: NUL in a definition's text
 
     func testANULInADefinitionsTextIsRefusedOnEveryPath() throws {
         let created = try model()

@@ -2,7 +2,7 @@ import DBusValues
 import XCTest
 @testable import PropBus
 
-/// Issue 23: layer files in the model: typed per key, waiting for keys created later, locking
+/// Layer files in the model: typed per key, waiting for keys created later, locking
 /// writes by the lock's principals, the user's value kept hidden under a lock.
 final class LayerFilesModelTests: XCTestCase {
     private let lockFile = "/etc/propbus/mandatory.d/10-lock.json"

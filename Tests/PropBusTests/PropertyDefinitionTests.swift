@@ -227,7 +227,7 @@ final class PropertyDefinitionTests: XCTestCase {
                       message: "invalid value for x.list: array of 's' holds a 'i'")
     }
 
-    // MARK: Secrets in messages (issue 26)
+    // MARK: Secrets in messages
 
     func testASecretKeysRefusedValueIsNeverQuotedButWhatWasExpectedIs() throws {
         var pin = try definition("vault.pin", .string, .string("a"))

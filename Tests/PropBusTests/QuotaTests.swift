@@ -3,7 +3,7 @@ import XCTest
 
 @testable import PropBus
 
-/// Issue 26's per-uid quotas on the core: the pure decisions (``Quotas``), the ledger the tables
+/// Per-uid quotas on the core: the pure decisions (``Quotas``), the ledger the tables
 /// keep (``UsageLedger``), and each table charging the principal of each act.
 final class QuotaTests: XCTestCase {
     private static let nobody: UInt32 = 65534

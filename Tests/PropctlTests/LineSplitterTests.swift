@@ -1,7 +1,7 @@
 import XCTest
 @testable import propctl
 
-/// Issue 26, defect 16: `propctl bind --stdio/--exec` looks at every byte once and bounds a
+/// `propctl bind --stdio/--exec` looks at every byte once and bounds a
 /// line. The work is counted (``LineSplitter/scannedBytes``), not timed.
 final class LineSplitterTests: XCTestCase {
     /// Feeds `bytes` in reads of `chunk` bytes, as the endpoint's reader does, then the end.

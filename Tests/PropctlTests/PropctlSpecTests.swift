@@ -6,7 +6,7 @@ import XCTest
 final class PropctlSpecTests: XCTestCase {
     private let root = PropctlSpec.root
 
-    /// The contract's subcommands, the verbs of issue 15, `reload` and `prune` (docs/model-files.md), `override`, `lock` and
+    /// The contract's subcommands, the administration verbs, `reload` and `prune` (docs/model-files.md), `override`, `lock` and
     /// `unlock` (docs/layers.md), and `codegen` (typed Swift accessors for the client library).
     func testSubcommandsAreThoseOfTheContract() {
         XCTAssertEqual(root.subcommands.map(\.name),
@@ -48,7 +48,7 @@ final class PropctlSpecTests: XCTestCase {
 
     func testNoSubcommandOptionShadowsAGlobalOne() {
         let globals = Set(root.options.map(\.long))
-        // history's --user USER is the filter issue 22 names; the global --user (the session
+        // history's --user USER is the history filter by user name; the global --user (the session
         // bus, the default anyway) still works before the subcommand's name.
         let allowed: [String: Set<String>] = ["history": ["user"]]
         for command in root.subcommands {

@@ -2,7 +2,7 @@ import CommandLineKit
 import XCTest
 @testable import propctl
 
-/// Goldens of the help of the verbs that issue 15 added: the help is the user's manual, and
+/// Goldens of the help of the administration verbs: the help is the user's manual, and
 /// propctl(1) and the completions are rendered from the same specs.
 final class VerbHelpGoldenTests: XCTestCase {
     private let generator = HelpGenerator(root: PropctlSpec.root)

@@ -12,7 +12,7 @@
  *
  * With LISTING (a reply of propbusd's saved by `CALL_CLIENT_SAVE=FILE bench/build/call-client`,
  * header and body as received), it answers org.propbus.PropBus1.Manager on the root path with
- * that reply's body, byte for byte, whatever the argument (issue 27's floor for a listing):
+ * that reply's body, byte for byte, whatever the argument (the floor for a listing):
  *   ListProperties          a copy of the message made from LISTING once at start
  *                           (dbus_message_copy: a memcpy, no check), given the caller's
  *                           destination and reply serial: the least work any libdbus service

@@ -1,7 +1,7 @@
 import Observation
 import PropBusClient
 
-/// The second note's `RWTFlickrSearchViewModel`, written with the client library: the screen's
+/// The ReactiveCocoa MVVM introduction's `RWTFlickrSearchViewModel`, written with the client library: the screen's
 /// state lives in propbusd (`examples/flickr-search.json`), this object is its view model in one
 /// process, and any other process (`propctl`, another view) sees and changes the same state.
 ///

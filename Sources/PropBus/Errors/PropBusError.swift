@@ -38,9 +38,9 @@ public struct PropBusError: Error, Hashable, Sendable, CustomStringConvertible {
         case limitsExceeded = "LimitsExceeded"
         case exists = "Exists"
         case storeFailed = "StoreFailed"
-        /// A fleet key cannot be written: etcd cannot be reached (issue 14).
+        /// A fleet key cannot be written: etcd cannot be reached.
         case unavailable = "Unavailable"
-        /// A mandatory layer file locks the key for this caller (issue 23); the message names
+        /// A mandatory layer file locks the key for this caller; the message names
         /// the key and the file.
         case locked = "Locked"
         // Standard names, used where the D-Bus specification has one.

@@ -1,6 +1,6 @@
 /// The model's entries, compactly: one contiguous array of entries and an index from key text
 /// to position, instead of a `[Key: Entry]` whose buckets (a 48-byte key and a whole entry
-/// each, at most three quarters full) took most of a 100k-property daemon's memory (issue 13).
+/// each, at most three quarters full) took most of a 100k-property daemon's memory.
 ///
 /// Removal moves the last entry into the freed place, so positions are not stable; the table
 /// has no order (callers sort).

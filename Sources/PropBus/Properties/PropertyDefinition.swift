@@ -3,7 +3,7 @@ import Glibc
 
 /// A registered property: its type, registered default and metadata.
 ///
-/// Compact, since the daemon holds one per property (issue 13): the metadata most properties
+/// Compact, since the daemon holds one per property: the metadata most properties
 /// leave at its default (description, range, choices, writers, state, source) lives out of line,
 /// in one shared immutable box that is `nil` when all of it is at its default.
 public struct PropertyDefinition: Hashable, Sendable {

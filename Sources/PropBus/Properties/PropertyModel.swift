@@ -35,7 +35,7 @@ public final class PropertyModel {
         /// The model revision of the last change.
         public var revision: UInt64
         /// A stored value the current definition does not admit (range, choices, type): kept in
-        /// the store, unseen, until a later definition admits it again (issue 11: a
+        /// the store, unseen, until a later definition admits it again (a
         /// redefinition never deletes data).
         public var hidden: HiddenValue? {
             get { hiddenBox?.hidden }
@@ -135,7 +135,7 @@ public final class PropertyModel {
     /// rollback puts back, and the open change's keys for the round's ``WriteSet``.
     var transaction = Transaction(revision: 0, reservedRevision: 0)
     /// Revisions up to here are reserved in the store: transient changes hand them out without
-    /// touching the disk (issue 11: transient means memory), and a restart starts above them.
+    /// touching the disk (transient means memory), and a restart starts above them.
     var reservedRevision: UInt64 = 0
     /// How many revisions one reservation covers: one small write per this many transient changes.
     static let revisionBlock: UInt64 = 4096

@@ -3,7 +3,7 @@ import Foundation
 import PropBus
 import XCTest
 
-/// Bindings from a command's state key to a key that becomes a fleet key (issue 14): made on
+/// Bindings from a command's state key to a key that becomes a fleet key: made on
 /// host B, and checked to have ended, by the tests of each way the key becomes the fleet's.
 extension FleetTestCase {
     /// On B: a command `command` (running `true`) and a persistent binding from its `Executing`
