@@ -1,0 +1,155 @@
+import Glibc
+import SystemKit
+
+/// A file as it was: its bytes, owner and mode, to compare a render with and to put back.
+public struct FileVersion: Sendable, Equatable {
+    public var bytes: [UInt8]
+    public var ownership: FileSystem.Ownership
+
+    public init(bytes: [UInt8], ownership: FileSystem.Ownership) {
+        self.bytes = bytes
+        self.ownership = ownership
+    }
+}
+
+/// A rendered file written beside its destination, complete and synced, not installed yet.
+public struct StagedFile: Sendable, Equatable {
+    /// The temporary file, in the destination's directory (so the rename is atomic).
+    public var path: String
+    public var destination: String
+    /// What the destination held before (`nil`: nothing), to put back if the reload fails.
+    public var previous: FileVersion?
+}
+
+/// Why a file could not be staged, installed or put back. Names paths and calls, never content.
+public struct InstallError: Error, Sendable, Equatable {
+    public var message: String
+
+    public init(_ message: String) {
+        self.message = message
+    }
+}
+
+/// Writes rendered files so that no reader ever sees a torn, wrong-owner or unchecked one:
+/// a temporary file in the destination's directory gets its owner and mode before its first
+/// byte (`fchown`, `fchmod`), then the bytes and an `fsync`; only after the check is it renamed
+/// over the destination, and the directory is synced. Blocking calls: run off the daemon's queue.
+public enum FileInstaller {
+    /// The largest existing file read to compare with and to keep for putting back.
+    public static let maximumPreviousSize = 64 << 20
+
+    /// What `destination` holds now; `nil` when nothing is there. A symbolic link or anything
+    /// but a regular file is refused: a rename would replace the link, not what it points to.
+    public static func current(at destination: String) throws(InstallError) -> FileVersion? {
+        var status = stat()
+        if lstat(destination, &status) != 0 {
+            let error = Errno.current
+            if error.rawValue == ENOENT { return nil }
+            throw InstallError("cannot look at \(destination): \(error)")
+        }
+        guard status.st_mode & S_IFMT != S_IFLNK else {
+            throw InstallError("\(destination) is a symbolic link: a render replaces the file itself, so name the file the link points to as the destination")
+        }
+        let read: (contents: [UInt8], ownership: FileSystem.Ownership)
+        do { read = try FileSystem.regularFile(at: destination, maximumSize: maximumPreviousSize) } catch {
+            throw InstallError("cannot read \(destination) to compare with: \(error)")
+        }
+        return FileVersion(bytes: read.contents, ownership: read.ownership)
+    }
+
+    /// Writes `version` into a new temporary file beside `destination`: owner and mode first,
+    /// then every byte, then `fsync`. Returns its path; nothing is left behind on failure.
+    public static func stage(_ version: FileVersion, beside destination: String) throws(InstallError) -> String {
+        let path = temporaryPath(for: destination)
+        let descriptor: FileDescriptor
+        do {
+            descriptor = try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600)
+        } catch {
+            throw InstallError("cannot create \(path) beside \(destination): \(error)")
+        }
+        var closed = false
+        defer { if !closed { try? descriptor.close() } }
+        func fail(_ what: String, _ error: Errno) -> InstallError {
+            try? descriptor.close()
+            closed = true
+            unlink(path)
+            return InstallError("\(what): \(error)")
+        }
+        let target = version.ownership
+        // Before any byte: a secret must never sit in a file its reader-to-be cannot read or
+        // that others can (chmod after the write leaves that window open).
+        if target.userID != geteuid() || target.groupID != getegid() {
+            guard fchown(descriptor.rawValue, target.userID, target.groupID) == 0 else {
+                throw fail("cannot give \(path) to uid \(target.userID), gid \(target.groupID) (propbusd runs as uid \(geteuid()))", .current)
+            }
+        }
+        guard fchmod(descriptor.rawValue, mode_t(target.mode)) == 0 else { throw fail("cannot set the mode of \(path)", .current) }
+        do { try descriptor.writeAll(version.bytes) } catch { throw fail("cannot write \(path)", error) }
+        if case .failure(let error) = Errno.retryingInterrupted({ fsync(descriptor.rawValue) }) { throw fail("cannot sync \(path)", error) }
+        closed = true
+        do { try descriptor.close() } catch {
+            unlink(path)
+            throw InstallError("cannot close \(path): \(error)")
+        }
+        return path
+    }
+
+    /// Puts the staged file in place: `rename` over the destination, then `fsync` of the
+    /// directory, so the new name survives a crash.
+    public static func install(_ staged: StagedFile) throws(InstallError) {
+        do { try FileSystem.rename(staged.path, to: staged.destination) } catch {
+            unlink(staged.path)
+            throw InstallError("cannot rename \(staged.path) to \(staged.destination): \(error)")
+        }
+        try syncDirectory(of: staged.destination)
+    }
+
+    /// Removes a staged file that will not be installed.
+    public static func discard(_ staged: StagedFile) {
+        unlink(staged.path)
+    }
+
+    /// Puts `previous` back at `destination` the same way (staged, renamed, synced), or
+    /// removes the file when there was none before.
+    public static func restore(_ previous: FileVersion?, at destination: String) throws(InstallError) {
+        guard let previous else {
+            guard unlink(destination) == 0 || errno == ENOENT else { throw InstallError("cannot remove \(destination): \(Errno.current)") }
+            return try syncDirectory(of: destination)
+        }
+        let path = try stage(previous, beside: destination)
+        try install(StagedFile(path: path, destination: destination, previous: nil))
+    }
+
+    /// Removes temporary files a daemon killed in the middle of a render left beside `destination`.
+    /// Returns their names.
+    @discardableResult
+    public static func removeLeftovers(of destination: String) -> [String] {
+        let directory = FileSystem.directory(of: destination)
+        let prefix = temporaryPrefix(for: destination)
+        let names = ((try? FileSystem.contentsOfDirectory(directory)) ?? []).filter { $0.hasPrefix(prefix) }
+        for name in names { unlink(directory + "/" + name) }
+        return names
+    }
+
+    /// `.NAME.propbus-` beside `NAME`: hidden, and telling whose it is.
+    static func temporaryPrefix(for destination: String) -> String {
+        "." + FileSystem.lastComponent(of: destination) + ".propbus-"
+    }
+
+    static func temporaryPath(for destination: String) -> String {
+        let suffix = String(UInt64.random(in: 0...UInt64.max), radix: 16).leftPadded(to: 16)
+        return FileSystem.directory(of: destination) + "/" + temporaryPrefix(for: destination) + suffix
+    }
+
+    private static func syncDirectory(of path: String) throws(InstallError) {
+        let directory = FileSystem.directory(of: path)
+        let descriptor: FileDescriptor
+        do { descriptor = try FileDescriptor.open(directory, O_RDONLY | O_DIRECTORY) } catch {
+            throw InstallError("cannot open the directory \(directory) to sync it: \(error)")
+        }
+        defer { try? descriptor.close() }
+        if case .failure(let error) = Errno.retryingInterrupted({ fsync(descriptor.rawValue) }) {
+            throw InstallError("cannot sync the directory \(directory): \(error)")
+        }
+    }
+}
