@@ -1,6 +1,7 @@
 import DBusValues
 import Glibc
 import PropBus
+import PropBusRender
 import SystemKit
 
 /// A JSON declaration of groups with their properties, commands and bindings, like a GSettings
@@ -40,6 +41,11 @@ public struct ModelFile: Sendable {
     public private(set) var properties: [PropertyDeclaration] = []
     public private(set) var commands: [CommandDeclaration] = []
     public private(set) var bindings: [BindingDeclaration] = []
+    /// Files rendered from keys (docs/render.md), in the file's order.
+    public private(set) var renders: [RenderDeclaration] = []
+    /// The file's owner and mode when it was read from disk: only a file root (or the daemon's
+    /// user) owns and no one else may write may declare renders (``FileTrust``).
+    private let ownership: FileSystem.Ownership?
     /// Types already parsed, by their text: a file's keys mostly share a few.
     private var parsedTypes: [String: DBusType] = [:]
     /// The problems found so far, one per declaration: the file is read to its end, so one
@@ -53,9 +59,9 @@ public struct ModelFile: Sendable {
     /// Reads and checks the file at `path`: a regular file (symlinks followed) of at most
     /// `maximumSize` bytes; anything else is refused unread.
     public init(contentsOf path: String, maximumSize: Int = Self.defaultMaximumSize) throws(PropBusError) {
-        let bytes: [UInt8]
+        let bytes: [UInt8], ownership: FileSystem.Ownership
         do {
-            bytes = try FileSystem.regularFileContents(of: path, maximumSize: maximumSize)
+            (bytes, ownership) = try FileSystem.regularFile(at: path, maximumSize: maximumSize)
         } catch {
             if case .tooLarge = error {
                 throw PropBusError(.limitsExceeded, "\(path): cannot read the model file: \(error); the limit is \(maximumSize) bytes (propbusd --max-model-file-size)")
@@ -66,13 +72,15 @@ public struct ModelFile: Sendable {
         guard let text = String(validating: bytes, as: UTF8.self) else {
             throw PropBusError(.invalidArgs, "\(path): cannot read the model file: it is not UTF-8 text")
         }
-        try self.init(path: path, text: text)
+        try self.init(path: path, text: text, ownership: ownership)
     }
 
-    /// Checks `text` as the content of a model file named `path`.
-    public init(path: String, text: String) throws(PropBusError) {
+    /// Checks `text` as the content of a model file named `path`, owned and moded as
+    /// `ownership` (`nil`: not a file read from disk, whose renders the caller vouches for).
+    public init(path: String, text: String, ownership: FileSystem.Ownership? = nil) throws(PropBusError) {
         self.path = path
         self.text = text
+        self.ownership = ownership
         let json: JSONValue
         do { json = try JSONValue.parse(text) } catch {
             let (line, column) = Self.lineAndColumn(ofByte: error.offset, in: text)
@@ -96,10 +104,17 @@ public struct ModelFile: Sendable {
                 for (index, item) in items.enumerated() {
                     collect { (file: inout ModelFile) throws(PropBusError) in try file.readBinding(index, item) }
                 }
+            case "renders":
+                guard let items = member.value.objectMembers else { throw fail(nil, "\"renders\" must be an object of render names") }
+                if let ownership, let refusal = FileTrust.refusal(ownership, of: path, what: "the model file") {
+                    problems.append(fail("renders", refusal).message)
+                    continue
+                }
+                for item in items { collect { (file: inout ModelFile) throws(PropBusError) in try file.readRender(item.key, item.value) } }
             case "version", "description":
                 continue
             default:
-                problems.append(fail(nil, "unknown field \"\(member.key)\"; expected \"groups\", \"bindings\", \"description\" or \"version\"").message)
+                problems.append(fail(nil, "unknown field \"\(member.key)\"; expected \"groups\", \"bindings\", \"renders\", \"description\" or \"version\"").message)
             }
         }
         if !problems.isEmpty { throw PropBusError(.invalidArgs, problems.joined(separator: "\n")) }
@@ -327,6 +342,12 @@ public struct ModelFile: Sendable {
         // Checked as Bind checks them, now: a mistake is reported with the file's others.
         do { _ = try BindOptions(options: options, binding: "the binding \(key) ↔ \(to)") } catch { throw fail(label, error.message) }
         bindings.append(BindingDeclaration(key: key, to: to, options: options))
+    }
+
+    private mutating func readRender(_ name: String, _ json: JSONValue) throws(PropBusError) {
+        let label = "renders." + name
+        guard !renders.contains(where: { $0.name == name }) else { throw fail(label, "the render \(name) is declared twice") }
+        do { renders.append(try RenderDeclaration(name: name, json: json, modelFile: path)) } catch { throw fail(label, error.message) }
     }
 
     /// Registers the properties, then the commands, then makes the

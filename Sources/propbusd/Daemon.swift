@@ -35,6 +35,8 @@ final class Daemon {
     var commands: CommandTable?
     /// The fleet (`--fleet`), the service's write gate once started.
     private var fleet: Fleet?
+    /// The renders (docs/render.md): made with the service, started after the fleet.
+    var renders: DaemonRenders?
     /// The Manager's fleet members, with or without `--fleet` (made with the service); told of
     /// the fleet when it starts.
     var fleetMembers: FleetManagerMembers?
@@ -89,6 +91,7 @@ final class Daemon {
                  stop: { [unowned self] () throws(LifecycleError) in try commitBeforeExit() }),
             Step("fleet", start: { [unowned self] () throws(LifecycleError) in try startFleet() },
                  stop: { [unowned self] in fleet?.stop() }),
+            renderStep(),
             Step("serving", start: { [unowned self] done in
                      serve()
                      done(.success(()))
@@ -275,6 +278,7 @@ final class Daemon {
             modelFiles.rollbackLoad()
             throw error
         }
+        modelFilesReloadedForRenders()
         Log.info("reloaded model files: \(report.loaded.count) loaded, \(modelFiles.skipped.count) skipped, \(report.retired.count) keys left the bus (their stored values are kept)")
         logSkippedModelFiles()
         logLayerProblems()

@@ -199,6 +199,7 @@ final class RenderTests: DaemonTestCase, @unchecked Sendable {
         try await waitForState("big", "ok")
         reader.stop()
         XCTAssertGreaterThan(reader.reads, 10, "the reader saw the file often")
+        XCTAssertGreaterThan(reader.versions, 3, "the reader saw several versions rendered")
         XCTAssertEqual(reader.torn, [], "torn or unknown contents were observed")
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.contains(".propbus-") }, [],
                        "the restarted daemon removed what the killed one left")
@@ -215,6 +216,9 @@ final class TornFileReader: @unchecked Sendable {
     private let finished = DispatchSemaphore(value: 0)
     private(set) var reads = 0
     private(set) var torn: [String] = []
+    /// How many different contents were seen.
+    var versions: Int { seen.count }
+    private var seen: Set<Int> = []
 
     init(path: String, isValid: @escaping @Sendable (String) -> Bool) {
         self.path = path
@@ -228,6 +232,7 @@ final class TornFileReader: @unchecked Sendable {
                     reads += 1
                     let text = String(decoding: data, as: UTF8.self)
                     if !isValid(text), torn.count < 3 { torn.append(String(text.prefix(80)) + "… (\(data.count) bytes)") }
+                    seen.insert(text.hashValue)
                 }
             }
             finished.signal()

@@ -40,9 +40,15 @@ public final class RenderRunner {
     private var groupReaders: [String: Set<String>] = [:]
     /// Keys changed by commits and not looked at yet.
     private var changedKeys: Set<String> = []
+    /// Renders whose run waits for one of the ``maximumConcurrentRuns`` to end, in order.
+    private var waitingToStart: [String] = []
     private var stopped = false
     /// Told of each file installed: the seam for a confirmed apply (``RenderInstallRecorder``).
     public weak var installRecorder: (any RenderInstallRecorder)?
+
+    /// The most runs in flight at once: each runs one program at a time, so the I/O loop holds
+    /// at most this many of the renders' programs beside the executions.
+    public static let maximumConcurrentRuns = 8
 
     /// Renders for `host`, confined to `queue` (the host's), running programs in `loop`.
     public init(host: any RenderHost, queue: DispatchQueue, loop: CommandIOLoop) {
@@ -149,6 +155,11 @@ public final class RenderRunner {
         let declaration = entry.declaration
         let revision = host.renderRevision
         guard !stopped else { return ended(name, nil, .renderFailed, "propbusd is stopping", revision: revision) }
+        // The values are read when the run really starts, not when it was due.
+        guard entries.values.count(where: { $0.pipeline != nil }) < Self.maximumConcurrentRuns else {
+            if !waitingToStart.contains(name) { waitingToStart.append(name) }
+            return
+        }
         let output: RenderOutput
         switch evaluate(declaration, masking: false) {
         case .failure(let refusal): return ended(name, nil, refusal.state, refusal.message, revision: revision)
@@ -240,6 +251,9 @@ public final class RenderRunner {
         for waiter in waiters { waiter(status) }
         guard !stopped else { return }
         perform(name, entries[name]!.machine.handle(.finished(now: now)))
+        while pipeline != nil, !waitingToStart.isEmpty, entries.values.count(where: { $0.pipeline != nil }) < Self.maximumConcurrentRuns {
+            start(waitingToStart.removeFirst())
+        }
     }
 
     // MARK: Requests
