@@ -163,6 +163,32 @@ final class RenderTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertNil(contents("refused.conf"))
     }
 
+    /// The daemon ends what finished executions leave behind, and reaps its children: a
+    /// render's check running meanwhile is its I/O loop's, neither killed nor reaped by that sweep.
+    func testAnExecutionEndingDuringACheckLeavesTheCheckAlone() async throws {
+        let started = path("check-started")
+        try await start(properties: #""port": {"type": "i", "default": 1}"#, renders: #"""
+            "site": {"template_text": "{{ web.port }}\n", "destination": "\#(path("site.conf"))",
+                     "check": ["sh", "-c", "touch \#(started); sleep 1; exit 0"]}
+            """#)
+        try await waitForState("site", "ok")
+        try FileManager.default.removeItem(atPath: started)
+        try await client.call(PropBusAPI.manager, "CreateCommand", [.string("jobs.quick"), .vardict(["exec": .array(of: .string, [.string("true")])])])
+        try await client.set("web.port", .int32(2))
+        let revision = try await client.getWithRevision("web.port").revision
+        let checking = await eventually { FileManager.default.fileExists(atPath: started) }
+        XCTAssertTrue(checking)
+        // Ends while the check sleeps: the sweep after it looks at every child of the daemon.
+        _ = try await client.call(at: "/org/propbus/PropBus1/jobs/quick", "org.propbus.PropBus1.Command", "Execute", [.variant(.string(""))])
+        var last: (state: String, message: String, revision: UInt64)?
+        _ = await eventually(timeout: 15) {
+            last = try? await self.state("site")
+            return (last?.revision ?? 0) >= revision || last?.state != "ok"
+        }
+        XCTAssertEqual(last?.state, "ok", "\(String(describing: last))")
+        XCTAssertEqual(contents("site.conf"), "2\n")
+    }
+
     /// The content rendered for value `n`: big enough that writing it takes a while, so a torn
     /// file would be caught mid-write.
     static func version(_ n: Int) -> String { String(repeating: "\(n);", count: 40_000) + "\n" }
