@@ -5,51 +5,43 @@ import PropBusRender
 import PropBusService
 import SystemKit
 
-/// The daemon's side of renders (docs/render.md), at its edges: the model behind the
-/// ``RenderHost`` port, the committed rounds the ``RenderRunner`` consumes, and the lifecycle
-/// step that starts and stops it.
-extension Daemon {
-    /// The renders' lifecycle step, after the fleet: renders read what start-up committed and
-    /// then follow every committed round; at the stop, the programs they run are stopped.
-    func renderStep() -> Component {
-        Step("renders", stopTimeout: .seconds(5), start: { [unowned self] done in
-            startRenders()
-            done(.success(()))
-        }, stop: { [unowned self] done in
-            guard let renders = renders?.runner else { return done(nil) }
-            renders.stop { done(nil) }
-        })
-    }
-
-    private func startRenders() {
-        dispatchPrecondition(condition: .onQueue(queue))
-        guard let service, let renders else { return }
-        let runner = RenderRunner(host: ServiceRenderHost(service: service), queue: queue, loop: service.executionIO)
-        renders.runner = runner
-        renders.committedRounds.observer = { [weak runner] writeSet in
-            runner?.noteChanged(writeSet.changes.lazy.flatMap { $0.entries.lazy.filter(\.isChange).map(\.key.text) })
-        }
-        runner.load(modelFiles.renders)
-    }
-
-    /// After a reload: the renders the model files declare now.
-    func modelFilesReloadedForRenders() {
-        renders?.runner?.load(modelFiles.renders)
-    }
-}
-
-/// What the daemon keeps for its renders: the runner once started, the store that tells it of
-/// committed rounds, and the Manager's render members.
+/// The daemon's side of renders (docs/render.md), at its edges: the store that tells the
+/// ``RenderRunner`` of committed rounds, the model behind its ``RenderHost`` port, and the
+/// Manager's render members. Made with the service; started by the lifecycle's "renders" step,
+/// after the fleet, so the first renders read what start-up committed.
+///
+/// The daemon's queue's, like the service.
 final class DaemonRenders {
     let committedRounds: CommittedRoundStore
     let members: RenderManagerMembers
-    var runner: RenderRunner? {
-        didSet { members.runner = runner }
-    }
+    private(set) var runner: RenderRunner?
 
     init(store: any PropertyStore, access: AccessPolicy, connection: Connection) {
         committedRounds = CommittedRoundStore(store)
         members = RenderManagerMembers(access: access, connection: connection)
+    }
+
+    /// Starts rendering `declarations` from `service`'s model, and every committed round after.
+    func start(_ declarations: [RenderDeclaration], service: Service, queue: DispatchQueue) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let runner = RenderRunner(host: ServiceRenderHost(service: service), queue: queue, loop: service.executionIO)
+        self.runner = runner
+        members.runner = runner
+        committedRounds.observer = { [weak runner] writeSet in
+            runner?.noteChanged(writeSet.changes.lazy.flatMap { $0.entries.lazy.filter(\.isChange).map(\.key.text) })
+        }
+        runner.load(declarations)
+    }
+
+    /// A reload applied the model files: the renders they declare now.
+    func load(_ declarations: [RenderDeclaration]) {
+        runner?.load(declarations)
+    }
+
+    /// Stops the programs renders run and removes what they staged; `done` once they ended.
+    func stop(then done: @escaping () -> Void) {
+        guard let runner else { return done() }
+        runner.stop(then: done)
     }
 }
 

@@ -91,7 +91,14 @@ final class Daemon {
                  stop: { [unowned self] () throws(LifecycleError) in try commitBeforeExit() }),
             Step("fleet", start: { [unowned self] () throws(LifecycleError) in try startFleet() },
                  stop: { [unowned self] in fleet?.stop() }),
-            renderStep(),
+            // Renders read what start-up committed, then follow every committed round.
+            Step("renders", stopTimeout: .seconds(5), start: { [unowned self] done in
+                if let service { renders?.start(modelFiles.renders, service: service, queue: queue) }
+                done(.success(()))
+            }, stop: { [unowned self] done in
+                guard let renders else { return done(nil) }
+                renders.stop { done(nil) }
+            }),
             Step("serving", start: { [unowned self] done in
                      serve()
                      done(.success(()))
@@ -278,7 +285,7 @@ final class Daemon {
             modelFiles.rollbackLoad()
             throw error
         }
-        modelFilesReloadedForRenders()
+        renders?.load(modelFiles.renders)
         Log.info("reloaded model files: \(report.loaded.count) loaded, \(modelFiles.skipped.count) skipped, \(report.retired.count) keys left the bus (their stored values are kept)")
         logSkippedModelFiles()
         logLayerProblems()
