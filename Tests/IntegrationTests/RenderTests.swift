@@ -30,11 +30,11 @@ final class RenderTests: DaemonTestCase, @unchecked Sendable {
 
     /// Waits until the render's state is `expected` (the end of a run: a barrier for what it wrote or not).
     @discardableResult
-    private func waitForState(_ render: String, _ expected: String, file: StaticString = #filePath, line: UInt = #line) async throws -> (state: String, message: String, revision: UInt64) {
+    private func waitForState(_ render: String, _ expected: String, revision: UInt64 = 0, file: StaticString = #filePath, line: UInt = #line) async throws -> (state: String, message: String, revision: UInt64) {
         var last: (state: String, message: String, revision: UInt64)?
         _ = await eventually(timeout: 15) {
             last = try? await self.state(render)
-            return last?.state == expected
+            return last?.state == expected && (last?.revision ?? 0) >= revision
         }
         XCTAssertEqual(last?.state, expected, "render.\(render): \(String(describing: last)); stderr: \(daemon.stderr)", file: file, line: line)
         return last ?? ("", "", 0)
@@ -52,7 +52,7 @@ final class RenderTests: DaemonTestCase, @unchecked Sendable {
         try await client.set("web.port", .int32(9090))
         let revision = try await client.getWithRevision("web.port").revision
         await waitForContents("site.conf", "listen 9090;\n")
-        let state = try await waitForState("site", "ok")
+        let state = try await waitForState("site", "ok", revision: revision)
         XCTAssertGreaterThanOrEqual(state.revision, revision, "Revision names the change the file holds")
         XCTAssertTrue(state.message.contains(path("site.conf")), state.message)
     }
@@ -180,12 +180,7 @@ final class RenderTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertTrue(checking)
         // Ends while the check sleeps: the sweep after it looks at every child of the daemon.
         _ = try await client.call(at: "/org/propbus/PropBus1/jobs/quick", "org.propbus.PropBus1.Command", "Execute", [.variant(.string(""))])
-        var last: (state: String, message: String, revision: UInt64)?
-        _ = await eventually(timeout: 15) {
-            last = try? await self.state("site")
-            return (last?.revision ?? 0) >= revision || last?.state != "ok"
-        }
-        XCTAssertEqual(last?.state, "ok", "\(String(describing: last))")
+        try await waitForState("site", "ok", revision: revision)
         XCTAssertEqual(contents("site.conf"), "2\n")
     }
 
