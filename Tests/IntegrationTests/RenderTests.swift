@@ -184,6 +184,38 @@ final class RenderTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertEqual(contents("site.conf"), "2\n")
     }
 
+    /// docs/render.md's worked example: examples/render/nginx.json and its template, with the
+    /// destination moved into the test's directory and `grep` standing in for `nginx -t`, write
+    /// the nginx.conf the page shows.
+    func testTheNginxExampleRendersAsDocumented() async throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let page = try String(contentsOf: root.appendingPathComponent("docs/render.md"), encoding: .utf8)
+        guard let marker = page.range(of: "<!-- render example output -->\n```nginx\n"),
+              let end = page.range(of: "```", range: marker.upperBound..<page.endIndex) else { return XCTFail("no example output in docs/render.md") }
+        let documented = String(page[marker.upperBound..<end.lowerBound])
+        let examples = root.appendingPathComponent("examples/render")
+        try FileManager.default.copyItem(at: examples.appendingPathComponent("nginx.conf.tmpl"), to: directory.appendingPathComponent("nginx.conf.tmpl"))
+        var model = try JSONSerialization.jsonObject(with: Data(contentsOf: examples.appendingPathComponent("nginx.json"))) as! [String: Any]
+        var renders = model["renders"] as! [String: Any], nginx = renders["nginx"] as! [String: Any]
+        nginx["destination"] = path("nginx.conf")
+        nginx["check"] = ["grep", "-q", "upstream backends", "{{file}}"]
+        nginx["reload"] = ["true"]
+        renders["nginx"] = nginx
+        model["renders"] = renders
+        try JSONSerialization.data(withJSONObject: model).write(to: URL(fileURLWithPath: path("nginx.json")))
+        try await restartDaemon(arguments: ["--model", path("nginx.json")])
+        try await waitForState("nginx", "ok")
+        XCTAssertEqual(contents("nginx.conf"), documented)
+
+        // The last upstream gone: nothing is written, nginx keeps its configuration (with both
+        // upstreams, or with the second one when the wait rendered between the two deletions).
+        try await client.delete("web.backends.app1")
+        try await client.delete("web.backends.app2")
+        try await waitForState("nginx", "waiting-for-keys")
+        let secondOnly = documented.replacingOccurrences(of: "        server 10.0.0.11:8080;  # web.backends.app1\n", with: "")
+        XCTAssertTrue([documented, secondOnly].contains(contents("nginx.conf") ?? ""), contents("nginx.conf") ?? "(none)")
+    }
+
     /// The content rendered for value `n`: big enough that writing it takes a while, so a torn
     /// file would be caught mid-write.
     static func version(_ n: Int) -> String { String(repeating: "\(n);", count: 40_000) + "\n" }

@@ -23,7 +23,7 @@ extension PropctlSpec {
         examples: [
             .init("Every render and how its last run went", "propctl render list"),
             .init("What would be written to nginx.conf now", "propctl render preview nginx"),
-            .init("Render and reload now, after fixing the template", "propctl reload && propctl render run nginx"),
+            .init("Render and reload now, without the wait", "propctl render run nginx"),
             .init("One render's state and declaration, as JSON", "propctl --json render show nginx"),
         ]
     )
