@@ -57,8 +57,10 @@ public struct ModelFile: Sendable {
     public static let defaultMaximumSize = 8 << 20
 
     /// Reads and checks the file at `path`: a regular file (symlinks followed) of at most
-    /// `maximumSize` bytes; anything else is refused unread.
-    public init(contentsOf path: String, maximumSize: Int = Self.defaultMaximumSize) throws(PropBusError) {
+    /// `maximumSize` bytes; anything else is refused unread. Without `readingRenders` (`propctl
+    /// codegen`, which generates accessors for the keys) its `renders` are left unread: their
+    /// template files and the file's owner do not matter there.
+    public init(contentsOf path: String, maximumSize: Int = Self.defaultMaximumSize, readingRenders: Bool = true) throws(PropBusError) {
         let bytes: [UInt8], ownership: FileSystem.Ownership
         do {
             (bytes, ownership) = try FileSystem.regularFile(at: path, maximumSize: maximumSize)
@@ -72,12 +74,12 @@ public struct ModelFile: Sendable {
         guard let text = String(validating: bytes, as: UTF8.self) else {
             throw PropBusError(.invalidArgs, "\(path): cannot read the model file: it is not UTF-8 text")
         }
-        try self.init(path: path, text: text, ownership: ownership)
+        try self.init(path: path, text: text, ownership: ownership, readingRenders: readingRenders)
     }
 
     /// Checks `text` as the content of a model file named `path`, owned and moded as
     /// `ownership` (`nil`: not a file read from disk, whose renders the caller vouches for).
-    public init(path: String, text: String, ownership: FileSystem.Ownership? = nil) throws(PropBusError) {
+    public init(path: String, text: String, ownership: FileSystem.Ownership? = nil, readingRenders: Bool = true) throws(PropBusError) {
         self.path = path
         self.text = text
         self.ownership = ownership
@@ -105,6 +107,7 @@ public struct ModelFile: Sendable {
                     collect { (file: inout ModelFile) throws(PropBusError) in try file.readBinding(index, item) }
                 }
             case "renders":
+                guard readingRenders else { continue }
                 guard let items = member.value.objectMembers else { throw fail(nil, "\"renders\" must be an object of render names") }
                 if let ownership, let refusal = FileTrust.refusal(ownership, of: path, what: "the model file") {
                     problems.append(fail("renders", refusal).message)

@@ -27,6 +27,11 @@ final class DaemonRenders {
         let runner = RenderRunner(host: ServiceRenderHost(service: service), queue: queue, loop: service.executionIO)
         self.runner = runner
         members.runner = runner
+        let access = members.access
+        members.mayRead = { [unowned service] key, caller in
+            guard let parsed = try? Key(key), let definition = service.model.definition(for: parsed) else { return false }
+            return access.mayRead(writers: definition.writers, secret: definition.secret, caller: caller)
+        }
         committedRounds.observer = { [weak runner] writeSet in
             runner?.noteChanged(writeSet.changes.lazy.flatMap { $0.entries.lazy.filter(\.isChange).map(\.key.text) })
         }

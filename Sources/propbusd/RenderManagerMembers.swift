@@ -9,14 +9,16 @@ import SystemKit
 /// `PreviewRender` and `RunRender`, over the daemon's ``RenderRunner``.
 ///
 /// Anyone may list, describe and preview (a secret's value shows as `<secret>` to whoever may
-/// not read it, and a template only root may read is previewed by root only); running one needs
+/// not read the key, and a template only root may read is previewed by root only); running one needs
 /// the default writers' rights, as reloading the model files does. The daemon's queue's.
 final class RenderManagerMembers: ManagerExtension {
-    private let access: AccessPolicy
+    let access: AccessPolicy
     /// Where a deferred reply is sent from.
     private let connection: Connection
     /// `nil` until the renders' lifecycle step ran.
     var runner: RenderRunner?
+    /// Whether a caller may read a key's value (a secret's writers may), from the model.
+    var mayRead: ((String, Credentials?) -> Bool)?
 
     init(access: AccessPolicy, connection: Connection) {
         self.access = access
@@ -52,7 +54,9 @@ final class RenderManagerMembers: ManagerExtension {
                 if summary.declaration.templateIsPrivate, !privileged {
                     throw PropBusError(.accessDenied, "\(AccessPolicy.describe(call.credentials)) may not preview render \(name): its template \(summary.declaration.templatePath ?? "") is readable by root only").dbusError
                 }
-                let preview = try bridged { () throws(PropBusError) in try runner.preview(name, masking: !privileged) }
+                let mayRead = mayRead, caller = call.credentials
+                let hiding: ((String) -> Bool)? = privileged ? nil : { key in !(mayRead?(key, caller) ?? false) }
+                let preview = try bridged { () throws(PropBusError) in try runner.preview(name, hiding: hiding) }
                 return .reply([.string(preview.state.rawValue), .string(preview.message), .bytes(preview.bytes), .boolean(preview.masked)])
             },
             MethodDescription("RunRender", in: [("name", .string)], out: [("state", .string), ("message", .string), ("revision", .uint64)],

@@ -75,6 +75,19 @@ final class RenderSecurityTests: AccessControlTestCase, @unchecked Sendable {
         for text in seen { XCTAssertFalse(text.contains(secret), "the secret leaked: \(text)") }
     }
 
+    func testAPreviewShowsASecretToItsWritersOnly() async throws {
+        try #"""
+            {"groups": {"vault": {"properties": {"pin": {"type": "s", "secret": true, "value": "\#(secret)"},
+                                                 "token": {"type": "s", "secret": true, "writers": ["nobody"], "value": "nobodys-token"}}}},
+             "renders": {"both": {"template_text": "pin={{ vault.pin }} token={{ vault.token }}\n", "destination": "\#(path("both.conf"))", "mode": "0600"}}}
+            """#.write(toFile: path("model.json"), atomically: true, encoding: .utf8)
+        try await restartDaemon(arguments: daemonArguments + ["--model", path("model.json")])
+        _ = try await waitForState("both", "ok")
+        let preview = try await propctlAsNobody(["render", "preview", "both"])
+        assertSucceeded(preview)
+        XCTAssertEqual(preview.stdout, "pin=<secret> token=nobodys-token\n")
+    }
+
     func testRunningARenderNeedsTheDefaultWritersRights() async throws {
         try writeModel(renders: #""plain": {"template_text": "{{ vault.port }}\n", "destination": "\#(path("plain.conf"))"}"#)
         try await restartDaemon(arguments: daemonArguments + ["--model", path("model.json")])

@@ -21,9 +21,9 @@ struct TableValues: RenderValues {
 /// The template language (docs/render.md): parsing, values, conditions, loops, whitespace,
 /// escaping, and what a render may and may not say about secrets.
 final class TemplateTests: XCTestCase {
-    private func render(_ text: String, _ values: TableValues, escaping: Escaping = .text, masking: Bool = false) throws -> String {
+    private func render(_ text: String, _ values: TableValues, escaping: Escaping = .text) throws -> String {
         let template = try Template(text)
-        switch template.render(values, escaping: escaping, masking: masking) {
+        switch template.render(values, escaping: escaping) {
         case .success(let output): return String(decoding: output.bytes, as: UTF8.self)
         case .failure(let failure): throw failure
         }
@@ -169,7 +169,7 @@ final class TemplateTests: XCTestCase {
         let values = TableValues(values: ["vault.pin": .string("hunter2"), "vault.on": .boolean(true), "web.port": .int32(80)],
                                  secrets: ["vault.pin", "vault.on"])
         let text = "pin={{ vault.pin }} port={{ web.port }}\n{{ if vault.on }}\nhunter2-branch\n{{ end }}\n"
-        let masked = try Template(text).render(values, escaping: .text, masking: true)
+        let masked = try Template(text).render(values, escaping: .text, hiding: { _ in true })
         guard case .success(let output) = masked else { return XCTFail("\(masked)") }
         let shown = String(decoding: output.bytes, as: UTF8.self)
         XCTAssertFalse(shown.contains("hunter2"), shown)
@@ -177,5 +177,17 @@ final class TemplateTests: XCTestCase {
         XCTAssertTrue(output.masked)
         XCTAssertEqual(output.secretKeys, ["vault.pin", "vault.on"])
         XCTAssertTrue(try render(text, values).contains("hunter2-branch"))
+        // Only the keys the reader may not read are hidden.
+        let partly = try Template(text).render(values, escaping: .text, hiding: { $0 == "vault.pin" })
+        guard case .success(let shown) = partly else { return XCTFail("\(partly)") }
+        XCTAssertEqual(String(decoding: shown.bytes, as: UTF8.self), "pin=<secret> port=80\nhunter2-branch\n")
+    }
+
+    func testASecretLoopItemIsHiddenAndNamedByItsKey() throws {
+        let values = TableValues(values: ["users.alice": .string("pw1"), "users.bob": .string("pw2")], secrets: ["users.bob"])
+        let text = "{{ range u in users.* }}{{ u.name }}={{ u.value }};{{ end }}"
+        guard case .success(let output) = try Template(text).render(values, escaping: .text, hiding: { $0 == "users.bob" }) else { return XCTFail() }
+        XCTAssertEqual(String(decoding: output.bytes, as: UTF8.self), "alice=pw1;bob=<secret>;")
+        XCTAssertEqual(output.secretKeys, ["users.bob"])
     }
 }

@@ -100,6 +100,8 @@ public final class RenderRunner {
     /// Keys a committed round changed. May be called in the middle of the commit: the renders
     /// they concern are looked at in a turn of the queue of their own, after it.
     public func noteChanged<Keys: Sequence>(_ keys: Keys) where Keys.Element == String {
+        // Every round passes here: without renders it costs nothing more.
+        guard !readers.isEmpty || !groupReaders.isEmpty else { return }
         let wasEmpty = changedKeys.isEmpty
         for key in keys where readers[key] != nil || groupReaders[Self.group(of: key)] != nil { changedKeys.insert(key) }
         guard wasEmpty, !changedKeys.isEmpty else { return }
@@ -161,7 +163,7 @@ public final class RenderRunner {
             return
         }
         let output: RenderOutput
-        switch evaluate(declaration, masking: false) {
+        switch evaluate(declaration, hiding: nil) {
         case .failure(let refusal): return ended(name, nil, refusal.state, refusal.message, revision: revision)
         case .success(let rendered): output = rendered
         }
@@ -176,7 +178,7 @@ public final class RenderRunner {
     }
 
     /// The required keys, the template and the secrets' rule: the output, or why there is none.
-    private func evaluate(_ declaration: RenderDeclaration, masking: Bool) -> Result<RenderOutput, Refusal> {
+    private func evaluate(_ declaration: RenderDeclaration, hiding: ((String) -> Bool)?) -> Result<RenderOutput, Refusal> {
         func refused(_ state: RenderStatus.State, _ message: String) -> Result<RenderOutput, Refusal> {
             .failure(Refusal(state: state, message: message + "; nothing was written"))
         }
@@ -184,7 +186,7 @@ public final class RenderRunner {
             return refused(.waitingForKeys, "waiting for keys: \(unmet)")
         }
         let where_ = "template \(declaration.templatePath ?? "text")"
-        switch declaration.template.render(host, escaping: declaration.escaping, masking: masking) {
+        switch declaration.template.render(host, escaping: declaration.escaping, hiding: hiding) {
         case .failure(.missingKey(_, let message)): return refused(.waitingForKeys, "waiting for keys: \(where_):\(message)")
         case .failure(.failed(let message)): return refused(.renderFailed, "\(where_):\(message)")
         case .success(let output):
@@ -286,11 +288,12 @@ public final class RenderRunner {
         perform(name, entries[name]!.machine.handle(.runRequested(now: now)))
     }
 
-    /// What `name` would write now, without writing it. With `masking`, a secret value shows
-    /// as `<secret>` and a block decided by one is left out, marked.
-    public func preview(_ name: String, masking: Bool) throws(PropBusError) -> RenderPreview {
+    /// What `name` would write now, without writing it. The value of a secret key `hiding`
+    /// says to hide (one the caller may not read) shows as `<secret>`, and a block it decides
+    /// is left out, marked.
+    public func preview(_ name: String, hiding: ((String) -> Bool)?) throws(PropBusError) -> RenderPreview {
         dispatchPrecondition(condition: .onQueue(queue))
-        switch evaluate(try entry(name).declaration, masking: masking) {
+        switch evaluate(try entry(name).declaration, hiding: hiding) {
         case .failure(let refusal): return RenderPreview(state: refusal.state, message: refusal.message, bytes: [], masked: false)
         case .success(let output): return RenderPreview(state: .ok, message: "", bytes: output.bytes, masked: output.masked)
         }

@@ -38,11 +38,12 @@ extension Template {
     public static let maximumOutput = 16 << 20
 
     /// Renders the template with `values`, writing each output in `escaping` unless its tag
-    /// says otherwise. With `masking`, a tag whose value reads a secret key writes `<secret>`
-    /// and a block whose condition or loop reads one is left out, marked.
-    public func render(_ values: some RenderValues, escaping: Escaping, masking: Bool = false,
+    /// says otherwise. A secret key `hiding` says to hide (a preview for someone who may not
+    /// read it) makes a tag whose value reads it write `<secret>`, and a block whose condition
+    /// or loop reads it left out, marked.
+    public func render(_ values: some RenderValues, escaping: Escaping, hiding: ((String) -> Bool)? = nil,
                        budget: EvaluationBudget = EvaluationBudget()) -> Result<RenderOutput, RenderFailure> {
-        var evaluation = TemplateEvaluation(values: values, escaping: escaping, masking: masking, budget: budget)
+        var evaluation = TemplateEvaluation(values: values, escaping: escaping, hiding: hiding, budget: budget)
         do throws(RenderFailure) {
             try evaluation.run(nodes)
         } catch {
@@ -56,7 +57,8 @@ extension Template {
 struct TemplateEvaluation<Values: RenderValues> {
     let values: Values
     let escaping: Escaping
-    let masking: Bool
+    /// Which secret keys to hide; `nil`: none.
+    let hiding: ((String) -> Bool)?
     var budget: EvaluationBudget
     var output: [UInt8] = []
     var secretKeys: Set<String> = []
@@ -65,10 +67,10 @@ struct TemplateEvaluation<Values: RenderValues> {
     /// The items of the loops being walked, innermost last.
     private var loops: [(variable: String, item: LoopItem)] = []
 
-    init(values: Values, escaping: Escaping, masking: Bool, budget: EvaluationBudget) {
+    init(values: Values, escaping: Escaping, hiding: ((String) -> Bool)?, budget: EvaluationBudget) {
         self.values = values
         self.escaping = escaping
-        self.masking = masking
+        self.hiding = hiding
         self.budget = budget
     }
 
@@ -83,6 +85,12 @@ struct TemplateEvaluation<Values: RenderValues> {
 
     static var secretMark: [UInt8] { Array("<secret>".utf8) }
 
+    /// Whether any of `secrets` (keys read) is to be hidden.
+    private func hides(_ secrets: Set<String>) -> Bool {
+        guard let hiding else { return false }
+        return secrets.contains(where: hiding)
+    }
+
     mutating func run(_ nodes: [TemplateNode]) throws(RenderFailure) {
         for node in nodes {
             switch node {
@@ -90,7 +98,7 @@ struct TemplateEvaluation<Values: RenderValues> {
                 try write(bytes)
             case .output(let tag):
                 let (value, secrets) = try evaluate(tag)
-                if masking, !secrets.isEmpty {
+                if hides(secrets) {
                     masked = true
                     try write(Self.secretMark)
                     continue
@@ -111,7 +119,7 @@ struct TemplateEvaluation<Values: RenderValues> {
     private mutating func conditional(_ branches: [TemplateNode.Branch], otherwise: [TemplateNode]) throws(RenderFailure) {
         for branch in branches {
             let (value, secrets) = try evaluate(branch.condition)
-            if masking, !secrets.isEmpty {
+            if hides(secrets) {
                 masked = true
                 try write(Array("<secret: the {{ if }} at \(branch.condition.location) decides on a secret key>\n".utf8))
                 return
@@ -135,16 +143,19 @@ struct TemplateEvaluation<Values: RenderValues> {
                 items.append(LoopItem(name: name, key: key, value: value, secret: secret, index: index, count: names.count))
             }
         case .key(let key):
-            guard let (value, secret) = lookup(key) else {
+            guard let (value, secretKey) = lookup(key) else {
                 throw .missingKey(key, message: "\(loop.location): the {{ range }} walks \(key), which does not exist")
             }
-            if masking, secret {
-                masked = true
-                try write(Array("<secret: the {{ range }} at \(loop.location) walks a secret key>\n".utf8))
-                return
+            if let secretKey {
+                secretKeys.insert(secretKey)
+                if hides([secretKey]) {
+                    masked = true
+                    try write(Array("<secret: the {{ range }} at \(loop.location) walks a secret key>\n".utf8))
+                    return
+                }
             }
-            if secret { secretKeys.insert(key) }
-            items = try Self.elements(of: value, key: key, secret: secret, at: loop.location)
+            // The items of a secret key's value are as secret as it is, under its name.
+            items = try Self.elements(of: value, key: secretKey ?? key, secret: secretKey != nil, at: loop.location)
         }
         guard !items.isEmpty else { return try run(loop.otherwise) }
         for var item in items {
@@ -174,24 +185,26 @@ struct TemplateEvaluation<Values: RenderValues> {
     }
 
     /// A key's value through the loops in scope: `VAR.FIELD` of a loop variable, else the key.
-    private func lookup(_ key: String) -> (value: DBusValue, secret: Bool)? {
+    /// The value of `key` and, when it is secret, the secret key it is (a loop item's key for
+    /// `VAR.value`).
+    private func lookup(_ key: String) -> (value: DBusValue, secretKey: String?)? {
         Self.lookup(key, loops: loops, values: values)
     }
 
-    private static func lookup(_ key: String, loops: [(variable: String, item: LoopItem)], values: Values) -> (value: DBusValue, secret: Bool)? {
+    private static func lookup(_ key: String, loops: [(variable: String, item: LoopItem)], values: Values) -> (value: DBusValue, secretKey: String?)? {
         let parts = key.split(separator: ".", omittingEmptySubsequences: false)
         if parts.count == 2, let loop = loops.last(where: { $0.variable == parts[0] }), let field = LoopField(rawValue: String(parts[1])) {
             let item = loop.item
             switch field {
-            case .name: return (.string(item.name), false)
-            case .key: return (.string(item.key), false)
-            case .value: return (item.value, item.secret)
-            case .index: return (.int64(Int64(item.index)), false)
-            case .first: return (.boolean(item.index == 0), false)
-            case .last: return (.boolean(item.index == item.count - 1), false)
+            case .name: return (.string(item.name), nil)
+            case .key: return (.string(item.key), nil)
+            case .value: return (item.value, item.secret ? item.key : nil)
+            case .index: return (.int64(Int64(item.index)), nil)
+            case .first: return (.boolean(item.index == 0), nil)
+            case .last: return (.boolean(item.index == item.count - 1), nil)
             }
         }
-        return values.renderValue(of: key)
+        return values.renderValue(of: key).map { ($0.value, $0.secret ? key : nil) }
     }
 
     /// Evaluates a tag's expression; returns its value and the secret keys it read.
@@ -205,11 +218,11 @@ struct TemplateEvaluation<Values: RenderValues> {
         defer { self.budget = budget }
         do throws(PropBusError) {
             let value = try tag.expression.evaluate(value: nil, budget: &budget) { key in
-                guard let (value, secret) = Self.lookup(key, loops: loops, values: values) else {
+                guard let (value, secretKey) = Self.lookup(key, loops: loops, values: values) else {
                     if missing == nil { missing = key }
                     return nil
                 }
-                if secret { secrets.insert(key) }
+                if let secretKey { secrets.insert(secretKey) }
                 return value
             }
             result = .success(value)
