@@ -145,6 +145,29 @@ final class RenderTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertEqual(contents("reloads.log"), "reload\n", "reloaded once, at the first render")
     }
 
+    func testAReloadCutShortByAStopRunsAtTheNextStart() async throws {
+        let log = path("reloads.log")
+        // As a daemon killed between a rename and its reload leaves things: the new file, and the note.
+        try "port 1\n".write(toFile: path("site.conf"), atomically: true, encoding: .utf8)
+        chmod(path("site.conf"), 0o644)
+        XCTAssertTrue(FileManager.default.createFile(atPath: path(".site.conf.propbus-reload"), contents: nil))
+        try await start(properties: #""port": {"type": "i", "default": 1}"#, renders: #"""
+            "site": {"template_text": "port {{ web.port }}\n", "destination": "\#(path("site.conf"))",
+                     "reload": ["sh", "-c", "echo reload >> \#(log)"]}
+            """#)
+        let state = try await waitForState("site", "ok")
+        XCTAssertTrue(state.message.contains("not rewritten; reloaded"), state.message)
+        XCTAssertEqual(contents("reloads.log"), "reload\n")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path(".site.conf.propbus-reload")))
+        // A write reloads and leaves no note behind either.
+        try await client.set("web.port", .int32(2))
+        await waitForContents("site.conf", "port 2\n")
+        _ = await eventually { self.contents("reloads.log") == "reload\nreload\n" }
+        XCTAssertEqual(contents("reloads.log"), "reload\nreload\n")
+        _ = await eventually { !FileManager.default.fileExists(atPath: self.path(".site.conf.propbus-reload")) }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path(".site.conf.propbus-reload")))
+    }
+
     func testOneRendersFailureStopsNeitherTheDaemonNorTheOthers() async throws {
         try await start(properties: #""port": {"type": "i", "default": 1}"#, renders: #"""
             "broken": {"template_text": "{{ web.port }}\n", "destination": "\#(path("none/x.conf"))"},

@@ -126,9 +126,36 @@ public enum FileInstaller {
     public static func removeLeftovers(of destination: String) -> [String] {
         let directory = FileSystem.directory(of: destination)
         let prefix = temporaryPrefix(for: destination)
-        let names = ((try? FileSystem.contentsOfDirectory(directory)) ?? []).filter { $0.hasPrefix(prefix) }
+        let names = ((try? FileSystem.contentsOfDirectory(directory)) ?? []).filter { name in
+            name.hasPrefix(prefix) && name.utf8.count == prefix.utf8.count + 16
+                && name.utf8.dropFirst(prefix.utf8.count).allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
+        }
         for name in names { unlink(directory + "/" + name) }
         return names
+    }
+
+    /// `.NAME.propbus-reload` beside `NAME`: a file installed whose `reload` has not succeeded
+    /// yet. Made (and synced with the rename) before the file is renamed into place, removed once
+    /// the reload succeeded: a daemon killed in between reloads at its next start, even though
+    /// the file then holds what the keys give.
+    public static func reloadMarker(for destination: String) -> String {
+        FileSystem.directory(of: destination) + "/" + temporaryPrefix(for: destination) + "reload"
+    }
+
+    /// Notes that `destination`'s reload is due (``reloadMarker(for:)``).
+    public static func markReloadDue(_ destination: String) throws(InstallError) {
+        let path = reloadMarker(for: destination)
+        do { try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_NOFOLLOW, mode: 0o600).close() } catch {
+            throw InstallError("cannot create \(path): \(error)")
+        }
+    }
+
+    /// Whether a reload of `destination` was due when a daemon stopped.
+    public static func isReloadDue(_ destination: String) -> Bool { FileSystem.exists(reloadMarker(for: destination)) }
+
+    /// `destination` was reloaded: the note goes.
+    public static func clearReloadDue(_ destination: String) {
+        unlink(reloadMarker(for: destination))
     }
 
     /// `.NAME.propbus-` beside `NAME`: hidden, and telling whose it is.

@@ -61,24 +61,32 @@ final class RenderPipeline {
         dispatchPrecondition(condition: .onQueue(queue))
         self.completion = completion
         let declaration = declaration
-        onInstallQueue({ () -> Result<StagedFile?, InstallError> in
+        onInstallQueue({ () -> Result<(StagedFile?, reloadDue: Bool), InstallError> in
             Result { () throws(InstallError) in
                 let version = FileVersion(bytes: bytes, ownership: try declaration.resolvedOwnership())
                 let current = try FileInstaller.current(at: declaration.destination)
-                // Write only when it differs: an unchanged file is neither rewritten nor reloaded.
-                if current == version { return nil }
+                // Write only when it differs: an unchanged file is neither rewritten nor reloaded
+                // (unless a daemon stopped between its rename and its reload).
+                if current == version { return (nil, !declaration.reload.isEmpty && FileInstaller.isReloadDue(declaration.destination)) }
                 let path = try FileInstaller.stage(version, beside: declaration.destination)
-                return StagedFile(path: path, destination: declaration.destination, previous: current)
+                return (StagedFile(path: path, destination: declaration.destination, previous: current), false)
             }
         }, then: { pipeline, result in pipeline.staged(result, revision: revision, size: bytes.count) })
     }
 
-    private func staged(_ result: Result<StagedFile?, InstallError>, revision: UInt64, size: Int) {
+    private func staged(_ result: Result<(StagedFile?, reloadDue: Bool), InstallError>, revision: UInt64, size: Int) {
         let staged: StagedFile
+        let unchanged = "\(declaration.destination) already holds what revision \(revision) gives; not rewritten"
         switch result {
         case .failure(let error): return finish(.installFailed, error.message)
-        case .success(nil): return finish(.ok, "\(declaration.destination) already holds what revision \(revision) gives; not rewritten")
-        case .success(let file?): staged = file
+        case .success((nil, reloadDue: false)): return finish(.ok, unchanged)
+        case .success((nil, reloadDue: true)):
+            return run(declaration.reload, role: "reload", file: declaration.destination) { pipeline, failure in
+                if let failure { return pipeline.finish(.reloadFailed, "\(unchanged); its reload, due since propbusd stopped before it, failed: \(failure)") }
+                pipeline.clearReloadDue()
+                pipeline.finish(.ok, unchanged + "; reloaded, as propbusd had stopped before reloading it")
+            }
+        case .success((let file?, _)): staged = file
         }
         guard !stopping else {
             discard(staged)
@@ -93,13 +101,22 @@ final class RenderPipeline {
     }
 
     private func put(_ staged: StagedFile, revision: UInt64, size: Int) {
-        onInstallQueue({ Result { () throws(InstallError) in try FileInstaller.install(staged) } }, then: { pipeline, result in
+        let reloads = !declaration.reload.isEmpty
+        onInstallQueue({ Result { () throws(InstallError) in
+            // Noted before the rename, synced with it: a daemon that stops before the reload
+            // succeeded reloads at its next start.
+            if reloads { try FileInstaller.markReloadDue(staged.destination) }
+            try FileInstaller.install(staged)
+        } }, then: { pipeline, result in
             if case .failure(let error) = result { return pipeline.finish(.installFailed, error.message) }
             let record = InstalledRender(name: pipeline.declaration.name, destination: staged.destination, previous: staged.previous, revision: revision)
             let wrote = "wrote \(staged.destination) (\(size) bytes, revision \(revision))"
             guard !pipeline.declaration.reload.isEmpty else { return pipeline.finish(.ok, wrote, installed: record) }
             pipeline.run(pipeline.declaration.reload, role: "reload", file: staged.destination) { pipeline, failure in
-                guard let failure else { return pipeline.finish(.ok, wrote + " and reloaded", installed: record) }
+                guard let failure else {
+                    pipeline.clearReloadDue()
+                    return pipeline.finish(.ok, wrote + " and reloaded", installed: record)
+                }
                 pipeline.putBack(staged.previous) { pipeline, outcome in
                     pipeline.finish(.reloadFailed, "\(failure); \(outcome)")
                 }
@@ -120,6 +137,7 @@ final class RenderPipeline {
             let what = previous == nil ? "\(destination) was removed (there was none before)" : "the previous \(destination) was put back"
             guard !pipeline.declaration.reload.isEmpty else { return then(pipeline, what) }
             pipeline.run(pipeline.declaration.reload, role: "reload", file: destination) { pipeline, failure in
+                if failure == nil { pipeline.clearReloadDue() }
                 then(pipeline, what + (failure.map { " and the reload after it failed too: \($0)" } ?? " and reloaded"))
             }
         })
@@ -191,6 +209,11 @@ final class RenderPipeline {
 
     private func discard(_ staged: StagedFile) {
         installQueue.async { FileInstaller.discard(staged) }
+    }
+
+    private func clearReloadDue() {
+        let destination = declaration.destination
+        installQueue.async { FileInstaller.clearReloadDue(destination) }
     }
 
     private func finish(_ state: RenderStatus.State, _ message: String, installed: InstalledRender? = nil) {

@@ -155,8 +155,9 @@ public final class RenderRunner {
         entry.nextWaiters = []
         entries[name] = entry
         let declaration = entry.declaration
+        // Stopping: nothing starts any more, and nothing is said about it.
+        guard !stopped else { return }
         let revision = host.renderRevision
-        guard !stopped else { return ended(name, nil, .renderFailed, "propbusd is stopping", revision: revision) }
         // The values are read when the run really starts, not when it was due.
         guard entries.values.count(where: { $0.pipeline != nil }) < Self.maximumConcurrentRuns else {
             if !waitingToStart.contains(name) { waitingToStart.append(name) }
