@@ -275,7 +275,7 @@ final class RenderTests: DaemonTestCase, @unchecked Sendable {
         try await waitForState("big", "ok")
         reader.stop()
         XCTAssertGreaterThan(reader.reads, 10, "the reader saw the file often")
-        XCTAssertGreaterThan(reader.versions, 3, "the reader saw several versions rendered")
+        XCTAssertGreaterThan(reader.versions, 1, "the reader saw versions rendered during the kills")
         XCTAssertEqual(reader.torn, [], "torn or unknown contents were observed")
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.contains(".propbus-") }, [],
                        "the restarted daemon removed what the killed one left")

@@ -9,7 +9,7 @@ import SystemKit
 /// that fails leaves the old file, a reload that fails puts the previous file back and reloads
 /// again.
 ///
-/// Confined to the daemon's queue; file work runs on the install queue and programs in the
+/// Confined to the daemon's queue; file work runs on the ``InstallThread`` and programs in the
 /// daemon's one ``CommandIOLoop``, each step hopping back to the queue with its result, so the
 /// queue never waits for a disk or a program.
 final class RenderPipeline {
@@ -23,7 +23,7 @@ final class RenderPipeline {
 
     private let declaration: RenderDeclaration
     private let queue: DispatchQueue
-    private let installQueue: DispatchQueue
+    private let installQueue: InstallThread
     private let loop: CommandIOLoop
     /// Whether the file holds a secret's value: programs' output then stays out of messages.
     private let holdsSecrets: Bool
@@ -35,7 +35,7 @@ final class RenderPipeline {
     private var timedOut = false
     private var stopping = false
 
-    init(declaration: RenderDeclaration, holdsSecrets: Bool, queue: DispatchQueue, installQueue: DispatchQueue, loop: CommandIOLoop) {
+    init(declaration: RenderDeclaration, holdsSecrets: Bool, queue: DispatchQueue, installQueue: InstallThread, loop: CommandIOLoop) {
         self.declaration = declaration
         self.holdsSecrets = holdsSecrets
         self.queue = queue
@@ -45,7 +45,7 @@ final class RenderPipeline {
 
     private var bound: LoopBound<RenderPipeline> { LoopBound(self, on: queue) }
 
-    /// Runs `work` on the install queue and `then` with its result back on the daemon's queue.
+    /// Runs `work` on the install thread and `then` with its result back on the daemon's queue.
     private func onInstallQueue<T: Sendable>(_ work: @escaping @Sendable () -> T, then: @escaping (RenderPipeline, T) -> Void) {
         let pipeline = bound, next = LoopBound(then, on: queue)
         installQueue.async {

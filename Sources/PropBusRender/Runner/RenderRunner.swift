@@ -33,7 +33,7 @@ public final class RenderRunner {
     private let queue: DispatchQueue
     private let loop: CommandIOLoop
     /// Where files are staged, renamed and synced: one at a time, off the daemon's queue.
-    private let installQueue = DispatchQueue(label: "org.propbus.propbusd.render")
+    private let installQueue = InstallThread()
     private var entries: [String: Entry] = [:]
     /// The renders reading each key, and walking each group.
     private var readers: [String: Set<String>] = [:]
