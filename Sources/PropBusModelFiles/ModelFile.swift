@@ -350,7 +350,12 @@ public struct ModelFile: Sendable {
     private mutating func readRender(_ name: String, _ json: JSONValue) throws(PropBusError) {
         let label = "renders." + name
         guard !renders.contains(where: { $0.name == name }) else { throw fail(label, "the render \(name) is declared twice") }
-        do { renders.append(try RenderDeclaration(name: name, json: json, modelFile: path)) } catch { throw fail(label, error.message) }
+        let render: RenderDeclaration
+        do { render = try RenderDeclaration(name: name, json: json, modelFile: path) } catch { throw fail(label, error.message) }
+        if let other = renders.first(where: { $0.destination == render.destination }) {
+            throw fail(label, "render \(other.name) writes \(render.destination) already; two renders of one file would undo each other")
+        }
+        renders.append(render)
     }
 
     /// Registers the properties, then the commands, then makes the

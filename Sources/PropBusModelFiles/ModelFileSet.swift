@@ -95,8 +95,10 @@ public final class ModelFileSet {
         var declared: Set<Key> = []
         let previousCommands = commandKeys
         beforeLoad = (self.skipped, bindingIDs, commandKeys, rendersByFile, self.paths)
-        // Which file declares each render so far in this load: a name is one file's.
+        // Which file declares each render so far in this load: a name is one file's, and so
+        // is a destination.
         var renderOwners: [String: String] = [:]
+        var destinations: [String: String] = [:]
         let atStartup = model.origin == .startup
         for (path, read) in files {
             let file: ModelFile
@@ -106,14 +108,14 @@ public final class ModelFileSet {
             case .failure(let error):
                 if strict { throw error }
                 skipped.append(Skipped(path: path, reason: error.message))
-                for render in rendersByFile[path] ?? [] where renderOwners[render.name] == nil { renderOwners[render.name] = path }
+                claim(rendersByFile[path] ?? [], of: path, names: &renderOwners, destinations: &destinations)
                 continue
             }
-            if let clash = file.renders.first(where: { renderOwners[$0.name] != nil }) {
-                let error = PropBusError(.invalidArgs, "\(path): renders.\(clash.name): the render \(clash.name) is declared by \(renderOwners[clash.name]!) already; a render's name is one file's")
+            if let clash = Self.clash(of: file.renders, names: renderOwners, destinations: destinations) {
+                let error = PropBusError(.invalidArgs, "\(path): \(clash)")
                 if strict { throw error }
                 skipped.append(Skipped(path: path, reason: error.message))
-                for render in rendersByFile[path] ?? [] where renderOwners[render.name] == nil { renderOwners[render.name] = path }
+                claim(rendersByFile[path] ?? [], of: path, names: &renderOwners, destinations: &destinations)
                 continue
             }
             // A savepoint per file inside the load's one round: a file is skipped as a whole,
@@ -138,7 +140,7 @@ public final class ModelFileSet {
                 for property in file.properties { declared.insert(property.key) }
                 commandKeys[path] = Set(file.commands.map(\.key))
                 rendersByFile[path] = file.renders
-                for render in file.renders { renderOwners[render.name] = path }
+                claim(file.renders, of: path, names: &renderOwners, destinations: &destinations)
                 report.changes += changes
                 report.loaded.append(path)
             } catch {
@@ -147,7 +149,7 @@ public final class ModelFileSet {
                 commands.restore(commandsSavepoint)
                 if strict { throw error }
                 skipped.append(Skipped(path: path, reason: error.message))
-                for render in rendersByFile[path] ?? [] where renderOwners[render.name] == nil { renderOwners[render.name] = path }
+                claim(rendersByFile[path] ?? [], of: path, names: &renderOwners, destinations: &destinations)
             }
         }
         for path in rendersByFile.keys where !paths.contains(path) { rendersByFile[path] = nil }
@@ -185,6 +187,27 @@ public final class ModelFileSet {
         // The retirements stay in the round: a store that cannot commit them rolls them back.
         self.skipped = skipped
         return report
+    }
+
+    /// Notes `renders` as `path`'s: their names and destinations (those not claimed before).
+    private func claim(_ renders: [RenderDeclaration], of path: String, names: inout [String: String], destinations: inout [String: String]) {
+        for render in renders {
+            if names[render.name] == nil { names[render.name] = path }
+            if destinations[render.destination] == nil { destinations[render.destination] = render.name }
+        }
+    }
+
+    /// Why `renders` cannot join those claimed: a name or a destination that is another file's.
+    private static func clash(of renders: [RenderDeclaration], names: [String: String], destinations: [String: String]) -> String? {
+        for render in renders {
+            if let owner = names[render.name] {
+                return "renders.\(render.name): the render \(render.name) is declared by \(owner) already; a render's name is one file's"
+            }
+            if let other = destinations[render.destination] {
+                return "renders.\(render.name): render \(other) writes \(render.destination) already; two renders of one file would undo each other"
+            }
+        }
+        return nil
     }
 
     /// Takes back this set's bookkeeping of the last load, whose round the store refused and

@@ -96,4 +96,28 @@ final class RenderDeclarationTests: XCTestCase {
         XCTAssertEqual(FileTrust.refusal(.init(userID: 1000, groupID: 0, mode: 0o600), of: path, what: "it", daemonUserID: 1000), nil,
                        "a user's daemon renders with that user's files")
     }
+
+    func testARenderNameAndADestinationAreOneFilesAndASkippedFileKeepsItsRenders() throws {
+        func file(_ name: String, _ renders: String) -> ModelFileSet.ReadFile {
+            let path = directory + "/" + name
+            return (path, Result { () throws(PropBusError) in try ModelFile(path: path, text: #"{"renders": {\#(renders)}}"#) })
+        }
+        let model = try PropertyModel(store: MemoryStore())
+        let commands = CommandTable(model: model)
+        let set = ModelFileSet()
+        let first = file("a.json", #""site": {"template_text": "x", "destination": "/tmp/site.conf"}"#)
+        let sameName = file("b.json", #""site": {"template_text": "y", "destination": "/tmp/other.conf"}"#)
+        let sameFile = file("c.json", #""copy": {"template_text": "z", "destination": "/tmp/site.conf"}"#)
+        _ = try set.load(files: [first, sameName, sameFile], into: model, commands: commands, strict: false)
+        XCTAssertEqual(set.renders.map(\.name), ["site"])
+        XCTAssertEqual(set.skipped.map(\.path), [directory + "/b.json", directory + "/c.json"])
+        XCTAssertTrue(set.skipped[0].reason.contains("declared by \(directory!)/a.json already"), set.skipped[0].reason)
+        XCTAssertTrue(set.skipped[1].reason.contains("render site writes /tmp/site.conf already"), set.skipped[1].reason)
+        // a.json breaks: its render stays as its last load declared it.
+        let broken: ModelFileSet.ReadFile = (directory + "/a.json", .failure(PropBusError(.invalidArgs, "a.json:1:1: invalid JSON")))
+        _ = try set.load(files: [broken], into: model, commands: commands, strict: false)
+        XCTAssertEqual(set.renders.map(\.name), ["site"])
+        _ = try set.load(files: [], into: model, commands: commands, strict: false)
+        XCTAssertEqual(set.renders.map(\.name), [], "a file that is gone takes its renders with it")
+    }
 }
