@@ -2,11 +2,12 @@
 # Render latency: a key changed (Properties.Set, reply awaited) → the rendered file holding the
 # new value, beside the same key → file through `propctl bind --file`.
 #
-#   bench/render.sh [--changes N]
+#   bench/render.sh [--changes N] [--dir DIR]
 #
 # Runs on a private bus with release builds of propbusd (in-memory store: no fsync of the
 # store is measured, only the render's own) and propctl, the files in a temporary directory on
-# the machine's disk. A small C libdbus client (bench/ref/render-latency.c) sets an int32 key N
+# the machine's disk (--dir DIR: in DIR instead, e.g. /dev/shm, where fsync costs nothing, to
+# tell the render's own cost from the disk's). A small C libdbus client (bench/ref/render-latency.c) sets an int32 key N
 # times and, after each Set's reply, waits with inotify until the file holds the new value. Rows:
 #   render, wait 0             {{ bench.x }} staged (owner, mode, write, fsync), renamed, directory synced
 #   render, wait 0, check      the same with "check": ["true", "{{file}}"]: one program started and reaped
@@ -17,9 +18,11 @@ cd "$(dirname "$0")/.."
 source bench/lib.sh
 command -v swift >/dev/null || export PATH="$PATH:/opt/swift/usr/bin"
 changes=${CHANGES:-300}
+dir=${TMPDIR:-/var/tmp}
 while [ $# -gt 0 ]; do
   case $1 in
     --changes) changes=$2; shift 2 ;;
+    --dir) dir=$2; shift 2 ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "render: unknown argument '$1'" >&2; exit 64 ;;
   esac
@@ -28,7 +31,7 @@ bench_cc render-latency
 bench_bin propbusd propctl
 
 bench_start_bus render
-files=$(mktemp -d "${TMPDIR:-/var/tmp}/propbus-render-files.XXXXXX")
+files=$(mktemp -d "$dir/propbus-render-files.XXXXXX")
 trap 'bench_stop_all; rm -rf "$files"' EXIT
 cat > "$tmp/model.json" <<JSON
 {"groups": {"bench": {"properties": {"x": {"type": "i"}, "c": {"type": "i"}, "y": {"type": "i"}}}},

@@ -56,89 +56,109 @@ final class RenderPipeline {
 
     // MARK: Install
 
+    /// What the install thread did with a run's bytes.
+    private enum Staging: Sendable {
+        /// The destination holds them already; a reload is due when a daemon stopped before one.
+        case unchanged(reloadDue: Bool)
+        /// Staged beside the destination, for the check.
+        case staged(StagedFile)
+        /// Without a check: staged and renamed into place in the same turn of the thread.
+        case installed(StagedFile)
+    }
+
     /// Installs `bytes` (the revision `revision`'s output) and calls `completion` once, on the queue.
     func install(_ bytes: [UInt8], revision: UInt64, completion: @escaping (Ending) -> Void) {
         dispatchPrecondition(condition: .onQueue(queue))
         self.completion = completion
         let declaration = declaration
-        onInstallQueue({ () -> Result<(StagedFile?, reloadDue: Bool), InstallError> in
+        onInstallQueue({ () -> Result<Staging, InstallError> in
             Result { () throws(InstallError) in
                 let version = FileVersion(bytes: bytes, ownership: try declaration.resolvedOwnership())
                 let current = try FileInstaller.current(at: declaration.destination)
                 // Write only when it differs: an unchanged file is neither rewritten nor reloaded
                 // (unless a daemon stopped between its rename and its reload).
-                if current == version { return (nil, !declaration.reload.isEmpty && FileInstaller.isReloadDue(declaration.destination)) }
+                if current == version { return .unchanged(reloadDue: !declaration.reload.isEmpty && FileInstaller.isReloadDue(declaration.destination)) }
                 let path = try FileInstaller.stage(version, beside: declaration.destination)
-                return (StagedFile(path: path, destination: declaration.destination, previous: current), false)
+                let staged = StagedFile(path: path, destination: declaration.destination, previous: current)
+                guard declaration.check.isEmpty else { return .staged(staged) }
+                // Nothing to check: no turn of the daemon's queue between the steps.
+                try Self.put(staged, reloads: !declaration.reload.isEmpty)
+                return .installed(staged)
             }
         }, then: { pipeline, result in pipeline.staged(result, revision: revision, size: bytes.count) })
     }
 
-    private func staged(_ result: Result<(StagedFile?, reloadDue: Bool), InstallError>, revision: UInt64, size: Int) {
+    private func staged(_ result: Result<Staging, InstallError>, revision: UInt64, size: Int) {
         let staged: StagedFile
         let unchanged = "\(declaration.destination) already holds what revision \(revision) gives; not rewritten"
         switch result {
         case .failure(let error): return finish(.installFailed, error.message)
-        case .success((nil, reloadDue: false)): return finish(.ok, unchanged)
-        case .success((nil, reloadDue: true)):
+        case .success(.unchanged(reloadDue: false)): return finish(.ok, unchanged)
+        case .success(.unchanged(reloadDue: true)):
             return run(declaration.reload, role: "reload", file: declaration.destination) { pipeline, failure in
                 if let failure { return pipeline.finish(.reloadFailed, "\(unchanged); its reload, due since propbusd stopped before it, failed: \(failure)") }
                 pipeline.clearReloadDue()
                 pipeline.finish(.ok, unchanged + "; reloaded, as propbusd had stopped before reloading it")
             }
-        case .success((let file?, _)): staged = file
+        case .success(.installed(let file)): return installed(file, revision: revision, size: size)
+        case .success(.staged(let file)): staged = file
         }
         guard !stopping else {
             discard(staged)
             return finish(.installFailed, "propbusd is stopping; \(declaration.destination) was left as it was")
         }
-        guard !declaration.check.isEmpty else { return put(staged, revision: revision, size: size) }
+        let reloads = !declaration.reload.isEmpty
         run(declaration.check, role: "check", file: staged.path) { pipeline, failure in
-            guard let failure else { return pipeline.put(staged, revision: revision, size: size) }
-            pipeline.discard(staged)
-            pipeline.finish(.checkFailed, "\(failure); \(pipeline.declaration.destination) was left as it was")
+            if let failure {
+                pipeline.discard(staged)
+                return pipeline.finish(.checkFailed, "\(failure); \(pipeline.declaration.destination) was left as it was")
+            }
+            pipeline.onInstallQueue({ Result { () throws(InstallError) in try Self.put(staged, reloads: reloads) } }, then: { pipeline, result in
+                if case .failure(let error) = result { return pipeline.finish(.installFailed, error.message) }
+                pipeline.installed(staged, revision: revision, size: size)
+            })
         }
     }
 
-    private func put(_ staged: StagedFile, revision: UInt64, size: Int) {
-        let reloads = !declaration.reload.isEmpty
-        onInstallQueue({ Result { () throws(InstallError) in
-            // Noted before the rename, synced with it: a daemon that stops before the reload
-            // succeeded reloads at its next start.
-            if reloads { try FileInstaller.markReloadDue(staged.destination) }
-            try FileInstaller.install(staged)
-        } }, then: { pipeline, result in
-            if case .failure(let error) = result { return pipeline.finish(.installFailed, error.message) }
-            let record = InstalledRender(name: pipeline.declaration.name, destination: staged.destination, previous: staged.previous, revision: revision)
-            let wrote = "wrote \(staged.destination) (\(size) bytes, revision \(revision))"
-            guard !pipeline.declaration.reload.isEmpty else { return pipeline.finish(.ok, wrote, installed: record) }
-            pipeline.run(pipeline.declaration.reload, role: "reload", file: staged.destination) { pipeline, failure in
-                guard let failure else {
-                    pipeline.clearReloadDue()
-                    return pipeline.finish(.ok, wrote + " and reloaded", installed: record)
-                }
-                pipeline.putBack(staged.previous) { pipeline, outcome in
-                    pipeline.finish(.reloadFailed, "\(failure); \(outcome)")
-                }
+    /// Renames the staged file into place; on the install thread.
+    private static func put(_ staged: StagedFile, reloads: Bool) throws(InstallError) {
+        // Noted before the rename, synced with it: a daemon that stops before the reload
+        // succeeded reloads at its next start.
+        if reloads { try FileInstaller.markReloadDue(staged.destination) }
+        try FileInstaller.install(staged)
+    }
+
+    /// The file is in place: the reload, and putting the previous file back if it fails.
+    private func installed(_ staged: StagedFile, revision: UInt64, size: Int) {
+        let record = InstalledRender(name: declaration.name, destination: staged.destination, previous: staged.previous, revision: revision)
+        let wrote = "wrote \(staged.destination) (\(size) bytes, revision \(revision))"
+        guard !declaration.reload.isEmpty else { return finish(.ok, wrote, installed: record) }
+        run(declaration.reload, role: "reload", file: staged.destination) { pipeline, failure in
+            guard let failure else {
+                pipeline.clearReloadDue()
+                return pipeline.finish(.ok, wrote + " and reloaded", installed: record)
             }
-        })
+            pipeline.putBack(staged.previous) { pipeline, outcome, _ in
+                pipeline.finish(.reloadFailed, "\(failure); \(outcome)")
+            }
+        }
     }
 
     // MARK: Putting back
 
     /// Puts `previous` back at the destination (or removes the file when there was none) and
     /// reloads again: after a failed reload, and for a rollback of what a run installed.
-    /// `then` gets what happened, as a sentence.
-    func putBack(_ previous: FileVersion?, then: @escaping (RenderPipeline, String) -> Void) {
+    /// `then` gets what happened, as a sentence, and whether all of it went well.
+    func putBack(_ previous: FileVersion?, then: @escaping (RenderPipeline, String, Bool) -> Void) {
         dispatchPrecondition(condition: .onQueue(queue))
         let destination = declaration.destination
         onInstallQueue({ Result { () throws(InstallError) in try FileInstaller.restore(previous, at: destination) } }, then: { pipeline, result in
-            if case .failure(let error) = result { return then(pipeline, "the previous file could not be put back: \(error.message)") }
+            if case .failure(let error) = result { return then(pipeline, "the previous file could not be put back: \(error.message)", false) }
             let what = previous == nil ? "\(destination) was removed (there was none before)" : "the previous \(destination) was put back"
-            guard !pipeline.declaration.reload.isEmpty else { return then(pipeline, what) }
+            guard !pipeline.declaration.reload.isEmpty else { return then(pipeline, what, true) }
             pipeline.run(pipeline.declaration.reload, role: "reload", file: destination) { pipeline, failure in
                 if failure == nil { pipeline.clearReloadDue() }
-                then(pipeline, what + (failure.map { " and the reload after it failed too: \($0)" } ?? " and reloaded"))
+                then(pipeline, what + (failure.map { " and the reload after it failed too: \($0)" } ?? " and reloaded"), failure == nil)
             }
         })
     }
@@ -147,8 +167,8 @@ final class RenderPipeline {
     /// how it went.
     func restore(_ previous: FileVersion?, completion: @escaping (Ending) -> Void) {
         self.completion = completion
-        putBack(previous) { pipeline, outcome in
-            pipeline.finish(outcome.contains("failed") || outcome.contains("could not") ? .reloadFailed : .ok, outcome)
+        putBack(previous) { pipeline, outcome, succeeded in
+            pipeline.finish(succeeded ? .ok : .reloadFailed, outcome)
         }
     }
 
