@@ -10,7 +10,7 @@ import SystemKit
 
 /// The daemon's pieces, started in order by a ``Lifecycle`` and stopped in reverse order: the
 /// state directory's lock, the store, the model files, the signal handlers, the bus connection
-/// with every object exported, the name, the start-up's commit, the fleet, and serving
+/// with every object exported, the name, the start-up's commit, the fleet, the renders and serving
 /// (READY=1, the watchdog).
 ///
 /// Made on the main thread, then handed over to ``queue`` by ``launch(options:notifier:)``:
