@@ -121,6 +121,7 @@ public final class Property<Value: DBusValueConvertible>: @unchecked Sendable, P
     /// daemon sends its signal before its reply).
     public func set(_ value: Value) async throws(PropBusClientError) {
         let (path, name) = try located()
+        try await checkKeyType()
         await readSent()
         _ = try await client.callDaemon(path: path, interface: DaemonNames.propertiesInterface, member: "Set",
                                         [.string(DaemonNames.valuesInterface), .string(name), .variant(value.dbusValue)])
@@ -140,6 +141,7 @@ public final class Property<Value: DBusValueConvertible>: @unchecked Sendable, P
     @discardableResult
     public func compareAndSet(revision: UInt64, to value: Value) async throws(PropBusClientError) -> UInt64 {
         let (path, name) = try located()
+        try await checkKeyType()
         await readSent()
         let reply = try await client.callDaemon(path: path, interface: DaemonNames.valuesInterface, member: "CompareAndSet",
                                                 [.string(name), .uint64(revision), .variant(value.dbusValue)])
@@ -154,6 +156,31 @@ public final class Property<Value: DBusValueConvertible>: @unchecked Sendable, P
         let (path, name) = try located()
         await readSent()
         _ = try await client.callDaemon(path: path, interface: DaemonNames.valuesInterface, member: "Reset", [.string(name)])
+    }
+
+    /// What the client knows of the key's D-Bus type against `Value`'s.
+    private enum KeyType: Sendable {
+        case matches, unknown
+        case differs(String)
+    }
+
+    /// Throws `TypeMismatch` for a key whose type is not `Value`'s, as a read does, before
+    /// anything is sent (the daemon would answer the standard `InvalidArgs`).
+    func checkKeyType() async throws(PropBusClientError) {
+        let known: KeyType = await client.onQueue { [self] in
+            if case .typeMismatch(_, let actual) = confinedState { return .differs(actual) }
+            return last == nil ? .unknown : .matches
+        }
+        switch known {
+        case .matches:
+            return
+        case .differs(let actual):
+            throw PropBusClientError(name: PropBusClientError.Name.typeMismatch,
+                                     message: "property \(key) has type '\(actual)'; this Property writes '\(Value.dbusType.signature)'")
+        case .unknown:
+            // Not read yet: a read says (a key that cannot be read is left to the write's answer).
+            do { _ = try await valueWithRevision() } catch where error.name == PropBusClientError.Name.typeMismatch { throw error } catch {}
+        }
     }
 
     /// Returns once no read of the value waits to be sent.

@@ -62,4 +62,24 @@ final class PropBusClientCommandTests: ClientLibraryTestCase, @unchecked Sendabl
             XCTAssertEqual(error.name, DBusError.Name.invalidArgs, "\(error)")
         }
     }
+
+    func testCancellingTheTaskAwaitingExecuteCancelsTheExecution() async throws {
+        try await client.createCommand("vm.slow", ["exec": shell("sleep 20"), "persistent": .boolean(false)])
+        let slow = library.command("vm.slow")
+        let executing = StreamRecorder(slow.isExecuting)
+        await executing.wait { $0 == [false] }
+        let run = Task { try await slow.execute("") }
+        await executing.wait { $0.last == true }
+        let clock = ContinuousClock()
+        let cancelledAt = clock.now
+        run.cancel()
+        let outcome = await run.result
+        XCTAssertLessThan(clock.now - cancelledAt, .seconds(10), "the await ended with the cancellation, not the execution")
+        switch outcome {
+        case .success(let result): XCTFail("a cancelled execute returned \(result)")
+        case .failure(let error): XCTAssertEqual((error as? PropBusClientError)?.name, PropBusClientError.Name.cancelled, "\(error)")
+        }
+        let seen = await executing.wait { $0.count == 3 }
+        XCTAssertEqual(seen, [false, true, false], "the execution was cancelled on the daemon")
+    }
 }

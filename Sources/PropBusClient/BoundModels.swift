@@ -1,0 +1,26 @@
+/// The model sides of a client's live two-way bindings, so that a command executed in the
+/// same main-actor turn as a model write sends that write first (Observation reports a write
+/// before it lands; the binding sends it on the next turn).
+@MainActor
+final class BoundModels {
+    /// How many bindings are live, readable from any thread: no hop to the main actor when none.
+    nonisolated let count = Locked(0)
+    private var senders: [ObjectIdentifier: () -> Void] = [:]
+
+    nonisolated init() {}
+
+    func add(_ owner: AnyObject, sendUnsentWrite: @escaping () -> Void) {
+        senders[ObjectIdentifier(owner)] = sendUnsentWrite
+        count.withLock { $0 = senders.count }
+    }
+
+    func remove(_ owner: AnyObject) {
+        senders[ObjectIdentifier(owner)] = nil
+        count.withLock { $0 = senders.count }
+    }
+
+    /// Sends every model write not sent yet.
+    func sendUnsentWrites() {
+        for send in senders.values { send() }
+    }
+}
