@@ -228,8 +228,10 @@ async def test_commands_execute_start_cancel_and_every_observer_sees_results_and
             await eventually(lambda: echo.enabled.current is True, what="enabled")
             events = []
 
+            executions = await echo.executions().ready()
+
             async def observe() -> None:
-                async for event in echo.executions():
+                async for event in executions:
                     events.append(event.kind)
                     if event.kind == "finished":
                         return

@@ -18,7 +18,7 @@ from typing import Any, Generator, Optional
 
 from ._binding import Binding, BindingState, BindingStatus, Observable, follow
 from ._bus import Bus, Change
-from ._command import Command, ExecutionEvent, Served
+from ._command import Command, EventStream, ExecutionEvent, Served
 from ._derived import Derived, combine
 from ._errors import *  # noqa: F401,F403 - the exception classes, named after the D-Bus errors
 from ._errors import ALL_ERRORS, PropBusError, error_class
@@ -56,7 +56,7 @@ class connect:
 
 
 __all__ = [
-    "connect", "Bus", "Property", "State", "Command", "ExecutionEvent", "Served", "Binding",
+    "connect", "Bus", "Property", "State", "Command", "EventStream", "ExecutionEvent", "Served", "Binding",
     "BindingState", "BindingStatus", "Observable", "follow", "Derived", "combine", "Override",
     "HistoryEntry", "Change", "PropBusError", "error_class",
 ] + ALL_ERRORS

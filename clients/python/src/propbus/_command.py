@@ -119,29 +119,63 @@ class Command:
         """Cancels a running execution: it fails with :class:`Cancelled`."""
         await self.bus.call(self.path, COMMAND, "Cancel", "t", [execution])
 
-    async def executions(self) -> AsyncIterator[ExecutionEvent]:
-        """Every execution's start, result and failure from now on, whoever ran it."""
-        await self.bus._subscribe_command(self.path)
-        feed = Feed()
+    def executions(self) -> "EventStream":
+        """Every execution's start, result and failure from now on, whoever ran it.
+
+        The stream is registered at once; ``await stream.ready()`` waits until the bus has
+        confirmed the subscription (events from then on are all seen).
+        """
         feeds = self.bus._command_feeds.setdefault(self.path, set())
-        feeds.add(feed)
-        try:
-            async for event in feed:
-                yield event
-        finally:
-            feeds.discard(feed)
+        return EventStream(feeds, self.bus._spawn(self.bus._subscribe_command(self.path)))
 
     async def results(self) -> AsyncIterator[Any]:
         """The result of every execution that finishes from now on, whoever ran it."""
-        async for event in self.executions():
-            if event.kind == "finished":
-                yield event.result
+        stream = self.executions()
+        try:
+            async for event in stream:
+                if event.kind == "finished":
+                    yield event.result
+        finally:
+            stream.close()
 
     async def errors(self) -> AsyncIterator[PropBusError]:
         """The error of every execution that fails from now on, whoever ran it."""
-        async for event in self.executions():
-            if event.kind == "failed" and event.error is not None:
-                yield event.error
+        stream = self.executions()
+        try:
+            async for event in stream:
+                if event.kind == "failed" and event.error is not None:
+                    yield event.error
+        finally:
+            stream.close()
+
+
+class EventStream:
+    """Events of a command as an ``async for`` stream; ``close()`` (or the bus closing) ends it."""
+
+    def __init__(self, feeds: "set[Feed]", subscription: "asyncio.Task[None]") -> None:
+        self._feed = Feed()
+        self._feeds = feeds
+        self._subscription = subscription
+        feeds.add(self._feed)
+
+    async def ready(self) -> "EventStream":
+        """Waits until the bus confirmed the subscription."""
+        await asyncio.shield(self._subscription)
+        return self
+
+    def close(self) -> None:
+        self._feeds.discard(self._feed)
+        self._feed.close()
+
+    def __aiter__(self) -> "EventStream":
+        return self
+
+    async def __anext__(self) -> ExecutionEvent:
+        try:
+            return await self._feed.get()  # type: ignore[no-any-return]
+        except StopAsyncIteration:
+            self._feeds.discard(self._feed)
+            raise
 
 
 class Served:
