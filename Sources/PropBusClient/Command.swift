@@ -94,31 +94,42 @@ public final class Command<Input: DBusValueConvertible, Output: DBusValueConvert
         _ = try await client.callDaemon(path: path, interface: DaemonNames.commandInterface, member: "Cancel", [.uint64(execution)])
     }
 
-    /// Every execution's start, result and failure from the moment the stream is subscribed,
-    /// whoever ran it; ends when the client closes.
+    /// Every execution's start, result and failure from the moment the stream is subscribed
+    /// (in the background: ``subscribedExecutions()`` returns once it is), whoever ran it;
+    /// ends when the client closes.
     public var executions: AsyncStream<CommandEvent<Output>> {
         let (stream, continuation) = AsyncStream<CommandEvent<Output>>.makeStream(bufferingPolicy: .bufferingNewest(Property<Bool>.bufferLimit))
-        let client = client, path = path, key = key
-        Task {
-            await client.subscribeToCommand(path)
-            client.queue.async {
-                let token = client.commandSignals.addObserver(path: path) { event in
-                    switch event {
-                    case .started(let id): continuation.yield(.started(id: id))
-                    case .finished(let id, let raw):
-                        if let output = Output(dbusValue: raw) {
-                            continuation.yield(.finished(id: id, result: output))
-                        } else {
-                            continuation.yield(.failed(id: id, error: .decoding("the result of \(key)", expected: Output.dbusType, actual: raw)))
-                        }
-                    case .failed(let id, let error): continuation.yield(.failed(id: id, error: error))
-                    }
-                }
-                client.onClose { continuation.finish() }
-                continuation.onTermination = { _ in client.queue.async { client.commandSignals.removeObserver(path: path, token) } }
-            }
-        }
+        Task { await follow(into: continuation) }
         return stream
+    }
+
+    /// ``executions``, returned once subscribed: every execution started after it returns is seen.
+    public func subscribedExecutions() async -> AsyncStream<CommandEvent<Output>> {
+        let (stream, continuation) = AsyncStream<CommandEvent<Output>>.makeStream(bufferingPolicy: .bufferingNewest(Property<Bool>.bufferLimit))
+        await follow(into: continuation)
+        return stream
+    }
+
+    /// Subscribes, then hands every event of this command to `continuation` (on the queue).
+    private func follow(into continuation: AsyncStream<CommandEvent<Output>>.Continuation) async {
+        let client = client, path = path, key = key
+        await client.subscribeToCommand(path)
+        await client.onQueue {
+            let token = client.commandSignals.addObserver(path: path) { event in
+                switch event {
+                case .started(let id): continuation.yield(.started(id: id))
+                case .finished(let id, let raw):
+                    if let output = Output(dbusValue: raw) {
+                        continuation.yield(.finished(id: id, result: output))
+                    } else {
+                        continuation.yield(.failed(id: id, error: .decoding("the result of \(key)", expected: Output.dbusType, actual: raw)))
+                    }
+                case .failed(let id, let error): continuation.yield(.failed(id: id, error: error))
+                }
+            }
+            client.onClose { continuation.finish() }
+            continuation.onTermination = { _ in client.queue.async { client.commandSignals.removeObserver(path: path, token) } }
+        }
     }
 
     /// The result of every execution that finishes, whoever ran it.

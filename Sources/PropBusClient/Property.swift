@@ -67,14 +67,25 @@ public final class Property<Value: DBusValueConvertible>: @unchecked Sendable, P
     /// Each access is a new sequence with its own buffer (``bufferLimit``); it keeps the property
     /// alive while it is iterated.
     public var values: AsyncStream<Value> {
-        AsyncStream(bufferingPolicy: .bufferingNewest(Self.bufferLimit)) { continuation in
+        // Holds the property while the stream is iterated (a temporary property, or one whose
+        // last use was `.values`, goes on); the consumer dropping the stream ends it.
+        valueStream(buffer: Self.bufferLimit)
+    }
+
+    /// ``values`` for a consumer that only needs the newest value: a change it has not taken
+    /// yet is replaced by the next (the last value wins; the final value is never dropped), and
+    /// it never gets the value it took last again.
+    public func values(coalescing: Bool) -> CoalescedValues<Value> {
+        CoalescedValues(stream: coalescing ? valueStream(buffer: 1) : values)
+    }
+
+    private func valueStream(buffer: Int) -> AsyncStream<Value> {
+        AsyncStream(bufferingPolicy: .bufferingNewest(buffer)) { continuation in
             client.queue.async { [self] in
                 nextID += 1
                 let id = nextID
                 valueSubscribers[id] = continuation
                 if let last, let value = Value(dbusValue: last) { continuation.yield(value) }
-                // Holds the property while the stream is iterated (a temporary property, or one
-                // whose last use was `.values`, goes on); the consumer dropping the stream ends it.
                 continuation.onTermination = { _ in
                     self.client.queue.async { self.valueSubscribers[id] = nil }
                 }
@@ -316,5 +327,30 @@ public final class Property<Value: DBusValueConvertible>: @unchecked Sendable, P
         confinedState = new
         snapshot.withLock { $0.state = new }
         for continuation in stateSubscribers.values { continuation.yield(new) }
+    }
+}
+
+/// A property's values for a consumer that only needs the newest (``Property/values(coalescing:)``).
+public struct CoalescedValues<Value: DBusValueConvertible>: AsyncSequence, Sendable {
+    let stream: AsyncStream<Value>
+
+    public func makeAsyncIterator() -> Iterator {
+        Iterator(inner: stream.makeAsyncIterator())
+    }
+
+    /// Skips a value equal (as wire bytes) to the one it returned last.
+    public struct Iterator: AsyncIteratorProtocol {
+        var inner: AsyncStream<Value>.Iterator
+        var last: DBusValue?
+
+        public mutating func next() async -> Value? {
+            while let value = await inner.next() {
+                let wire = value.dbusValue
+                if wire == last { continue }
+                last = wire
+                return value
+            }
+            return nil
+        }
     }
 }
