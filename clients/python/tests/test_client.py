@@ -411,3 +411,19 @@ async def test_map_and_combine_follow_their_sources() -> None:
             follower.cancel()
     finally:
         await world.close()
+
+
+@aio
+async def test_pipelined_writes_leave_in_the_order_they_were_made() -> None:
+    world = await started()
+    try:
+        await world.create("ui.count", "i", 0)
+        async with propbus.connect(world.address) as bus:
+            count = bus.property("ui.count")
+            await count.wait_live()
+            # Enough at once that the socket is busy and sends queue up in the client.
+            await asyncio.gather(*(count.set(value) for value in range(1, 3001)))
+            assert await world.get("ui.count") == 3000
+            assert count.current == 3000
+    finally:
+        await world.close()

@@ -218,7 +218,9 @@ class Harness:
         deadline = time.monotonic() + WAIT
         while not await agreed():
             if time.monotonic() > deadline:
-                raise AssertionError(f"model {model.value!r}, client {prop.current!r}, daemon {await self.world.get(step['key'])!r}")
+                history = [(e.new, "client" if e.bus_name == self.bus.unique_name else "world") for e in await self.bus.history(step["key"])]
+                raise AssertionError(f"model {model.value!r}, client {prop.current!r}, daemon {await self.world.get(step['key'])!r}; "
+                                     f"the last changes: {history[-12:]}")
             await asyncio.sleep(0.01)
 
     async def do_expect_client_writes(self, name: str, step: Dict[str, Any]) -> None:

@@ -18,6 +18,8 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional
 from dbus_fast import Message, MessageType, Variant
 from dbus_fast.aio import MessageBus
 
+from propbus._bus import keep_sends_in_order
+
 REPO = Path(__file__).resolve().parents[3]
 
 BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
@@ -105,6 +107,7 @@ class World:
         assert self.address, "dbus-daemon printed no address"
         self.env["DBUS_SESSION_BUS_ADDRESS"] = self.address
         self.control = await MessageBus(bus_address=self.address).connect()
+        keep_sends_in_order(self.control)
         # When the daemon's name gets an owner, as a client sees it (to measure resyncs from).
         self.owned_at = 0.0
         self.control.add_message_handler(self._owner_changed)

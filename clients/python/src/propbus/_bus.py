@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
@@ -58,6 +58,52 @@ def invalid_key(key: str) -> PropBusError:
                               f"'{key}' is not a key: a key is group.name, e.g. settings.volume")
 
 
+class _FifoQueue(deque):  # type: ignore[type-arg]
+    """The writer's queue of dbus-fast 1.84 (Debian 12), taken in the order it was filled.
+
+    That release's writer takes queued messages with ``pop()``, the newest first, so messages
+    queued while the socket is busy leave in reverse order (fixed upstream in later releases,
+    which take them with ``popleft()``). Writes, and a write after a read, must leave in order.
+    """
+
+    def pop(self) -> Any:  # type: ignore[override]
+        return self.popleft()
+
+
+class _PatientSocket:
+    """The writer's socket, for which a full send buffer means "wait", not "fail".
+
+    dbus-fast's writer tries to send a new message at once when its queue is empty; if the
+    socket's buffer is full then, ``send`` raises ``BlockingIOError`` and the writer closes the
+    connection (1.84 and 5.x alike). Sending nothing instead makes it wait until the socket is
+    writable, as it does after a partial send. (The client never sends fds.)
+    """
+
+    def __init__(self, sock: Any) -> None:
+        self._sock = sock
+
+    def send(self, data: Any) -> int:
+        try:
+            return int(self._sock.send(data))
+        except BlockingIOError:
+            return 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+def keep_sends_in_order(mb: MessageBus) -> None:
+    """Makes ``mb``'s writer send queued messages first in, first out (see :class:`_FifoQueue`)
+    and wait, not fail, when the socket is full (see :class:`_PatientSocket`)."""
+    writer = getattr(mb, "_writer", None)
+    queued = getattr(writer, "messages", None)
+    if type(queued) is deque:
+        writer.messages = _FifoQueue(queued)  # type: ignore[union-attr]
+    sock = getattr(writer, "sock", None)
+    if sock is not None and not isinstance(sock, _PatientSocket):
+        writer.sock = _PatientSocket(sock)  # type: ignore[union-attr]
+
+
 @dataclass(frozen=True)
 class Change:
     """One committed change, as the daemon's ``Changed`` signal announces it (no values).
@@ -82,6 +128,7 @@ class Bus:
     """
 
     def __init__(self, mb: MessageBus) -> None:
+        keep_sends_in_order(mb)
         self._mb = mb
         self._owner: Optional[str] = None
         self._owner_known = False
