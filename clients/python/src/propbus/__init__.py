@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Generator, Optional
 
-from ._binding import Binding, BindingState, BindingStatus, Observable, follow
+from ._binding import Binding, BindingState, BindingStatus, Observable, follow, observe
 from ._bus import Bus, Change
 from ._command import Command, EventStream, ExecutionEvent, Served
 from ._derived import Derived, combine
@@ -57,6 +57,6 @@ class connect:
 
 __all__ = [
     "connect", "Bus", "Property", "State", "Command", "EventStream", "ExecutionEvent", "Served", "Binding",
-    "BindingState", "BindingStatus", "Observable", "follow", "Derived", "combine", "Override",
+    "BindingState", "BindingStatus", "Observable", "follow", "observe", "Derived", "combine", "Override",
     "HistoryEntry", "Change", "PropBusError", "error_class",
 ] + ALL_ERRORS

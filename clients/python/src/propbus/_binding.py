@@ -72,6 +72,13 @@ def _observe(obj: Any, name: str, observer: Callable[[Any], None]) -> Callable[[
     return remove
 
 
+def observe(obj: Any, attribute: str, callback: Callable[[Any], None]) -> Callable[[], None]:
+    """Calls ``callback(value)`` after every write of ``obj.attribute`` (an
+    :class:`Observable`, or a plain object whose class is swapped for an observing subclass);
+    returns a function that stops it. What a view uses to follow its view model."""
+    return _observe(obj, attribute, callback)
+
+
 class BindingStatus(str, enum.Enum):
     """What a binding's writes can do now (see :class:`BindingState`)."""
 
@@ -144,6 +151,7 @@ class Binding:
             self._remove_model_observer = _observe(obj, attribute, self._model_changed)
         self._token = prop._observe(self._bus_changed)
         bus._lock_listeners.add(self)
+        bus._bindings.add(self)
         self._owner_listener = self._owner_changed
         bus._owner_listeners.append(self._owner_listener)
         self._refresh_metadata()
@@ -321,4 +329,4 @@ def follow(obj: Any, attribute: str, source: Any, transform: Optional[Callable[[
     return asyncio.ensure_future(run())
 
 
-__all__: List[str] = ["Binding", "BindingState", "BindingStatus", "Observable", "follow"]
+__all__: List[str] = ["Binding", "BindingState", "BindingStatus", "Observable", "follow", "observe"]

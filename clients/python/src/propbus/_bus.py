@@ -146,6 +146,7 @@ class Bus:
         self._runs: Dict[Tuple[str, int], "asyncio.Task[Any]"] = {}
         self._change_feeds: Set[Feed] = set()
         self._lock_listeners: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self._bindings: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self._owner_listeners: List[Callable[[Optional[str]], None]] = []
         self._tasks: Set["asyncio.Task[Any]"] = set()
         mb.add_message_handler(self._on_message)
@@ -285,6 +286,13 @@ class Bus:
         self._served[key] = handler
         await self.call(ROOT_PATH, MANAGER, "RegisterHandler", "s", [key])
         return Served(self, key)
+
+    async def commit_bound_writes(self) -> None:
+        """Waits until every binding's attribute writes made so far are answered by the daemon
+        (``execute`` and ``start`` do this first: a text typed and a search run in the same
+        turn run on that text)."""
+        for binding in list(self._bindings):
+            await binding.committed()
 
     async def _unserve(self, key: str) -> None:
         if self._served.pop(key, None) is not None and not self._closed:

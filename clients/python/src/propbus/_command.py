@@ -75,8 +75,10 @@ class Command:
         """Runs the command with ``input`` and returns its result; failures raise their
         exception class (:class:`NotEnabled`, :class:`ExecutionFailed`, :class:`Cancelled`, …).
 
-        Cancelling the task that awaits it cancels the execution on the daemon.
+        Bound attribute writes made before reach the daemon first; cancelling the task that
+        awaits it cancels the execution on the daemon.
         """
+        await self.bus.commit_bound_writes()
         await self.bus._subscribe_command(self.path)
         start = asyncio.ensure_future(self._start(input))
         try:
@@ -107,7 +109,9 @@ class Command:
             pass
 
     async def start(self, input: Any = "") -> int:
-        """Starts an execution and returns its id at once (for :meth:`cancel`)."""
+        """Starts an execution and returns its id at once (for :meth:`cancel`); bound attribute
+        writes made before reach the daemon first."""
+        await self.bus.commit_bound_writes()
         await self.bus._subscribe_command(self.path)
         return await self._start(input)
 
