@@ -12,7 +12,7 @@ from dbus_fast import Variant
 from . import _errors
 from ._bus import MANAGER, ROOT_PATH
 from ._errors import PropBusError
-from ._feed import Feed
+from ._feed import Feed, subscribe
 from ._property import State
 from ._values import same
 
@@ -185,16 +185,9 @@ class Binding:
         """live, stale, refused(reason), overridden(by), read_only or locked(reason)."""
         return self._state
 
-    async def states(self) -> AsyncIterator[BindingState]:
+    def states(self) -> AsyncIterator[BindingState]:
         """The current state first, then every change of it (to drive a control's enabled)."""
-        feed = Feed(distinct=lambda a, b: a == b)
-        feed.put(self._state)
-        self._state_feeds.add(feed)
-        try:
-            async for state in feed:
-                yield state
-        finally:
-            self._state_feeds.discard(feed)
+        return subscribe(self._state_feeds, self._state, distinct=lambda a, b: a == b)
 
     async def committed(self) -> None:
         """Waits until every write of the attribute made so far is answered by the daemon

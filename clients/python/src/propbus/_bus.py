@@ -14,7 +14,7 @@ from dbus_fast.errors import DBusError
 
 from . import _errors
 from ._errors import PropBusError, error_from
-from ._feed import Feed
+from ._feed import Feed, subscribe
 
 if TYPE_CHECKING:
     from ._binding import Binding
@@ -356,13 +356,8 @@ class Bus:
         its id, the change that caused it (0: none), the uid, ``via`` and the keys; ``own`` tells
         this connection's own writes (and what they caused) from everyone else's."""
         await self._add_match(f"type='signal',sender='{BUS_NAME}',path='{ROOT_PATH}',member='Changed'")
-        feed = Feed()
-        self._change_feeds.add(feed)
-        try:
-            async for change in feed:
-                yield change
-        finally:
-            self._change_feeds.discard(feed)
+        async for change in subscribe(self._change_feeds):
+            yield change
 
     # MARK: calls
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import Any, AsyncIterator, Callable, Deque, Optional
+from typing import Any, AsyncIterator, Callable, Deque, Optional, Set
 
 #: Changes a slow consumer has not taken yet; beyond it the oldest are dropped (the newest
 #: always arrives).
@@ -63,3 +63,21 @@ class Feed:
 
     async def __anext__(self) -> Any:
         return await self.get()
+
+
+async def subscribe(feeds: Set[Feed], first: Any = _END, *, coalesce: bool = False,
+                    distinct: Optional[Callable[[Any, Any], bool]] = None) -> AsyncIterator[Any]:
+    """A feed added to ``feeds`` (where its producer puts values) at the first ``async for``
+    step, starting with ``first`` if given, and removed when the consumer stops."""
+    feed = Feed(coalesce=coalesce, distinct=distinct)
+    if first is not _END:
+        feed.put(first)
+    feeds.add(feed)
+    try:
+        async for value in feed:
+            yield value
+    finally:
+        feeds.discard(feed)
+
+
+NOTHING = _END

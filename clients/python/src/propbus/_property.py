@@ -11,7 +11,7 @@ from dbus_fast import Variant
 from . import _errors
 from ._bus import PROPERTIES, VALUES, invalid_key, locate
 from ._errors import PropBusError
-from ._feed import Feed
+from ._feed import NOTHING, Feed, subscribe
 from ._values import python_type_matches, same, variant
 
 if TYPE_CHECKING:
@@ -106,26 +106,13 @@ class Property(Generic[T]):
         return self._values(coalesce)
 
     async def _values(self, coalesce: bool) -> AsyncIterator[T]:
-        feed = Feed(coalesce=coalesce, distinct=same)
-        if self._variant is not None:
-            feed.put(self._value)
-        self._feeds.add(feed)
-        try:
-            async for value in feed:
-                yield value
-        finally:
-            self._feeds.discard(feed)
+        first = self._value if self._variant is not None else NOTHING
+        async for value in subscribe(self._feeds, first, coalesce=coalesce, distinct=same):
+            yield value
 
-    async def states(self) -> AsyncIterator[State]:
+    def states(self) -> AsyncIterator[State]:
         """The current state first, then every change of it."""
-        feed = Feed(distinct=lambda a, b: a == b)
-        feed.put(self._state)
-        self._state_feeds.add(feed)
-        try:
-            async for state in feed:
-                yield state
-        finally:
-            self._state_feeds.discard(feed)
+        return subscribe(self._state_feeds, self._state, distinct=lambda a, b: a == b)
 
     async def wait_live(self, timeout: Optional[float] = None) -> T:
         """Waits until the property is LIVE (the first read answered); returns ``current``."""
