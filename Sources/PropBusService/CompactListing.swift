@@ -32,8 +32,9 @@ extension Service {
                         // The gate's own table, not the model: nothing here may touch the model.
                         let gateRevision = gate?.listedRevision(of: definition)
                         // Layers are the entry's own: their fields, and `writable` when a lock
-                        // refuses this caller what the shape allows (docs/layers.md).
+                        // (docs/layers.md) or the writers refuse this caller what the shape allows.
                         let locked = entry.layers?.mandatoryInForce.map { lockAuthority.locks($0, userID: callerID) } ?? false
+                            || !access.mayWrite(writers: definition.writers, caller: call.credentials)
                         let own = EntryMetadata(entry, gateRevision: gateRevision, lifetime: model.leases.keyLeases[definition.key] ?? gate?.listedLifetime(of: definition),
                                                 lockedForCaller: locked)
                         item.dictionary("{sv}") { extra in

@@ -40,6 +40,36 @@ BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Config
 """
 
 
+# A system bus as Debian's system.conf sets it up, with the project's policy file: what a
+# client that is not root meets (calls checked by the daemon with --system-access).
+SYSTEM_BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:path={socket}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <deny own="*"/>
+    <deny send_type="method_call"/>
+    <allow send_type="signal"/>
+    <allow send_requested_reply="true" send_type="method_return"/>
+    <allow send_requested_reply="true" send_type="error"/>
+    <allow receive_type="method_call"/>
+    <allow receive_type="method_return"/>
+    <allow receive_type="error"/>
+    <allow receive_type="signal"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Introspectable"/>
+  </policy>
+  <policy user="root"><allow own="org.propbus.PropBus1"/></policy>
+  <include>{policy}</include>
+  <limit name="max_replies_per_connection">50000</limit>
+  <limit name="max_match_rules_per_connection">50000</limit>
+</busconfig>
+"""
+
+
 def build_dir() -> Path:
     """Where propbusd is: $PROPBUS_BUILD_DIR, else the package's .build/debug."""
     override = os.environ.get("PROPBUS_BUILD_DIR")
@@ -79,7 +109,8 @@ async def eventually(condition: Callable[[], Any], timeout: float = 10.0, what: 
 class World:
     """One test's bus, daemon and control connection."""
 
-    def __init__(self) -> None:
+    def __init__(self, system: bool = False) -> None:
+        self.system = system
         self.dir = Path(tempfile.mkdtemp(prefix="pbpy-"))
         self.state_dir = self.dir / "state"
         self.config_dir = self.dir / "config"
@@ -98,7 +129,12 @@ class World:
     async def start(self, daemon_arguments: Optional[List[str]] = None) -> "World":
         socket = self.dir / "bus"
         config = self.dir / "bus.conf"
-        config.write_text(BUS_CONFIG.format(socket=socket))
+        if self.system:
+            config.write_text(SYSTEM_BUS_CONFIG.format(socket=socket, policy=REPO / "systemd" / "org.propbus.PropBus1.conf"))
+            # mkdtemp makes the directory 0700; other users must reach the socket inside.
+            os.chmod(self.dir, 0o755)
+        else:
+            config.write_text(BUS_CONFIG.format(socket=socket))
         self.bus_process = subprocess.Popen(["dbus-daemon", "--nofork", "--print-address", f"--config-file={config}"],
                                             stdout=subprocess.PIPE, env=self.env, start_new_session=True)
         assert self.bus_process.stdout is not None
