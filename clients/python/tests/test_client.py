@@ -427,3 +427,27 @@ async def test_pipelined_writes_leave_in_the_order_they_were_made() -> None:
             assert count.current == 3000
     finally:
         await world.close()
+
+
+@aio
+async def test_closing_the_client_cancels_the_executions_it_waits_for() -> None:
+    world = await started()
+    try:
+        await world.create_command("vm.slow", "sleep 30")
+        async with propbus.connect(world.address) as observer:
+            slow = observer.command("vm.slow")
+            failures = await slow.executions().ready()
+            bus = await propbus.connect(world.address)
+            run = asyncio.ensure_future(bus.command("vm.slow").execute())
+            await eventually(lambda: slow.executing.current is True, what="executing")
+            await bus.close()
+            with pytest.raises((propbus.Cancelled, propbus.Disconnected)):
+                await run
+            kinds = []
+            async for event in failures:
+                kinds.append(event.kind if event.error is None else type(event.error).__name__)
+                if len(kinds) == 2:
+                    break
+            assert kinds == ["started", "Cancelled"]
+    finally:
+        await world.close()

@@ -201,13 +201,12 @@ class Bus:
         executions this connection waits for are cancelled."""
         if self._closed:
             return
+        # An execution this connection still waits for has nobody to take its result.
+        cancels = [self.call(path, COMMAND, "Cancel", "t", [execution])
+                   for path, waiting in self._outcomes.items() for execution in waiting]
+        if cancels:
+            await asyncio.wait([asyncio.ensure_future(cancel) for cancel in cancels], timeout=2)
         self._closed = True
-        for path, waiting in list(self._outcomes.items()):
-            for execution in list(waiting):
-                try:
-                    await asyncio.wait_for(self.call(path, COMMAND, "Cancel", "t", [execution]), 2)
-                except (PropBusError, asyncio.TimeoutError):
-                    pass
         for task in list(self._runs.values()) + list(self._tasks):
             task.cancel()
         for prop in self._all_properties():
