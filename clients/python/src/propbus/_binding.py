@@ -42,7 +42,7 @@ def _notify(obj: Any, name: str, value: Any) -> None:
 
 
 def _observing_setattr(self: Any, name: str, value: Any) -> None:
-    super(type(self), self).__setattr__(name, value)  # type: ignore[misc]
+    super(type(self), self).__setattr__(name, value)
     _notify(self, name, value)
 
 

@@ -220,7 +220,7 @@ class Bus:
                     future.set_exception(_errors.Disconnected(_errors.Disconnected.dbus_name or "", "the client closed"))
         self._mb.disconnect()
         try:
-            await asyncio.wait_for(self._mb.wait_for_disconnect(), 2)
+            await asyncio.wait_for(self._mb.wait_for_disconnect(), 2)  # type: ignore[no-untyped-call]
         except Exception:
             pass
 
@@ -489,7 +489,7 @@ class Bus:
         interface, changed, invalidated = msg.body
         if interface != VALUES:
             return
-        group = self._properties.get(msg.path)
+        group = self._properties.get(msg.path or "")
         if not group:
             return
         for name, value in changed.items():
@@ -520,17 +520,18 @@ class Bus:
             event = ExecutionEvent("finished", body[0], result=body[1].value if isinstance(body[1], Variant) else body[1])
         else:
             event = ExecutionEvent("failed", body[0], error=error_from(body[1], body[2]))
-        for feed in list(self._command_feeds.get(msg.path, ())):
+        path = msg.path or ""
+        for feed in list(self._command_feeds.get(path, ())):
             feed.put(event)
         if event.kind == "started":
             return
-        waiting = self._outcomes.get(msg.path, {})
+        waiting = self._outcomes.get(path, {})
         future = waiting.pop(event.id, None)
         if future is not None:
             if not future.done():
                 future.set_result(event)
         else:
-            early = self._early.setdefault(msg.path, OrderedDict())
+            early = self._early.setdefault(path, OrderedDict())
             early[event.id] = event
             while len(early) > _EARLY_OUTCOMES:
                 early.popitem(last=False)

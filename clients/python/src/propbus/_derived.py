@@ -71,4 +71,4 @@ def combine(*sources: Any, transform: Optional[Callable[..., T]] = None) -> Deri
     ``combine(a, b, transform=f)`` is ``f(a, b)``."""
     if transform is None:
         return Derived(sources, tuple)
-    return Derived(sources, lambda values: transform(*values))  # type: ignore[misc]
+    return Derived(sources, lambda values: transform(*values))

@@ -66,7 +66,7 @@ NoReply = _define("NoReply", DBUS_ERROR, "No reply came in time.")
 Disconnected = _define("Disconnected", DBUS_ERROR, "The connection to the bus is gone.")
 
 _BY_NAME: Dict[str, Type[PropBusError]] = {
-    cls.dbus_name: cls  # type: ignore[misc]
+    cls.dbus_name: cls
     for cls in list(globals().values())
     if isinstance(cls, type) and issubclass(cls, PropBusError) and cls.dbus_name
 }

@@ -16,6 +16,7 @@ from ._values import python_type_matches, same, variant
 
 if TYPE_CHECKING:
     from ._bus import Bus
+    from ._derived import Derived
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -71,7 +72,7 @@ class Property(Generic[T]):
     def current(self) -> Optional[T]:
         """The cached value: the daemon's latest while ``state`` is LIVE, the last known while
         STALE, ``None`` before the first read and on a type mismatch. Costs no call."""
-        return self._value
+        return self._value  # type: ignore[no-any-return]
 
     @property
     def state(self) -> State:
@@ -117,7 +118,7 @@ class Property(Generic[T]):
     async def wait_live(self, timeout: Optional[float] = None) -> T:
         """Waits until the property is LIVE (the first read answered); returns ``current``."""
         await self.wait_until(lambda: self._state is State.LIVE, timeout)
-        return self._value
+        return self._value  # type: ignore[no-any-return]
 
     async def wait_until(self, condition: Callable[[], bool], timeout: Optional[float] = None) -> None:
         """Waits until ``condition()`` holds, checked at every change of value or state."""
