@@ -451,3 +451,24 @@ async def test_closing_the_client_cancels_the_executions_it_waits_for() -> None:
             assert kinds == ["started", "Cancelled"]
     finally:
         await world.close()
+
+
+@aio
+async def test_writes_made_before_and_after_the_key_type_is_known_keep_their_order() -> None:
+    world = await started()
+    try:
+        await world.create("ui.n", "i", 0)
+        async with propbus.connect(world.address) as bus:
+            n = bus.property("ui.n")
+            # The first writes wait for the key's type (a read); the later ones know it.
+            writes = []
+            for value in range(1, 201):
+                writes.append(asyncio.ensure_future(n.set(value)))
+                if value % 10 == 0:
+                    await asyncio.sleep(0.001)
+            await asyncio.gather(*writes)
+            assert await world.get("ui.n") == 200
+            news = [entry.new for entry in await bus.history("ui.n")]
+            assert news == sorted(news), news
+    finally:
+        await world.close()

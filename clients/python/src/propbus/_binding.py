@@ -267,21 +267,20 @@ class Binding:
         self.bus._spawn(self._write(self._to_bus(value)))
 
     async def _write(self, value: Any) -> None:
-        # Tasks start in the order they were made, and each sends its Set before its first
-        # wait on the daemon, so the writes go out in the order the attribute took them.
+        # The property's writes leave in the order they are made, and each task makes its write
+        # before anything else it awaits: the attribute's order is the daemon's.
         try:
-            wire = await self.property._encode(value)
+            wire = await self.property._write_value(value)
             self._model_value = wire
-            await self.property.set(wire)
             if self._state.status is not BindingStatus.LIVE:
                 self._refresh_metadata()
             elif self.property._variant is not None and not same(self.property._variant, wire):
                 # Accepted but not shown: a layer above the user's value (an override) hides it.
                 self._refresh_metadata()
         except PropBusError as error:
+            # Whatever the daemon holds goes back to the attribute.
+            self._model_value = None
             self._set_state(state_from_error(error))
-        except asyncio.CancelledError:
-            raise
         finally:
             self._pending -= 1
             if self._pending == 0:

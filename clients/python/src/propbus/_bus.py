@@ -360,32 +360,55 @@ class Bus:
 
     # MARK: calls
 
-    async def call(self, path: str, interface: str, member: str, signature: str = "", body: Sequence[Any] = (),
-                   *, no_reply: bool = False) -> List[Any]:
+    async def call(self, path: str, interface: str, member: str, signature: str = "", body: Sequence[Any] = ()) -> List[Any]:
         """Calls a method of the daemon and returns the reply's arguments; an error reply
         raises its exception class (:class:`Conflict`, :class:`AccessDenied`, …)."""
-        return await self._send(Message(destination=BUS_NAME, path=path, interface=interface, member=member,
-                                        signature=signature, body=list(body)))
+        return await self.call_now(path, interface, member, signature, body)
+
+    def call_now(self, path: str, interface: str, member: str, signature: str = "",
+                 body: Sequence[Any] = ()) -> "asyncio.Future[List[Any]]":
+        """Hands the call to the connection's writer now, so calls made one after the other
+        leave in that order whatever their callers await, and returns the future of its reply's
+        arguments (an error reply sets its exception class)."""
+        return self._hand_over(Message(destination=BUS_NAME, path=path, interface=interface, member=member,
+                                       signature=signature, body=list(body)))
 
     async def _call_bus(self, member: str, signature: str, body: List[Any]) -> List[Any]:
-        return await self._send(Message(destination="org.freedesktop.DBus", path="/org/freedesktop/DBus",
-                                        interface="org.freedesktop.DBus", member=member, signature=signature, body=body))
+        return await self._hand_over(Message(destination="org.freedesktop.DBus", path="/org/freedesktop/DBus",
+                                             interface="org.freedesktop.DBus", member=member, signature=signature,
+                                             body=body))
 
-    async def _send(self, message: Message) -> List[Any]:
-        if self._closed:
-            raise _errors.Disconnected(_errors.Disconnected.dbus_name or "", "the client closed")
+    def _hand_over(self, message: Message) -> "asyncio.Future[List[Any]]":
+        future: "asyncio.Future[List[Any]]" = asyncio.get_running_loop().create_future()
+        if self._closed or not self._mb.connected:
+            future.set_exception(_errors.Disconnected(_errors.Disconnected.dbus_name or "",
+                                                      "the client closed" if self._closed else "the connection to the bus is gone"))
+            return future
+
+        def answered(reply: Optional[Message], error: Optional[Exception]) -> None:
+            if future.done():
+                return
+            if error is not None:
+                if isinstance(error, DBusError):
+                    future.set_exception(error_from(str(error.type), error.text))
+                else:
+                    future.set_exception(_errors.Disconnected(_errors.Disconnected.dbus_name or "",
+                                                              f"the connection to the bus is gone: {error}"))
+            elif reply is None:
+                future.set_result([])
+            elif reply.message_type == MessageType.ERROR:
+                text = reply.body[0] if reply.body and isinstance(reply.body[0], str) else ""
+                future.set_exception(error_from(str(reply.error_name), text))
+            else:
+                future.set_result(list(reply.body))
         try:
-            reply = await self._mb.call(message)
-        except DBusError as e:
-            raise error_from(str(e.type), e.text) from None
+            # dbus-fast's own call() is this plus an await; its callback form sends at once.
+            self._mb._call(message, answered)
         except (EOFError, OSError) as e:
-            raise _errors.Disconnected(_errors.Disconnected.dbus_name or "", f"the connection to the bus is gone: {e}") from None
-        if reply is None:
-            return []
-        if reply.message_type == MessageType.ERROR:
-            text = reply.body[0] if reply.body and isinstance(reply.body[0], str) else ""
-            raise error_from(str(reply.error_name), text)
-        return list(reply.body)
+            if not future.done():
+                future.set_exception(_errors.Disconnected(_errors.Disconnected.dbus_name or "",
+                                                          f"the connection to the bus is gone: {e}"))
+        return future
 
     async def _add_match(self, rule: str) -> None:
         """Adds a match rule once; waits until the bus confirmed it, so a read made afterwards

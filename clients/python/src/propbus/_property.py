@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Dict, Generic, Optional, Set, Tuple, TypeVar
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Dict, Generic, List, Optional, Set, Tuple, TypeVar
 
 from dbus_fast import Variant
 
@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 U = TypeVar("U")
+
+
+_NO_VALUE = object()
 
 
 class State(str, enum.Enum):
@@ -62,6 +65,7 @@ class Property(Generic[T]):
         self._observers: Dict[int, Callable[[Variant], None]] = {}
         self._next_observer = 0
         self._state_waiters: Set["asyncio.Future[None]"] = set()
+        self._writes_handed: Optional["asyncio.Future[None]"] = None
 
     def __repr__(self) -> str:
         return f"<propbus.Property {self.key} {self._state.value} {self._value!r}>"
@@ -142,26 +146,47 @@ class Property(Generic[T]):
     async def set(self, value: T) -> None:
         """Writes ``value`` (``Properties.Set``). When it returns, ``current`` already shows it
         (the daemon sends its signal before its reply). A value that does not fit the key's
-        type raises :class:`TypeMismatch` before anything is sent."""
-        path, name = self._located()
-        wire = await self._encode(value)
-        await self._wait_read_sent()
-        await self.bus.call(path, PROPERTIES, "Set", "ssv", [VALUES, name, wire])
+        type raises :class:`TypeMismatch` before anything is sent. Writes leave in the order
+        they were made, however many are on their way."""
+        await self._write_value(value)
+
+    async def _write_value(self, value: Any) -> Variant:
+        """``set``, returning the value as it was sent."""
+        wire, _ = await self._write("Set", value)
+        assert wire is not None
+        return wire
 
     async def compare_and_set(self, revision: int, value: T) -> int:
         """Writes ``value`` only if the key's revision is still ``revision``; returns the new
         revision. A moved revision raises :class:`Conflict`."""
-        path, name = self._located()
-        wire = await self._encode(value)
-        await self._wait_read_sent()
-        (new,) = await self.bus.call(path, VALUES, "CompareAndSet", "stv", [name, revision, wire])
-        return int(new)
+        _, reply = await self._write("CompareAndSet", value, revision)
+        return int(reply[0])
 
     async def reset(self) -> None:
         """Forgets the stored value, so the key reads its default again."""
+        await self._write("Reset", _NO_VALUE)
+
+    async def _write(self, member: str, value: Any, revision: int = 0) -> Tuple[Optional[Variant], List[Any]]:
         path, name = self._located()
-        await self._wait_read_sent()
-        await self.bus.call(path, VALUES, "Reset", "s", [name])
+        # Each write waits for the one made before it to be handed to the connection: one may
+        # wait for the key's type or the first read, and must not be overtaken.
+        previous, handed = self._writes_handed, asyncio.get_running_loop().create_future()
+        self._writes_handed = handed
+        try:
+            wire = None if value is _NO_VALUE else await self._encode(value)
+            await self._wait_read_sent()
+            if previous is not None:
+                await previous
+            if member == "Set":
+                reply = self.bus.call_now(path, PROPERTIES, "Set", "ssv", [VALUES, name, wire])
+            elif member == "CompareAndSet":
+                reply = self.bus.call_now(path, VALUES, "CompareAndSet", "stv", [name, revision, wire])
+            else:
+                reply = self.bus.call_now(path, VALUES, "Reset", "s", [name])
+        finally:
+            if not handed.done():
+                handed.set_result(None)
+        return wire, await reply
 
     async def key_signature(self) -> str:
         """The key's D-Bus type, read from the daemon if not known yet."""
@@ -253,10 +278,7 @@ class Property(Generic[T]):
         if generation != self._generation:
             sent.set()
             return
-        call = asyncio.ensure_future(self.bus.call(path, PROPERTIES, "Get", "ss", [VALUES, name]))
-        # The call is written to the socket when its task first runs, before any task woken
-        # after this one.
-        await asyncio.sleep(0)
+        call = self.bus.call_now(path, PROPERTIES, "Get", "ss", [VALUES, name])
         sent.set()
         try:
             (wire,) = await call
