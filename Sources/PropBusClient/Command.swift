@@ -79,11 +79,7 @@ public final class Command<Input: DBusValueConvertible, Output: DBusValueConvert
     }
 
     private func startExecution(_ input: Input) async throws(PropBusClientError) -> UInt64 {
-        let reply = try await client.callDaemon(path: path, interface: DaemonNames.commandInterface,
-                                                member: "Start", [.variant(input.dbusValue)])
-        guard case .uint64(let id)? = reply.first else {
-            throw PropBusClientError(name: DBusError.Name.failed, message: "Start of \(key) replied \(reply)")
-        }
+        let id = try await client.start(commandAt: path, input: input.dbusValue)
         // Cancelled while the id was on its way: nothing else can cancel that execution.
         if Task.isCancelled { Task { [self] in try? await cancel(id) } }
         return id

@@ -28,6 +28,10 @@ final class CommandSignals {
     /// Per command object: observers' handlers, by token.
     private var observers: [String: [Int: (Event) -> Void]] = [:]
     private var nextToken = 0
+    /// Set once the client closed or lost the bus: every wait ends with it at once.
+    private var ended: PropBusClientError?
+    /// `Start` calls sent and not answered: a closing client waits for their ids to cancel them.
+    var startsInFlight = 0
 
     /// Routes one signal of a command object.
     func received(_ message: Message) {
@@ -55,7 +59,9 @@ final class CommandSignals {
 
     /// Resumes `continuation` with the outcome of execution `id` of `path` (at once if it came).
     func awaitOutcome(path: String, id: UInt64, _ continuation: CheckedContinuation<Event, Never>) {
-        if var kept = early[path], let index = kept.firstIndex(where: { $0.0 == id }) {
+        if let ended {
+            continuation.resume(returning: .failed(id, ended))
+        } else if var kept = early[path], let index = kept.firstIndex(where: { $0.0 == id }) {
             let event = kept.remove(at: index).1
             early[path] = kept
             continuation.resume(returning: event)
@@ -71,6 +77,7 @@ final class CommandSignals {
 
     /// Ends every wait with `error` (the client closed or lost the bus).
     func failAll(_ error: PropBusClientError) {
+        ended = ended ?? error
         let all = waiting
         waiting = [:]
         for (_, ids) in all {

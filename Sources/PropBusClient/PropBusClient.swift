@@ -110,11 +110,7 @@ public final class PropBusClient: @unchecked Sendable {
             // An execution this client still waits for has nobody to take its result (the
             // connection's close flushes these).
             for (path, id) in commandSignals.awaited {
-                if let message = try? Message.methodCall(destination: DaemonNames.busName, path: path,
-                                                         interface: DaemonNames.commandInterface, member: "Cancel"),
-                   (try? message.append([.uint64(id)])) != nil {
-                    connection.send(message)
-                }
+                if let message = Self.commandCall(path, "Cancel", .uint64(id)) { connection.send(message) }
             }
             commandSignals.failAll(PropBusClientError(name: Name.disconnected, message: "the client closed"))
             forEachSink { $0.finish() }
@@ -122,7 +118,51 @@ public final class PropBusClient: @unchecked Sendable {
             let closing = closers
             closers = []
             for closer in closing { closer() }
-            connection.close()
+            // A `Start` still on its way: its answer's id is cancelled, then the connection closes.
+            if commandSignals.startsInFlight == 0 { connection.close() }
+        }
+    }
+
+    /// Starts an execution of the command at `path` (`Start`), counted while its answer is on
+    /// its way: a client closing meanwhile cancels the execution when the id comes back.
+    func start(commandAt path: String, input: DBusValue) async throws(PropBusClientError) -> UInt64 {
+        let outcome: Result<UInt64, PropBusClientError> = await withCheckedContinuation { continuation in
+            queue.async { [self] in
+                guard !disconnected, let message = Self.commandCall(path, "Start", .variant(input)) else {
+                    continuation.resume(returning: .failure(PropBusClientError(name: Name.disconnected, message: "the client closed")))
+                    return
+                }
+                commandSignals.startsInFlight += 1
+                connection.call(message, timeoutMilliseconds: -1) { [self] reply in
+                    commandSignals.startsInFlight -= 1
+                    let outcome = Self.executionID(reply, of: path)
+                    if disconnected {
+                        if case .success(let id) = outcome, let cancel = Self.commandCall(path, "Cancel", .uint64(id)) { connection.send(cancel) }
+                        if commandSignals.startsInFlight == 0 { connection.close() }
+                    }
+                    continuation.resume(returning: outcome)
+                }
+            }
+        }
+        return try outcome.get()
+    }
+
+    private static func commandCall(_ path: String, _ member: String, _ argument: DBusValue) -> Message? {
+        guard let message = try? Message.methodCall(destination: DaemonNames.busName, path: path,
+                                                    interface: DaemonNames.commandInterface, member: member),
+              (try? message.append([argument])) != nil else { return nil }
+        return message
+    }
+
+    private static func executionID(_ reply: Result<Message, DBusError>, of path: String) -> Result<UInt64, PropBusClientError> {
+        switch reply {
+        case .failure(let error): return .failure(PropBusClientError(error))
+        case .success(let message):
+            if let error = message.error { return .failure(PropBusClientError(error)) }
+            guard case .uint64(let id)? = try? message.arguments().first else {
+                return .failure(PropBusClientError(name: DBusError.Name.failed, message: "Start of \(path) replied no id"))
+            }
+            return .success(id)
         }
     }
 

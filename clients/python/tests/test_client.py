@@ -439,6 +439,7 @@ async def test_closing_the_client_cancels_the_executions_it_waits_for() -> None:
             failures = await slow.executions().ready()
             bus = await propbus.connect(world.address)
             run = asyncio.ensure_future(bus.command("vm.slow").execute())
+            # Seen by the observer: the closing client may not have the Start's answer yet.
             await eventually(lambda: slow.executing.current is True, what="executing")
             await bus.close()
             with pytest.raises((propbus.Cancelled, propbus.Disconnected)):

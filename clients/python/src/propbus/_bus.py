@@ -142,6 +142,8 @@ class Bus:
         # command path -> execution id -> future of its outcome
         self._outcomes: Dict[str, Dict[int, "asyncio.Future[Any]"]] = {}
         self._early: Dict[str, "OrderedDict[int, Any]"] = {}
+        # Starts of `execute` on their way: (command path, the task that returns the id)
+        self._starting: Set[Tuple[str, "asyncio.Task[int]"]] = set()
         self._served: Dict[str, Callable[[Any], Awaitable[Any]]] = {}
         self._runs: Dict[Tuple[str, int], "asyncio.Task[Any]"] = {}
         self._change_feeds: Set[Feed] = set()
@@ -201,9 +203,15 @@ class Bus:
         executions this connection waits for are cancelled."""
         if self._closed:
             return
-        # An execution this connection still waits for has nobody to take its result.
+        # An execution this connection still waits for has nobody to take its result; one whose
+        # Start is still on its way is cancelled once its id comes back.
+        if self._starting:
+            await asyncio.wait([start for _, start in self._starting], timeout=2)
+        started = [(path, start.result()) for path, start in self._starting
+                   if start.done() and not start.cancelled() and start.exception() is None]
         cancels = [self.call(path, COMMAND, "Cancel", "t", [execution])
-                   for path, waiting in self._outcomes.items() for execution in waiting]
+                   for path, execution in started + [(path, execution) for path, waiting in self._outcomes.items()
+                                                     for execution in waiting]]
         if cancels:
             await asyncio.wait([asyncio.ensure_future(cancel) for cancel in cancels], timeout=2)
         self._closed = True

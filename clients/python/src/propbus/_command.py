@@ -81,12 +81,16 @@ class Command:
         await self.bus.commit_bound_writes()
         await self.bus._subscribe_command(self.path)
         start = asyncio.ensure_future(self._start(input))
+        entry = (self.path, start)
+        self.bus._starting.add(entry)
         try:
             execution = await asyncio.shield(start)
         except asyncio.CancelledError:
             # Cancelled before the id came back: cancel the execution once it does.
             start.add_done_callback(self._cancel_when_started)
             raise
+        finally:
+            self.bus._starting.discard(entry)
         outcome = self.bus._await_outcome(self.path, execution)
         try:
             event = await outcome
