@@ -33,7 +33,10 @@ enum PropctlSpec {
         // gsettings, dconf and busctl verbs.
         familiarWords: ["monitor": "watch", "ls": "list", "rm": "delete", "show": "describe", "info": "describe",
                         "range": "describe --field range", "writable": "describe --field writable",
-                        "read": "get", "write": "set", "get-property": "get", "set-property": "set", "introspect": "describe"],
+                        "read": "get", "write": "set", "get-property": "get", "set-property": "set", "introspect": "describe",
+                        "list-recursively": "list", "list-keys": "list --names", "list-schemas": "list --groups",
+                        "list-children": "list --groups", "list-locks": "list --locked", "reset-recursively": "reset --recursive",
+                        "update": "reload"],
         exitStatuses: [
             .init("0", "success"),
             .init("1", "the daemon answered with a D-Bus error, or a value is invalid"),
@@ -51,8 +54,8 @@ enum PropctlSpec {
             .init("/etc/propbus/models, $XDG_CONFIG_HOME/propbus/models",
                   "Model files propbusd reads at start and on propctl reload (system and session bus)."),
             .init("/etc/propbus/mandatory.d, /etc/propbus/defaults.d, /usr/share/propbus/defaults.d",
-                  "Layer files: locked values, site and vendor defaults (propbusd --config-dir, --vendor-dir; docs/layers.md). propctl lock writes mandatory.d/50-propctl.json."),
-            .init("/usr/share/bash-completion/completions/propctl", "The bash completion (propctl completion bash); zsh's is /usr/share/zsh/vendor-completions/_propctl, fish's /usr/share/fish/vendor_completions.d/propctl.fish."),
+                  "Layer files: locked values, site and vendor defaults (propbusd --config-dir, --vendor-dir; docs/layers.md). propbusd keeps the locks of propctl lock in mandatory.d/50-propctl.json."),
+            .init("/usr/share/bash-completion/completions/propctl", "The bash completion (propctl completion bash); zsh's is /usr/share/zsh/vendor-completions/_propctl, fish's /usr/share/fish/vendor_completions.d/propctl.fish (from the package; scripts/install with its default PREFIX puts them in /usr/local/share/bash-completion/completions, /usr/local/share/zsh/site-functions and /etc/fish/completions)."),
         ]
     )
 
@@ -181,7 +184,7 @@ enum PropctlSpec {
             .value("value", valueName: "VALUE", help: "An initial value, set only if none is stored."),
             .value("scope", valueName: "SCOPE", help: "local (the default) or fleet: shared by every host through etcd (propbusd --fleet).",
                    completion: .choices(["local", "fleet"])),
-            .value("writers", valueName: "LIST", help: "Who may write it with access control on: user names, @groups and uids, comma-separated (repeatable; '' for root and the daemon only).", repeatable: true),
+            .value("writers", valueName: "LIST", help: "Who may write it with access control on: user names, @groups and uids, comma-separated ('' for root and the daemon only).", repeatable: true),
             .flag("secret", help: "Readable only by its writers, with access control on; never sent in signals."),
             .value("lifetime", valueName: "SPAN", help: "Make an ephemeral key: 'connection' (deleted when this propctl ends; it holds the key until interrupted, or while CMD runs) or a DURATION (90, 30s, 5m, 2h, 1d; deleted when it ends, also across restarts). With --scope fleet, an etcd lease: the key goes on every host (a killed host's after about 5 s)."),
         ],
@@ -210,15 +213,17 @@ enum PropctlSpec {
             then its own value again, which the override never writes; a Set meanwhile changes \
             that value, seen when the override ends. With CMD, propctl runs it (stdio passed \
             through, SIGINT and SIGTERM passed on), releases the override when it exits and \
-            exits with its status. Without CMD, propctl prints the override's handle and holds \
-            it until SIGINT or SIGTERM (or --for ends, then exits 0). If propctl dies, the \
-            override ends with its connection; with --for it ends when the duration does, kept \
-            across a restart of propbusd. Several overrides of a key stack: the latest shows, \
+            exits with its status. Without CMD, propctl prints the override's handle; then \
+            without --for it holds the override until SIGINT or SIGTERM (if propctl dies, the \
+            override ends with its connection), and with --for it exits at once: the daemon \
+            ends the override when the duration does, also across a restart of propbusd \
+            (Manager.ReleaseOverride with the handle ends it sooner). With CMD and --for, the \
+            override ends at the first of the two. Several overrides of a key stack: the latest shows, \
             and ending one falls back to the one before. Overriding needs the right to write \
             KEY and counts against the caller's 'overrides' quota.
             """,
         options: [
-            .value("for", valueName: "DURATION", help: "End the override after DURATION (90, 30s, 5m, 2h, 1d), even if propctl is killed."),
+            .value("for", valueName: "DURATION", help: "End the override after DURATION (90, 30s, 5m, 2h, 1d), even if propctl is killed; without CMD, propctl sets it and exits."),
         ],
         positionals: [
             .init("KEY", help: "The key to override.", completion: .dynamic("key")),
