@@ -1,5 +1,28 @@
 import CommandLineKit
-extension PropctlSpec {
+
+/// The administrator's subcommands: the daemon's status, model files, locks, unclaimed values, code.
+enum AdministrationSpecs {
+    /// `propctl status`
+    static let status = CommandSpec(
+        name: "status",
+        abstract: "Show whether propbusd is running, its version and its commands.",
+        discussion: """
+            The fleet row is FleetState (off, connecting, connected or unavailable) and the last \
+            etcd revision the daemon applied (FleetRevision). With --fleet, also the hosts whose \
+            propbusd is connected to the same etcd prefix (their presence keys, PREFIX/hosts/NAME); \
+            when etcd cannot answer now, the status is still printed and one line on stderr says \
+            that the host list cannot be read now (exit status 1), within about a second.
+            """,
+        options: [
+            .flag("fleet", help: "Also list the hosts of the fleet that are up."),
+        ],
+        examples: [
+            .init("Check the session daemon", "propctl status"),
+            .init("Which hosts of the fleet are up", "propctl status --fleet"),
+            .init("Check the system daemon", "propctl --system status"),
+        ]
+    )
+
     /// `propctl reload`
     static let reload = CommandSpec(
         name: "reload",
