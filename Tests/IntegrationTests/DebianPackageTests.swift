@@ -13,12 +13,8 @@ final class DebianPackageTests: XCTestCase {
         ["/usr/bin/", "/usr/sbin/", "/bin/"].map { $0 + name }.first { FileManager.default.isExecutableFile(atPath: $0) }
     }
 
-    func testPackageHoldsTheInstallTreeWithComputedDependsAndLintianFindsNoError() async throws {
-        guard let dpkgDeb = tool("dpkg-deb"), tool("dpkg-shlibdeps") != nil, tool("fakeroot") != nil else {
-            throw XCTSkip("dpkg-dev or fakeroot is not installed (scripts/setup installs them)")
-        }
-        let directory = try makeTemporaryDirectory(prefix: "pbit-deb")
-        defer { try? FileManager.default.removeItem(at: directory) }
+    /// `scripts/package` with this build's binaries, the .deb in `directory`; returns its path.
+    private func buildPackage(into directory: URL) async throws -> String {
         var environment = ProcessInfo.processInfo.environment
         // Debug binaries keep the test fast; scripts/package itself builds release.
         environment["PROPBUS_BUILD_DIR"] = BuildProducts.directory.path
@@ -27,8 +23,18 @@ final class DebianPackageTests: XCTestCase {
                                          environment: environment, timeout: 300)
         XCTAssertEqual(built.status, 0, "\(built)")
         let deb = built.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        XCTAssertTrue(deb.hasPrefix(directory.path + "/propbus_") && deb.hasSuffix("_amd64.deb"), deb)
         XCTAssertTrue(FileManager.default.fileExists(atPath: deb), "\(built)")
+        return deb
+    }
+
+    func testPackageHoldsTheInstallTreeWithComputedDependsAndLintianFindsNoError() async throws {
+        guard let dpkgDeb = tool("dpkg-deb"), tool("dpkg-shlibdeps") != nil, tool("fakeroot") != nil else {
+            throw XCTSkip("dpkg-dev or fakeroot is not installed (scripts/setup installs them)")
+        }
+        let directory = try makeTemporaryDirectory(prefix: "pbit-deb")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let deb = try await buildPackage(into: directory)
+        XCTAssertTrue(deb.hasPrefix(directory.path + "/propbus_") && deb.hasSuffix("_amd64.deb"), deb)
 
         // Control fields.
         let control = try await runCommand(dpkgDeb, ["--field", deb], environment: [:])
@@ -276,12 +282,7 @@ final class DebianPackageTests: XCTestCase {
         }
         let directory = try makeTemporaryDirectory(prefix: "pbit-deb")
         defer { try? FileManager.default.removeItem(at: directory) }
-        var environment = ProcessInfo.processInfo.environment
-        environment["PROPBUS_BUILD_DIR"] = BuildProducts.directory.path
-        environment["OUTDIR"] = directory.path
-        let built = try await runCommand(Self.packageRoot.appendingPathComponent("scripts/package").path, [], environment: environment, timeout: 300)
-        XCTAssertEqual(built.status, 0, "\(built)")
-        let deb = built.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let deb = try await buildPackage(into: directory)
 
         let root = directory.appendingPathComponent("root").path
         for folder in ["/var/lib/dpkg/info", "/var/lib/dpkg/updates", "/etc"] {
