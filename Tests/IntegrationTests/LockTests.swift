@@ -148,6 +148,10 @@ final class LockTests: DaemonTestCase, @unchecked Sendable {
         let notLocked = try await propctlHere(["unlock", "app.volume"])
         XCTAssertEqual(notLocked.status, 1, "\(notLocked)")
         XCTAssertTrue(notLocked.stderr.contains("app.volume is not locked"), "\(notLocked)")
+        // Every error names the verb once, as main prefixes it.
+        let local = try await propctlHere(["unlock", "app.volume", "--default"])
+        XCTAssertEqual(local.status, 64, "\(local)")
+        XCTAssertTrue(local.stderr.hasPrefix("propctl unlock: --default needs --fleet"), "\(local)")
     }
 }
 

@@ -285,6 +285,24 @@ final class PropctlVerbTests: DaemonTestCase {
         XCTAssertEqual(modified, [false, true, false])
     }
 
+    /// At a terminal `list` aligns its columns under a header line, piped it prints none: both
+    /// as the README's tour says.
+    func testListAtATerminalPrintsAHeaderAsTheReadmeSays() async throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/script") else { throw XCTSkip("script (bsdutils) is not installed") }
+        try await client.create("settings.volume", "i", default: .int32(50))
+        // script(1) gives propctl a terminal for its stdout.
+        let command = "\(BuildProducts.propctl) --address \(bus.address) list settings"
+        let terminal = try await runCommand("/usr/bin/script", ["-q", "-e", "-c", command, "/dev/null"], environment: bus.environment)
+        XCTAssertEqual(terminal.status, 0, "\(terminal)")
+        let shown = terminal.stdout.replacingOccurrences(of: "\r", with: "").split(separator: "\n").map(String.init)
+        XCTAssertEqual(shown.first.map { $0.split(separator: " ").map(String.init) }, ["KEY", "TYPE", "VALUE"], "\(shown)")
+        let piped = try await propctl(["list", "settings"])
+        XCTAssertEqual(lines(piped.stdout), ["settings.volume\ti\t50"], "\(piped)")
+        let readme = try String(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("README.md"), encoding: .utf8)
+        XCTAssertTrue(readme.contains("under a header line (`KEY TYPE VALUE`)"), "the README says a terminal gets a header")
+    }
+
     // MARK: One prefix rule
 
     func testAPrefixIsAGroupAndItsSubgroupsForListWatchDumpAndReset() async throws {

@@ -53,12 +53,12 @@ enum FleetLayerVerb {
     static func isFleet(_ parsed: ParsedCommand, verb: String) throws(CommandFailure) -> Bool {
         guard parsed.flag("fleet") else {
             if parsed.flag("default") {
-                throw CommandFailure(.usage, "propctl \(verb) --default needs --fleet: a site default of a local key is a file of defaults.d under propbusd's --config-dir")
+                throw CommandFailure(.usage, "--default needs --fleet: a site default of a local key is a file of defaults.d under propbusd's --config-dir")
             }
             return false
         }
         if verb == "lock", parsed.flag("default"), !parsed.options("for").isEmpty {
-            throw CommandFailure(.usage, "propctl lock --default --fleet sets a default, which locks nobody: --for applies to locks only")
+            throw CommandFailure(.usage, "--default --fleet sets a default, which locks nobody: --for applies to locks only")
         }
         return true
     }
@@ -72,8 +72,8 @@ enum FleetLayerVerb {
             .filter { $0.key.hasPrefix(group + ".") && $0.metadata["scope"]?.unwrappingVariantOnce.stringValue == "fleet" }.map(\.type))
         guard types.count == 1, let signature = types.first else {
             throw CommandFailure(.usage, types.isEmpty
-                ? "propctl lock \(target) --fleet: the group has no fleet key yet to type the value by; create one first"
-                : "propctl lock \(target) --fleet: the group's fleet keys have several types (\(types.sorted().joined(separator: ", "))): lock them one by one")
+                ? "the group \(target) has no fleet key yet to type the value by; create one first"
+                : "the fleet keys of the group \(target) have several types (\(types.sorted().joined(separator: ", "))): lock them one by one")
         }
         do { return try DBusType(parsing: signature) } catch {
             throw CommandFailure(.dbusError, "the daemon reported an invalid type '\(signature)' in \(target)")
