@@ -9,10 +9,12 @@ public struct Change: Hashable, Sendable {
     /// The change that caused this one (a binding's propagation, a command's state flip, a
     /// revert, an override's end), or 0.
     public var parent: UInt64
-    /// The uid of the caller (or of the binding's, execution's or override's owner).
+    /// Whom it was made for: the caller, or the caller of the change it follows; 4294967295
+    /// for the daemon's own work (a reload, a model file, a TTL's end).
     public var uid: UInt32
-    /// How it was made: `Set`, `Apply`, `binding`, `command`, `Revert`, …
-    public var via: String
+    /// What made it, as history's `via` says it: `Set`, `Apply`, `Revert`, `binding from KEY`,
+    /// `command state`, `reload`, …
+    public var cause: String
     /// The keys it changed.
     public var keys: [String]
     /// The unique bus name of the connection whose call made it, when the daemon says
@@ -21,16 +23,16 @@ public struct Change: Hashable, Sendable {
     /// Whether this client's own connection made it: a write of one's own, or what it caused.
     public var isOwn: Bool
 
-    /// Decodes `Changed(t change, t parent, u uid, s via, as keys[, s sender])`.
+    /// Decodes `Changed(t change, t parent, u uid, s cause, as keys[, s sender])`.
     init?(_ message: Message, ownName: String) {
         guard let arguments = try? message.arguments(), arguments.count >= 5,
               case .uint64(let id) = arguments[0], case .uint64(let parent) = arguments[1],
-              case .uint32(let uid) = arguments[2], let via = arguments[3].stringValue,
+              case .uint32(let uid) = arguments[2], let cause = arguments[3].stringValue,
               case .array(_, let keys) = arguments[4] else { return nil }
         self.id = id
         self.parent = parent
         self.uid = uid
-        self.via = via
+        self.cause = cause
         self.keys = keys.compactMap(\.stringValue)
         sender = arguments.dropFirst(5).first?.stringValue ?? ""
         isOwn = !sender.isEmpty && sender == ownName

@@ -473,3 +473,32 @@ async def test_writes_made_before_and_after_the_key_type_is_known_keep_their_ord
             assert news == sorted(news), news
     finally:
         await world.close()
+
+
+@aio
+async def test_the_changed_signal_names_every_change_and_says_which_are_the_clients_own() -> None:
+    world = await started()
+    try:
+        if '<signal name="Changed">' not in await world.introspect("/org/propbus/PropBus1"):
+            pytest.skip("this propbusd sends no Changed signal")
+        await world.create("doc.title", "s", "a")
+        async with propbus.connect(world.address) as bus:
+            changes = bus.changes()
+            first = asyncio.ensure_future(changes.__anext__())
+            # The stream subscribes when first asked: the world writes until it sees one.
+            written = 0
+            while not first.done():
+                written += 1
+                await world.set("doc.title", Variant("s", f"world {written}"))
+                await asyncio.sleep(0.01)
+            theirs = first.result()
+            assert theirs.keys == ("doc.title",) and theirs.cause == "Set" and not theirs.own
+            await bus.property("doc.title").set("mine")
+            while True:
+                change = await asyncio.wait_for(changes.__anext__(), 10)
+                if change.change > theirs.change and change.sender != world.control.unique_name:
+                    break
+            assert change.keys == ("doc.title",) and change.cause == "Set" and change.parent == 0
+            assert change.own == (change.sender == bus.unique_name)
+    finally:
+        await world.close()

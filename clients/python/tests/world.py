@@ -217,6 +217,11 @@ class World:
             raise RuntimeError(f"{reply.error_name}: {reply.body[0] if reply.body else ''}")
         return list(reply.body)
 
+    async def introspect(self, path: str) -> str:
+        (xml,) = await self._call(Message(destination="org.propbus.PropBus1", path=path,
+                                          interface="org.freedesktop.DBus.Introspectable", member="Introspect"))
+        return str(xml)
+
     async def create(self, key: str, signature: str, default: Any, **options: Variant) -> None:
         await self.manager("CreateProperty", "ssva{sv}",
                            [key, signature, Variant(signature, default), {"persistent": Variant("b", False), **options}])

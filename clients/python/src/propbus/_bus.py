@@ -114,7 +114,7 @@ class Change:
     change: int
     parent: int
     uid: int
-    via: str
+    cause: str
     keys: Tuple[str, ...]
     sender: str = ""
     own: bool = False
@@ -360,7 +360,7 @@ class Bus:
 
     async def changes(self) -> AsyncIterator[Change]:
         """Every committed change from now on, as the daemon's ``Changed`` signal announces it:
-        its id, the change that caused it (0: none), the uid, ``via`` and the keys; ``own`` tells
+        its id, the change that caused it (0: none), the uid, the ``cause`` and the keys; ``own`` tells
         this connection's own writes (and what they caused) from everyone else's."""
         await self._add_match(f"type='signal',sender='{BUS_NAME}',path='{ROOT_PATH}',member='Changed'")
         async for change in subscribe(self._change_feeds):
@@ -535,7 +535,7 @@ class Bus:
         if len(body) < 5:
             return
         sender = next((part for part in body[5:] if isinstance(part, str)), "")
-        change = Change(change=body[0], parent=body[1], uid=body[2], via=body[3], keys=tuple(body[4]),
+        change = Change(change=body[0], parent=body[1], uid=body[2], cause=body[3], keys=tuple(body[4]),
                         sender=sender, own=bool(sender) and sender == self.unique_name)
         for feed in list(self._change_feeds):
             feed.put(change)
