@@ -24,3 +24,29 @@ final class BoundModels {
         for send in senders.values { send() }
     }
 }
+
+/// The bound model writes a client sent and the daemon has not answered yet, and who waits for
+/// none to be left (``PropBusClient/commitBoundWrites()``). Confined to the client's queue.
+final class BoundWrites {
+    private var pending = 0
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    /// A bound write was sent.
+    func sent() {
+        pending += 1
+    }
+
+    /// A bound write was answered.
+    func answered() {
+        pending -= 1
+        guard pending == 0 else { return }
+        let waiting = waiters
+        waiters = []
+        for waiter in waiting { waiter.resume() }
+    }
+
+    /// Resumes `continuation` once no bound write is on its way (at once if none is).
+    func whenNoneLeft(_ continuation: CheckedContinuation<Void, Never>) {
+        if pending == 0 { continuation.resume() } else { waiters.append(continuation) }
+    }
+}

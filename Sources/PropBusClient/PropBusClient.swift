@@ -53,9 +53,8 @@ public final class PropBusClient: @unchecked Sendable {
     /// Who follows `LocksChanged` (bindings, for their writability), by token.
     private var lockListeners: [Int: (Set<String>) -> Void] = [:]
     private var nextListener = 0
-    /// Bound model writes sent and not answered yet, and who waits for none to be left.
-    private var pendingBoundWrites = 0
-    private var boundWriteWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Bound model writes sent and not answered yet (confined to `queue`).
+    let boundWrites = BoundWrites()
     /// The model sides of the live two-way bindings, to send their writes made this turn.
     let boundModels = BoundModels()
     /// The daemon's `Changed` signals, to ``changes`` streams (confined to `queue`).
@@ -353,22 +352,6 @@ public final class PropBusClient: @unchecked Sendable {
         lockListeners[token] = nil
     }
 
-    /// A bound model write was sent (on the queue).
-    func boundWriteSent() {
-        dispatchPrecondition(condition: .onQueue(queue))
-        pendingBoundWrites += 1
-    }
-
-    /// A bound model write was answered (on the queue).
-    func boundWriteAnswered() {
-        dispatchPrecondition(condition: .onQueue(queue))
-        pendingBoundWrites -= 1
-        guard pendingBoundWrites == 0 else { return }
-        let waiters = boundWriteWaiters
-        boundWriteWaiters = []
-        for waiter in waiters { waiter.resume() }
-    }
-
     /// Sends the writes bound models made so far (their observation tasks may not have run) and
     /// waits until the daemon answered every bound write: it committed them, or refused them
     /// and the models got its value back.
@@ -378,7 +361,7 @@ public final class PropBusClient: @unchecked Sendable {
         }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             queue.async { [self] in
-                if pendingBoundWrites == 0 { continuation.resume() } else { boundWriteWaiters.append(continuation) }
+                boundWrites.whenNoneLeft(continuation)
             }
         }
     }

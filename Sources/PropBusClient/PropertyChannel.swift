@@ -183,7 +183,7 @@ final class ChannelEndpoint<Value: DBusValueConvertible>: @unchecked Sendable, B
             // of range, read-only, daemon away) is settled like any answer: the model then gets
             // the daemon's value back, and the state says why.
             guard let message = property.setMessage(value) else { pendingSets -= 1; settle(); return }
-            client.boundWriteSent()
+            client.boundWrites.sent()
             client.connection.call(message) { [self] result in
                 pendingSets -= 1
                 switch result {
@@ -199,7 +199,7 @@ final class ChannelEndpoint<Value: DBusValueConvertible>: @unchecked Sendable, B
                     }
                 }
                 settle()
-                client.boundWriteAnswered()
+                client.boundWrites.answered()
             }
         }
     }
