@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.2
 import PackageDescription
 
 /// How release builds of the two programs link (see the executable targets):
@@ -62,7 +62,7 @@ let package = Package(
         .target(name: "Etcd", dependencies: ["CCurl", "JSON"]),
         // The library for Swift programs that use the daemon: typed properties, channels to
         // @Observable models and commands. Only the D-Bus library: not the core, the store or curl.
-        .target(name: "PropBusClient", dependencies: ["DBus", "DBusValues"]),
+        .target(name: "PropBusClient", dependencies: ["DBus", "DBusValues", "SystemKit"]),
         // The core model: no libdbus, no SQLite.
         .target(name: "PropBus", dependencies: ["DBusValues", "JSON"]),
         // The core's adapters to the system: the SQLite store, the state directory and the user

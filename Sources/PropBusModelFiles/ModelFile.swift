@@ -48,19 +48,25 @@ public struct ModelFile: Sendable {
     private let ownership: FileSystem.Ownership?
     /// Types already parsed, by their text: a file's keys mostly share a few.
     private var parsedTypes: [String: DBusType] = [:]
-    /// The problems found so far, one per declaration: the file is read to its end, so one
-    /// reload reports every mistake, not only the first.
-    private var problems: [String] = []
+    /// The problems found, one per declaration (`FILE:LINE:COLUMN: KEY: PROBLEM`): the file is
+    /// read to its end, so one reload reports every mistake, not only the first. Empty unless
+    /// read with `keepingProblems`: otherwise the first problem found throws them all.
+    public private(set) var problems: [String] = []
 
     /// The largest model file read by default (`propbusd --max-model-file-size`): parsing
     /// and checking need about five times the file's size at their peak.
     public static let defaultMaximumSize = 8 << 20
 
     /// Reads and checks the file at `path`: a regular file (symlinks followed) of at most
-    /// `maximumSize` bytes; anything else is refused unread. Without `readingRenders` (`propctl
-    /// codegen`, which generates accessors for the keys) its `renders` are left unread: their
-    /// template files and the file's owner do not matter there.
-    public init(contentsOf path: String, maximumSize: Int = Self.defaultMaximumSize, readingRenders: Bool = true) throws(PropBusError) {
+    /// `maximumSize` bytes; anything else is refused unread.
+    ///
+    /// With `keepingProblems`, a file whose declarations have problems is returned with them in
+    /// ``problems`` (and the declarations that had none), so that a load can add the problems
+    /// only the model can see (``typeChanges(in:)``); a file that is not JSON still throws.
+    /// Without `readingRenders` (`propctl codegen`, which generates accessors for the keys) its
+    /// `renders` are left unread: their template files and the file's owner do not matter there.
+    public init(contentsOf path: String, maximumSize: Int = Self.defaultMaximumSize, keepingProblems: Bool = false,
+                readingRenders: Bool = true) throws(PropBusError) {
         let bytes: [UInt8], ownership: FileSystem.Ownership
         do {
             (bytes, ownership) = try FileSystem.regularFile(at: path, maximumSize: maximumSize)
@@ -74,12 +80,15 @@ public struct ModelFile: Sendable {
         guard let text = String(validating: bytes, as: UTF8.self) else {
             throw PropBusError(.invalidArgs, "\(path): cannot read the model file: it is not UTF-8 text")
         }
-        try self.init(path: path, text: text, ownership: ownership, readingRenders: readingRenders)
+        try self.init(path: path, text: text, ownership: ownership, keepingProblems: keepingProblems, readingRenders: readingRenders)
     }
 
-    /// Checks `text` as the content of a model file named `path`, owned and moded as
-    /// `ownership` (`nil`: not a file read from disk, whose renders the caller vouches for).
-    public init(path: String, text: String, ownership: FileSystem.Ownership? = nil, readingRenders: Bool = true) throws(PropBusError) {
+    /// Checks `text` as the content of a model file named `path` (`keepingProblems`,
+    /// `readingRenders`: as ``init(contentsOf:maximumSize:keepingProblems:readingRenders:)`` says),
+    /// owned and moded as `ownership` (`nil`: not a file read from disk, whose renders the caller
+    /// vouches for).
+    public init(path: String, text: String, ownership: FileSystem.Ownership? = nil, keepingProblems: Bool = false,
+                readingRenders: Bool = true) throws(PropBusError) {
         self.path = path
         self.text = text
         self.ownership = ownership
@@ -120,7 +129,22 @@ public struct ModelFile: Sendable {
                 problems.append(fail(nil, "unknown field \"\(member.key)\"; expected \"groups\", \"bindings\", \"renders\", \"description\" or \"version\"").message)
             }
         }
-        if !problems.isEmpty { throw PropBusError(.invalidArgs, problems.joined(separator: "\n")) }
+        if !problems.isEmpty, !keepingProblems { throw PropBusError(.invalidArgs, problems.joined(separator: "\n")) }
+    }
+
+    /// The declarations that would change the type of a key `model` holds, each as a problem
+    /// naming the file, line and column, the key, both types and how to migrate: every one, also
+    /// beside the problems of ``problems``, so that one reload reports them all.
+    public func typeChanges(in model: PropertyModel) -> [String] {
+        properties.compactMap { property in
+            guard let existing = model.definition(for: property.key), existing.type != property.type else { return nil }
+            return typeChangeProblem(property.key.text, "property \(property.key) already exists with type '\(existing.type.signature)'; cannot register it as '\(property.type.signature)'").message
+        }
+    }
+
+    /// A type change's problem, with how to migrate.
+    private func typeChangeProblem(_ key: String, _ message: String) -> PropBusError {
+        fail(key, message + "; to migrate, declare the new type under a new name (and copy the value with propctl get/set), or delete the key with propctl delete \(key) (which drops its stored value) and reload")
     }
 
     /// Runs one declaration's check, keeping its problem and going on with the next.
@@ -365,6 +389,9 @@ public struct ModelFile: Sendable {
     /// the file is refused; its `value` is left out and a binding's first sync does not write it
     /// (the shared value stands).
     public func apply(to model: PropertyModel, commands table: CommandTable, shared: SharedDefinitions? = nil) throws(PropBusError) -> [PropertyChange] {
+        // Every type change at once, before anything is declared.
+        let typeChanges = typeChanges(in: model)
+        if !typeChanges.isEmpty { throw PropBusError(.typeMismatch, typeChanges.joined(separator: "\n")) }
         var changes: [PropertyChange] = []
         changes.reserveCapacity(properties.count)
         model.reserveJournalCapacity(properties.count)
@@ -381,7 +408,7 @@ public struct ModelFile: Sendable {
                                             defaultValue: property.defaultValue, options: options, holding: held)
             } catch {
                 guard error.code == .typeMismatch else { throw fail(property.key.text, error.message) }
-                throw fail(property.key.text, error.message + "; to migrate, declare the new type under a new name (and copy the value with propctl get/set), or delete the key with propctl delete \(property.key) (which drops its stored value) and reload")
+                throw typeChangeProblem(property.key.text, error.message)
             }
             // Checked on the definition the model made of the declaration: that is what would fork.
             if let current, let shared, let declared = model.entry(for: property.key)?.definition,

@@ -1,5 +1,7 @@
 import CommandLineKit
-extension PropctlSpec {
+
+/// The renders' subcommand (docs/render.md).
+enum RenderSpecs {
     /// `propctl render list|show|preview|run [NAME]`
     static let render = CommandSpec(
         name: "render",
