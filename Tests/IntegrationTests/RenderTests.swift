@@ -150,7 +150,7 @@ final class RenderTests: DaemonTestCase, @unchecked Sendable {
         // As a daemon killed between a rename and its reload leaves things: the new file, and the note.
         try "port 1\n".write(toFile: path("site.conf"), atomically: true, encoding: .utf8)
         chmod(path("site.conf"), 0o644)
-        XCTAssertTrue(FileManager.default.createFile(atPath: path(".site.conf.propbus-reload"), contents: nil))
+        XCTAssertTrue(FileManager.default.createFile(atPath: path(".site.conf.propbus-reload-due"), contents: nil))
         try await start(properties: #""port": {"type": "i", "default": 1}"#, renders: #"""
             "site": {"template_text": "port {{ web.port }}\n", "destination": "\#(path("site.conf"))",
                      "reload": ["sh", "-c", "echo reload >> \#(log)"]}
@@ -158,14 +158,14 @@ final class RenderTests: DaemonTestCase, @unchecked Sendable {
         let state = try await waitForState("site", "ok")
         XCTAssertTrue(state.message.contains("not rewritten; reloaded"), state.message)
         XCTAssertEqual(contents("reloads.log"), "reload\n")
-        XCTAssertFalse(FileManager.default.fileExists(atPath: path(".site.conf.propbus-reload")))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path(".site.conf.propbus-reload-due")))
         // A write reloads and leaves no note behind either.
         try await client.set("web.port", .int32(2))
         await waitForContents("site.conf", "port 2\n")
         _ = await eventually { self.contents("reloads.log") == "reload\nreload\n" }
         XCTAssertEqual(contents("reloads.log"), "reload\nreload\n")
-        _ = await eventually { !FileManager.default.fileExists(atPath: self.path(".site.conf.propbus-reload")) }
-        XCTAssertFalse(FileManager.default.fileExists(atPath: path(".site.conf.propbus-reload")))
+        _ = await eventually { !FileManager.default.fileExists(atPath: self.path(".site.conf.propbus-reload-due")) }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path(".site.conf.propbus-reload-due")))
     }
 
     func testOneRendersFailureStopsNeitherTheDaemonNorTheOthers() async throws {

@@ -89,7 +89,7 @@ final class FileInstallerTests: XCTestCase {
 
     func testStagingIntoAMissingDirectoryFailsAndLeavesNothing() {
         XCTAssertThrowsError(try FileInstaller.stage(FileVersion(bytes: [1], ownership: nobody), beside: directory + "/none/app.conf")) { error in
-            XCTAssertTrue((error as? InstallError)?.message.contains("cannot create") == true, "\(error)")
+            XCTAssertTrue((error as? InstallError)?.message.contains("cannot stage") == true, "\(error)")
         }
     }
 

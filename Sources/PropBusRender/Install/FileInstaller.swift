@@ -58,50 +58,26 @@ public enum FileInstaller {
     }
 
     /// Writes `version` into a new temporary file beside `destination`: owner and mode first,
-    /// then every byte, then `fsync`. Returns its path; nothing is left behind on failure.
+    /// then every byte, then `fsync` (``DurableFile/writeTemporary(beside:_:mode:owner:tag:)``).
+    /// Returns its path; nothing is left behind on failure.
     public static func stage(_ version: FileVersion, beside destination: String) throws(InstallError) -> String {
-        let path = temporaryPath(for: destination)
-        let descriptor: FileDescriptor
-        do {
-            descriptor = try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600)
-        } catch {
-            throw InstallError("cannot create \(path) beside \(destination): \(error)")
-        }
-        var closed = false
-        defer { if !closed { try? descriptor.close() } }
-        func fail(_ what: String, _ error: Errno) -> InstallError {
-            try? descriptor.close()
-            closed = true
-            unlink(path)
-            return InstallError("\(what): \(error)")
-        }
         let target = version.ownership
-        // Before any byte: a secret must never sit in a file its reader-to-be cannot read or
-        // that others can (chmod after the write leaves that window open).
-        if target.userID != geteuid() || target.groupID != getegid() {
-            guard fchown(descriptor.rawValue, target.userID, target.groupID) == 0 else {
-                throw fail("cannot give \(path) to uid \(target.userID), gid \(target.groupID) (propbusd runs as uid \(geteuid()))", .current)
-            }
+        // Only root may give a file away: a daemon writing its own files does not ask.
+        let owner = target.userID != geteuid() || target.groupID != getegid() ? (target.userID, target.groupID) : nil
+        do {
+            return try DurableFile.writeTemporary(beside: destination, version.bytes, mode: mode_t(target.mode), owner: owner, tag: tag)
+        } catch {
+            let whose = owner.map { " owned by uid \($0.0), gid \($0.1) (propbusd runs as uid \(geteuid()))" } ?? ""
+            throw InstallError("cannot stage \(destination) in its directory\(whose), mode \(String(target.mode, radix: 8).leftPadded(to: 4)): \(error)")
         }
-        guard fchmod(descriptor.rawValue, mode_t(target.mode)) == 0 else { throw fail("cannot set the mode of \(path)", .current) }
-        do { try descriptor.writeAll(version.bytes) } catch { throw fail("cannot write \(path)", error) }
-        if case .failure(let error) = Errno.retryingInterrupted({ fsync(descriptor.rawValue) }) { throw fail("cannot sync \(path)", error) }
-        closed = true
-        do { try descriptor.close() } catch {
-            unlink(path)
-            throw InstallError("cannot close \(path): \(error)")
-        }
-        return path
     }
 
     /// Puts the staged file in place: `rename` over the destination, then `fsync` of the
     /// directory, so the new name survives a crash.
     public static func install(_ staged: StagedFile) throws(InstallError) {
-        do { try FileSystem.rename(staged.path, to: staged.destination) } catch {
-            unlink(staged.path)
-            throw InstallError("cannot rename \(staged.path) to \(staged.destination): \(error)")
+        do { try DurableFile.commit(staged.path, to: staged.destination) } catch {
+            throw InstallError("cannot rename \(staged.path) to \(staged.destination) and sync its directory: \(error)")
         }
-        try syncDirectory(of: staged.destination)
     }
 
     /// Removes a staged file that will not be installed.
@@ -113,8 +89,10 @@ public enum FileInstaller {
     /// removes the file when there was none before.
     public static func restore(_ previous: FileVersion?, at destination: String) throws(InstallError) {
         guard let previous else {
-            guard unlink(destination) == 0 || errno == ENOENT else { throw InstallError("cannot remove \(destination): \(Errno.current)") }
-            return try syncDirectory(of: destination)
+            do { try DurableFile.remove(destination) } catch {
+                if error != .noSuchFileOrDirectory { throw InstallError("cannot remove \(destination): \(error)") }
+            }
+            return
         }
         let path = try stage(previous, beside: destination)
         try install(StagedFile(path: path, destination: destination, previous: nil))
@@ -126,20 +104,21 @@ public enum FileInstaller {
     public static func removeLeftovers(of destination: String) -> [String] {
         let directory = FileSystem.directory(of: destination)
         let prefix = temporaryPrefix(for: destination)
+        // Exactly the staged files' names: the random part is [0-9a-z] (the reload note has a '-').
         let names = ((try? FileSystem.contentsOfDirectory(directory)) ?? []).filter { name in
-            name.hasPrefix(prefix) && name.utf8.count == prefix.utf8.count + 16
-                && name.utf8.dropFirst(prefix.utf8.count).allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
+            name.hasPrefix(prefix) && name.utf8.count > prefix.utf8.count
+                && name.utf8.dropFirst(prefix.utf8.count).allSatisfy { (48...57).contains($0) || (97...122).contains($0) }
         }
         for name in names { unlink(directory + "/" + name) }
         return names
     }
 
-    /// `.NAME.propbus-reload` beside `NAME`: a file installed whose `reload` has not succeeded
+    /// `.NAME.propbus-reload-due` beside `NAME`: a file installed whose `reload` has not succeeded
     /// yet. Made (and synced with the rename) before the file is renamed into place, removed once
     /// the reload succeeded: a daemon killed in between reloads at its next start, even though
     /// the file then holds what the keys give.
     public static func reloadMarker(for destination: String) -> String {
-        FileSystem.directory(of: destination) + "/" + temporaryPrefix(for: destination) + "reload"
+        FileSystem.directory(of: destination) + "/" + temporaryPrefix(for: destination) + "reload-due"
     }
 
     /// Notes that `destination`'s reload is due (``reloadMarker(for:)``).
@@ -158,25 +137,10 @@ public enum FileInstaller {
         unlink(reloadMarker(for: destination))
     }
 
-    /// `.NAME.propbus-` beside `NAME`: hidden, and telling whose it is.
+    /// A staged file is `.NAME.propbus-RANDOM` beside `NAME`: hidden, and telling whose it is.
+    static let tag = "propbus-"
+
     static func temporaryPrefix(for destination: String) -> String {
-        "." + FileSystem.lastComponent(of: destination) + ".propbus-"
-    }
-
-    static func temporaryPath(for destination: String) -> String {
-        let suffix = String(UInt64.random(in: 0...UInt64.max), radix: 16).leftPadded(to: 16)
-        return FileSystem.directory(of: destination) + "/" + temporaryPrefix(for: destination) + suffix
-    }
-
-    private static func syncDirectory(of path: String) throws(InstallError) {
-        let directory = FileSystem.directory(of: path)
-        let descriptor: FileDescriptor
-        do { descriptor = try FileDescriptor.open(directory, O_RDONLY | O_DIRECTORY) } catch {
-            throw InstallError("cannot open the directory \(directory) to sync it: \(error)")
-        }
-        defer { try? descriptor.close() }
-        if case .failure(let error) = Errno.retryingInterrupted({ fsync(descriptor.rawValue) }) {
-            throw InstallError("cannot sync the directory \(directory): \(error)")
-        }
+        "." + FileSystem.lastComponent(of: destination) + "." + tag
     }
 }
