@@ -26,6 +26,8 @@ let package = Package(
         .library(name: "PropBusClient", targets: ["PropBusClient"]),
         .executable(name: "propbusd", targets: ["propbusd"]),
         .executable(name: "propctl", targets: ["propctl"]),
+        // The GSettings backend GIO loads (GSETTINGS_BACKEND=propbus): libgiopropbus.so.
+        .library(name: "giopropbus", type: .dynamic, targets: ["GIOPropBus"]),
     ],
     targets: [
         .systemLibrary(
@@ -44,6 +46,23 @@ let package = Package(
         .systemLibrary(
             name: "CCurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        // GIO, for the GSettings backend module only: nothing else links GLib.
+        .systemLibrary(
+            name: "CGio",
+            pkgConfig: "gio-2.0",
+            providers: [.apt(["libglib2.0-dev"])]
+        ),
+        // The GSettings backend (C against GIO): GSettings reads and writes keys of propbusd.
+        // Linked as a plain C shared object, since GIO loads it into every GSettings user: the
+        // Swift driver that links it finds linker/c-module/linux/libswiftCore.so (an empty
+        // linker script) instead of the runtime, adds no Swift start-up object and no toolchain
+        // RUNPATH; only GIO's three module entry points are exported.
+        .target(
+            name: "GIOPropBus", dependencies: ["CGio"],
+            cSettings: [.unsafeFlags(["-fvisibility=hidden"])],
+            linkerSettings: [.unsafeFlags(["-resource-dir", Context.packageDirectory + "/linker/c-module",
+                                           "-no-toolchain-stdlib-rpath", "-nostartfiles"])]
         ),
         // Linux calls Swift cannot import directly (variadic prctl); header only, no library.
         .systemLibrary(name: "CLinux"),
