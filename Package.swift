@@ -64,6 +64,9 @@ let package = Package(
             linkerSettings: [.unsafeFlags(["-resource-dir", Context.packageDirectory + "/linker/c-module",
                                            "-no-toolchain-stdlib-rpath", "-nostartfiles"])]
         ),
+        // dconf's and GSettings' formats for propctl import and export: GVariant types, values and
+        // text, key files, schema XML, and paths as propbus keys. Pure Swift, no GLib.
+        .target(name: "GSettingsFormats", dependencies: ["DBusValues"]),
         // Linux calls Swift cannot import directly (variadic prctl); header only, no library.
         .systemLibrary(name: "CLinux"),
         // Typed wrappers over the C library (files, environment, clock): what Foundation gave,
@@ -104,7 +107,7 @@ let package = Package(
             linkerSettings: staticRuntimeInRelease
         ),
         .executableTarget(
-            name: "propctl", dependencies: ["CommandLineKit", "DBus", "PropBus", "PropBusExec", "PropBusModelFiles", "SystemKit"],
+            name: "propctl", dependencies: ["CommandLineKit", "DBus", "PropBus", "PropBusExec", "PropBusModelFiles", "SystemKit", "GSettingsFormats"],
             linkerSettings: staticRuntimeInRelease
         ),
         // The ReactiveCocoa MVVM introduction's Flickr search view model written with the client library; built with
@@ -130,6 +133,7 @@ let package = Package(
         .testTarget(name: "PropBusSystemTests", dependencies: ["PropBusSystem", "PropBusModelFiles", "PropBus", "DBusValues"]),
         .testTarget(name: "PropBusExecTests", dependencies: ["PropBusExec", "PropBus", "DBusValues"]),
         .testTarget(name: "CommandLineKitTests", dependencies: ["CommandLineKit"]),
+        .testTarget(name: "GSettingsFormatsTests", dependencies: ["GSettingsFormats", "DBusValues"]),
         .testTarget(name: "PropctlTests", dependencies: ["propctl", "CommandLineKit", "PropBus", "PropBusModelFiles", "DBus"]),
         .testTarget(name: "PropbusdTests", dependencies: ["propbusd", "CommandLineKit", "PropBus"]),
         // Real etcd members on loopback, for EtcdTests and the fleet integration tests.

@@ -266,7 +266,11 @@ static void take_load_reply(PbgsBackend *backend, PbgsGroup *group, GDBusMessage
             g_hash_table_iter_init(&iter, entries);
             while (g_hash_table_iter_next(&iter, &name, &data)) {
                 PbgsEntry *now = data, *before = g_hash_table_lookup(old, name);
-                if (before == NULL || !same_value(before->value, now->value) || before->is_set != now->is_set || before->layer != now->layer)
+                /* A stale entry's value was announced when its signal came (readers wait for
+                 * this reply to learn whether it is the user's): only what differs from what
+                 * was announced is news. */
+                gboolean announced = before != NULL && before->stale && same_value(before->value, now->value);
+                if (before == NULL || (!announced && !same_value(pbgs_visible(before), pbgs_visible(now))))
                     notify_key(backend, group, name, PBGS_NOTIFY_CHANGED, notifications);
                 if (before == NULL ? !now->writable : before->writable != now->writable)
                     notify_key(backend, group, name, PBGS_NOTIFY_WRITABLE, notifications);
