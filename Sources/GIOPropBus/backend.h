@@ -47,6 +47,7 @@ typedef struct {
     GVariant *value;              /* the value clients read, in D-Bus form; NULL until known */
     GVariant *user_value;         /* the user's own value while a layer above hides it */
     GVariant *definition_default; /* the definition's default */
+    GVariant *metadata;           /* the ListProperties metadata it was read with (a{sv}), or NULL */
     PbgsLayer layer;
     gboolean is_set;
     gboolean writable;

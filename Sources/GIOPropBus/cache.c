@@ -14,6 +14,7 @@ void pbgs_entry_free(gpointer data) {
     g_clear_pointer(&entry->value, g_variant_unref);
     g_clear_pointer(&entry->user_value, g_variant_unref);
     g_clear_pointer(&entry->definition_default, g_variant_unref);
+    g_clear_pointer(&entry->metadata, g_variant_unref);
     g_free(entry);
 }
 
@@ -169,6 +170,7 @@ static PbgsEntry *entry_from_row(GVariant *value, GVariant *metadata) {
     entry->layer = layer_named(layer, is_set);
     entry->user_value = g_variant_lookup_value(metadata, "user_value", NULL);
     entry->definition_default = g_variant_lookup_value(metadata, "default", NULL);
+    entry->metadata = g_variant_ref(metadata);
     return entry;
 }
 

@@ -79,6 +79,34 @@ static PbgsEntry *entry_for(PbgsBackend *backend, const gchar *settings_key, Pbg
     return *group ? g_hash_table_lookup((*group)->entries, *name) : NULL;
 }
 
+/* Whether writing `write` to `entry` would change nothing while the key holds no value of the
+ * user's (it reads its default, or a site or vendor value, equal to it): GSettings' writes are
+ * the user's, as in dconf, so the value is stored by registering the key again (``keep_call``). */
+static gboolean needs_keep(PbgsEntry *entry, PbgsWrite *write) {
+    return !entry->is_set && !entry->stale && entry->metadata != NULL && entry->value != NULL
+        && g_variant_equal(entry->value, write->dbus_value);
+}
+
+/* CreateProperty with the key's own definition (as ListProperties said it) and the value as
+ * `value`, which the daemon stores only when none is: nothing anyone reads changes. */
+static GDBusMessage *keep_call(const gchar *key, PbgsEntry *entry, PbgsWrite *write) {
+    static const gchar *const names[] = {"description", "minimum", "maximum", "choices", "persistent", "writable", "writers", "secret", "scope", NULL};
+    GVariantBuilder options;
+    g_variant_builder_init(&options, G_VARIANT_TYPE("a{sv}"));
+    for (const gchar *const *name = names; *name; name++) {
+        GVariant *value = g_variant_lookup_value(entry->metadata, *name, NULL);
+        if (value != NULL) {
+            g_variant_builder_add(&options, "{sv}", *name, value);
+            g_variant_unref(value);
+        }
+    }
+    g_variant_builder_add(&options, "{sv}", "value", write->dbus_value);
+    GVariant *definition_default = entry->definition_default ? entry->definition_default : entry->value;
+    return call(PBGS_ROOT_PATH, PBGS_MANAGER_INTERFACE, "CreateProperty",
+                g_variant_new("(ss@va{sv})", key, g_variant_get_type_string(entry->value),
+                              g_variant_new_variant(definition_default), &options));
+}
+
 static void send_batch(PbgsBackend *backend) {
     GVariantBuilder sets, resets;
     g_variant_builder_init(&sets, G_VARIANT_TYPE("a{sv}"));
@@ -101,12 +129,17 @@ static void send_batch(PbgsBackend *backend) {
             continue;
         }
         if (write->value != NULL && entry == NULL) {
+            /* Created holding the value: a Set of a value equal to the new key's default would
+             * change nothing and leave the key without a value of the user's. */
             GVariantBuilder options;
             g_variant_builder_init(&options, G_VARIANT_TYPE("a{sv}"));
             if (write->summary != NULL) g_variant_builder_add(&options, "{sv}", "description", g_variant_new_string(write->summary));
+            g_variant_builder_add(&options, "{sv}", "value", write->dbus_value);
             send_call(backend, call(PBGS_ROOT_PATH, PBGS_MANAGER_INTERFACE, "CreateProperty",
                                     g_variant_new("(ss@va{sv})", key, write->dbus_type,
                                                   g_variant_new_variant(write->new_default), &options)));
+        } else if (write->value != NULL && needs_keep(entry, write)) {
+            send_call(backend, keep_call(key, entry, write));
         }
         gchar *object_path = pbgs_object_path_for_group(group ? group->group : "");
         if (single != NULL) g_clear_object(&single);
@@ -176,8 +209,14 @@ static void finish_batch(PbgsBackend *backend, GPtrArray *notifications) {
         if (backend->pending != NULL && g_hash_table_contains(backend->pending, settings_key)) continue;
         PbgsGroup *group;
         gchar *name;
-        GVariant *now = pbgs_visible(entry_for(backend, settings_key, &group, &name));
+        PbgsEntry *entry = entry_for(backend, settings_key, &group, &name);
         g_free(name);
+        if (error == NULL && entry != NULL && write->value != NULL && entry->value != NULL && g_variant_equal(entry->value, write->dbus_value)) {
+            /* Stored as the user's (a Set, or a keep that announced nothing). */
+            entry->is_set = TRUE;
+            if (entry->layer != PBGS_LAYER_MANDATORY && entry->layer != PBGS_LAYER_OVERRIDE) entry->layer = PBGS_LAYER_USER;
+        }
+        GVariant *now = pbgs_visible(entry);
         gboolean same = write->value == NULL ? now == NULL : (now != NULL && g_variant_equal(now, write->dbus_value));
         if ((error != NULL || !same) && notifications != NULL) pbgs_notify(notifications, PBGS_NOTIFY_CHANGED, settings_key, NULL);
     }

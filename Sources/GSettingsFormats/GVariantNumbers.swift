@@ -1,3 +1,5 @@
+import Glibc
+
 /// Numbers of GVariant's text format: integers as C's `strtoull` with base 0 reads them
 /// (`0x` hex, a leading `0` octal, an optional sign), doubles as `strtod`, each range-checked for
 /// its type; and doubles written so that reading them back gives the same bits.
@@ -54,13 +56,13 @@ enum GVariantNumbers {
         }
     }
 
-    /// The shortest text that reads back as `value`, with a `.` or `e` (GLib adds `.0` to a
-    /// whole number, so it does not read back as an integer).
+    /// The text GLib gives (`g_ascii_dtostr`: C's `%.17g`, which reads back as the same bits),
+    /// with `.0` added when it has no `.` or exponent, so that it does not read back as an integer.
     static func text(of value: Double) -> String {
-        if value.isNaN { return "nan" }
-        if value.isInfinite { return value < 0 ? "-inf" : "inf" }
-        var text = value.description
-        if !text.contains(".") && !text.contains("e") { text += ".0" }
+        var buffer = [CChar](repeating: 0, count: 40)
+        _ = withVaList([value]) { arguments in vsnprintf(&buffer, buffer.count, "%.17g", arguments) }
+        var text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        if !text.contains(where: { $0 == "." || $0 == "e" || $0 == "n" || $0 == "N" }) { text += ".0" }
         return text
     }
 }

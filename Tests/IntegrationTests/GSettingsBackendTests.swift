@@ -74,6 +74,30 @@ final class GSettingsBackendTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertEqual(trimmed(afterReset), "'Cantarell 11'", "\(afterReset)")
     }
 
+    /// What GSettings writes is the user's, as in dconf, also when it equals what the key reads
+    /// without one (a Set of that value changes nothing, so the daemon would keep it unset and
+    /// GSettings would read its schema's default); a key's own default never stands in for the
+    /// schema's.
+    func testAWriteEqualToTheKeysDefaultIsStoredAsTheUsers() async throws {
+        let created = try await propctl(["create", "org.propbus.gstest.count", "i", "--default", "50"])
+        XCTAssertTrue(created.succeeded, "\(created)")
+        let schemaDefault = try await gsettings(["get", GSettingsWorld.schemaID, "count"])
+        XCTAssertEqual(trimmed(schemaDefault), "3", "\(schemaDefault)")
+        let set = try await gsettings(["set", GSettingsWorld.schemaID, "count", "50"])
+        XCTAssertTrue(set.succeeded, "\(set)")
+        let read = try await gsettings(["get", GSettingsWorld.schemaID, "count"])
+        XCTAssertEqual(trimmed(read), "50", "\(read)")
+        let isSet = try await propctl(["describe", "org.propbus.gstest.count", "--field", "is_set"])
+        XCTAssertEqual(trimmed(isSet), "true", "\(isSet)")
+        // A new key created by a write of its type's zero holds it too.
+        let zero = try await gsettings(["set", GSettingsWorld.schemaID, "enabled", "false"])
+        XCTAssertTrue(zero.succeeded, "\(zero)")
+        let enabled = try await gsettings(["get", GSettingsWorld.schemaID, "enabled"])
+        XCTAssertEqual(trimmed(enabled), "false", "\(enabled)")
+        let otherProcess = try await propctl(["describe", "org.propbus.gstest.enabled", "--field", "is_set"])
+        XCTAssertEqual(trimmed(otherProcess), "true", "\(otherProcess)")
+    }
+
     /// Each GVariant type becomes a D-Bus type (a maybe an array of at most one one-field
     /// struct); `gsettings get` reads back what it wrote.
     func testGVariantTypesMapToDBusTypesBothWays() async throws {
