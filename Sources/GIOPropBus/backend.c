@@ -51,21 +51,18 @@ void pbgs_emit(PbgsBackend *backend, GPtrArray *notifications) {
  * new); NULL when the daemon has no such key. `group_out` gets the group: NULL for a key with
  * no propbus counterpart, or a group dropped while we waited. */
 static PbgsEntry *entry_of_key(PbgsBackend *backend, const gchar *settings_key, PbgsGroup **group_out) {
-    gchar *key = pbgs_key_for_settings_key(settings_key);
-    gchar *group_name = NULL, *name = NULL;
+    const PbgsName *name = pbgs_name_of(backend, settings_key);
     PbgsGroup *group = NULL;
-    if (key != NULL && pbgs_split_key(key, &group_name, &name)) {
-        group = pbgs_group_named(backend, group_name, TRUE);
-        pbgs_wait_loaded(backend, group, name);
-        /* Waiting released the lock. */
-        group = pbgs_group_named(backend, group_name, FALSE);
+    if (name->group != NULL) {
+        group = pbgs_group_named(backend, name->group, TRUE);
+        if (group->state == PBGS_GROUP_LOADING || group->load_serial != 0) {
+            pbgs_wait_loaded(backend, group, name->name);
+            /* Waiting released the lock. */
+            group = pbgs_group_named(backend, name->group, FALSE);
+        }
     }
-    PbgsEntry *entry = group ? g_hash_table_lookup(group->entries, name) : NULL;
     if (group_out) *group_out = group;
-    g_free(key);
-    g_free(group_name);
-    g_free(name);
-    return entry;
+    return group ? g_hash_table_lookup(group->entries, name->name) : NULL;
 }
 
 static GVariant *decoded(GVariant *dbus_value, const GVariantType *type) {
@@ -331,6 +328,7 @@ static void pbgs_backend_init(PbgsBackend *backend) {
     backend->groups = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, pbgs_group_free);
     backend->loads = g_hash_table_new(g_direct_hash, g_direct_equal);
     backend->in_flight_serials = g_hash_table_new(g_direct_hash, g_direct_equal);
+    backend->names = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, pbgs_name_free);
 
     GError *error = NULL;
     gchar *address = g_dbus_address_get_for_bus_sync(G_BUS_TYPE_SESSION, NULL, &error);
@@ -375,6 +373,7 @@ static void pbgs_backend_finalize(GObject *object) {
     g_clear_pointer(&backend->pending, g_hash_table_unref);
     g_clear_pointer(&backend->in_flight, g_hash_table_unref);
     g_clear_pointer(&backend->schema_paths, g_hash_table_unref);
+    g_hash_table_unref(backend->names);
     g_free(backend->in_flight_error);
     g_free(backend->owner);
     g_mutex_clear(&backend->lock);

@@ -91,6 +91,12 @@ typedef struct {
     gchar *summary;         /* the schema's summary, the new key's description */
 } PbgsWrite;
 
+/* A settings key's propbus group and name, worked out once per key (reads are hot). */
+typedef struct {
+    gchar *group; /* NULL: the path has no propbus key */
+    gchar *name;
+} PbgsName;
+
 typedef struct _PbgsBackend PbgsBackend;
 
 /* backend.c */
@@ -115,6 +121,7 @@ struct _PbgsBackend {
     GHashTable *in_flight_serials; /* serials of the calls of the write out */
     gchar *in_flight_error;      /* the first error one of them answered */
     GHashTable *schema_paths;    /* settings path -> schema id, for defaults of new keys */
+    GHashTable *names;           /* settings key -> PbgsName*, as read or written so far */
 };
 
 /* cache.c (the lock held unless said otherwise) */
@@ -129,6 +136,8 @@ GDBusMessage *pbgs_filter(GDBusConnection *bus, GDBusMessage *message, gboolean 
 gboolean pbgs_send(PbgsBackend *backend, GDBusMessage *message, guint32 *serial);
 void pbgs_add_match(PbgsBackend *backend, const gchar *rule, gboolean add);
 void pbgs_entry_free(gpointer entry);
+const PbgsName *pbgs_name_of(PbgsBackend *backend, const gchar *settings_key);
+void pbgs_name_free(gpointer name);
 
 /* writes.c (the lock held) */
 void pbgs_write_free(gpointer write);

@@ -18,6 +18,24 @@ void pbgs_entry_free(gpointer data) {
     g_free(entry);
 }
 
+void pbgs_name_free(gpointer data) {
+    PbgsName *name = data;
+    g_free(name->group);
+    g_free(name->name);
+    g_free(name);
+}
+
+const PbgsName *pbgs_name_of(PbgsBackend *backend, const gchar *settings_key) {
+    PbgsName *found = g_hash_table_lookup(backend->names, settings_key);
+    if (found != NULL) return found;
+    found = g_new0(PbgsName, 1);
+    gchar *key = pbgs_key_for_settings_key(settings_key);
+    if (key != NULL && !pbgs_split_key(key, &found->group, &found->name)) found->group = NULL;
+    g_free(key);
+    g_hash_table_insert(backend->names, g_strdup(settings_key), found);
+    return found;
+}
+
 void pbgs_group_free(gpointer data) {
     PbgsGroup *group = data;
     g_free(group->group);

@@ -36,8 +36,9 @@ GVariant *pbgs_visible(PbgsEntry *entry) {
 /* Our own change came back: its outcome is known without asking (a Set makes the value the
  * user's; a Reset leaves the definition's default, or a layer's value that shows through). */
 void pbgs_learn_from_own_write(PbgsBackend *backend, PbgsGroup *group, const gchar *name, PbgsEntry *entry) {
+    if (backend->in_flight == NULL) return;
     gchar *key = pbgs_settings_key_for_key(group->group, name);
-    PbgsWrite *write = key && backend->in_flight ? g_hash_table_lookup(backend->in_flight, key) : NULL;
+    PbgsWrite *write = key ? g_hash_table_lookup(backend->in_flight, key) : NULL;
     g_free(key);
     if (write == NULL) return;
     if (write->value != NULL && g_variant_equal(write->dbus_value, entry->value)) {
@@ -68,15 +69,11 @@ static void send_call(PbgsBackend *backend, GDBusMessage *message) {
 }
 
 /* The key's entry in the copy, or NULL; `group` and `name` get the key's parts. */
-static PbgsEntry *entry_for(PbgsBackend *backend, const gchar *settings_key, PbgsGroup **group, gchar **name) {
-    gchar *key = pbgs_key_for_settings_key(settings_key);
-    gchar *group_name = NULL;
-    *group = NULL;
-    *name = NULL;
-    if (key != NULL && pbgs_split_key(key, &group_name, name)) *group = pbgs_group_named(backend, group_name, FALSE);
-    g_free(group_name);
-    g_free(key);
-    return *group ? g_hash_table_lookup((*group)->entries, *name) : NULL;
+static PbgsEntry *entry_for(PbgsBackend *backend, const gchar *settings_key, PbgsGroup **group, const gchar **name) {
+    const PbgsName *parts = pbgs_name_of(backend, settings_key);
+    *group = parts->group ? pbgs_group_named(backend, parts->group, FALSE) : NULL;
+    *name = parts->name;
+    return *group ? g_hash_table_lookup((*group)->entries, parts->name) : NULL;
 }
 
 /* Whether writing `write` to `entry` would change nothing while the key holds no value of the
@@ -119,15 +116,12 @@ static void send_batch(PbgsBackend *backend) {
     while (g_hash_table_iter_next(&iter, &settings_key, &data)) {
         PbgsWrite *write = data;
         PbgsGroup *group;
-        gchar *name;
+        const gchar *name;
         PbgsEntry *entry = entry_for(backend, settings_key, &group, &name);
-        gchar *key = pbgs_key_for_settings_key(settings_key);
-        if (key == NULL || name == NULL || (write->value == NULL && entry == NULL)) {
-            /* A reset of a key the daemon does not have changes nothing. */
-            g_free(key);
-            g_free(name);
-            continue;
-        }
+        const gchar *group_name = pbgs_name_of(backend, settings_key)->group;
+        /* A reset of a key the daemon does not have changes nothing. */
+        if (group_name == NULL || (write->value == NULL && entry == NULL)) continue;
+        gchar *key = g_strconcat(group_name, ".", name, NULL);
         if (write->value != NULL && entry == NULL) {
             /* Created holding the value: a Set of a value equal to the new key's default would
              * change nothing and leave the key without a value of the user's. */
@@ -141,7 +135,7 @@ static void send_batch(PbgsBackend *backend) {
         } else if (write->value != NULL && needs_keep(entry, write)) {
             send_call(backend, keep_call(key, entry, write));
         }
-        gchar *object_path = pbgs_object_path_for_group(group ? group->group : "");
+        gchar *object_path = pbgs_object_path_for_group(group_name);
         if (single != NULL) g_clear_object(&single);
         if (write->value != NULL) {
             g_variant_builder_add(&sets, "{sv}", key, write->dbus_value);
@@ -154,7 +148,6 @@ static void send_batch(PbgsBackend *backend) {
         count++;
         g_free(object_path);
         g_free(key);
-        g_free(name);
     }
     if (count == 1) {
         send_call(backend, g_steal_pointer(&single));
@@ -208,9 +201,8 @@ static void finish_batch(PbgsBackend *backend, GPtrArray *notifications) {
         PbgsWrite *write = data;
         if (backend->pending != NULL && g_hash_table_contains(backend->pending, settings_key)) continue;
         PbgsGroup *group;
-        gchar *name;
+        const gchar *name;
         PbgsEntry *entry = entry_for(backend, settings_key, &group, &name);
-        g_free(name);
         if (error == NULL && entry != NULL && write->value != NULL && entry->value != NULL && g_variant_equal(entry->value, write->dbus_value)) {
             /* Stored as the user's (a Set, or a keep that announced nothing). */
             entry->is_set = TRUE;

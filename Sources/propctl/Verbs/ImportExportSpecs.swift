@@ -1,5 +1,7 @@
 import CommandLineKit
-extension PropctlSpec {
+/// The declarations of `propctl import` and `export` (dconf's and GSettings' files,
+/// docs/dconf.md), which ``PropctlSpec/root`` lists.
+enum SettingsSpecs {
     /// `propctl import dconf|gschema|dconf-db [SOURCE]`
     static let importSettings = CommandSpec(
         name: "import",
@@ -45,11 +47,11 @@ extension PropctlSpec {
                   optional: true, completion: .file),
         ],
         examples: [
-            .init("Move a user's settings from dconf", "dconf dump / | propctl import dconf"),
+            .init("Move a user's settings (dconf dump / > settings.ini first)", "propctl import dconf settings.ini"),
             .init("See what a dump would change", "propctl import dconf --dry-run settings.ini"),
-            .init("Load one directory, as dconf load does", "dconf dump /org/gnome/desktop/ | propctl import dconf --path /org/gnome/desktop/"),
+            .init("Load one directory's dump, as dconf load DIR does", "propctl import dconf --path /org/gnome/desktop/ desktop.ini"),
             .init("Definitions of every installed schema", "propctl import gschema /usr/share/glib-2.0/schemas"),
-            .init("An administrator's defaults and locks", "sudo propctl --system import dconf-db /etc/dconf/db/local.d"),
+            .init("An administrator's defaults and locks", "propctl --system import dconf-db /etc/dconf/db/local.d"),
         ]
     )
 
@@ -68,8 +70,8 @@ extension PropctlSpec {
             .init("DIR", help: "The dconf directory to export, e.g. /org/gnome/desktop/ (default /).", optional: true),
         ],
         examples: [
-            .init("Back to dconf", "propctl export dconf / | dconf load /"),
-            .init("Compare with dconf's own dump", "diff <(dconf dump /org/gnome/) <(propctl export dconf /org/gnome/)"),
+            .init("Everything, for dconf load / (or a diff with dconf dump /)", "propctl export dconf"),
+            .init("One directory, for dconf load /org/gnome/desktop/", "propctl export dconf /org/gnome/desktop/"),
         ]
     )
 }

@@ -21,7 +21,7 @@ enum PropctlSpec {
             .version,
         ],
         subcommands: [get, set, reset, list, watch, describe, create, delete, override, bind, bindings, unbind, history, blame, revert,
-                      exec, serve, cancel, createCommand, deleteCommand, dump, load, importSettings, exportSettings, status, reload, lock, unlock, prune, codegen, completion],
+                      exec, serve, cancel, createCommand, deleteCommand, dump, load, SettingsSpecs.importSettings, SettingsSpecs.exportSettings, status, reload, lock, unlock, prune, codegen, completion],
         exclusiveOptions: [["system", "user", "address"]],
         examples: [
             .init("Turn a switch on", "propctl set ui.switch.on true"),
