@@ -41,36 +41,17 @@ bench_bin propbusd giopropbus
 [ -f "$bin/libgiopropbus.so" ] || { echo "gsettings: $bin/libgiopropbus.so was not built" >&2; exit 1; }
 
 # --- one private bus: dconf-service activatable, propbusd started -----------------------
-# (bench_start_bus's bus has no service directory: this one is set up the same way, with one.)
-tmp=$(mktemp -d "${TMPDIR:-/var/tmp}/propbus-gsettings.XXXXXX")
-pids=()
-trap bench_stop_all EXIT
-trap 'exit 130' INT TERM
+bench_start_bus gsettings '<servicedir>@TMP@/services</servicedir>'
 mkdir -p "$tmp/services" "$tmp/config" "$tmp/runtime" "$tmp/schemas"
 chmod 700 "$tmp/runtime"
+# The bus reads the directory again when asked for a name it does not know.
 grep -v '^SystemdService=' /usr/share/dbus-1/services/ca.desrt.dconf.service > "$tmp/services/ca.desrt.dconf.service"
 echo "user-db:user" > "$tmp/profile"
 export XDG_CONFIG_HOME="$tmp/config" XDG_RUNTIME_DIR="$tmp/runtime" DCONF_PROFILE="$tmp/profile" HOME="$tmp"
-sed "s|__TMP__|$tmp|" > "$tmp/bus.conf" <<CONF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:path=__TMP__/bus</listen>
-  <auth>EXTERNAL</auth>
-  <servicedir>__TMP__/services</servicedir>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-  <limit name="max_replies_per_connection">50000</limit>
-  <limit name="max_match_rules_per_connection">50000</limit>
-</busconfig>
-CONF
-{ read -r ADDR; read -r bus_pid; } < <(dbus-daemon --config-file="$tmp/bus.conf" --fork --print-address=1 --print-pid=1)
-pids+=("$bus_pid")
 export DBUS_SESSION_BUS_ADDRESS=$ADDR
+# dconf-service, started by the bus, takes the bus's environment: its database goes to $tmp too.
+busctl --address="$ADDR" call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus UpdateActivationEnvironment \
+  'a{ss}' 4 XDG_CONFIG_HOME "$XDG_CONFIG_HOME" XDG_RUNTIME_DIR "$XDG_RUNTIME_DIR" DCONF_PROFILE "$DCONF_PROFILE" HOME "$HOME"
 
 STATE_DIRECTORY="$tmp/state" XDG_STATE_HOME="$tmp/xdg-state" "$bin/propbusd" --address "$ADDR" >"$tmp/propbusd.log" 2>&1 &
 daemon_pid=$!; pids+=("$daemon_pid")
@@ -102,6 +83,7 @@ probe() {  # BACKEND MODE COUNT
 
 # The key exists in both before anything is timed (propbus creates it on the first write).
 probe dconf write 2 >/dev/null
+[ -f "$tmp/config/dconf/user" ] || { echo "gsettings: dconf-service did not write its database into $tmp" >&2; exit 1; }
 probe propbus write 2 >/dev/null
 
 declare -A results

@@ -225,18 +225,23 @@ static void apply_change(PbgsBackend *backend, PbgsGroup *group, const gchar *na
     notify_key(backend, group, name, PBGS_NOTIFY_CHANGED, notifications);
 }
 
-static void apply_properties_changed(PbgsBackend *backend, PbgsGroup *group, GVariant *body, GPtrArray *notifications) {
-    GVariant *changed = NULL;
-    const gchar **invalidated = NULL;
-    g_variant_get(body, "(&s@a{sv}^a&s)", NULL, &changed, &invalidated);
+/* Every value of an `a{sv}` of the group's properties (PropertiesChanged, InterfacesAdded). */
+static void apply_values(PbgsBackend *backend, PbgsGroup *group, GVariant *values, GPtrArray *notifications) {
     GVariantIter iter;
     const gchar *name;
     GVariant *value;
-    g_variant_iter_init(&iter, changed);
+    g_variant_iter_init(&iter, values);
     while (g_variant_iter_next(&iter, "{&sv}", &name, &value)) {
         apply_change(backend, group, name, value, notifications);
         g_variant_unref(value);
     }
+}
+
+static void apply_properties_changed(PbgsBackend *backend, PbgsGroup *group, GVariant *body, GPtrArray *notifications) {
+    GVariant *changed = NULL;
+    const gchar **invalidated = NULL;
+    g_variant_get(body, "(&s@a{sv}^a&s)", NULL, &changed, &invalidated);
+    apply_values(backend, group, changed, notifications);
     /* Secret keys, deleted keys and signals too large to carry values: read them again. */
     if (invalidated != NULL && invalidated[0] != NULL) {
         for (const gchar **n = invalidated; *n; n++) {
@@ -365,14 +370,7 @@ static gboolean take_signal(PbgsBackend *backend, GDBusMessage *message, GPtrArr
         PbgsGroup *group = group_at_object_path(backend, object);
         GVariant *properties = group ? g_variant_lookup_value(interfaces, PBGS_VALUES_INTERFACE, G_VARIANT_TYPE("a{sv}")) : NULL;
         if (properties != NULL && group->state != PBGS_GROUP_LOADING) {
-            GVariantIter iter;
-            const gchar *name;
-            GVariant *value;
-            g_variant_iter_init(&iter, properties);
-            while (g_variant_iter_next(&iter, "{&sv}", &name, &value)) {
-                apply_change(backend, group, name, value, notifications);
-                g_variant_unref(value);
-            }
+            apply_values(backend, group, properties, notifications);
         } else if (properties != NULL) {
             pbgs_group_load(backend, group);
         }

@@ -3,41 +3,19 @@ enum GVariantEscapes {
     /// The text of a quoted string token (`'…'` or `"…"`, quotes included): `\u`/`\U` escapes,
     /// C's one-letter escapes, a backslash-newline dropped, any other escaped character itself.
     static func unescapeString(_ token: ArraySlice<UInt8>) throws(GVariantError) -> String {
-        guard let quote = token.first, token.count >= 2, token.last == quote else {
-            throw GVariantError("unterminated string constant")
+        let bytes = try unescape(token) { (escaped, token, i, end, out) throws(GVariantError) -> Bool in
+            guard escaped == UInt8(ascii: "u") || escaped == UInt8(ascii: "U") else { return false }
+            let length = escaped == UInt8(ascii: "u") ? 4 : 8
+            let digits = token[(i + 1)..<min(i + 1 + length, end)]
+            guard digits.count == length, let value = UInt32(String(decoding: digits, as: UTF8.self), radix: 16), value != 0,
+                  let scalar = Unicode.Scalar(value) else {
+                throw GVariantError("invalid \(length)-character unicode escape")
+            }
+            out.append(contentsOf: Array(String(Character(scalar)).utf8))
+            i += 1 + length
+            return true
         }
-        var out: [UInt8] = []
-        var i = token.startIndex + 1
-        let end = token.endIndex - 1
-        while i < end {
-            let byte = token[i]
-            guard byte == UInt8(ascii: "\\") else {
-                out.append(byte)
-                i += 1
-                continue
-            }
-            i += 1
-            guard i < end else { throw GVariantError("unterminated string constant") }
-            let escaped = token[i]
-            if escaped == UInt8(ascii: "u") || escaped == UInt8(ascii: "U") {
-                let length = escaped == UInt8(ascii: "u") ? 4 : 8
-                let digits = token[(i + 1)..<min(i + 1 + length, end)]
-                guard digits.count == length, let value = UInt32(String(decoding: digits, as: UTF8.self), radix: 16), value != 0,
-                      let scalar = Unicode.Scalar(value) else {
-                    throw GVariantError("invalid \(length)-character unicode escape")
-                }
-                out.append(contentsOf: Array(String(Character(scalar)).utf8))
-                i += 1 + length
-                continue
-            }
-            if let control = controlEscapes[escaped] {
-                out.append(control)
-            } else if escaped != UInt8(ascii: "\n") {
-                out.append(escaped)
-            }
-            i += 1
-        }
-        guard let text = String(validating: out, as: UTF8.self) else { throw GVariantError("a string is not valid UTF-8") }
+        guard let text = String(validating: bytes, as: UTF8.self) else { throw GVariantError("a string is not valid UTF-8") }
         return text
     }
 
@@ -45,6 +23,29 @@ enum GVariantEscapes {
     /// to three digits, C's one-letter escapes; a terminating NUL added, as GLib's
     /// `g_variant_new_bytestring` does (and a NUL inside ends it, as there).
     static func unescapeBytes(_ token: ArraySlice<UInt8>) throws(GVariantError) -> [UInt8] {
+        var out = try unescape(token) { (escaped, token, i, end, out) throws(GVariantError) -> Bool in
+            guard escaped >= 0x30 && escaped <= 0x37 else { return false }
+            var value = escaped - 0x30
+            i += 1
+            for _ in 0..<2 where i < end && token[i] >= 0x30 && token[i] <= 0x37 {
+                value = value &<< 3 | (token[i] - 0x30)
+                i += 1
+            }
+            out.append(value)
+            return true
+        }
+        if let nul = out.firstIndex(of: 0) { out.removeSubrange(nul...) }
+        return out + [0]
+    }
+
+    /// The bytes between a token's quotes with escapes read: `special` reads the escapes of one
+    /// kind of token (given the escaped byte, the token, the index of that byte — which it moves
+    /// past what it read — the end, and the output; false: not one of its escapes), then C's
+    /// one-letter escapes; a backslash-newline is dropped, any other escaped byte is itself.
+    private static func unescape(
+        _ token: ArraySlice<UInt8>,
+        special: (UInt8, ArraySlice<UInt8>, inout Int, Int, inout [UInt8]) throws(GVariantError) -> Bool
+    ) throws(GVariantError) -> [UInt8] {
         guard let quote = token.first, token.count >= 2, token.last == quote else {
             throw GVariantError("unterminated string constant")
         }
@@ -61,16 +62,7 @@ enum GVariantEscapes {
             i += 1
             guard i < end else { throw GVariantError("unterminated string constant") }
             let escaped = token[i]
-            if escaped >= 0x30 && escaped <= 0x37 {
-                var value = escaped - 0x30
-                i += 1
-                for _ in 0..<2 where i < end && token[i] >= 0x30 && token[i] <= 0x37 {
-                    value = value &<< 3 | (token[i] - 0x30)
-                    i += 1
-                }
-                out.append(value)
-                continue
-            }
+            if try special(escaped, token, &i, end, &out) { continue }
             if let control = controlEscapes[escaped] {
                 out.append(control)
             } else if escaped != UInt8(ascii: "\n") {
@@ -78,8 +70,7 @@ enum GVariantEscapes {
             }
             i += 1
         }
-        if let nul = out.firstIndex(of: 0) { out.removeSubrange(nul...) }
-        return out + [0]
+        return out
     }
 
     private static let controlEscapes: [UInt8: UInt8] = [
