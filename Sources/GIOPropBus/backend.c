@@ -19,7 +19,6 @@ static PbgsBackend *self(GSettingsBackend *backend) {
 static void notification_free(gpointer data) {
     PbgsNotification *notification = data;
     g_free(notification->key);
-    if (notification->tree) g_tree_unref(notification->tree);
     g_free(notification);
 }
 
@@ -32,17 +31,42 @@ void pbgs_notify(GPtrArray *notifications, PbgsNotifyKind kind, const gchar *key
     g_ptr_array_add(notifications, notification);
 }
 
-/* Sends the notifications, outside the lock: GSettings may call back in. */
+/* The directory part of a settings key ("/a/b/" of "/a/b/c"), its length. */
+static gsize directory_length(const gchar *key) {
+    const gchar *slash = strrchr(key, '/');
+    return slash ? (gsize) (slash - key + 1) : 0;
+}
+
+/* Sends the notifications, outside the lock: GSettings may call back in. Changes of one
+ * directory in a row (one PropertiesChanged, one reply) go out as one keys_changed, so that a
+ * GSettings sees another program's Apply as one change-event, as it sees its own. */
 void pbgs_emit(PbgsBackend *backend, GPtrArray *notifications) {
     GSettingsBackend *settings = G_SETTINGS_BACKEND(backend);
-    for (guint i = 0; i < notifications->len; i++) {
+    for (guint i = 0; i < notifications->len;) {
         PbgsNotification *n = g_ptr_array_index(notifications, i);
-        switch (n->kind) {
-        case PBGS_NOTIFY_CHANGED: g_settings_backend_changed(settings, n->key, n->origin_tag); break;
-        case PBGS_NOTIFY_WRITABLE: g_settings_backend_writable_changed(settings, n->key); break;
-        case PBGS_NOTIFY_TREE: g_settings_backend_changed_tree(settings, n->tree, n->origin_tag); break;
+        guint run = 1;
+        gsize length = directory_length(n->key);
+        while (n->kind == PBGS_NOTIFY_CHANGED && i + run < notifications->len) {
+            PbgsNotification *next = g_ptr_array_index(notifications, i + run);
+            if (next->kind != PBGS_NOTIFY_CHANGED || next->origin_tag != n->origin_tag || directory_length(next->key) != length
+                || strncmp(next->key, n->key, length) != 0)
+                break;
+            run++;
         }
-        notification_free(n);
+        if (run > 1) {
+            gchar *path = g_strndup(n->key, length);
+            const gchar **items = g_new0(const gchar *, run + 1);
+            for (guint j = 0; j < run; j++) items[j] = ((PbgsNotification *) g_ptr_array_index(notifications, i + j))->key + length;
+            g_settings_backend_keys_changed(settings, path, items, n->origin_tag);
+            g_free(items);
+            g_free(path);
+        } else if (n->kind == PBGS_NOTIFY_CHANGED) {
+            g_settings_backend_changed(settings, n->key, n->origin_tag);
+        } else {
+            g_settings_backend_writable_changed(settings, n->key);
+        }
+        for (guint j = 0; j < run; j++) notification_free(g_ptr_array_index(notifications, i + j));
+        i += run;
     }
     g_ptr_array_free(notifications, TRUE);
 }

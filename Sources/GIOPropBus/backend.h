@@ -73,11 +73,10 @@ typedef struct {
 } PbgsGroup;
 
 /* A notification to send once the lock is released. */
-typedef enum { PBGS_NOTIFY_CHANGED, PBGS_NOTIFY_WRITABLE, PBGS_NOTIFY_TREE } PbgsNotifyKind;
+typedef enum { PBGS_NOTIFY_CHANGED, PBGS_NOTIFY_WRITABLE } PbgsNotifyKind;
 typedef struct {
     PbgsNotifyKind kind;
     gchar *key;
-    GTree *tree;
     gpointer origin_tag;
 } PbgsNotification;
 

@@ -175,6 +175,21 @@ final class GSettingsBackendTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertTrue(seen, "\(monitor.stdout)")
     }
 
+    /// Another program's Apply of several keys of one path reaches a GSettings as one
+    /// change-event, as dconf sends one change of several keys.
+    func testAnotherProgramsApplyIsOneChangeEvent() async throws {
+        for (key, value) in [("greeting", "g0"), ("farewell", "f0")] {
+            let set = try await gsettings(["set", GSettingsWorld.schemaID, key, value])
+            XCTAssertTrue(set.succeeded, "\(set)")
+        }
+        let follower = try await follow()
+        try await client.apply(set: [("org.propbus.gstest.greeting", .string("g1")), ("org.propbus.gstest.farewell", .string("f1"))])
+        let seen = await eventually(timeout: 30) { follower.stdout.contains("changed farewell 'f1'") && follower.stdout.contains("changed greeting 'g1'") }
+        XCTAssertTrue(seen, "\(follower.stdout)")
+        let events = follower.stdout.split(separator: "\n").filter { $0.hasPrefix("event ") }
+        XCTAssertEqual(events, ["event farewell,greeting"], "\(follower.stdout)")
+    }
+
     /// An application's own write is announced once, when it is made; its echo from the daemon
     /// is not announced again as someone else's change.
     func testOwnWritesAreNotEchoedBack() async throws {

@@ -68,21 +68,25 @@ enum GSchemaImport {
             _ = try await client.manager("CreateProperty", [.string(definition.key), .string(definition.type),
                                                             .variant(definition.defaultValue), .vardict(definition.options)])
         }
-        if !vendor.isEmpty {
-            try LayerFileWriter.write(LayerFileWriter.text(vendor), to: vendorPath, verb: "import")
+        let vendorText = LayerFileWriter.text(vendor)
+        let written = (try? FileSystem.contents(of: vendorPath)).map { String(decoding: $0, as: UTF8.self) }
+        if !vendor.isEmpty, written != vendorText {
+            try LayerFileWriter.write(vendorText, to: vendorPath, verb: "import")
             try await ReloadVerb.reload(client, json: false)
         }
         Output.error("propctl import: \(definitions.count) keys of \(schemas.schemas.count) schemas: \(changed.count) defined, \(vendor.count) vendor values")
     }
 
-    /// The schemas of `source` (a file, or every `.gschema.xml` of a directory) and the
-    /// directory's override files, in name order.
+    /// The schemas of `source` (a file, or every `.gschema.xml` and `.enums.xml` of a
+    /// directory) and the directory's override files, in name order.
     private static func read(_ source: String) throws(CommandFailure) -> (GSchemaSet, [(text: String, source: String)]) {
         var files = [source]
         if FileSystem.isDirectory(source) {
             let names: [String]
             do { names = try FileSystem.contentsOfDirectory(source).sorted() } catch { throw CommandFailure(.usage, "cannot read \(source): \(error)") }
-            files = names.filter { $0.hasSuffix(".gschema.xml") || $0.hasSuffix(".gschema.override") }.map { source + "/" + $0 }
+            // Enums and flags may be declared in files of their own (glib-mkenums' .enums.xml).
+            files = names.filter { $0.hasSuffix(".gschema.xml") || $0.hasSuffix(".enums.xml") || $0.hasSuffix(".gschema.override") }
+                .map { source + "/" + $0 }
         }
         var texts: [(text: String, source: String)] = []
         for file in files { texts.append((try SettingsFiles.read(file), file)) }

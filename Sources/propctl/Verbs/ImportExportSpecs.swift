@@ -16,8 +16,8 @@ enum SettingsSpecs {
             propbusd has with another type is refused before anything changes. With --path, \
             FILE's groups are relative to that directory, as with 'dconf load DIR'.
 
-            gschema reads a .gschema.xml FILE, or every .gschema.xml and .gschema.override of a \
-            DIR (such as /usr/share/glib-2.0/schemas), and creates (or updates) a definition for \
+            gschema reads a .gschema.xml FILE, or every .gschema.xml, .enums.xml and \
+            .gschema.override of a DIR (such as /usr/share/glib-2.0/schemas), and creates (or updates) a definition for \
             every key of every schema with a path: the type (an enum a string limited to its \
             nicks, flags an array of strings), the default, <range> as minimum and maximum, \
             <choices>, the summary as description. A key's stored value is kept. Relocatable \

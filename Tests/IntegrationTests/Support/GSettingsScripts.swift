@@ -205,13 +205,18 @@ enum GSettingsScripts {
     finish()
     """#
 
-    /// Follows a GSettings path: prints `changed KEY VALUE` (and `writable KEY BOOL`) for
-    /// every notification, after `ready`; runs until killed. Arguments: schema id, path (or "").
+    /// Follows a GSettings path: prints `changed KEY VALUE`, `writable KEY BOOL` and
+    /// `event KEY,KEY…` (a change-event's keys) for every notification, after `ready`; runs
+    /// until killed. Arguments: schema id, path (or "").
     static let follower = prelude + "\n" + #"""
     schema, path = sys.argv[1], sys.argv[2]
     s = Gio.Settings.new_with_path(schema, path) if path else Gio.Settings.new(schema)
     s.connect("changed", lambda settings, key: print("changed", key, settings.get_value(key).print_(False), flush=True))
     s.connect("writable-changed", lambda settings, key: print("writable", key, settings.is_writable(key), flush=True))
+    def on_event(settings, keys, n):
+        print("event", ",".join(sorted(GLib.quark_to_string(k) for k in keys)), flush=True)
+        return False
+    s.connect("change-event", on_event)
     for key in s.props.settings_schema.list_keys():
         s.get_value(key)
     print("ready", flush=True)
