@@ -54,15 +54,17 @@ let package = Package(
             providers: [.apt(["libglib2.0-dev"])]
         ),
         // The GSettings backend (C against GIO): GSettings reads and writes keys of propbusd.
-        // Linked as a plain C shared object, since GIO loads it into every GSettings user: the
-        // Swift driver that links it finds linker/c-module/linux/libswiftCore.so (an empty
-        // linker script) instead of the runtime, adds no Swift start-up object and no toolchain
-        // RUNPATH; only GIO's three module entry points are exported.
+        // Linked as a plain C shared object in release builds (the package's), since GIO loads
+        // it into every GSettings user: the Swift driver that links it finds
+        // linker/c-module/linux/libswiftCore.so (an empty linker script) instead of the runtime,
+        // adds no Swift start-up object and no toolchain RUNPATH. Debug builds (the tests, and
+        // scripts/sanitize, whose ASan runtime the driver finds in its own resource directory)
+        // keep the driver's defaults. Only GIO's three module entry points are exported.
         .target(
             name: "GIOPropBus", dependencies: ["CGio"],
             cSettings: [.unsafeFlags(["-fvisibility=hidden"])],
             linkerSettings: [.unsafeFlags(["-resource-dir", Context.packageDirectory + "/linker/c-module",
-                                           "-no-toolchain-stdlib-rpath", "-nostartfiles"])]
+                                           "-no-toolchain-stdlib-rpath", "-nostartfiles"], .when(configuration: .release))]
         ),
         // dconf's and GSettings' formats for propctl import and export: GVariant types, values and
         // text, key files, schema XML, and paths as propbus keys. Pure Swift, no GLib.
