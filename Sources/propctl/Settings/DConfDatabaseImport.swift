@@ -1,6 +1,5 @@
 import CommandLineKit
 import DBus
-import Glibc
 import GSettingsFormats
 import PropBus
 import SystemKit
@@ -57,7 +56,7 @@ enum DConfDatabaseImport {
         }
         try LayerFileWriter.write(LayerFileWriter.text(site), to: sitePath, verb: "import")
         if mandatory.isEmpty {
-            unlink(mandatoryPath)
+            try? DurableFile.remove(mandatoryPath)
         } else {
             try LayerFileWriter.write(LayerFileWriter.text(mandatory), to: mandatoryPath, verb: "import")
         }

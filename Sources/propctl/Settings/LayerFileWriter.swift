@@ -1,5 +1,4 @@
 import DBus
-import Glibc
 import PropBus
 import SystemKit
 
@@ -23,30 +22,13 @@ enum LayerFileWriter {
         JSONValue.object(entries.map { ($0.key, JSONValue.object([("value", ValueText.jsonValue($0.value))])) }).serialized(pretty: true) + "\n"
     }
 
-    /// Writes `text` to `path`: a temporary file of its own beside it, synced, then renamed
-    /// over it, and the directory synced.
+    /// Writes `text` to `path` whole (``DurableFile``: a temporary file of its own beside it,
+    /// synced, renamed over it, the directory synced).
     static func write(_ text: String, to path: String, verb: String) throws(CommandFailure) {
         let folder = FileSystem.directory(of: path)
         do throws(Errno) {
             try FileSystem.createDirectories(folder, mode: 0o755)
-            let temporary = "\(path).\(getpid()).tmp"
-            let file = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
-            do throws(Errno) {
-                try file.writeAll(text)
-                guard fsync(file.rawValue) == 0 else { throw Errno(rawValue: errno) }
-                try file.close()
-            } catch {
-                try? file.close()
-                unlink(temporary)
-                throw error
-            }
-            do { try FileSystem.rename(temporary, to: path) } catch {
-                unlink(temporary)
-                throw error
-            }
-            let directory = try FileDescriptor.open(folder, O_RDONLY | O_DIRECTORY)
-            _ = fsync(directory.rawValue)
-            try? directory.close()
+            try DurableFile.replace(path, with: Array(text.utf8), mode: 0o644)
         } catch {
             throw CommandFailure(.dbusError, "propctl \(verb): cannot write \(path): \(error); layer files need write access to \(folder) (run as root)")
         }
