@@ -96,7 +96,16 @@ async def main(argv: Optional[List[str]] = None) -> int:
         except propbus.PropBusError as e:
             print(f"flickr_search: the search failed: {e}", file=sys.stderr)
             return 1
-        # Executing turns false before the result arrives; the spinner follows it.
+        # The result and Executing's change reach the client as two messages, in either
+        # order; the spinner follows Executing, so the view shows it hidden before it goes.
+        if not view_model.loading_indicator_hidden:
+            hidden = asyncio.Event()
+            stop_watching = propbus.observe(view_model, "loading_indicator_hidden",
+                                            lambda now_hidden: now_hidden and hidden.set())
+            try:
+                await asyncio.wait_for(hidden.wait(), 30)
+            finally:
+                stop_watching()
         print(f"result: {result}")
         view_model.stop()
     return 0
