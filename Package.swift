@@ -96,7 +96,12 @@ let package = Package(
         // No SQLite, so propctl (`serve`) can use it without linking the store.
         .target(name: "PropBusExec", dependencies: ["PropBus", "DBusValues", "CLinux", "SystemKit"]),
         // Model files: parsing, checking and applying them to the model (also propctl `codegen`'s).
-        .target(name: "PropBusModelFiles", dependencies: ["PropBus", "DBusValues", "SystemKit"]),
+        // Renders: configuration files made from keys through templates, checked, installed
+        // atomically and their services reloaded. The template engine is pure; the installer
+        // writes real files; programs run in PropBusExec's loop. The daemon reaches it through
+        // its RenderHost port only.
+        .target(name: "PropBusRender", dependencies: ["PropBus", "DBusValues", "PropBusExec", "SystemKit"]),
+        .target(name: "PropBusModelFiles", dependencies: ["PropBus", "DBusValues", "PropBusRender", "SystemKit"]),
         .target(name: "PropBusService", dependencies: ["DBus", "PropBus", "PropBusSystem", "PropBusExec", "PropBusModelFiles", "SystemKit"]),
         // The fleet (`--fleet`): fleet keys mirrored from etcd and their writes sent there first,
         // the service's write gate. The only target that speaks etcd besides the client itself.
@@ -105,7 +110,7 @@ let package = Package(
         // program instead of loading and relocating a dozen Swift libraries, and touches fewer
         // pages. Debug builds (the tests) keep the shared runtime.
         .executableTarget(
-            name: "propbusd", dependencies: ["CommandLineKit", "DBus", "PropBus", "PropBusSystem", "PropBusExec", "PropBusModelFiles", "PropBusService", "PropBusFleet", "SystemKit"],
+            name: "propbusd", dependencies: ["CommandLineKit", "DBus", "PropBus", "PropBusSystem", "PropBusExec", "PropBusModelFiles", "PropBusRender", "PropBusService", "PropBusFleet", "SystemKit"],
             linkerSettings: staticRuntimeInRelease
         ),
         .executableTarget(
@@ -134,6 +139,7 @@ let package = Package(
         .testTarget(name: "PropBusFleetTests", dependencies: ["PropBusFleet", "PropBusService", "PropBus", "DBus", "Etcd", "BusTestSupport", "StoreTestSupport"]),
         .testTarget(name: "PropBusSystemTests", dependencies: ["PropBusSystem", "PropBusModelFiles", "PropBus", "DBusValues"]),
         .testTarget(name: "PropBusExecTests", dependencies: ["PropBusExec", "PropBus", "DBusValues"]),
+        .testTarget(name: "PropBusRenderTests", dependencies: ["PropBusRender", "PropBusModelFiles", "PropBusExec", "PropBus", "DBusValues", "SystemKit"]),
         .testTarget(name: "CommandLineKitTests", dependencies: ["CommandLineKit"]),
         .testTarget(name: "GSettingsFormatsTests", dependencies: ["GSettingsFormats", "DBusValues"]),
         .testTarget(name: "PropctlTests", dependencies: ["propctl", "CommandLineKit", "PropBus", "PropBusModelFiles", "DBus"]),

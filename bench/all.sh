@@ -250,6 +250,7 @@ if [ "$existing" -eq 1 ]; then
   bench/transient-writes.sh
   bench/binding-latency.sh
   bench/file-binding.sh
+  bench/render.sh
   bench/command-latency.sh
   bench/fleet.sh
 fi

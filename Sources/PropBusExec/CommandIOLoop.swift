@@ -32,6 +32,8 @@ public final class CommandIOLoop: @unchecked Sendable {
         var held = 0
         var threadRunning = false
         var nextToken: UInt64 = 0
+        /// The processes handed over and not reaped yet.
+        var processIDs: Set<pid_t> = []
     }
 
     private let requests = Mutex(Requests())
@@ -81,9 +83,16 @@ public final class CommandIOLoop: @unchecked Sendable {
 
     /// Hands a started process to the loop, in the slot reserved for it.
     func add(_ run: ProcessRun) {
-        requests.withLock { $0.added.append(run) }
+        requests.withLock {
+            $0.added.append(run)
+            $0.processIDs.insert(run.pid)
+        }
         wake()
     }
+
+    /// The processes this loop runs and has not reaped: whoever else reaps the children of
+    /// this process must leave them alone (the loop reaps them and reports their status).
+    public var processIDs: Set<pid_t> { requests.withLock { $0.processIDs } }
 
     /// SIGTERM to the process group of `token` now, and SIGKILL after `grace` seconds unless it
     /// is gone by then; nothing if it was reaped already. Sent from the loop, the only thread that
@@ -145,7 +154,10 @@ public final class CommandIOLoop: @unchecked Sendable {
                 guard run.hasExited else { continue }
                 runs[token] = nil
                 let outcome = run.finish(buffer: &buffer)
-                requests.withLock { $0.held -= 1 }
+                requests.withLock {
+                    $0.held -= 1
+                    $0.processIDs.remove(run.pid)
+                }
                 run.completion(outcome)
             }
         }

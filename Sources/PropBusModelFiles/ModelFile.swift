@@ -1,6 +1,7 @@
 import DBusValues
 import Glibc
 import PropBus
+import PropBusRender
 import SystemKit
 
 /// A JSON declaration of groups with their properties, commands and bindings, like a GSettings
@@ -40,6 +41,11 @@ public struct ModelFile: Sendable {
     public private(set) var properties: [PropertyDeclaration] = []
     public private(set) var commands: [CommandDeclaration] = []
     public private(set) var bindings: [BindingDeclaration] = []
+    /// Files rendered from keys (docs/render.md), in the file's order.
+    public private(set) var renders: [RenderDeclaration] = []
+    /// The file's owner and mode when it was read from disk: only a file root (or the daemon's
+    /// user) owns and no one else may write may declare renders (``FileTrust``).
+    private let ownership: FileSystem.Ownership?
     /// Types already parsed, by their text: a file's keys mostly share a few.
     private var parsedTypes: [String: DBusType] = [:]
     /// The problems found, one per declaration (`FILE:LINE:COLUMN: KEY: PROBLEM`): the file is
@@ -57,10 +63,13 @@ public struct ModelFile: Sendable {
     /// With `keepingProblems`, a file whose declarations have problems is returned with them in
     /// ``problems`` (and the declarations that had none), so that a load can add the problems
     /// only the model can see (``typeChanges(in:)``); a file that is not JSON still throws.
-    public init(contentsOf path: String, maximumSize: Int = Self.defaultMaximumSize, keepingProblems: Bool = false) throws(PropBusError) {
-        let bytes: [UInt8]
+    /// Without `readingRenders` (`propctl codegen`, which generates accessors for the keys) its
+    /// `renders` are left unread: their template files and the file's owner do not matter there.
+    public init(contentsOf path: String, maximumSize: Int = Self.defaultMaximumSize, keepingProblems: Bool = false,
+                readingRenders: Bool = true) throws(PropBusError) {
+        let bytes: [UInt8], ownership: FileSystem.Ownership
         do {
-            bytes = try FileSystem.regularFileContents(of: path, maximumSize: maximumSize)
+            (bytes, ownership) = try FileSystem.regularFile(at: path, maximumSize: maximumSize)
         } catch {
             if case .tooLarge = error {
                 throw PropBusError(.limitsExceeded, "\(path): cannot read the model file: \(error); the limit is \(maximumSize) bytes (propbusd --max-model-file-size)")
@@ -71,14 +80,18 @@ public struct ModelFile: Sendable {
         guard let text = String(validating: bytes, as: UTF8.self) else {
             throw PropBusError(.invalidArgs, "\(path): cannot read the model file: it is not UTF-8 text")
         }
-        try self.init(path: path, text: text, keepingProblems: keepingProblems)
+        try self.init(path: path, text: text, ownership: ownership, keepingProblems: keepingProblems, readingRenders: readingRenders)
     }
 
-    /// Checks `text` as the content of a model file named `path` (`keepingProblems`: as
-    /// ``init(contentsOf:maximumSize:keepingProblems:)`` says).
-    public init(path: String, text: String, keepingProblems: Bool = false) throws(PropBusError) {
+    /// Checks `text` as the content of a model file named `path` (`keepingProblems`,
+    /// `readingRenders`: as ``init(contentsOf:maximumSize:keepingProblems:readingRenders:)`` says),
+    /// owned and moded as `ownership` (`nil`: not a file read from disk, whose renders the caller
+    /// vouches for).
+    public init(path: String, text: String, ownership: FileSystem.Ownership? = nil, keepingProblems: Bool = false,
+                readingRenders: Bool = true) throws(PropBusError) {
         self.path = path
         self.text = text
+        self.ownership = ownership
         let json: JSONValue
         do { json = try JSONValue.parse(text) } catch {
             let (line, column) = Self.lineAndColumn(ofByte: error.offset, in: text)
@@ -102,10 +115,18 @@ public struct ModelFile: Sendable {
                 for (index, item) in items.enumerated() {
                     collect { (file: inout ModelFile) throws(PropBusError) in try file.readBinding(index, item) }
                 }
+            case "renders":
+                guard readingRenders else { continue }
+                guard let items = member.value.objectMembers else { throw fail(nil, "\"renders\" must be an object of render names") }
+                if let ownership, let refusal = FileTrust.refusal(ownership, of: path, what: "the model file") {
+                    problems.append(fail("renders", refusal).message)
+                    continue
+                }
+                for item in items { collect { (file: inout ModelFile) throws(PropBusError) in try file.readRender(item.key, item.value) } }
             case "version", "description":
                 continue
             default:
-                problems.append(fail(nil, "unknown field \"\(member.key)\"; expected \"groups\", \"bindings\", \"description\" or \"version\"").message)
+                problems.append(fail(nil, "unknown field \"\(member.key)\"; expected \"groups\", \"bindings\", \"renders\", \"description\" or \"version\"").message)
             }
         }
         if !problems.isEmpty, !keepingProblems { throw PropBusError(.invalidArgs, problems.joined(separator: "\n")) }
@@ -348,6 +369,17 @@ public struct ModelFile: Sendable {
         // Checked as Bind checks them, now: a mistake is reported with the file's others.
         do { _ = try BindOptions(options: options, binding: "the binding \(key) ↔ \(to)") } catch { throw fail(label, error.message) }
         bindings.append(BindingDeclaration(key: key, to: to, options: options))
+    }
+
+    private mutating func readRender(_ name: String, _ json: JSONValue) throws(PropBusError) {
+        let label = "renders." + name
+        guard !renders.contains(where: { $0.name == name }) else { throw fail(label, "the render \(name) is declared twice") }
+        let render: RenderDeclaration
+        do { render = try RenderDeclaration(name: name, json: json, modelFile: path) } catch { throw fail(label, error.message) }
+        if let other = renders.first(where: { $0.destination == render.destination }) {
+            throw fail(label, "render \(other.name) writes \(render.destination) already; two renders of one file would undo each other")
+        }
+        renders.append(render)
     }
 
     /// Registers the properties, then the commands, then makes the

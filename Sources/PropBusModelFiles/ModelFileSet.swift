@@ -1,4 +1,5 @@
 import PropBus
+import PropBusRender
 
 /// The daemon's model files and what each one declared: loads them at startup and again on a
 /// reload (SIGHUP, `Manager.Reload`), applying the difference (docs/model-files.md, "Lifecycle").
@@ -43,8 +44,12 @@ public final class ModelFileSet {
     private var bindingIDs: [String: [UInt64]] = [:]
     /// The commands each file declared at its last load; one it drops is deleted.
     private var commandKeys: [String: Set<Key>] = [:]
+    /// The renders each file declared at its last load, and the files in load order.
+    private var rendersByFile: [String: [RenderDeclaration]] = [:]
+    private var paths: [String] = []
     /// This set's own bookkeeping before the last load, for ``rollbackLoad()``.
-    private var beforeLoad: (skipped: [Skipped], bindingIDs: [String: [UInt64]], commandKeys: [String: Set<Key>])?
+    private var beforeLoad: (skipped: [Skipped], bindingIDs: [String: [UInt64]], commandKeys: [String: Set<Key>],
+                             renders: [String: [RenderDeclaration]], paths: [String])?
 
     /// Definitions the files may not change (the fleet's, with `--fleet`); see ``ModelFile/apply(to:commands:shared:)``.
     public var shared: SharedDefinitions?
@@ -52,6 +57,13 @@ public final class ModelFileSet {
     public var maximumFileSize = ModelFile.defaultMaximumSize
 
     public init() {}
+
+    /// The renders the files declare (docs/render.md), in file order; a skipped file's are those
+    /// of its last load, like its keys.
+    public var renders: [RenderDeclaration] {
+        var seen: Set<String> = []
+        return paths.flatMap { rendersByFile[$0] ?? [] }.filter { seen.insert($0.name).inserted }
+    }
 
     /// A model file read and checked, or why it could not be.
     public typealias ReadFile = (path: String, file: Result<ModelFile, PropBusError>)
@@ -82,7 +94,11 @@ public final class ModelFileSet {
         var skipped: [Skipped] = []
         var declared: Set<Key> = []
         let previousCommands = commandKeys
-        beforeLoad = (self.skipped, bindingIDs, commandKeys)
+        beforeLoad = (self.skipped, bindingIDs, commandKeys, rendersByFile, self.paths)
+        // Which file declares each render so far in this load: a name is one file's, and so
+        // is a destination.
+        var renderOwners: [String: String] = [:]
+        var destinations: [String: String] = [:]
         let atStartup = model.origin == .startup
         for (path, read) in files {
             let file: ModelFile
@@ -93,12 +109,21 @@ public final class ModelFileSet {
                 let error = PropBusError(.invalidArgs, (read.problems + read.typeChanges(in: model)).joined(separator: "\n"))
                 if strict { throw error }
                 skipped.append(Skipped(path: path, reason: error.message))
+                claim(rendersByFile[path] ?? [], of: path, names: &renderOwners, destinations: &destinations)
                 continue
             case .success(let read):
                 file = read
             case .failure(let error):
                 if strict { throw error }
                 skipped.append(Skipped(path: path, reason: error.message))
+                claim(rendersByFile[path] ?? [], of: path, names: &renderOwners, destinations: &destinations)
+                continue
+            }
+            if let clash = Self.clash(of: file.renders, names: renderOwners, destinations: destinations) {
+                let error = PropBusError(.invalidArgs, "\(path): \(clash)")
+                if strict { throw error }
+                skipped.append(Skipped(path: path, reason: error.message))
+                claim(rendersByFile[path] ?? [], of: path, names: &renderOwners, destinations: &destinations)
                 continue
             }
             // A savepoint per file inside the load's one round: a file is skipped as a whole,
@@ -122,6 +147,8 @@ public final class ModelFileSet {
                 declared.reserveCapacity(declared.count + file.properties.count)
                 for property in file.properties { declared.insert(property.key) }
                 commandKeys[path] = Set(file.commands.map(\.key))
+                rendersByFile[path] = file.renders
+                claim(file.renders, of: path, names: &renderOwners, destinations: &destinations)
                 report.changes += changes
                 report.loaded.append(path)
             } catch {
@@ -130,8 +157,11 @@ public final class ModelFileSet {
                 commands.restore(commandsSavepoint)
                 if strict { throw error }
                 skipped.append(Skipped(path: path, reason: error.message))
+                claim(rendersByFile[path] ?? [], of: path, names: &renderOwners, destinations: &destinations)
             }
         }
+        for path in rendersByFile.keys where !paths.contains(path) { rendersByFile[path] = nil }
+        self.paths = paths
         // What follows (keys and bindings retired) is no one file's.
         if atStartup { model.origin = .startup }
         // A file that is gone takes its bindings with it.
@@ -167,11 +197,32 @@ public final class ModelFileSet {
         return report
     }
 
+    /// Notes `renders` as `path`'s: their names and destinations (those not claimed before).
+    private func claim(_ renders: [RenderDeclaration], of path: String, names: inout [String: String], destinations: inout [String: String]) {
+        for render in renders {
+            if names[render.name] == nil { names[render.name] = path }
+            if destinations[render.destination] == nil { destinations[render.destination] = render.name }
+        }
+    }
+
+    /// Why `renders` cannot join those claimed: a name or a destination that is another file's.
+    private static func clash(of renders: [RenderDeclaration], names: [String: String], destinations: [String: String]) -> String? {
+        for render in renders {
+            if let owner = names[render.name] {
+                return "renders.\(render.name): the render \(render.name) is declared by \(owner) already; a render's name is one file's"
+            }
+            if let other = destinations[render.destination] {
+                return "renders.\(render.name): render \(other) writes \(render.destination) already; two renders of one file would undo each other"
+            }
+        }
+        return nil
+    }
+
     /// Takes back this set's bookkeeping of the last load, whose round the store refused and
     /// the owner rolled back: the files' bindings and commands are again those of the load before.
     public func rollbackLoad() {
         guard let beforeLoad else { return }
-        (skipped, bindingIDs, commandKeys) = beforeLoad
+        (skipped, bindingIDs, commandKeys, rendersByFile, paths) = beforeLoad
         self.beforeLoad = nil
     }
 }

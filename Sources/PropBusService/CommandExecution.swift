@@ -177,7 +177,8 @@ extension Service {
     /// back while anything was killed, to reap it and catch what it left in turn.
     func sweepLeftovers(attempt: Int = 0) {
         dispatchPrecondition(condition: .onQueue(tree.connection.queue))
-        let leaders = Set(running.values.compactMap { $0.process?.pid })
+        // Every program the I/O loop runs (renders' checks and reloads too) is its to reap.
+        let leaders = Set(running.values.compactMap { $0.process?.pid }).union(executionIO.processIDs)
         let killed = LeftoverProcesses.sweep(running: Set(running.keys), leaders: leaders)
         guard killed > 0 || attempt == 0, attempt < 100 else { return }
         later(.now() + 0.05) { $0.sweepLeftovers(attempt: attempt + 1) }

@@ -41,6 +41,8 @@ public final class Service {
         public var recordsCallers = true
         /// `--config-dir`, where `propctl lock` writes (`Manager.ConfigDirectory`); `nil`: none.
         public var configDirectory: String?
+        /// Programs the daemon runs besides executions, at most at once, in the same I/O loop.
+        public var otherProcesses = 0
 
         public init(maximumBindingsPerClient: Int = 64, killGrace: Double = 2.0, access: AccessPolicy = .open,
                     maximumReplyBytesPerUID: Int = 32 << 20) {
@@ -70,8 +72,9 @@ public final class Service {
     /// The work of every running execution, by execution id.
     var running: [UInt64: ExecutionWork] = [:]
     /// The one thread that does the I/O of every running exec execution, sized to the
-    /// executions the command table admits.
-    let executionIO: CommandIOLoop
+    /// executions the command table admits and the other programs the daemon runs
+    /// (``Options/otherProcesses``: renders' checks and reloads).
+    package let executionIO: CommandIOLoop
     /// While set, rounds do not commit: the daemon holds the store's writes until it owns its
     /// name, so a daemon that loses the name leaves its store as it found it.
     public var holdsCommits = false
@@ -131,7 +134,7 @@ public final class Service {
         self.history = history
         self.commands = commands ?? CommandTable(model: model)
         round = Round(model: model, commands: self.commands, store: store)
-        executionIO = CommandIOLoop(capacity: self.commands.maximumRunning)
+        executionIO = CommandIOLoop(capacity: self.commands.maximumRunning + options.otherProcesses)
         self.options = options
         replyQuota = ReplyBytesQuota(limit: options.maximumReplyBytesPerUID)
         tree = ObjectTree(connection: connection)

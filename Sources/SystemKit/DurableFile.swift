@@ -8,24 +8,29 @@ import Glibc
 /// A fixed temporary name (`NAME.tmp`) would let two writers truncate each other's file, and a
 /// rename without the fsyncs can leave an empty file after a crash on ext4 and XFS.
 public enum DurableFile {
-    /// Writes `bytes` to a new file of a unique name beside `path` (`.NAME.RANDOM`: hidden, and
-    /// not named like the files it stands beside), with `mode` (not masked by the umask), and
-    /// fsyncs and closes it. Returns its path; the caller renames it (``commit(_:to:)``) or
+    /// Writes `bytes` to a new file of a unique name beside `path` (`.NAME.TAGRANDOM`: hidden,
+    /// and not named like the files it stands beside; RANDOM in `[0-9a-z]`), with `mode` (not
+    /// masked by the umask) and, when given, `owner`, both set before the first byte is written,
+    /// and fsyncs and closes it. Returns its path; the caller renames it (``commit(_:to:)``) or
     /// unlinks it.
-    public static func writeTemporary(beside path: String, _ bytes: [UInt8], mode: mode_t) throws(Errno) -> String {
+    public static func writeTemporary(beside path: String, _ bytes: [UInt8], mode: mode_t,
+                                      owner: (userID: UInt32, groupID: UInt32)? = nil, tag: String = "") throws(Errno) -> String {
         let directory = FileSystem.directory(of: path), name = FileSystem.lastComponent(of: path)
         var temporary = "", file = FileDescriptor(rawValue: -1)
         // mkstemp's way, with close-on-exec from the start (a command spawned meanwhile must
         // not inherit it): a random name, created exclusively, another on a collision.
         for attempt in 0... {
             let suffix = String(UInt64.random(in: 0...UInt64.max), radix: 36)
-            temporary = "\(directory)/.\(name).\(suffix)"
-            do { file = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_EXCL, mode: 0o600); break } catch {
+            temporary = "\(directory)/.\(name).\(tag)\(suffix)"
+            do { file = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600); break } catch {
                 if error != .fileExists || attempt >= 100 { throw error }
             }
         }
         let descriptor = file.rawValue
         do throws(Errno) {
+            // Before any byte: a secret must never sit in a file whose reader-to-be cannot read
+            // it or that others can (a chmod after the write leaves that window open).
+            if let owner { guard fchown(descriptor, owner.userID, owner.groupID) == 0 else { throw Errno.current } }
             guard fchmod(descriptor, mode) == 0 else { throw Errno.current }
             try file.writeAll(bytes)
             guard fsync(descriptor) == 0 else { throw Errno.current }

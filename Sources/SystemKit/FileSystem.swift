@@ -47,6 +47,25 @@ public enum FileSystem {
     /// before anything is read: a FIFO or a device (`/dev/zero` never ends) is refused
     /// unread. A file that grows past the limit while it is read is refused at the limit.
     public static func regularFileContents(of path: String, maximumSize: Int) throws(RegularFileError) -> [UInt8] {
+        try regularFile(at: path, maximumSize: maximumSize).contents
+    }
+
+    /// Who owns a file and its permission bits (`st_uid`, `st_gid`, `st_mode & 07777`).
+    public struct Ownership: Sendable, Equatable {
+        public var userID: UInt32
+        public var groupID: UInt32
+        public var mode: UInt32
+
+        public init(userID: UInt32, groupID: UInt32, mode: UInt32) {
+            self.userID = userID
+            self.groupID = groupID
+            self.mode = mode
+        }
+    }
+
+    /// ``regularFileContents(of:maximumSize:)``, with the owner and mode of the file that was
+    /// read (`fstat` of the descriptor, not the path, which may change in between).
+    public static func regularFile(at path: String, maximumSize: Int) throws(RegularFileError) -> (contents: [UInt8], ownership: Ownership) {
         let descriptor: FileDescriptor
         do { descriptor = try FileDescriptor.open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY) } catch { throw .system(error) }
         defer { try? descriptor.close() }
@@ -62,6 +81,7 @@ public enum FileSystem {
         default: throw .notRegular("not a file")
         }
         guard Int(status.st_size) <= maximumSize else { throw .tooLarge(Int(status.st_size)) }
+        let ownership = Ownership(userID: status.st_uid, groupID: status.st_gid, mode: status.st_mode & 0o7777)
         var bytes: [UInt8] = []
         bytes.reserveCapacity(Int(status.st_size))
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
@@ -74,7 +94,7 @@ public enum FileSystem {
             case .success(let read): count = read
             case .failure(let error): throw .system(error)
             }
-            if count == 0 { return bytes }
+            if count == 0 { return (bytes, ownership) }
             guard bytes.count + count <= maximumSize else { throw .tooLarge(bytes.count + count, growing: true) }
             bytes.append(contentsOf: chunk[..<count])
         }

@@ -3,6 +3,7 @@ import Dispatch
 import Glibc
 import PropBus
 import PropBusFleet
+import PropBusRender
 import PropBusService
 import SystemKit
 
@@ -106,8 +107,13 @@ extension Daemon {
         // Export everything before owning the name: no client may see a half-built daemon.
         let fleetMembers = FleetManagerMembers(access: serviceOptions.access)
         self.fleetMembers = fleetMembers
-        service = Service(connection: connection, model: model, store: store.store, history: store.history, commands: commands,
-                          options: serviceOptions, managerExtension: fleetMembers)
+        // The renders consume the rounds the store commits, and run their programs in the
+        // service's one I/O loop beside the executions.
+        let renders = DaemonRenders(store: store.store, access: serviceOptions.access, connection: connection)
+        self.renders = renders
+        serviceOptions.otherProcesses = RenderRunner.maximumConcurrentRuns
+        service = Service(connection: connection, model: model, store: renders.committedRounds, history: store.history, commands: commands,
+                          options: serviceOptions, managerExtension: ManagerExtensions([fleetMembers, renders.members]))
         service?.storeFailureHandler = { Log.storeFailure($0.message) }
         service?.holdsCommits = true
         service?.skippedModelFiles = modelFiles.skipped

@@ -10,7 +10,7 @@ import SystemKit
 
 /// The daemon's pieces, started in order by a ``Lifecycle`` and stopped in reverse order: the
 /// state directory's lock, the store, the model files, the signal handlers, the bus connection
-/// with every object exported, the name, the start-up's commit, the fleet, and serving
+/// with every object exported, the name, the start-up's commit, the fleet, the renders and serving
 /// (READY=1, the watchdog).
 ///
 /// Made on the main thread, then handed over to ``queue`` by ``launch(options:notifier:)``:
@@ -35,6 +35,8 @@ final class Daemon {
     var commands: CommandTable?
     /// The fleet (`--fleet`), the service's write gate once started.
     private var fleet: Fleet?
+    /// The renders (docs/render.md): made with the service, started after the fleet.
+    var renders: DaemonRenders?
     /// The Manager's fleet members, with or without `--fleet` (made with the service); told of
     /// the fleet when it starts.
     var fleetMembers: FleetManagerMembers?
@@ -89,6 +91,14 @@ final class Daemon {
                  stop: { [unowned self] () throws(LifecycleError) in try commitBeforeExit() }),
             Step("fleet", start: { [unowned self] () throws(LifecycleError) in try startFleet() },
                  stop: { [unowned self] in fleet?.stop() }),
+            // Renders read what start-up committed, then follow every committed round.
+            Step("renders", stopTimeout: .seconds(5), start: { [unowned self] done in
+                if let service { renders?.start(modelFiles.renders, service: service, queue: queue) }
+                done(.success(()))
+            }, stop: { [unowned self] done in
+                guard let renders else { return done(nil) }
+                renders.stop { done(nil) }
+            }),
             Step("serving", start: { [unowned self] done in
                      serve()
                      done(.success(()))
@@ -275,6 +285,7 @@ final class Daemon {
             modelFiles.rollbackLoad()
             throw error
         }
+        renders?.load(modelFiles.renders)
         Log.info("reloaded model files: \(report.loaded.count) loaded, \(modelFiles.skipped.count) skipped, \(report.retired.count) keys left the bus (their stored values are kept)")
         logSkippedModelFiles()
         logLayerProblems()

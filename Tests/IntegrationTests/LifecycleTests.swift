@@ -59,7 +59,7 @@ final class LifecycleTests: DaemonTestCase {
             }
         }
         let order = ["state directory lock", "store", "model files", "signal handlers", "bus connection", "bus name",
-                     "start-up commit", "fleet", "serving"]
+                     "start-up commit", "fleet", "renders", "serving"]
         XCTAssertEqual(steps("starting"), order, "\(lines)")
         XCTAssertEqual(steps("stopping"), order.reversed(), "\(lines)")
         let ready = lines.firstIndex { $0.hasPrefix("propbusd: ready:") }

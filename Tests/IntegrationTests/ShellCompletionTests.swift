@@ -105,6 +105,17 @@ final class ShellCompletionTests: DaemonTestCase {
         XCTAssertTrue(address.contains("get") && address.contains("list"), "after --address VALUE, the subcommands: \(address)")
     }
 
+    func testBashOffersRenderActionsAndTheDaemonsRenders() async throws {
+        let model = bus.directory.appendingPathComponent("renders.json")
+        try #"{"renders": {"site": {"template_text": "x", "destination": "\#(bus.directory.path)/site.conf"}, "sitemap": {"template_text": "y", "destination": "\#(bus.directory.path)/sitemap.xml"}}}"#
+            .write(to: model, atomically: true, encoding: .utf8)
+        try await restartDaemon(arguments: ["--model", model.path])
+        let action = try await bash("propctl render p")
+        XCTAssertEqual(action, ["preview"])
+        let names = try await bash("propctl --address \(bus.address) render show si")
+        XCTAssertEqual(names, ["site", "sitemap"], "the renders are asked of the daemon on the line's bus")
+    }
+
     // MARK: zsh and fish in a terminal
 
     /// A shell in a tmux session of its own, typed into as a user types.

@@ -66,6 +66,8 @@ final class HelpGeneratorTests: XCTestCase {
                                   commands.
               reload              Make propbusd read its model files again (like systemctl
                                   reload).
+              render              List, describe, preview or run the files propbusd renders
+                                  from keys.
               lock                Lock a key (or every key of GROUP.*) to a value, for
                                   everyone or --for some.
               unlock              Remove propctl's lock of a key (or GROUP.*).

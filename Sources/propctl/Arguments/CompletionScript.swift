@@ -69,6 +69,8 @@ struct CompletionScript: Sendable {
         case .choices(let words): return "COMPREPLY=($(compgen -W \"\(words.joined(separator: " "))\" -- \"$cur\"))"
         case .dynamic("command"):
             return "COMPREPLY=($(compgen -W \"$(_\(name)_keys \"${bus[@]}\" | sed -n 's/\\.Executing$//p')\" -- \"$cur\"))"
+        case .dynamic("render"):
+            return "COMPREPLY=($(compgen -W \"$(command \(name) \"${bus[@]}\" render list 2>/dev/null | cut -f1)\" -- \"$cur\"))"
         case .dynamic:
             return "COMPREPLY=($(compgen -W \"$(_\(name)_keys \"${bus[@]}\")\" -- \"$cur\"))"
         }
@@ -197,6 +199,7 @@ struct CompletionScript: Sendable {
             case .file: " -r -F"
             case .choices(let words): " -x -a \(quoted(words.joined(separator: " ")))"
             case .dynamic("command"): " -x -a '(__\(name)_commands)'"
+            case .dynamic("render"): " -x -a '(__\(name)_renders)'"
             case .dynamic: " -x -a '(__\(name)_keys)'"
             }
         }
@@ -227,6 +230,9 @@ struct CompletionScript: Sendable {
             "end",
             "function __\(name)_keys",
             "    \(name) (__\(name)_bus) list 2>/dev/null | string split -f1 \\t",
+            "end",
+            "function __\(name)_renders",
+            "    \(name) (__\(name)_bus) render list 2>/dev/null | string split -f1 \\t",
             "end",
             "function __\(name)_commands",
             // A literal replace: a "$" anchor would need escaping in fish's double quotes.

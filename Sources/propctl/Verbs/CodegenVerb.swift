@@ -14,7 +14,7 @@ enum CodegenVerb: Subcommand {
         }
         let path = parsed.positional("FILE") ?? ""
         let model: ModelFile
-        do { model = try ModelFile(contentsOf: path) } catch {
+        do { model = try ModelFile(contentsOf: path, readingRenders: false) } catch {
             throw CommandFailure(.usage, error.message)
         }
         var source = SwiftAccessors(model: model).source

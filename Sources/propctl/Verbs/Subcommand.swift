@@ -26,6 +26,7 @@ enum Subcommands {
         "load": LoadVerb.self,
         "status": StatusVerb.self,
         "reload": ReloadVerb.self,
+        "render": RenderVerb.self,
         "lock": LockVerb.self,
         "unlock": UnlockVerb.self,
         "prune": PruneVerb.self,
