@@ -42,6 +42,32 @@ final class SourceTreeTests: XCTestCase {
         XCTAssertEqual(citing, [], citing.joined(separator: "\n"))
     }
 
+    /// The repository stands alone: a comment, doc or bench note says what a thing is instead of
+    /// naming an issue of a tracker the repository does not contain ("issue 14", "issues 2 to 6")
+    /// or a note it does not hold ("the second note").
+    func testNothingCitesAnIssueNumberOrANoteTheRepositoryDoesNotContain() throws {
+        var all: [(path: String, text: String)] = []
+        for directory in ["Sources", "Tests", "scripts", "docs", "bench", "examples", "packaging", "systemd", "clients"] {
+            all += try files(in: directory, extensions: ["swift", "md", "sh", "py", "c", "h", "txt", "toml", ""])
+        }
+        for file in ["README.md", "CHANGELOG.md", "Package.swift"] {
+            let url = Self.packageRoot.appendingPathComponent(file)
+            all.append((file, try String(contentsOf: url, encoding: .utf8)))
+        }
+        all = all.filter { !$0.path.hasPrefix("bench/out/") && !$0.path.hasPrefix("bench/build/")
+            && $0.path != "Tests/IntegrationTests/SourceTreeTests.swift" }
+        XCTAssertFalse(all.isEmpty)
+        let issue = try NSRegularExpression(pattern: #"\bissues? #?[0-9]+\b|\bthe (first|second) note\b"#, options: [.caseInsensitive])
+        let citing = all.flatMap { file in
+            file.text.split(separator: "\n", omittingEmptySubsequences: false).enumerated().compactMap { line -> String? in
+                let text = String(line.element)
+                guard issue.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)) != nil else { return nil }
+                return "\(file.path):\(line.offset + 1): \(text.trimmingCharacters(in: .whitespaces))"
+            }
+        }
+        XCTAssertEqual(citing, [], citing.joined(separator: "\n"))
+    }
+
     /// The DBus library is a D-Bus library: it knows nothing of propbus, so nothing of its
     /// keys, commands or fleet either (what a right means is the service's).
     func testTheDBusLibrarySpeaksNoPropbusWords() throws {
