@@ -103,13 +103,18 @@ extension Service {
     static let historyScanBudget = 10_000
 
     /// One page of `query`'s changes for `call`: at most `limit` rows, and no more bytes than one
-    /// message holds and the caller may still be sent (``ReplyBytesQuota``), counted as each
-    /// row is built, so a page of large values is cut before it is decoded whole; at most
-    /// ``historyScanBudget`` rows examined. The cursor says where the next page starts (0: none).
+    /// message holds, the caller may still be sent (``ReplyBytesQuota``) and a round's replies
+    /// take (``ObjectTree/replyBytesPerRound``), counted as each row is built, so a page of
+    /// large values is cut before it is decoded whole; at most ``historyScanBudget`` rows
+    /// examined. The cursor says where the next page starts (0: none).
     func listHistory(_ query: HistoryQuery, limit: Int, in store: any HistoryStore, for call: MethodCall) throws(DBusError) -> MethodResult {
         let messageBudget = model.limits.maximumMessageSize - Page<HistoryRecord>.headroom
         let quotaLeft = charges.replyBytesLeft(for: call)
         let budget = min(messageBudget, quotaLeft ?? .max)
+        // Past a round's reply budget a page ends (one row larger than that still goes
+        // alone): the rows are read and built on the one queue, so a page of large values
+        // holds everyone else's calls as long as it is large.
+        let pageBudget = min(budget, ObjectTree.replyBytesPerRound)
         var rows: [DBusValue] = [], revisions: [UInt64] = [], size = 0
         var declined: (record: HistoryRecord, size: Int)?
         let end = try bridged { () throws(PropBusError) in
@@ -121,7 +126,7 @@ extension Service {
                 let row = historyRow(record, for: call)
                 // A struct starts on 8 bytes: count the padding a row may need.
                 let rowSize = row.wireSize() + 7
-                guard size + rowSize <= budget else {
+                guard size + rowSize <= (rows.isEmpty ? budget : pageBudget) else {
                     declined = (record, rowSize)
                     return false
                 }

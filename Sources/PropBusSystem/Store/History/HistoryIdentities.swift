@@ -35,6 +35,10 @@ final class HistoryIdentities {
         let text: String
         var written: (value: DBusValue, bytes: [UInt8])?
         var stored: (value: DBusValue, bytes: [UInt8])?
+        /// The digest of the last value history wrote for the key, when it kept only that: the
+        /// next row's old value, compared (the model still holds it: no copy) instead of
+        /// encoded and hashed again.
+        var writtenDigest: (value: DBusValue, digest: ValueDigest)?
         init(id: Int64, text: String) {
             self.id = id
             self.text = text

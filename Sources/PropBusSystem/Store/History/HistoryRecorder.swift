@@ -127,7 +127,9 @@ final class HistoryRecorder {
                 try insert.bind(.text(kind), at: 6)
                 boundKind = kind
             }
-            var oldBytes = oldValue.map { Self.bytes(of: $0, knowing: key.written) }
+            // The old value is the key's last row's new one: its bytes, or its digest, are known.
+            let knownOldDigest = oldValue.flatMap { value in key.writtenDigest.flatMap { $0.value == value ? $0.digest : nil } }
+            var oldBytes = knownOldDigest == nil ? oldValue.map { Self.bytes(of: $0, knowing: key.written) } : knownOldDigest?.stored
             var newBytes: [UInt8]?
             if let value = newValue {
                 let bytes = Self.bytes(of: value, knowing: key.stored)
@@ -140,13 +142,18 @@ final class HistoryRecorder {
             var flags = Self.flags(of: entries[index]).rawValue
             // Too large to keep whole: the value alone past the bound, then the row (what is left
             // of it) past the writer's whole quota.
-            if let value = oldValue, let bytes = oldBytes, bytes.count > options.maximumValueSize {
+            if knownOldDigest != nil {
+                flags |= HistoryRows.oldIsDigest
+            } else if let value = oldValue, let bytes = oldBytes, bytes.count > options.maximumValueSize {
                 oldBytes = ValueDigest(of: value, encoded: bytes).stored
                 flags |= HistoryRows.oldIsDigest
             }
+            key.writtenDigest = nil
             if let value = newValue, let bytes = newBytes, bytes.count > options.maximumValueSize {
-                newBytes = ValueDigest(of: value, encoded: bytes).stored
+                let digest = ValueDigest(of: value, encoded: bytes)
+                newBytes = digest.stored
                 flags |= HistoryRows.newIsDigest
+                key.writtenDigest = (value, digest)
             }
             if let quota, HistoryRows.bytes(old: oldBytes?.count ?? 0, new: newBytes?.count ?? 0) > quota {
                 if let value = oldValue, let bytes = oldBytes, flags & HistoryRows.oldIsDigest == 0 {
