@@ -89,10 +89,12 @@ final class HistoryPruner {
         let now = HistoryRows.now()
         guard try needsPruning(options, now: now) else { return false }
         let rowsBefore = usage.rows
+        var indexing = false
         try database.execute("BEGIN IMMEDIATE")
         do {
-            if indexer.needsStep(batch: options.indexBatch) {
-                try usage.indexing(from: indexer.indexedThrough, through: recorder.nextID - 1)
+            indexing = indexer.needsStep(batch: options.indexBatch)
+            if indexing {
+                try usage.indexing()
                 try indexer.index(through: recorder.nextID - 1)
             }
             var deleted = 0
@@ -151,7 +153,13 @@ final class HistoryPruner {
             try? usage.reload(indexedThrough: indexer.indexedThrough)
             throw error
         }
-        try usage.reload(indexedThrough: indexer.indexedThrough)
+        // Rows went: their bytes were taken off by the trigger, read back; else only the
+        // tail's became the indexed rows'.
+        if usage.rows < rowsBefore {
+            try usage.reload(indexedThrough: indexer.indexedThrough)
+        } else if indexing {
+            usage.tailIndexed()
+        }
         return try needsPruning(options, now: now)
     }
 

@@ -26,7 +26,7 @@ final class HistoryUsage {
     private var pendingByUID: [UInt32: Int] = [:]
     private var readIndexed: SQLiteStatement?
     private var sumRows: SQLiteStatement?
-    private var addBatch: SQLiteStatement?
+    private var add: SQLiteStatement?
     private var database: SQLiteDatabase?
     /// The oldest row's time (`nil`: not read yet, or no rows), for ``HistoryOptions/maximumAge``.
     private var oldestTime: Int64?
@@ -46,15 +46,7 @@ final class HistoryUsage {
         sumRows = try database.prepare("""
             SELECT c.uid, sum(\(Self.rowBytes)) FROM history h LEFT JOIN history_caller c ON c.id = h.caller WHERE h.id > ?1 AND h.id <= ?2 GROUP BY c.uid
             """)
-        // The batch's bytes, per uid and together, added to `meta` (an upsert from a SELECT
-        // needs a WHERE to be parsed as one).
-        addBatch = try database.prepare("""
-            INSERT INTO meta (name, value)
-                SELECT '\(Self.uidPrefix)' || c.uid, sum(\(Self.rowBytes)) FROM history h JOIN history_caller c ON c.id = h.caller
-                WHERE h.id > ?1 AND h.id <= ?2 AND c.uid IS NOT NULL GROUP BY c.uid
-                UNION ALL SELECT '\(Self.totalName)', coalesce(sum(\(Self.rowBytes)), 0) FROM history h WHERE h.id > ?1 AND h.id <= ?2
-            ON CONFLICT (name) DO UPDATE SET value = value + excluded.value
-            """)
+        add = try database.prepare("INSERT INTO meta (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET value = value + excluded.value")
         // Counted in the narrow index, not `history` itself, which has no index and whose count
         // would read every row's page at each start: an entry holds one row unless it packs
         // others, and those are indexed on their own (`history_index_packed`). `count(*)`
@@ -91,10 +83,22 @@ final class HistoryUsage {
         }
     }
 
-    /// Adds the bytes of the rows of a batch being indexed (ids above `from`, up to `through`)
-    /// to `meta`, in the step's transaction.
-    func indexing(from: Int64, through: Int64) throws(SQLiteError) {
-        try addBatch?.run([.integer(from), .integer(through)])
+    /// Adds the tail's bytes (the batch being indexed: every row above the last indexed one,
+    /// known exactly in memory) to `meta`, in the step's transaction; ``tailIndexed()`` counts them
+    /// as indexed once the step is committed.
+    func indexing() throws(SQLiteError) {
+        guard let add else { return }
+        try add.run([.text(Self.totalName), .integer(Int64(tail))])
+        for (uid, bytes) in tailByUID { try add.run([.text(Self.uidPrefix + String(uid)), .integer(Int64(bytes))]) }
+    }
+
+    /// The step that ran ``indexing()`` was committed and deleted no row: the tail's bytes are
+    /// the indexed rows' now (a step that deleted rows reads them back instead).
+    func tailIndexed() {
+        indexed += tail
+        for (uid, bytes) in tailByUID { indexedByUID[uid, default: 0] += bytes }
+        tail = 0
+        tailByUID.removeAll(keepingCapacity: true)
     }
 
     /// The bytes of every row.
