@@ -22,21 +22,6 @@ public enum FleetLayerKind: String, Sendable, CaseIterable {
     }
 }
 
-extension LayerEntry.Target {
-    /// A key (`GROUP.NAME`) or a group prefix (`GROUP.*`), as a layer file names it.
-    init(parsing text: String) throws(PropBusError) {
-        guard text.hasSuffix(".*") else {
-            self = .key(try Key(text))
-            return
-        }
-        let group = String(text.dropLast(2))
-        guard (try? Key(group + ".x")) != nil else {
-            throw PropBusError(.invalidKey, "\"\(text)\" is not a group prefix: expected a group name followed by .* (\"settings.*\")")
-        }
-        self = .prefix(group + ".")
-    }
-}
-
 extension FleetLayout {
     /// Where etcd holds `key`'s fleet layer of `kind`.
     public func layerKey(_ kind: FleetLayerKind, _ key: Key) -> [UInt8] { layerKey(kind, .key(key)) }

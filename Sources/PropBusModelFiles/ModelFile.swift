@@ -42,9 +42,10 @@ public struct ModelFile: Sendable {
     public private(set) var bindings: [BindingDeclaration] = []
     /// Types already parsed, by their text: a file's keys mostly share a few.
     private var parsedTypes: [String: DBusType] = [:]
-    /// The problems found so far, one per declaration: the file is read to its end, so one
-    /// reload reports every mistake, not only the first.
-    private var problems: [String] = []
+    /// The problems found, one per declaration (`FILE:LINE:COLUMN: KEY: PROBLEM`): the file is
+    /// read to its end, so one reload reports every mistake, not only the first. Empty unless
+    /// read with `keepingProblems`: otherwise the first problem found throws them all.
+    public private(set) var problems: [String] = []
 
     /// The largest model file read by default (`propbusd --max-model-file-size`): parsing
     /// and checking need about five times the file's size at their peak.
@@ -52,7 +53,11 @@ public struct ModelFile: Sendable {
 
     /// Reads and checks the file at `path`: a regular file (symlinks followed) of at most
     /// `maximumSize` bytes; anything else is refused unread.
-    public init(contentsOf path: String, maximumSize: Int = Self.defaultMaximumSize) throws(PropBusError) {
+    ///
+    /// With `keepingProblems`, a file whose declarations have problems is returned with them in
+    /// ``problems`` (and the declarations that had none), so that a load can add the problems
+    /// only the model can see (``typeChanges(in:)``); a file that is not JSON still throws.
+    public init(contentsOf path: String, maximumSize: Int = Self.defaultMaximumSize, keepingProblems: Bool = false) throws(PropBusError) {
         let bytes: [UInt8]
         do {
             bytes = try FileSystem.regularFileContents(of: path, maximumSize: maximumSize)
@@ -66,11 +71,12 @@ public struct ModelFile: Sendable {
         guard let text = String(validating: bytes, as: UTF8.self) else {
             throw PropBusError(.invalidArgs, "\(path): cannot read the model file: it is not UTF-8 text")
         }
-        try self.init(path: path, text: text)
+        try self.init(path: path, text: text, keepingProblems: keepingProblems)
     }
 
-    /// Checks `text` as the content of a model file named `path`.
-    public init(path: String, text: String) throws(PropBusError) {
+    /// Checks `text` as the content of a model file named `path` (`keepingProblems`: as
+    /// ``init(contentsOf:maximumSize:keepingProblems:)`` says).
+    public init(path: String, text: String, keepingProblems: Bool = false) throws(PropBusError) {
         self.path = path
         self.text = text
         let json: JSONValue
@@ -102,7 +108,22 @@ public struct ModelFile: Sendable {
                 problems.append(fail(nil, "unknown field \"\(member.key)\"; expected \"groups\", \"bindings\", \"description\" or \"version\"").message)
             }
         }
-        if !problems.isEmpty { throw PropBusError(.invalidArgs, problems.joined(separator: "\n")) }
+        if !problems.isEmpty, !keepingProblems { throw PropBusError(.invalidArgs, problems.joined(separator: "\n")) }
+    }
+
+    /// The declarations that would change the type of a key `model` holds, each as a problem
+    /// naming the file, line and column, the key, both types and how to migrate: every one, also
+    /// beside the problems of ``problems``, so that one reload reports them all.
+    public func typeChanges(in model: PropertyModel) -> [String] {
+        properties.compactMap { property in
+            guard let existing = model.definition(for: property.key), existing.type != property.type else { return nil }
+            return typeChangeProblem(property.key.text, "property \(property.key) already exists with type '\(existing.type.signature)'; cannot register it as '\(property.type.signature)'").message
+        }
+    }
+
+    /// A type change's problem, with how to migrate.
+    private func typeChangeProblem(_ key: String, _ message: String) -> PropBusError {
+        fail(key, message + "; to migrate, declare the new type under a new name (and copy the value with propctl get/set), or delete the key with propctl delete \(key) (which drops its stored value) and reload")
     }
 
     /// Runs one declaration's check, keeping its problem and going on with the next.
@@ -336,6 +357,9 @@ public struct ModelFile: Sendable {
     /// the file is refused; its `value` is left out and a binding's first sync does not write it
     /// (the shared value stands).
     public func apply(to model: PropertyModel, commands table: CommandTable, shared: SharedDefinitions? = nil) throws(PropBusError) -> [PropertyChange] {
+        // Every type change at once, before anything is declared.
+        let typeChanges = typeChanges(in: model)
+        if !typeChanges.isEmpty { throw PropBusError(.typeMismatch, typeChanges.joined(separator: "\n")) }
         var changes: [PropertyChange] = []
         changes.reserveCapacity(properties.count)
         model.reserveJournalCapacity(properties.count)
@@ -352,7 +376,7 @@ public struct ModelFile: Sendable {
                                             defaultValue: property.defaultValue, options: options, holding: held)
             } catch {
                 guard error.code == .typeMismatch else { throw fail(property.key.text, error.message) }
-                throw fail(property.key.text, error.message + "; to migrate, declare the new type under a new name (and copy the value with propctl get/set), or delete the key with propctl delete \(property.key) (which drops its stored value) and reload")
+                throw typeChangeProblem(property.key.text, error.message)
             }
             // Checked on the definition the model made of the declaration: that is what would fork.
             if let current, let shared, let declared = model.entry(for: property.key)?.definition,

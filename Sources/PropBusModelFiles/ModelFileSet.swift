@@ -60,7 +60,7 @@ public final class ModelFileSet {
     /// the files, so a reload runs it off the daemon's queue: reading and parsing take time.
     public static func read(_ paths: [String], maximumSize: Int) -> [ReadFile] {
         paths.map { path in
-            do throws(PropBusError) { return (path, .success(try ModelFile(contentsOf: path, maximumSize: maximumSize))) } catch {
+            do throws(PropBusError) { return (path, .success(try ModelFile(contentsOf: path, maximumSize: maximumSize, keepingProblems: true))) } catch {
                 return (path, .failure(error))
             }
         }
@@ -87,6 +87,13 @@ public final class ModelFileSet {
         for (path, read) in files {
             let file: ModelFile
             switch read {
+            case .success(let read) where !read.problems.isEmpty:
+                // Skipped as a whole, with the type changes only the model can see: one reload
+                // names every problem of the file.
+                let error = PropBusError(.invalidArgs, (read.problems + read.typeChanges(in: model)).joined(separator: "\n"))
+                if strict { throw error }
+                skipped.append(Skipped(path: path, reason: error.message))
+                continue
             case .success(let read):
                 file = read
             case .failure(let error):

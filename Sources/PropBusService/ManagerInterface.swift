@@ -81,7 +81,7 @@ extension Service {
                     try model.apply(set: assignments, reset: resets)
                 }
             },
-        ] + overrideMethods() + bindingMethods() + commandMethods() + modelFileMethods() + usageMethods() + historyMethods()
+        ] + overrideMethods() + bindingMethods() + commandMethods() + modelFileMethods() + lockMethods() + usageMethods() + historyMethods()
           + (managerExtension?.managerMethods() ?? []), properties: .fixed((managerExtension?.managerProperties() ?? []) + [
             PropertyDescription("Version", type: .string, changeSignal: .const) { .string(Self.version) },
             PropertyDescription("SkippedModelFiles", type: .array(.structure([.string, .string]))) { [unowned self] in

@@ -66,11 +66,22 @@ extension Service {
         if let gate { publish(gate.modelFilesApplied()) }
         defer { tree.connection.scheduleRound() }
         if let error = commit() { throw error }
+        // Only once committed: a reload that did not take leaves the last list standing.
+        announceLayerChange(lockChanged: lockChanged, skipped: skipped)
+        // Keys of the gate's a file declares anew are offered to their owner, as at start.
+        gate?.modelFilesCommitted()
+    }
+
+    /// Announces at the flush what a change of the layer files did beyond values:
+    /// `LocksChanged` for the keys whose lock came, went or changed whom it refuses, and a
+    /// change of `SkippedModelFiles` when the skipped model files (`skipped`, `nil`: as they
+    /// were) or the layer-file problems are not those last announced.
+    func announceLayerChange(lockChanged: [Key], skipped: [ModelFileSet.Skipped]? = nil) {
         if !lockChanged.isEmpty {
             tree.emitAtFlush(path: Key.rootPath, interface: Self.managerInterface, member: "LocksChanged",
                              [.array(of: .string, lockChanged.map { .string($0.text) })])
         }
-        // Only once committed: a reload that did not take leaves the last list standing.
+        let skipped = skipped ?? skippedModelFiles
         let layerProblems = model.layerProblems
         if skipped != skippedModelFiles || layerProblems != announcedLayerProblems {
             // GDBus proxies cache the list until told it changed.
@@ -79,8 +90,6 @@ extension Service {
             skippedModelFiles = skipped
             announcedLayerProblems = layerProblems
         }
-        // Keys of the gate's a file declares anew are offered to their owner, as at start.
-        gate?.modelFilesCommitted()
     }
 
     /// Layer-file problems as rows of `SkippedModelFiles` and `Reload`'s reply: the file, and

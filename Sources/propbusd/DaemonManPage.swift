@@ -27,7 +27,8 @@ enum DaemonManPage {
         lines += [
             ".SH FILES",
             ".TP", "\\fI$XDG_STATE_HOME/propbus/propbus.db\\fR, \\fI/var/lib/propbus/propbus.db\\fR", "The store (session and system bus).",
-            ".TP", "\\fIpropbusd.lock\\fR beside the store", "Names the holder of the state directory's lock (a flock on the directory itself, which removing this file does not release): one propbusd per store.",
+            ".TP", "\\fIpropbusd.lock\\fR beside the store", "Names the holder of the state directory's lock (a flock on the directory itself, which removing this file does not release): one propbusd per store. Made by root, it is given to the directory's owner; one this user may not open is replaced once the directory is locked.",
+            ".TP", "\\fI/etc/propbus/mandatory.d/50-propctl.json\\fR", "The locks of propctl lock (Manager.Lock, Manager.Unlock), written by propbusd itself: a new file synced and renamed over the old, under a flock of the directory.",
             ".TP", "\\fI$XDG_CONFIG_HOME/propbus/models/*.json\\fR, \\fI/etc/propbus/models/*.json\\fR", "Model files read at start and again on SIGHUP (systemctl reload, propctl reload).",
             ".SH \"EXIT STATUS\"",
             "0 after SIGTERM or SIGINT; 1 on a start\\-up failure or when the bus goes away (running executions are killed first); 64 for a wrong command line.",

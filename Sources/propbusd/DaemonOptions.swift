@@ -128,7 +128,7 @@ struct DaemonOptions {
         .value("max-executions", "N", help: "Refuse more than N command executions running at once (default 64).") { o, v throws(UsageError) in
             o.maximumExecutions = try positive(v, "--max-executions")
         },
-        .value("quota", "NAME=N", help: "Hold each uid other than root and propbusd's own to N of NAME (with --system or --system-access): " + Quota.allCases.map { "\($0.rawValue) (\($0.noun); default \($0.defaultLimit))" }.joined(separator: ", ") + ". Repeatable.", repeatable: true) { o, v throws(UsageError) in
+        .value("quota", "NAME=N", help: "Hold each uid other than root and propbusd's own to N of NAME (with --system or --system-access): " + Quota.allCases.map { "\($0.rawValue) (\($0.noun); default \($0.defaultLimit))" }.joined(separator: ", ") + ".", repeatable: true) { o, v throws(UsageError) in
             switch Quotas.parse(v) {
             case .success(let (quota, limit)): o.quotas[quota] = limit
             case .failure(let error): throw usage(error.message)

@@ -36,7 +36,7 @@ case .command(let parsed):
         if name == "get", try GetVerb.runBlocking(parsed) { exit(0) }
         try await command.run(parsed)
     } catch {
-        Output.error("propctl \(name): \(error.message)")
+        Output.error("propctl \(name): " + (error.isNotRunning ? CommandFailure.notRunning(on: PropbusClient.bus(parsed)) : error.message))
         exit(error.code.rawValue)
     }
 }

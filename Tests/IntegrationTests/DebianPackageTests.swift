@@ -1,3 +1,4 @@
+import DBus
 import Foundation
 import XCTest
 
@@ -12,12 +13,8 @@ final class DebianPackageTests: XCTestCase {
         ["/usr/bin/", "/usr/sbin/", "/bin/"].map { $0 + name }.first { FileManager.default.isExecutableFile(atPath: $0) }
     }
 
-    func testPackageHoldsTheInstallTreeWithComputedDependsAndLintianFindsNoError() async throws {
-        guard let dpkgDeb = tool("dpkg-deb"), tool("dpkg-shlibdeps") != nil, tool("fakeroot") != nil else {
-            throw XCTSkip("dpkg-dev or fakeroot is not installed (scripts/setup installs them)")
-        }
-        let directory = try makeTemporaryDirectory(prefix: "pbit-deb")
-        defer { try? FileManager.default.removeItem(at: directory) }
+    /// `scripts/package` with this build's binaries, the .deb in `directory`; returns its path.
+    private func buildPackage(into directory: URL) async throws -> String {
         var environment = ProcessInfo.processInfo.environment
         // Debug binaries keep the test fast; scripts/package itself builds release.
         environment["PROPBUS_BUILD_DIR"] = BuildProducts.directory.path
@@ -26,8 +23,18 @@ final class DebianPackageTests: XCTestCase {
                                          environment: environment, timeout: 300)
         XCTAssertEqual(built.status, 0, "\(built)")
         let deb = built.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        XCTAssertTrue(deb.hasPrefix(directory.path + "/propbus_") && deb.hasSuffix("_amd64.deb"), deb)
         XCTAssertTrue(FileManager.default.fileExists(atPath: deb), "\(built)")
+        return deb
+    }
+
+    func testPackageHoldsTheInstallTreeWithComputedDependsAndLintianFindsNoError() async throws {
+        guard let dpkgDeb = tool("dpkg-deb"), tool("dpkg-shlibdeps") != nil, tool("fakeroot") != nil else {
+            throw XCTSkip("dpkg-dev or fakeroot is not installed (scripts/setup installs them)")
+        }
+        let directory = try makeTemporaryDirectory(prefix: "pbit-deb")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let deb = try await buildPackage(into: directory)
+        XCTAssertTrue(deb.hasPrefix(directory.path + "/propbus_") && deb.hasSuffix("_amd64.deb"), deb)
 
         // Control fields.
         let control = try await runCommand(dpkgDeb, ["--field", deb], environment: [:])
@@ -119,10 +126,19 @@ final class DebianPackageTests: XCTestCase {
         let commands = try String(contentsOfFile: docs + "/docs/commands.md", encoding: .utf8)
         XCTAssertTrue(commands.contains("/usr/share/propbus/examples/flickr-search.sh"), "docs/commands.md's first example")
         XCTAssertTrue(FileManager.default.isExecutableFile(atPath: unpacked + "/usr/share/propbus/examples/flickr-search.sh"))
-        for script in ["postinst", "postrm"] {
+        for script in ["postinst", "prerm", "postrm"] {
             let info = try await runCommand(dpkgDeb, ["--info", deb, script], environment: [:])
             XCTAssertEqual(info.status, 0, "\(script) is not in the control archive: \(info)")
         }
+
+        // The licence, in Debian's machine-readable copyright format (lintian checks the format).
+        let copyright = try String(contentsOfFile: unpacked + "/usr/share/doc/propbus/copyright", encoding: .utf8)
+        XCTAssertTrue(copyright.hasPrefix("Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n"), copyright)
+        XCTAssertTrue(copyright.contains("\nFiles: *\n") && copyright.contains("\nLicense: Apache-2.0\n"), copyright)
+        XCTAssertTrue(copyright.contains("/usr/share/common-licenses/Apache-2.0"), copyright)
+        XCTAssertFalse(copyright.lowercased().contains("unspecified"), copyright)
+        let readme = try String(contentsOfFile: unpacked + "/usr/share/doc/propbus/README.md", encoding: .utf8)
+        XCTAssertTrue(readme.contains("Apache License, Version 2.0"), "the README names the licence")
 
         // lintian: no errors (warnings are reported, not failed on).
         guard let lintian = tool("lintian") else { throw XCTSkip("lintian is not installed (scripts/setup installs it)") }
@@ -148,13 +164,16 @@ final class DebianPackageTests: XCTestCase {
     }
 
     /// The maintainer scripts from packaging/debian, run as dpkg runs them, with stand-ins for
-    /// the tools that would change this machine.
-    private func runMaintainerScript(_ name: String, _ argument: String, root: String?, in directory: URL) async throws
-        -> (CommandResult, calls: [String]) {
+    /// the tools that would change this machine. With `systemdRunning`, in a mount namespace of
+    /// its own whose /run has `systemd/system` (what scripts test for a running systemd),
+    /// whether or not systemd runs here.
+    private func runMaintainerScript(_ name: String, _ arguments: String..., root: String?, systemdRunning: Bool = false,
+                                     in directory: URL) async throws -> (CommandResult, calls: [String]) {
         let fakes = directory.appendingPathComponent("fake-bin")
         try FileManager.default.createDirectory(at: fakes, withIntermediateDirectories: true)
         let log = directory.appendingPathComponent("calls")
-        for tool in ["systemd-sysusers", "systemd-tmpfiles", "systemctl", "dbus-send", "deb-systemd-invoke", "invoke-rc.d"] {
+        for tool in ["systemd-sysusers", "systemd-tmpfiles", "systemctl", "dbus-send", "deb-systemd-invoke", "deb-systemd-helper",
+                     "invoke-rc.d"] {
             let path = fakes.appendingPathComponent(tool).path
             try "#!/bin/sh\necho \"\(tool) $*\" >> '\(log.path)'\n".write(toFile: path, atomically: true, encoding: .utf8)
             chmod(path, 0o755)
@@ -163,7 +182,15 @@ final class DebianPackageTests: XCTestCase {
         var environment = ["PATH": fakes.path + ":/usr/bin:/bin:/usr/sbin:/sbin"]
         environment["DPKG_ROOT"] = root
         let script = Self.packageRoot.appendingPathComponent("packaging/debian/\(name)").path
-        let result = try await runCommand(script, [argument], environment: environment)
+        let result: CommandResult
+        if systemdRunning {
+            guard getuid() == 0, let unshare = tool("unshare") else { throw XCTSkip("needs root and unshare, to fake a running systemd") }
+            let inside = #"mount -t tmpfs tmpfs /run && mkdir -p /run/systemd/system && exec "$@""#
+            result = try await runCommand(unshare, ["--mount", "--propagation", "private", "--", "/bin/sh", "-c", inside, "sh", script] + arguments,
+                                          environment: environment)
+        } else {
+            result = try await runCommand(script, arguments, environment: environment)
+        }
         let calls = ((try? String(contentsOf: log, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
         return (result, calls)
     }
@@ -174,17 +201,46 @@ final class DebianPackageTests: XCTestCase {
         let (result, calls) = try await runMaintainerScript("postinst", "configure", root: nil, in: directory)
         XCTAssertEqual(result.status, 0, "\(result)")
         XCTAssertEqual(Array(calls.prefix(2)), ["systemd-sysusers propbus.conf", "systemd-tmpfiles --create propbus.conf"], "\(calls)")
-        for call in calls.dropFirst(2) {
+        // The links an enable would make are remembered for purge, as debhelper does.
+        let helper = ["deb-systemd-helper unmask propbusd.service", "deb-systemd-helper update-state propbusd.service",
+                      "deb-systemd-helper --user update-state propbusd.service"]
+        XCTAssertEqual(Array(calls.dropFirst(2).prefix(3)), helper, "\(calls)")
+        for call in calls.dropFirst(5) {
             XCTAssertTrue(call == "systemctl --system daemon-reload" || call.hasPrefix("dbus-send --system") && call.hasSuffix("ReloadConfig"),
                           "postinst ran \(call)")
         }
         XCTAssertFalse(calls.contains { $0.contains(" start") || $0.contains("enable") || $0.contains("restart") }, "\(calls)")
 
+        // An upgrade restarts a daemon that runs (try-restart starts none), where systemd runs;
+        // a first install does not.
+        let (installed, installCalls) = try await runMaintainerScript("postinst", "configure", root: nil, systemdRunning: true, in: directory)
+        XCTAssertEqual(installed.status, 0, "\(installed)")
+        XCTAssertFalse(installCalls.contains { $0.hasPrefix("deb-systemd-invoke") }, "\(installCalls)")
+        let (upgraded, upgradeCalls) = try await runMaintainerScript("postinst", "configure", "0.0.9", root: nil, systemdRunning: true, in: directory)
+        XCTAssertEqual(upgraded.status, 0, "\(upgraded)")
+        XCTAssertTrue(upgradeCalls.contains("deb-systemd-invoke try-restart propbusd.service"), "\(upgradeCalls)")
+
         // Into another root (DPKG_ROOT), the tools are told so and nothing reloads.
         let (rooted, rootedCalls) = try await runMaintainerScript("postinst", "configure", root: directory.path + "/root", in: directory)
         XCTAssertEqual(rooted.status, 0, "\(rooted)")
         XCTAssertEqual(rootedCalls, ["systemd-sysusers --root=\(directory.path)/root propbus.conf",
-                                     "systemd-tmpfiles --root=\(directory.path)/root --create propbus.conf"])
+                                     "systemd-tmpfiles --root=\(directory.path)/root --create propbus.conf"] + helper)
+    }
+
+    func testPrermStopsTheSystemDaemonOnRemoveOnly() async throws {
+        let directory = try makeTemporaryDirectory(prefix: "pbit-deb")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (removed, calls) = try await runMaintainerScript("prerm", "remove", root: nil, systemdRunning: true, in: directory)
+        XCTAssertEqual(removed.status, 0, "\(removed)")
+        XCTAssertEqual(calls, ["deb-systemd-invoke stop propbusd.service"])
+        for argument in ["upgrade", "deconfigure", "failed-upgrade"] {
+            let (result, other) = try await runMaintainerScript("prerm", argument, root: nil, systemdRunning: true, in: directory)
+            XCTAssertEqual(result.status, 0, "\(result)")
+            XCTAssertEqual(other, [], "prerm \(argument) stops nothing: an upgrade's postinst restarts it")
+        }
+        let (rooted, rootedCalls) = try await runMaintainerScript("prerm", "remove", root: directory.path + "/root", in: directory)
+        XCTAssertEqual(rooted.status, 0, "\(rooted)")
+        XCTAssertEqual(rootedCalls, [], "nothing runs in another root")
     }
 
     func testRemoveKeepsTheStoreAndPurgeDeletesIt() async throws {
@@ -201,10 +257,91 @@ final class DebianPackageTests: XCTestCase {
         XCTAssertEqual(removed.status, 0, "\(removed)")
         XCTAssertTrue(FileManager.default.fileExists(atPath: store + "/store.sqlite"), "remove deleted the store")
 
-        let (purged, _) = try await runMaintainerScript("postrm", "purge", root: root, in: directory)
+        // propctl lock's file (propbusd writes it).
+        try FileManager.default.createDirectory(atPath: root + "/etc/propbus/mandatory.d", withIntermediateDirectories: true)
+        try #"{"app.volume": 20}"#.write(toFile: root + "/etc/propbus/mandatory.d/50-propctl.json", atomically: true, encoding: .utf8)
+        let (purged, calls) = try await runMaintainerScript("postrm", "purge", root: root, in: directory)
         XCTAssertEqual(purged.status, 0, "\(purged)")
         XCTAssertFalse(FileManager.default.fileExists(atPath: store), "purge kept the store")
         XCTAssertTrue(FileManager.default.fileExists(atPath: root + "/etc/propbus/models/mine.json"),
                       "purge deleted an administrator's model file")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: root + "/etc/propbus/mandatory.d"), "propctl lock's file and its directory go")
+        XCTAssertTrue(calls.contains("deb-systemd-helper purge propbusd.service") && calls.contains("deb-systemd-helper --user purge propbusd.service"),
+                      "\(calls)")
+    }
+
+    /// The package as dpkg installs, removes and purges it, into a throwaway root: dpkg runs the
+    /// maintainer scripts outside it with DPKG_ROOT set (`--force-script-chrootless`), as it does
+    /// for a root made by a bootstrap tool. What `systemctl enable` and `propctl lock` leave
+    /// there must go with the purge; the administrator's own files stay.
+    func testDpkgInstallRemoveAndPurgeInAThrowawayRoot() async throws {
+        guard getuid() == 0 else { throw XCTSkip("dpkg --root needs root") }
+        guard let dpkg = tool("dpkg"), tool("dpkg-deb") != nil, tool("dpkg-shlibdeps") != nil, tool("fakeroot") != nil,
+              let systemctl = tool("systemctl") else {
+            throw XCTSkip("dpkg-dev, fakeroot or systemctl is not installed (scripts/setup installs them)")
+        }
+        let directory = try makeTemporaryDirectory(prefix: "pbit-deb")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let deb = try await buildPackage(into: directory)
+
+        let root = directory.appendingPathComponent("root").path
+        for folder in ["/var/lib/dpkg/info", "/var/lib/dpkg/updates", "/etc"] {
+            try FileManager.default.createDirectory(atPath: root + folder, withIntermediateDirectories: true)
+        }
+        FileManager.default.createFile(atPath: root + "/var/lib/dpkg/status", contents: Data())
+        let path = ["PATH": "/usr/sbin:/usr/bin:/sbin:/bin"]
+        func run(_ action: [String]) async throws {
+            let result = try await runCommand(dpkg, ["--root=\(root)", "--force-script-chrootless", "--force-depends", "--log=/dev/null"] + action,
+                                              environment: path, timeout: 120)
+            XCTAssertEqual(result.status, 0, "dpkg \(action): \(result)")
+        }
+        func exists(_ file: String) -> Bool {
+            var info = stat()
+            return lstat(root + file, &info) == 0
+        }
+        try await run(["-i", deb])
+        let passwd = try String(contentsOfFile: root + "/etc/passwd", encoding: .utf8)
+        let user = try XCTUnwrap(passwd.split(separator: "\n").first { $0.hasPrefix("propbus:") }, passwd).split(separator: ":")
+        let uid = try XCTUnwrap(UInt32(user[2]))
+        var info = stat()
+        XCTAssertEqual(stat(root + "/etc/propbus/mandatory.d", &info), 0, "the directory propbusd keeps locks in")
+        XCTAssertEqual(info.st_uid, uid, "propbusd, running as propbus, writes the locks")
+
+        // A daemon started by hand as root, refused the bus name: the service user's state
+        // directory keeps nothing only root may write.
+        let bus = try await PrivateBus.start()
+        defer { Task { await bus.stop() } }
+        let owner = try await Client.connect(to: bus)
+        defer { owner.close() }
+        _ = try await owner.connection.callBus("RequestName", [.string(PropBusAPI.busName), .uint32(4)])
+        var daemonEnvironment = bus.environment
+        daemonEnvironment["STATE_DIRECTORY"] = root + "/var/lib/propbus"
+        let refused = try await runCommand(BuildProducts.propbusd, ["--address", bus.address], environment: daemonEnvironment, timeout: 30)
+        XCTAssertEqual(refused.termination, .exited(1), "\(refused)")
+        for name in try FileManager.default.contentsOfDirectory(atPath: root + "/var/lib/propbus") {
+            XCTAssertEqual(stat(root + "/var/lib/propbus/" + name, &info), 0)
+            XCTAssertEqual(info.st_uid, uid, "\(name) is root's: the service could not use it")
+        }
+
+        // What an administrator does while it is installed.
+        let enable = try await runCommand(systemctl, ["--root=\(root)", "enable", "propbusd.service"], environment: path)
+        XCTAssertEqual(enable.status, 0, "\(enable)")
+        let wants = "/etc/systemd/system/multi-user.target.wants/propbusd.service"
+        XCTAssertTrue(exists(wants), "\(enable)")
+        try #"{"app.volume": 20}"#.write(toFile: root + "/etc/propbus/mandatory.d/50-propctl.json", atomically: true, encoding: .utf8)
+        try #"{"app.volume": 10}"#.write(toFile: root + "/etc/propbus/mandatory.d/10-site.json", atomically: true, encoding: .utf8)
+        try "{}".write(toFile: root + "/etc/propbus/models/mine.json", atomically: true, encoding: .utf8)
+
+        try await run(["-r", "propbus"])
+        XCTAssertFalse(exists("/usr/bin/propbusd"))
+        XCTAssertTrue(exists("/var/lib/propbus") && exists("/etc/propbus/mandatory.d/50-propctl.json"), "remove keeps the store and the locks")
+
+        try await run(["-P", "propbus"])
+        XCTAssertFalse(exists(wants), "purge left the enablement link dangling")
+        XCTAssertFalse(exists("/etc/systemd/system/propbusd.service"), "purge left the unit masked")
+        XCTAssertFalse(exists("/var/lib/propbus"), "purge kept the store")
+        XCTAssertFalse(exists("/etc/propbus/mandatory.d/50-propctl.json"), "purge kept the file propctl lock wrote")
+        XCTAssertTrue(exists("/etc/propbus/mandatory.d/10-site.json") && exists("/etc/propbus/models/mine.json"),
+                      "purge deleted the administrator's own files")
     }
 }

@@ -89,6 +89,19 @@ final class HistoryOriginTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertTrue(line.contains("via Set") && line.contains("root") && line.contains("propctl"), line)
     }
 
+    func testWatchWithOriginNamesWhoMadeTheCurrentValues() async throws {
+        try await client.create("settings.volume", "i", default: .int32(50))
+        let set = try await propctl(["set", "settings.volume", "40"])
+        XCTAssertEqual(set.status, 0, "\(set)")
+        let watch = try ChildProcess(BuildProducts.propctl, ["--address", bus.address, "watch", "settings", "--origin"], environment: bus.environment)
+        defer { watch.signal(SIGKILL) }
+        let printed = await eventually { watch.stdout.contains("settings.volume 40") }
+        XCTAssertTrue(printed, watch.stdout + watch.stderr)
+        let line = watch.stdout.split(separator: "\n").first { $0.contains("settings.volume 40") }.map(String.init) ?? ""
+        XCTAssertTrue(line.contains("via Set") && line.contains("root"), line)
+        XCTAssertFalse(line.contains("origin unknown"), line)
+    }
+
     func testPerKeyRetentionKeepsTheLatestChangesOfEachKey() async throws {
         try await restartDaemon(arguments: ["--history-max-per-key", "3"])
         try await client.create("app.count", "u", default: .uint32(0))

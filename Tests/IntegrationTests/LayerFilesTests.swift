@@ -253,6 +253,16 @@ final class LayerFilesTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertFalse(none.stdout.contains("app.volume"), "\(none)")
     }
 
+    func testDescribeOfAKeyReadingASiteDefaultSaysWhichLayerItReads() async throws {
+        try await client.create("app.volume", "i", default: .int32(50))
+        try writeLayerFile(configDirectory, "defaults.d", "10-site.json", #"{"app.volume": 30}"#)
+        let reload = try await propctlLayers(["reload"])
+        XCTAssertTrue(reload.succeeded, "\(reload)")
+        let describe = try await propctlLayers(["describe", "app.volume"])
+        let isSet = describe.stdout.split(separator: "\n").first { $0.hasPrefix("is_set") }.map(String.init) ?? ""
+        XCTAssertTrue(isSet.hasSuffix("no (reads the site layer's default)"), "the value is the site's, not the definition's default: \(describe)")
+    }
+
     func testPropctlLockFailsClearlyWhenTheDirectoryIsNotWritable() async throws {
         // A regular file where the directory should be: nobody can create mandatory.d under it.
         try FileManager.default.createDirectory(at: bus.directory.appendingPathComponent("blocked"), withIntermediateDirectories: true)
@@ -263,5 +273,6 @@ final class LayerFilesTests: DaemonTestCase, @unchecked Sendable {
         let lock = try await propctlLayers(["lock", "app.volume", "20"])
         XCTAssertFalse(lock.succeeded, "\(lock)")
         XCTAssertTrue(lock.stderr.contains(blocker.path + "/mandatory.d"), "\(lock)")
+        XCTAssertFalse(lock.stderr.contains("propctl lock: propctl lock"), "said once: \(lock)")
     }
 }

@@ -97,6 +97,17 @@ final class OverrideTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertTrue(bad.stderr.contains("--for expects a duration"), "\(bad)")
     }
 
+    func testPropctlOverrideForADurationWithoutACommandIsSetAndLeft() async throws {
+        try await makeIdleDelay()
+        // An hour's override: propctl must not hold the terminal for it.
+        let result = try await propctl(["override", "display.idleDelay", "3", "--for", "1h"], timeout: 10)
+        XCTAssertEqual(result.status, 0, "\(result)")
+        let handle = try XCTUnwrap(UInt64(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)), "the handle: \(result)")
+        try await expectValue("display.idleDelay", .uint32(3), "the override outlives propctl", from: client)
+        try await release(handle)
+        try await expectValue("display.idleDelay", .uint32(600), from: client)
+    }
+
     func testTwoHoldersFallBackInOrderWhicheverEndsFirst() async throws {
         try await makeIdleDelay()
         let first = try await Client.connect(to: bus), second = try await Client.connect(to: bus)

@@ -278,10 +278,29 @@ final class PropctlVerbTests: DaemonTestCase {
         try await client.set("settings.b", .int32(2))
         try await client.set("settings.c", .int32(1))   // set, but to the default: not modified
         let list = try await propctl(["list", "settings"])
-        XCTAssertEqual(lines(list.stdout), ["settings.a\ti\t1\t", "settings.b\ti\t2\t*", "settings.c\ti\t1\t"], list.stdout)
+        // Piped: no line ends with a tab, and `cut -f3` is still the value.
+        XCTAssertEqual(lines(list.stdout), ["settings.a\ti\t1", "settings.b\ti\t2\t*", "settings.c\ti\t1"], list.stdout)
         let asJSON = try await propctl(["--json", "list", "settings"])
         let modified = (json(asJSON.stdout) as? [[String: Any]])?.map { $0["modified"] as? Bool }
         XCTAssertEqual(modified, [false, true, false])
+    }
+
+    /// At a terminal `list` aligns its columns under a header line, piped it prints none: both
+    /// as the README's tour says.
+    func testListAtATerminalPrintsAHeaderAsTheReadmeSays() async throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/script") else { throw XCTSkip("script (bsdutils) is not installed") }
+        try await client.create("settings.volume", "i", default: .int32(50))
+        // script(1) gives propctl a terminal for its stdout.
+        let command = "\(BuildProducts.propctl) --address \(bus.address) list settings"
+        let terminal = try await runCommand("/usr/bin/script", ["-q", "-e", "-c", command, "/dev/null"], environment: bus.environment)
+        XCTAssertEqual(terminal.status, 0, "\(terminal)")
+        let shown = terminal.stdout.replacingOccurrences(of: "\r", with: "").split(separator: "\n").map(String.init)
+        XCTAssertEqual(shown.first.map { $0.split(separator: " ").map(String.init) }, ["KEY", "TYPE", "VALUE"], "\(shown)")
+        let piped = try await propctl(["list", "settings"])
+        XCTAssertEqual(lines(piped.stdout), ["settings.volume\ti\t50"], "\(piped)")
+        let readme = try String(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("README.md"), encoding: .utf8)
+        XCTAssertTrue(readme.contains("under a header line (`KEY TYPE VALUE`)"), "the README says a terminal gets a header")
     }
 
     // MARK: One prefix rule
@@ -371,6 +390,41 @@ final class PropctlVerbTests: DaemonTestCase {
         XCTAssertEqual(lines(get.stderr).count, 1, get.stderr)
         XCTAssertTrue(get.stderr.contains("propbusd is not running"), get.stderr)
         XCTAssertFalse(get.stderr.contains("ServiceUnknown"), get.stderr)
+    }
+
+    func testNoDaemonOnTheSystemBusAdvisesTheSystemService() async throws {
+        await daemon.stop()
+        _ = await eventually { !((try? await self.client.nameHasOwner()) ?? true) }
+        var environment = bus.environment
+        environment["DBUS_SYSTEM_BUS_ADDRESS"] = bus.address
+        let status = try await runCommand(BuildProducts.propctl, ["--system", "status"], environment: environment)
+        XCTAssertEqual(status.status, 69, "\(status)")
+        XCTAssertTrue(status.stderr.contains("not running on the system bus") && status.stderr.contains("'systemctl start propbusd'"), status.stderr)
+        XCTAssertFalse(status.stderr.contains("--user"), "the session's advice is for the session bus: \(status.stderr)")
+        let get = try await runCommand(BuildProducts.propctl, ["--system", "get", "a.b"], environment: environment)
+        XCTAssertEqual(get.status, 69, "\(get)")
+        XCTAssertTrue(get.stderr.contains("'systemctl start propbusd'") && !get.stderr.contains("--user"), get.stderr)
+        let session = try await propctl(["status"])
+        XCTAssertTrue(session.stderr.contains("--address \(bus.address)"), "the bus the command line named: \(session.stderr)")
+    }
+
+    func testAGroupOrACommandWhereAPropertyGoesIsSaidToBeOne() async throws {
+        try await client.create("settings.volume", "i", default: .int32(50))
+        try await client.create("settings.audio.balance", "i", default: .int32(0))
+        let create = try await propctl(["create-command", "jobs.upper", "--", "tr", "a-z", "A-Z"])
+        XCTAssertEqual(create.status, 0, "\(create)")
+        let deleteCommand = try await propctl(["delete", "jobs.upper"])
+        XCTAssertEqual(deleteCommand.status, 1, "\(deleteCommand)")
+        XCTAssertTrue(deleteCommand.stderr.contains("jobs.upper is a command") && deleteCommand.stderr.contains("propctl delete-command jobs.upper"),
+                      deleteCommand.stderr)
+        let getGroup = try await propctl(["get", "settings"])
+        XCTAssertEqual(getGroup.status, 1, "\(getGroup)")
+        XCTAssertTrue(getGroup.stderr.contains("settings is a group of 2 keys") && getGroup.stderr.contains("propctl list settings"), getGroup.stderr)
+        let getSubgroup = try await propctl(["get", "settings.audio"])
+        XCTAssertTrue(getSubgroup.stderr.contains("settings.audio is a group of 1 key,") && getSubgroup.stderr.contains("propctl list settings.audio"),
+                      getSubgroup.stderr)
+        let typo = try await propctl(["get", "setings"])
+        XCTAssertEqual(typo.status, 64, "a word that is no group stays a usage error: \(typo)")
     }
 
     // MARK: watch across daemon restarts and bus loss

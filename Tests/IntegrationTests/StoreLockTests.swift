@@ -86,6 +86,45 @@ final class StoreLockTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertEqual(storeBytes(in: otherState), before, "a daemon that did not own the name wrote to its store")
     }
 
+    /// An administrator's `propbusd --system` as root, refused the name, must leave nothing in
+    /// the service user's state directory that keeps the service out.
+    func testADaemonRunAsRootLeavesNothingThatKeepsTheServiceUserOut() async throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root, to run the daemon as nobody") }
+        let state = try makeTemporaryDirectory(prefix: "pbit-state")
+        defer { try? FileManager.default.removeItem(at: state) }
+        XCTAssertEqual(chown(state.path, AsNobody.uid, AsNobody.uid), 0)
+        XCTAssertEqual(chmod(state.path, 0o750), 0)
+        // A system bus on which nobody stands for the service's user.
+        let other = try await PrivateBus.start(.system, serviceUser: "nobody")
+        defer { Task { await other.stop() } }
+        let otherClient = try await Client.connect(to: other)
+        defer { otherClient.close() }
+        func startAsNobody() async throws -> ChildProcess {
+            let (program, argv) = try AsNobody.command(BuildProducts.propbusd, ["--address", other.address, "--system-access"])
+            var environment = other.environment
+            environment["STATE_DIRECTORY"] = state.path
+            let service = try ChildProcess(program, argv, environment: environment)
+            let owned = await eventually(timeout: 20) { (try? await otherClient.nameHasOwner()) == true }
+            XCTAssertTrue(owned, "the service user's daemon did not start: \(service.stderr)")
+            return service
+        }
+        // A fresh install: the directory is the service user's and empty. Root's daemon takes
+        // its lock, then is refused the name this test's daemon owns.
+        var environment = bus.environment
+        environment["STATE_DIRECTORY"] = state.path
+        let root = try await runCommand(BuildProducts.propbusd, ["--address", bus.address], environment: environment, timeout: 15)
+        XCTAssertEqual(root.termination, .exited(1), "\(root)")
+        let rootOwned = try FileManager.default.contentsOfDirectory(atPath: state.path).filter { name in
+            var info = stat()
+            return stat(state.appendingPathComponent(name).path, &info) == 0 && info.st_uid == 0
+        }
+        XCTAssertEqual(rootOwned, [], "root's daemon left files only root may write")
+
+        let service = try await startAsNobody()
+        try await otherClient.create("kept.a", "i", default: .int32(1))
+        _ = await service.stop(timeout: 10)
+    }
+
     func testLockIsReleasedWhenTheDaemonStops() async throws {
         try await client.create("lock.a", "i", default: .int32(1))
         try await restartDaemon(arguments: [])

@@ -283,8 +283,9 @@ final class SystemdTests: XCTestCase {
             ("/opt/propbus/share/man/man1/propctl.1.gz", 0o644),
             ("/opt/propbus/share/man/man8/propbusd.8.gz", 0o644),
             ("/opt/propbus/share/bash-completion/completions/propctl", 0o644),
-            ("/opt/propbus/share/zsh/vendor-completions/_propctl", 0o644),
-            ("/opt/propbus/share/fish/vendor_completions.d/propctl.fish", 0o644),
+            ("/opt/propbus/share/zsh/site-functions/_propctl", 0o644),
+            // fish reads PREFIX/share only when XDG_DATA_DIRS names it; SYSCONFDIR's always.
+            ("/etc/fish/completions/propctl.fish", 0o644),
         ]
         for (path, mode) in expected {
             let attributes = try? FileManager.default.attributesOfItem(atPath: root + path)
@@ -323,6 +324,37 @@ final class SystemdTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: root + "/etc"), "PREFIX=/usr installs nothing in /etc")
         let unit = try String(contentsOfFile: root + "/usr/lib/systemd/system/propbusd.service", encoding: .utf8)
         XCTAssertTrue(unit.contains("\nExecStart=/usr/bin/propbusd --system\n"), unit)
+    }
+
+    /// Where each shell looks, asked of the shells themselves with no configuration of a user's
+    /// (no XDG_DATA_DIRS, an empty home): the completions `scripts/install` puts in place must
+    /// be there, for the default PREFIX and for a package's.
+    func testInstalledCompletionsAreWhereDebiansShellsLookWithoutConfiguration() async throws {
+        for tool in ["zsh", "fish"] where !FileManager.default.isExecutableFile(atPath: "/usr/bin/" + tool) {
+            throw XCTSkip("\(tool) is not installed (scripts/setup installs it)")
+        }
+        let directory = try makeTemporaryDirectory(prefix: "pbit-install")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let bare = ["HOME": directory.path, "XDG_CONFIG_HOME": directory.appendingPathComponent("config").path, "PATH": "/usr/bin:/bin"]
+        let zsh = try await runCommand("/usr/bin/zsh", ["-f", "-c", "print -rl -- $fpath"], environment: bare)
+        let fish = try await runCommand("/usr/bin/fish", ["-c", #"printf "%s\n" $fish_complete_path"#], environment: bare)
+        let zshLooks = zsh.stdout.split(separator: "\n").map(String.init), fishLooks = fish.stdout.split(separator: "\n").map(String.init)
+        XCTAssertFalse(zshLooks.isEmpty || fishLooks.isEmpty, "\(zsh)\n\(fish)")
+        // bash-completion looks in XDG_DATA_DIRS, by default /usr/local/share and /usr/share.
+        let bashLooks = ["/usr/local/share/bash-completion/completions", "/usr/share/bash-completion/completions"]
+        for prefix in ["/usr/local", "/usr"] {
+            let root = directory.appendingPathComponent("root" + prefix.replacingOccurrences(of: "/", with: "-")).path
+            let (result, _) = try await runInstall(["DESTDIR": root, "PREFIX": prefix], in: directory)
+            XCTAssertEqual(result.status, 0, "\(result)")
+            let installed = result.stdout.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+            for (name, looks) in [("/propctl", bashLooks), ("/_propctl", zshLooks), ("/propctl.fish", fishLooks)] {
+                let path = installed.first { $0.hasSuffix(name) && ($0.contains("completion") || $0.contains("site-functions")) }
+                let file = try XCTUnwrap(path, "no \(name) installed with PREFIX=\(prefix): \(result.stdout)")
+                XCTAssertTrue(FileManager.default.fileExists(atPath: root + file), file)
+                XCTAssertTrue(looks.contains((file as NSString).deletingLastPathComponent),
+                              "PREFIX=\(prefix): \(file) is not where the shell looks: \(looks)")
+            }
+        }
     }
 
     func testLiveInstallCreatesTheUserAndDirectoriesFromTheInstalledSnippets() async throws {

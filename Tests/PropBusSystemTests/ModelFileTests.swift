@@ -37,6 +37,40 @@ final class ModelFileTests: XCTestCase {
         }
     }
 
+    /// A mistake found when the file is read and a type change only the model can see are
+    /// reported together, as docs/model-files.md shows them; so are two type changes.
+    func testAReadMistakeAndATypeChangeAreReportedInOneReload() throws {
+        let store = MemoryStore()
+        let model = try PropertyModel(store: store)
+        let commands = CommandTable(model: model)
+        _ = try model.create(key: "ui.mode", type: "i", defaultValue: .int32(0), options: [:])
+        _ = try model.create(key: "ui.size", type: "i", defaultValue: .int32(0), options: [:])
+        let directory = try FileManager.default.url(for: .itemReplacementDirectory, in: .userDomainMask,
+                                                    appropriateFor: URL(fileURLWithPath: NSTemporaryDirectory()), create: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let both = directory.appendingPathComponent("ui.json").path
+        try """
+            {"groups": {"ui": {"properties": {
+              "mode": {"type": "s", "default": "dark"},
+              "volume": {"type": "y", "default": 500}
+            }}}}
+            """.write(toFile: both, atomically: true, encoding: .utf8)
+        let twoTypes = directory.appendingPathComponent("sizes.json").path
+        try #"{"groups": {"ui": {"properties": {"mode": {"type": "s"}, "size": {"type": "d"}}}}}"#.write(toFile: twoTypes, atomically: true, encoding: .utf8)
+        let files = ModelFileSet()
+        _ = try files.load([both, twoTypes], into: model, commands: commands, strict: false)
+        let reasons = files.skipped.map(\.reason)
+        XCTAssertEqual(reasons.count, 2, "\(files.skipped)")
+        let first = reasons.first?.split(separator: "\n").map(String.init) ?? []
+        XCTAssertEqual(first.count, 2, "\(reasons)")
+        XCTAssertTrue(first.first?.hasPrefix(both + ":3:") == true && first[0].contains("ui.volume: \"default\" is not a valid 'y' value"), "\(first)")
+        XCTAssertTrue(first.count > 1 && first[1].hasPrefix(both + ":2:") && first[1].contains("ui.mode: property ui.mode already exists with type 'i'; cannot register it as 's'; to migrate"), "\(first)")
+        let second = reasons.last?.split(separator: "\n").map(String.init) ?? []
+        XCTAssertEqual(second.count, 2, "both type changes: \(reasons)")
+        XCTAssertTrue(second.contains { $0.contains("ui.size: property ui.size already exists with type 'i'; cannot register it as 'd'") }, "\(second)")
+        XCTAssertEqual(model.definition(for: try Key("ui.mode"))?.type, .int32, "nothing of a skipped file applies")
+    }
+
     func testASharedDefinitionIsDeclaredOnlyAsItIsAndItsValueIsLeftOut() throws {
         let model = try PropertyModel(store: MemoryStore())
         _ = try model.create(key: "f.level", type: "i", defaultValue: .int32(50), options: ["scope": .string("fleet")])

@@ -5,6 +5,13 @@ import XCTest
 /// propbusd's command line through the shared parser: values, their checks, and the usage
 /// errors (which `main` turns into exit 64).
 final class DaemonOptionsTests: XCTestCase {
+    /// The help adds "May be repeated." to a repeatable option: its own text must not say so too.
+    func testNoRepeatableOptionSaysSoItself() {
+        for option in DaemonOptions.spec.options where option.isRepeatable {
+            XCTAssertFalse(option.help.lowercased().contains("repeat"), "--\(option.long): \(option.help)")
+        }
+    }
+
     private func run(_ arguments: [String]) throws -> DaemonOptions {
         guard case .run(let options) = try DaemonOptions.parse(arguments) else {
             XCTFail("\(arguments) did not parse to options")

@@ -38,10 +38,20 @@ final class PropctlSpecTests: XCTestCase {
     func testFamiliarVerbsFromOtherToolsAreAnsweredWithPropctlsOwn() {
         let parser = CommandLineParser(root: root)
         let expected = ["monitor": "watch", "ls": "list", "rm": "delete", "show": "describe",
-                        "range": "describe --field range", "writable": "describe --field writable", "read": "get", "write": "set"]
+                        "range": "describe --field range", "writable": "describe --field writable", "read": "get", "write": "set",
+                        "list-recursively": "list", "list-keys": "list --names", "reset-recursively": "reset --recursive"]
         for (word, answer) in expected {
             XCTAssertThrowsError(try parser.parse([word, "settings.volume"])) { error in
                 XCTAssertTrue("\(error)".contains("did you mean '\(answer)'?"), "\(word): \(error)")
+            }
+        }
+    }
+
+    /// The help adds "May be repeated." to a repeatable option: its own text must not say so too.
+    func testNoRepeatableOptionSaysSoItself() {
+        for command in [root] + root.subcommands {
+            for option in command.options where option.isRepeatable {
+                XCTAssertFalse(option.help.lowercased().contains("repeat"), "\(command.name) --\(option.long): \(option.help)")
             }
         }
     }

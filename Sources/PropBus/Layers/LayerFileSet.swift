@@ -28,6 +28,19 @@ public struct LayerEntry: Sendable, Hashable {
             case .prefix(let prefix): return prefix + "*"
             }
         }
+
+        /// A key (`GROUP.NAME`) or a group prefix (`GROUP.*`), as a layer file names it.
+        public init(parsing text: String) throws(PropBusError) {
+            guard text.hasSuffix(".*") else {
+                self = .key(try Key(text))
+                return
+            }
+            let group = String(text.dropLast(2))
+            guard (try? Key(group + ".x")) != nil else {
+                throw PropBusError(.invalidKey, "\"\(text)\" is not a group prefix: expected a group name followed by .* (\"settings.*\")")
+            }
+            self = .prefix(group + ".")
+        }
     }
 
     /// ``ValueLayer/mandatory``, ``ValueLayer/site`` or ``ValueLayer/vendor``.
@@ -79,6 +92,17 @@ public struct LayerFileSet: Sendable, Hashable {
 
     /// Whether no file gives anything.
     public var isEmpty: Bool { entries.isEmpty }
+
+    /// This set with the entries and problems of one file of `mandatory.d` (`path`) replaced by
+    /// `entries` and `problems`, where a reload would read them: after the mandatory files whose
+    /// paths sort before it, before the others and before every default. The other files stay
+    /// as they were read, even if they changed on disk since.
+    public func replacingMandatoryFile(_ path: String, entries: [LayerEntry], problems: [LayerProblem]) -> LayerFileSet {
+        var kept = self.entries.filter { $0.source != path }
+        let position = kept.firstIndex { $0.layer != .mandatory || $0.source > path } ?? kept.endIndex
+        kept.insert(contentsOf: entries, at: position)
+        return LayerFileSet(entries: kept, problems: self.problems.filter { $0.file != path } + problems)
+    }
 }
 
 /// Who a mandatory value's lock refuses (docs/layers.md, "Locks").

@@ -129,3 +129,14 @@ public struct ValueLayers: Sendable, Hashable {
         siteInForce?.value ?? vendor?.value ?? defaultValue
     }
 }
+
+extension ValueLayers {
+    /// The file a key's change of file layers is due to: the top file layer that changed, by
+    /// the file it takes its value from now, or the one it lost (an unlock names the mandatory
+    /// file, not the default the key reads afterwards).
+    static func changedFile(from old: ValueLayers?, to new: ValueLayers?) -> String {
+        if old?.mandatory != new?.mandatory { return new?.mandatory?.value.source ?? old?.mandatory?.value.source ?? "" }
+        if old?.site != new?.site { return new?.site?.source ?? old?.site?.source ?? "" }
+        return new?.vendor?.source ?? old?.vendor?.source ?? ""
+    }
+}

@@ -19,9 +19,6 @@ extension PropertyModel {
             layers.vendor = vendor
             return layers.isEmpty ? nil : layers
         }
-
-        /// The file the key's value comes from among these, if one does.
-        var topSource: String? { mandatory?.value.source ?? site?.source ?? vendor?.source }
     }
 
     /// Types and checks every entry of ``layerFiles`` that names `definition`'s key; a later
@@ -64,12 +61,14 @@ extension PropertyModel {
 
     /// Puts `files` in force: every key they name, or named until now, takes its mandatory, site
     /// and vendor values from them; keys created later take theirs when created. Each key is
-    /// changed with the file it now takes its value from (or lost it from) as the origin, so
-    /// history shows which file did what. A value that changes spreads through the bindings.
+    /// changed with `origin` (a `Lock` call), or without one with the file whose entry for it
+    /// came, went or changed as the origin (the top layer's that did: an unlock names the
+    /// mandatory file it lost, not the default it reads now), so history shows who did what.
+    /// A value that changes spreads through the bindings.
     ///
     /// Returns the changes to publish and the keys whose lock came, went or changed whom it
     /// refuses (their writability changed for someone).
-    public func applyLayerFiles(_ files: LayerFileSet) -> (changes: [PropertyChange], lockChanged: [Key]) {
+    public func applyLayerFiles(_ files: LayerFileSet, origin changeOrigin: WriteSet.Origin? = nil) -> (changes: [PropertyChange], lockChanged: [Key]) {
         rememberLayerState()
         layerFiles = files
         var candidates = layeredKeys
@@ -90,9 +89,7 @@ extension PropertyModel {
             problems += resolved.problems
             let next = resolved.layers(over: entry.layers)
             guard next != entry.layers else { continue }
-            let old = entry.layers
-            let oldSource = old?.mandatory?.value.source ?? old?.site?.source ?? old?.vendor?.source
-            planned.append((key, next, resolved.topSource ?? oldSource ?? ""))
+            planned.append((key, next, ValueLayers.changedFile(from: entry.layers, to: next)))
         }
         layerProblems = problems
         let previousOrigin = origin
@@ -100,7 +97,7 @@ extension PropertyModel {
         var changes: [PropertyChange] = []
         var lockChanged: [Key] = []
         for (file, group) in Dictionary(grouping: planned, by: \.file).sorted(by: { $0.key < $1.key }) {
-            origin = .layerFile(path: file)
+            origin = changeOrigin ?? .layerFile(path: file)
             for (key, layers, _) in group {
                 let (changed, lockChange) = replaceLayers(of: key, with: layers, holding: [key])
                 changes += changed

@@ -14,7 +14,8 @@ import SystemKit
 ///
 /// The locks go with the process (the kernel drops them when the descriptors close, on any
 /// exit), so a crash never leaves a stale lock; the pid written into the file only names the
-/// holder in the refusal (when the file is gone, `/proc/locks` names it).
+/// holder in the refusal (when the file is gone, `/proc/locks` names it). A lock file that this
+/// user may not open (left by root) is replaced once the directory is locked.
 public final class StateDirectoryLock {
     /// The lock file's name inside the state directory.
     public static let fileName = "propbusd.lock"
@@ -38,7 +39,13 @@ public final class StateDirectoryLock {
             close(directoryDescriptor)
             throw error
         }
-        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        var descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        if descriptor < 0, errno == EACCES || errno == EPERM {
+            // A file another user left (root's `propbusd --system` that could not own the
+            // name): the directory's lock is ours, so no daemon uses it; make our own.
+            unlink(path)
+            descriptor = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        }
         guard descriptor >= 0 else {
             let reason = errno
             close(directoryDescriptor)
@@ -51,6 +58,7 @@ public final class StateDirectoryLock {
             close(directoryDescriptor)
             throw error
         }
+        Self.giveToDirectoryOwner(descriptor, directory: directoryDescriptor)
         self.directoryDescriptor = directoryDescriptor
         self.descriptor = descriptor
         // Ours now: say who holds it, for the next daemon's refusal.
@@ -62,6 +70,14 @@ public final class StateDirectoryLock {
     deinit {
         close(descriptor)
         close(directoryDescriptor)
+    }
+
+    /// Run as root in another user's state directory (`/var/lib/propbus`), gives the lock file
+    /// to that user, so that nothing root-owned is left where the service runs as its own user.
+    private static func giveToDirectoryOwner(_ descriptor: Int32, directory: Int32) {
+        var owner = stat()
+        guard geteuid() == 0, fstat(directory, &owner) == 0, owner.st_uid != 0 else { return }
+        _ = fchown(descriptor, owner.st_uid, owner.st_gid)
     }
 
     /// `flock(descriptor, LOCK_EX | LOCK_NB)`, or the refusal naming the directory and the

@@ -5,25 +5,20 @@ import SystemKit
 extension FileEndpoint {
     func write(_ text: String) throws(CommandFailure) -> Bool {
         collectEvents()
-        guard !pendingComplete, !pendingModified, settle == nil, current() == notified else {
+        guard !file.pendingComplete, !file.pendingModified, settle == nil, current() == notified else {
             // The file changed and the channel has not heard of it yet: that change goes first.
-            if pendingComplete || pendingModified { deliverCollectedLater() } else if settle == nil { scheduleSettle() }
+            if file.pendingComplete || file.pendingModified { deliverCollectedLater() } else if settle == nil { scheduleSettle() }
             return false
         }
         let bytes = Array((text + "\n").utf8)
         if inPlace {
-            let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
-            guard descriptor >= 0 else { throw failure("cannot open \(path) for writing") }
-            defer { close(descriptor) }
-            guard writeAll(descriptor, bytes) else { throw failure("cannot write \(path)") }
+            let descriptor: FileDescriptor
+            do { descriptor = try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_TRUNC) } catch { throw failure("cannot open \(path) for writing", error) }
+            defer { try? descriptor.close() }
+            do { try descriptor.writeAll(bytes) } catch { throw failure("cannot write \(path)", error) }
             notified = text
             return true
         }
-        var template = Array("\(directory)/.\(name).propctl-XXXXXX".utf8CString)
-        let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard descriptor >= 0 else { throw failure("cannot create a temporary file in \(directory)") }
-        _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-        let temporary = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
         // Keep the mode of the file being replaced, as editors do; a new file gets 0666 & ~umask.
         var status = stat()
         let mode: mode_t
@@ -34,14 +29,15 @@ extension FileEndpoint {
             umask(mask)
             mode = 0o666 & ~mask
         }
-        fchmod(descriptor, mode)
-        let written = writeAll(descriptor, bytes) && fsync(descriptor) == 0
+        let temporary: String
+        do { temporary = try DurableFile.writeTemporary(beside: path, bytes, mode: mode) } catch {
+            throw failure("cannot write a temporary file in \(file.directory)", error)
+        }
         // The new inode is held and watched before the rename gives it the name, so a program
         // that opens it right after (a shell's `>`) is seen opening it: once the name is ours,
         // a watch added on its event would come too late for that open. Opened before it is
-        // watched, and the writing descriptor closed before too: neither is an event.
-        let replacement = open("/proc/self/fd/\(descriptor)", O_RDONLY | O_CLOEXEC | O_NOCTTY)
-        close(descriptor)
+        // watched (and its writing descriptor closed before too): neither is an event.
+        let replacement = open(temporary, O_RDONLY | O_CLOEXEC | O_NOCTTY)
         // Another program may have started writing since the channel compared: a writer's
         // truncation can be seen before its inotify event is. Replacing the file now would
         // throw its write away with the old inode, so the write yields to the local change.
@@ -51,24 +47,18 @@ extension FileEndpoint {
             deliverCollectedLater()
             return false
         }
-        let replacementWatch = replacement >= 0 ? inotify_add_watch(inotify, "/proc/self/fd/\(replacement)", Self.fileMask) : -1
+        let replacementWatch = replacement >= 0 ? file.watch(replacement) : -1
         // A rename is all-or-nothing: a reader sees the old content or the new, never a part.
-        guard written, rename(temporary, path) == 0 else {
-            let error = failure("cannot replace \(path)")
-            if replacementWatch >= 0 { inotify_rm_watch(inotify, replacementWatch) }
+        guard rename(temporary, path) == 0 else {
+            let error = failure("cannot replace \(path)", .current)
+            file.unwatch(replacementWatch)
             if replacement >= 0 { close(replacement) }
             unlink(temporary)
             throw error
         }
         if replacementWatch >= 0 {
-            var status = stat()
-            if fstat(replacement, &status) == 0 {
-                releaseFile()
-                self.descriptor = replacement
-                identity = (UInt64(status.st_dev), UInt64(status.st_ino))
-                fileWatch = replacementWatch
-            } else {
-                inotify_rm_watch(inotify, replacementWatch)
+            if !file.adopt(replacement, watch: replacementWatch) {
+                file.unwatch(replacementWatch)
                 close(replacement)
             }
         } else if replacement >= 0 {
@@ -78,23 +68,7 @@ extension FileEndpoint {
         return true
     }
 
-    /// Test only (`PROPCTL_TEST_FILE_READ_GATE=PATH`): while PATH exists, a read of the file
-    /// stops before it looks at the name, says so on stderr and waits (10 s at most) for PATH to
-    /// go, so a test can have another program open or create the file at exactly that moment.
-    private static let readGate = Environment.value("PROPCTL_TEST_FILE_READ_GATE")
-
-    func waitAtReadGate() {
-        guard let gate = Self.readGate, access(gate, F_OK) == 0 else { return }
-        Output.error("propctl bind: test gate: a read of \(path) waits until \(gate) is removed")
-        for _ in 0..<10_000 where access(gate, F_OK) == 0 { usleep(1_000) }
-    }
-
-    private func writeAll(_ descriptor: Int32, _ bytes: [UInt8]) -> Bool {
-        do { try FileDescriptor(rawValue: descriptor).writeAll(bytes) } catch { return false }
-        return true
-    }
-
-    private func failure(_ what: String) -> CommandFailure {
-        CommandFailure(.dbusError, "\(what): \(String(cString: strerror(errno)))")
+    private func failure(_ what: String, _ error: Errno) -> CommandFailure {
+        CommandFailure(.dbusError, "\(what): \(error)")
     }
 }

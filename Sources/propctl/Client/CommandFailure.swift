@@ -13,6 +13,9 @@ struct CommandFailure: Error {
 
     var code: ExitCode
     var message: String
+    /// Whether it says that nothing owns propbusd's name: `main` words the advice for the bus
+    /// the command line chose (``notRunning(on:)``).
+    var isNotRunning = false
 
     /// A D-Bus error: 69 when the service or bus is unreachable, 1 otherwise.
     init(_ error: DBusError) {
@@ -22,15 +25,33 @@ struct CommandFailure: Error {
         code = unavailable.contains(error.name) ? .unavailable : .dbusError
         if error.name == DBusError.Name.serviceUnknown || error.name == DBusError.Name.nameHasNoOwner {
             // The bus's own text ("The name is not activatable") says nothing to a user.
-            message = Self.notRunning
+            message = Self.notRunning(on: .session)
+            isNotRunning = true
         } else {
             message = "\(error.name): \(error.message)"
         }
     }
 
-    /// The one message for "nothing owns org.propbus.PropBus1 on this bus".
-    static let notRunning = "propbusd is not running on this bus (nothing owns \(PropbusClient.busName)); "
-        + "start it with 'systemctl --user start propbusd' (or --system), or scripts/run in a clone"
+    /// The one message for "nothing owns org.propbus.PropBus1 on this bus", with how to start
+    /// propbusd there.
+    static func notRunning(on bus: BusAddress) -> String {
+        let owner = "nothing owns \(PropbusClient.busName)"
+        switch bus {
+        case .session:
+            return "propbusd is not running on the session bus (\(owner)); start it with 'systemctl --user start propbusd', or scripts/run in a clone"
+        case .system:
+            return "propbusd is not running on the system bus (\(owner)); start it as root with 'systemctl start propbusd' (at every boot: 'systemctl enable --now propbusd')"
+        case .address(let address):
+            return "propbusd is not running on the bus at \(address) (\(owner)); start one there with 'propbusd --address \(address)'"
+        }
+    }
+
+    /// ``notRunning(on:)``'s failure (exit status 69).
+    static var notRunning: CommandFailure {
+        var failure = CommandFailure(.unavailable, notRunning(on: .session))
+        failure.isNotRunning = true
+        return failure
+    }
 
     init(_ code: ExitCode, _ message: String) {
         self.code = code

@@ -88,7 +88,22 @@ struct PropbusClient {
     /// The one wording for an unknown key, whichever verb met it, with the nearest existing key.
     func unknownKey(_ key: String) async -> CommandFailure {
         let keys = ((try? await list(prefix: "")) ?? []).map(\.key)
-        return Self.unknown("property", key, among: keys)
+        return await notAProperty(key, among: keys) ?? Self.unknown("property", key, among: keys)
+    }
+
+    /// The wording for a command or a group named where a property goes (`delete jobs.upper`,
+    /// `get settings`): what it is, and the verbs that take it; `nil` when it is neither.
+    func notAProperty(_ name: String, among keys: [String]? = nil) async -> CommandFailure? {
+        let prefix = PropBusError.Code.unknownKey.dbusName
+        // A command's group holds its state keys: it is a command first.
+        if ((try? await commands()) ?? []).contains(where: { $0.key == name }) {
+            return CommandFailure(.dbusError, "\(prefix): \(name) is a command, not a property: propctl exec \(name) runs it, propctl delete-command \(name) deletes it, propctl list \(name) shows its state")
+        }
+        var names = keys
+        if names == nil { names = ((try? await list(prefix: name)) ?? []).map(\.key) }
+        let members = (names ?? []).filter { $0.hasPrefix(name + ".") }.count
+        guard members > 0 else { return nil }
+        return CommandFailure(.dbusError, "\(prefix): \(name) is a group of \(members) key\(members == 1 ? "" : "s"), not a property: propctl list \(name) shows them")
     }
 
     /// The one wording for a prefix that names no key and no group (gsettings' "No such

@@ -30,9 +30,10 @@ enum Output {
     /// Whether stdout is a terminal: tables are aligned only there.
     static var isTerminal: Bool { isatty(STDOUT_FILENO) != 0 }
 
-    /// Renders rows as an aligned table on a terminal, tab-separated otherwise.
+    /// Renders rows as an aligned table under `header` on a terminal, tab-separated without it
+    /// otherwise.
     static func table(header: [String], rows: [[String]]) -> String {
-        guard isTerminal else { return rows.map { $0.joined(separator: "\t") }.joined(separator: "\n") }
+        guard isTerminal else { return tabSeparated(rows) }
         let all = [header] + rows
         let widths = header.indices.map { column in all.map { $0[column].count }.max() ?? 0 }
         return all.map { row in
@@ -41,6 +42,16 @@ enum Output {
             }.joined(separator: "  ")
             // An empty last column (list's modified marker) leaves no trailing blanks.
             return String(line.reversed().drop { $0 == " " }.reversed())
+        }.joined(separator: "\n")
+    }
+
+    /// Rows as lines of tab-separated cells. Empty cells at the end of a row are left out (list's
+    /// empty modified marker): a line never ends with a tab, and `cut -f3` still finds the third.
+    static func tabSeparated(_ rows: [[String]]) -> String {
+        rows.map { row in
+            var cells = row[...]
+            while cells.count > 1, cells.last?.isEmpty == true { cells = cells.dropLast() }
+            return cells.joined(separator: "\t")
         }.joined(separator: "\n")
     }
 

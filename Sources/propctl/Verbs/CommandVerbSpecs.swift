@@ -1,5 +1,7 @@
 import CommandLineKit
-extension PropctlSpec {
+
+/// The subcommands of commands (create, delete, cancel), describe and completion.
+enum CommandVerbSpecs {
     /// `propctl create-command KEY [options] -- PROGRAM [ARG...]`
     static let createCommand = CommandSpec(
         name: "create-command",

@@ -74,7 +74,13 @@ enum DescribeVerb: Subcommand {
             rows.append(flag("locked", locked, human: locked ? "yes: a mandatory layer file sets the value" : "no"))
             if let user = metadata["user_value"] { rows.append(value("user_value", user, human: text(user) + " (the user's own, hidden while the layer above holds)")) }
         }
-        rows.append(flag("is_set", isSet, human: isSet ? "yes" : "no (reads the default)"))
+        // Not set: the value is the layer's that holds one, which need not be the definition's default.
+        let notSet = switch metadata["layer"]?.stringValue ?? "default" {
+        case "default": "no (reads the default)"
+        case let layer where layer == "site" || layer == "vendor": "no (reads the \(layer) layer's default)"
+        case let layer: "no (the \(layer) layer's value shows)"
+        }
+        rows.append(flag("is_set", isSet, human: isSet ? "yes" : notSet))
         if let hidden = metadata["hidden_value"] {
             let reason = metadata["hidden_reason"]?.stringValue ?? ""
             rows[rows.count - 1].human = "no (reads the default: the stored value below is hidden)"

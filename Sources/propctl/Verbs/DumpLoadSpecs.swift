@@ -1,5 +1,7 @@
 import CommandLineKit
-extension PropctlSpec {
+
+/// The subcommands that back up and restore keys.
+enum DumpLoadSpecs {
     /// `propctl dump [PREFIX]`
     static let dump = CommandSpec(
         name: "dump",

@@ -1,5 +1,7 @@
 import CommandLineKit
-extension PropctlSpec {
+
+/// The subcommands that run commands and serve them.
+enum ExecServeSpecs {
     /// `propctl exec KEY [INPUT]`
     static let exec = CommandSpec(
         name: "exec",

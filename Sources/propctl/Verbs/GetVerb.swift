@@ -5,7 +5,14 @@ import PropBus
 /// `propctl get KEY...`: one line per key, or one JSON object with `--json`.
 enum GetVerb: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
-        let keys = try keys(parsed)
+        var keys: [Key] = []
+        for text in parsed.positionals("KEY") {
+            do { keys.append(try PropbusClient.key(text)) } catch {
+                // A top-level group typed where a key goes (`get settings`) is said to be one.
+                guard let client = try? await PropbusClient.connect(parsed), let failure = await client.notAProperty(text) else { throw error }
+                throw failure
+            }
+        }
         let client = try await PropbusClient.connect(parsed)
         var values: [(Key, DBusValue)] = []
         for key in keys { values.append((key, try await client.value(of: key))) }
@@ -15,9 +22,10 @@ enum GetVerb: Subcommand {
     /// `get` as `dbus-send` does it: connect, Hello and one blocking Get per key, on this
     /// thread, with no queue, task or thread started (those cost as much as the rest of the
     /// process). Returns `false`, having printed nothing, when the answer needs ``run(_:)``:
-    /// an unknown key, whose error names the nearest existing one.
+    /// an unknown key, whose error names the nearest existing one, or a word that is no key.
     static func runBlocking(_ parsed: ParsedCommand) throws(CommandFailure) -> Bool {
-        let keys = try keys(parsed)
+        // A word that is no key may be a group: ``run(_:)`` asks the daemon.
+        guard let keys = try? keys(parsed) else { return false }
         let connection = try PropbusClient.connectBlocking(parsed)
         var values: [(Key, DBusValue)] = []
         for key in keys {

@@ -1,15 +1,12 @@
 import CommandLineKit
 import DBus
-import Glibc
 import PropBus
-import PropBusModelFiles
-import SystemKit
 
-/// `propctl lock KEY|PREFIX VALUE [--for USER|@GROUP ...]` and `propctl unlock KEY|PREFIX`: the
-/// administrator's entries in propctl's own file of the daemon's `mandatory.d`
-/// (``LayerFiles/managedFileName``), written atomically, then `Manager.Reload`. With `--fleet`,
-/// the fleet's layer of a fleet key in etcd instead (`Manager.SetFleetLayer`, `RemoveFleetLayer`):
-/// its mandatory value, or with `--default` its default.
+/// `propctl lock KEY|PREFIX VALUE [--for USER|@GROUP ...]` and `propctl unlock KEY|PREFIX`:
+/// `Manager.Lock` and `Unlock`, which keep the administrator's locks in the daemon's
+/// `mandatory.d/50-propctl.json` (written by the daemon, durably, and put in force at once). With
+/// `--fleet`, the fleet's layer of a fleet key in etcd instead (`Manager.SetFleetLayer`,
+/// `RemoveFleetLayer`): its mandatory value, or with `--default` its default.
 enum LockVerb: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let target = parsed.positional("KEY") ?? ""
@@ -22,18 +19,19 @@ enum LockVerb: Subcommand {
                                                            .array(of: .string, parsed.options("for").map { .string($0) })])
             return
         }
-        let value: JSONValue
+        let value: DBusValue
         let text = parsed.positional("VALUE") ?? ""
         if target.hasSuffix(".*") {
-            // Every key under the prefix types it: it stays JSON, a bare word a string.
-            value = (try? JSONValue.parse(text)) ?? .string(text)
+            // Every key under the prefix types it (the daemon checks it against each): JSON, or
+            // a bare word as a string.
+            let json = (try? JSONValue.parse(text)) ?? .string(text)
+            do { value = try ValueText.value(from: json, as: .variant).unwrappingVariantOnce } catch { throw .badValue(target, error) }
         } else {
             let key = try PropbusClient.key(target)
             let type = try await client.type(of: key)
-            do { value = ValueText.jsonValue(try ValueText.parse(text, as: type)) } catch { throw .badValue(key.text, error) }
+            do { value = try ValueText.parse(text, as: type) } catch { throw .badValue(key.text, error) }
         }
-        let names = parsed.options("for")
-        try await LayerFileEditor.update(client, target: target, value: value, lockedFor: names.isEmpty ? nil : names, verb: "lock")
+        _ = try await client.manager("Lock", [.string(target), .variant(value), .array(of: .string, parsed.options("for").map { .string($0) })])
     }
 }
 
@@ -44,7 +42,7 @@ enum UnlockVerb: Subcommand {
             _ = try await client.manager("RemoveFleetLayer", [.string(FleetLayerVerb.layer(parsed)), .string(parsed.positional("KEY") ?? "")])
             return
         }
-        try await LayerFileEditor.update(client, target: parsed.positional("KEY") ?? "", value: nil, lockedFor: nil, verb: "unlock")
+        _ = try await client.manager("Unlock", [.string(parsed.positional("KEY") ?? "")])
     }
 }
 
@@ -55,12 +53,12 @@ enum FleetLayerVerb {
     static func isFleet(_ parsed: ParsedCommand, verb: String) throws(CommandFailure) -> Bool {
         guard parsed.flag("fleet") else {
             if parsed.flag("default") {
-                throw CommandFailure(.usage, "propctl \(verb) --default needs --fleet: a site default of a local key is a file of defaults.d under propbusd's --config-dir")
+                throw CommandFailure(.usage, "--default needs --fleet: a site default of a local key is a file of defaults.d under propbusd's --config-dir")
             }
             return false
         }
         if verb == "lock", parsed.flag("default"), !parsed.options("for").isEmpty {
-            throw CommandFailure(.usage, "propctl lock --default --fleet sets a default, which locks nobody: --for applies to locks only")
+            throw CommandFailure(.usage, "--default --fleet sets a default, which locks nobody: --for applies to locks only")
         }
         return true
     }
@@ -74,8 +72,8 @@ enum FleetLayerVerb {
             .filter { $0.key.hasPrefix(group + ".") && $0.metadata["scope"]?.unwrappingVariantOnce.stringValue == "fleet" }.map(\.type))
         guard types.count == 1, let signature = types.first else {
             throw CommandFailure(.usage, types.isEmpty
-                ? "propctl lock \(target) --fleet: the group has no fleet key yet to type the value by; create one first"
-                : "propctl lock \(target) --fleet: the group's fleet keys have several types (\(types.sorted().joined(separator: ", "))): lock them one by one")
+                ? "the group \(target) has no fleet key yet to type the value by; create one first"
+                : "the fleet keys of the group \(target) have several types (\(types.sorted().joined(separator: ", "))): lock them one by one")
         }
         do { return try DBusType(parsing: signature) } catch {
             throw CommandFailure(.dbusError, "the daemon reported an invalid type '\(signature)' in \(target)")
@@ -84,41 +82,4 @@ enum FleetLayerVerb {
 
     /// The fleet layer named: `mandatory`, or `defaults` with `--default`.
     static func layer(_ parsed: ParsedCommand) -> String { parsed.flag("default") ? "defaults" : "mandatory" }
-}
-
-/// Edits propctl's file of `mandatory.d` under the daemon's `--config-dir` (`Manager.ConfigDirectory`).
-enum LayerFileEditor {
-    static func update(_ client: PropbusClient, target: String, value: JSONValue?, lockedFor: [String]?, verb: String) async throws(CommandFailure) {
-        let reply = try? await client.call(Key.rootPath, PropbusClient.propertiesInterface, "Get",
-                                           [.string(PropbusClient.managerInterface), .string("ConfigDirectory")])
-        guard let directory = reply?.first?.unwrappingVariantOnce.stringValue, !directory.isEmpty else {
-            throw CommandFailure(.dbusError, "propctl \(verb): this propbusd has no configuration directory (--config-dir) to write locks into")
-        }
-        let folder = directory + "/mandatory.d", path = folder + "/" + LayerFiles.managedFileName
-        let current = (try? FileSystem.contents(of: path)).map { String(decoding: $0, as: UTF8.self) }
-        if value == nil, current == nil {
-            throw CommandFailure(.dbusError, "propctl unlock: \(target) is not locked by propctl (\(path) does not exist); other files of \(folder) are edited by hand")
-        }
-        let text: String
-        do { text = try LayerFiles.managedText(current, setting: target, to: value, lockedFor: lockedFor) } catch {
-            throw CommandFailure(.dbusError, "propctl \(verb): \(path) \(error.problem)")
-        }
-        do throws(Errno) {
-            try FileSystem.createDirectories(folder, mode: 0o755)
-            // Written beside it and renamed: the daemon never reads half a file.
-            let temporary = path + ".tmp"
-            let file = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode: 0o644)
-            do throws(Errno) {
-                try file.writeAll(text)
-                try file.close()
-            } catch {
-                try? file.close()
-                throw error
-            }
-            try FileSystem.rename(temporary, to: path)
-        } catch {
-            throw CommandFailure(.dbusError, "propctl \(verb): cannot write \(path): \(error); locks need write access to \(folder) (run as root)")
-        }
-        try await ReloadVerb.reload(client, json: false)
-    }
 }

@@ -4,8 +4,8 @@ import Glibc
 import PropBus
 
 /// `propctl override KEY VALUE [--for DURATION] [-- CMD [ARG...]]`: `Manager.Override`, held by
-/// this propctl's connection while CMD runs (or until interrupted, or for DURATION), then
-/// `ReleaseOverride`.
+/// this propctl's connection while CMD runs (or until interrupted), then `ReleaseOverride`; with
+/// `--for` and no CMD, a TTL override the daemon ends by itself, and propctl exits at once.
 enum OverrideVerb: Subcommand {
     static func run(_ parsed: ParsedCommand) async throws(CommandFailure) {
         let key = try PropbusClient.key(parsed.positional("KEY") ?? "")
@@ -32,6 +32,9 @@ enum OverrideVerb: Subcommand {
                 Output.line(String(handle))
             }
         }
+        // Set and left: the daemon keeps a TTL override (also across its restart) and ends it on
+        // time, so nothing here needs to wait for it, nor may Ctrl-C end it early.
+        if command.isEmpty, duration != nil { return }
         let outcome = try await LeaseHolding.hold(client.connection, running: command, for: duration)
         do {
             _ = try await client.manager("ReleaseOverride", [.uint64(handle)])

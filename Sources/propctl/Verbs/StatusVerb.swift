@@ -20,7 +20,7 @@ enum StatusVerb: Subcommand {
                 Output.line(Output.json(.object([("running", .bool(false)), ("activatable", .bool(activatable))])))
                 exit(activatable ? 0 : CommandFailure.ExitCode.unavailable.rawValue)
             }
-            guard activatable else { throw CommandFailure(.unavailable, CommandFailure.notRunning) }
+            guard activatable else { throw CommandFailure.notRunning }
             Output.line("status  activatable: not running; this bus starts propbusd on the first call to \(PropbusClient.busName) (any propctl command but status)")
             return
         }

@@ -146,14 +146,15 @@ final class WatchPrinter {
     }
 
     /// Prints the initial values, then the changes that arrived while they were read, skipping
-    /// those the initial value already shows.
+    /// those the initial value already shows. With `--origin`, a current value names the change
+    /// that made it as a new one does, so the lines go through ``pending`` in order.
     func start(initial: [(String, DBusValue)]) {
-        for (key, value) in initial { print(key, value) }
+        let lines = initial + buffered.filter { line in !initial.contains { $0.0 == line.0 && $0.1 == line.1 } }
         started = true
-        for (key, value) in buffered where !initial.contains(where: { $0.0 == key && $0.1 == value }) {
-            print(key, value)
-        }
         buffered = []
+        guard origin != nil else { return lines.forEach { print($0.0, $0.1) } }
+        pending += lines.map { .value($0.0, $0.1) }
+        drain()
     }
 
     func received(_ message: Message) {

@@ -46,9 +46,9 @@ final class PrivateBus: @unchecked Sendable {
     /// A system bus as Debian's /usr/share/dbus-1/system.conf sets it up, with `policy` (the
     /// project's policy file by default) included. The daemon runs as root in tests, so root may
     /// own its name unless `rootOwnsName` is false (on a real system only the `propbus` user may,
-    /// by the policy file).
+    /// by the policy file); `serviceUser` may own it too (a test's stand-in for `propbus`).
     static func systemConfiguration(socketPath: String, policy: URL = policyFile, rootOwnsName: Bool = true,
-                                    limits: [String: Int] = [:]) -> String {
+                                    serviceUser: String? = nil, limits: [String: Int] = [:]) -> String {
         document(type: "system", socketPath: socketPath, limits: limits, """
           <policy context="default">
             <allow user="*"/>
@@ -68,6 +68,7 @@ final class PrivateBus: @unchecked Sendable {
             <deny send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Debug.Stats"/>
           </policy>
           \(rootOwnsName ? #"<policy user="root"><allow own="org.propbus.PropBus1"/></policy>"# : "")
+          \(serviceUser.map { #"<policy user="\#($0)"><allow own="org.propbus.PropBus1"/></policy>"# } ?? "")
           <include>\(policy.path)</include>
         """)
     }
@@ -104,7 +105,9 @@ final class PrivateBus: @unchecked Sendable {
 
     /// Starts a bus and waits until it has printed its address. `maxMessageSize` sets the
     /// session bus's `max_message_size`, so oversized-message cases run in seconds.
-    static func start(_ kind: Kind = .session, maxMessageSize: Int? = nil, limits: [String: Int] = [:]) async throws -> PrivateBus {
+    /// On a system bus, `serviceUser` may own propbusd's name as root may.
+    static func start(_ kind: Kind = .session, maxMessageSize: Int? = nil, limits: [String: Int] = [:],
+                      serviceUser: String? = nil) async throws -> PrivateBus {
         let directory = try makeTemporaryDirectory(prefix: "pbit-bus")
         let configURL = directory.appendingPathComponent("bus.conf")
         let socketPath = directory.appendingPathComponent("bus").path
@@ -112,7 +115,7 @@ final class PrivateBus: @unchecked Sendable {
         case .session:
             try configuration(socketPath: socketPath, maxMessageSize: maxMessageSize, limits: limits).write(to: configURL, atomically: true, encoding: .utf8)
         case .system:
-            try systemConfiguration(socketPath: socketPath, limits: limits).write(to: configURL, atomically: true, encoding: .utf8)
+            try systemConfiguration(socketPath: socketPath, serviceUser: serviceUser, limits: limits).write(to: configURL, atomically: true, encoding: .utf8)
             // mkdtemp makes the directory 0700; other users must reach the socket inside.
             chmod(directory.path, 0o755)
         }

@@ -1,5 +1,28 @@
 import CommandLineKit
-extension PropctlSpec {
+
+/// The administrator's subcommands: the daemon's status, model files, locks, unclaimed values, code.
+enum AdministrationSpecs {
+    /// `propctl status`
+    static let status = CommandSpec(
+        name: "status",
+        abstract: "Show whether propbusd is running, its version and its commands.",
+        discussion: """
+            The fleet row is FleetState (off, connecting, connected or unavailable) and the last \
+            etcd revision the daemon applied (FleetRevision). With --fleet, also the hosts whose \
+            propbusd is connected to the same etcd prefix (their presence keys, PREFIX/hosts/NAME); \
+            when etcd cannot answer now, the status is still printed and one line on stderr says \
+            that the host list cannot be read now (exit status 1), within about a second.
+            """,
+        options: [
+            .flag("fleet", help: "Also list the hosts of the fleet that are up."),
+        ],
+        examples: [
+            .init("Check the session daemon", "propctl status"),
+            .init("Which hosts of the fleet are up", "propctl status --fleet"),
+            .init("Check the system daemon", "propctl --system status"),
+        ]
+    )
+
     /// `propctl reload`
     static let reload = CommandSpec(
         name: "reload",
@@ -22,18 +45,24 @@ extension PropctlSpec {
         name: "lock",
         abstract: "Lock a key (or every key of GROUP.*) to a value, for everyone or --for some.",
         discussion: """
-            Writes the entry into mandatory.d/50-propctl.json under propbusd's --config-dir \
-            (atomically), then reloads. A locked key reads VALUE for everyone; writes by those \
-            the lock refuses fail with org.propbus.PropBus1.Error.Locked naming the file: \
-            everyone but root (and propbusd's own user on the system bus), or with --for only \
-            the users and @groups named. Their own values are kept, hidden, and show again on \
-            unlock. Needs write access to that directory (root). With --fleet, a fleet key (or \
+            Calls Manager.Lock: propbusd writes the entry into mandatory.d/50-propctl.json \
+            under its --config-dir (durably: a new file synced and renamed over the old, under \
+            a lock of the directory, so concurrent locks are all kept) and puts it in force at \
+            once, without reading the other files again; history names the caller. The value \
+            is checked first against the key (or every key of the group) and refused, as a \
+            Set's would be, without writing anything. A locked key reads VALUE for everyone; \
+            writes by those the lock refuses fail with org.propbus.PropBus1.Error.Locked naming \
+            the file: everyone but root (and propbusd's own user on the system bus), or with \
+            --for only the users and @groups named. Their own values are kept, hidden, and show \
+            again on unlock. Only root (and propbusd's own user) may lock. Other daemons \
+            reading the same directory (the session daemons) apply it at their next reload. \
+            With --fleet, a fleet key (or \
             with GROUP.* every fleet key of the group, also those defined later) is locked on \
             every host of the fleet instead (in etcd, Manager.SetFleetLayer; root or \
             propbusd's user), and with --default --fleet it gets the fleet's default, below \
             the user's value.
             """,
-        options: [.value("for", valueName: "USER|@GROUP", help: "Lock the key for this user or group only (repeatable).", repeatable: true),
+        options: [.value("for", valueName: "USER|@GROUP", help: "Lock the key for this user or group only.", repeatable: true),
                   .flag("fleet", help: "Lock a fleet key on every host (etcd) instead of writing mandatory.d."),
                   .flag("default", help: "With --fleet: set the fleet's default of the key, not a lock.")],
         positionals: [.init("KEY", display: "KEY|PREFIX", help: "The key, or GROUP.* for every key of a group.", completion: .dynamic("key")),
@@ -51,8 +80,10 @@ extension PropctlSpec {
         name: "unlock",
         abstract: "Remove propctl's lock of a key (or GROUP.*).",
         discussion: """
-            Removes the entry from mandatory.d/50-propctl.json and reloads: the key shows its \
-            user's value (or its defaults) again. Locks in other files are edited by hand. \
+            Calls Manager.Unlock: propbusd removes the entry from mandatory.d/50-propctl.json \
+            (the file itself once it holds none) and puts that in force at once: the key shows \
+            its user's value (or its defaults) again. Locks in other files are edited by hand \
+            (then propctl reload). \
             With --fleet, removes the fleet's lock of a fleet key or GROUP.* (with --default, its fleet \
             default) on every host.
             """,
