@@ -36,7 +36,7 @@ extension ObjectTree {
             reply(to: message, .failure(replyTooLarge(message, size, maximumMessageSize)))
             return
         }
-        if writer.failure == nil, !isWrite, let refusal = admission(of: message, size: size.bytes, credentials: credentials) {
+        if writer.failure == nil, !isWrite, let refusal = admission(of: message, size: Self.sentBytes(size), credentials: credentials) {
             reply(to: message, .failure(refusal))
             return
         }
@@ -50,10 +50,19 @@ extension ObjectTree {
             reply = error
         } else {
             pendingReplyBytes += size.bytes
-            connection.backlog.sent(size.bytes)
+            connection.backlog.sent(Self.sentBytes(size))
         }
         pendingReplies.append(PendingReply(message: reply, writeCall: isWrite ? message : nil))
     }
+
+    /// What a message of `size` (its body, and the allowance for a header that no reply or
+    /// signal of a tree comes near) is charged and counted as sent: its body and a typical
+    /// header. The allowance bounds a message against a limit; charged, it made every small
+    /// reply cost 2 KiB.
+    static func sentBytes(_ size: MessageSize) -> Int { size.bytes - headerAllowance + chargedHeader }
+
+    /// A reply's or a signal's header as charged: path, interface, member, names, signature.
+    static let chargedHeader = 128
 
     /// Why a reply of `size` bytes to `message` may not be sent, if it may not: the caller's
     /// quota (``replyAdmission``), or the bus holding too much of the service's messages
@@ -98,7 +107,7 @@ extension ObjectTree {
         for key in pendingChangeOrder {
             let causes = signalCharges.take(key)
             guard let (message, arguments) = propertiesChanged(key, pendingChanges[key] ?? [:]) else { continue }
-            signalCharges.charge(causes, counting: connection.backlog) { messageSize(arguments, path: key.path, member: "PropertiesChanged").bytes }
+            signalCharges.charge(causes, counting: connection.backlog) { Self.sentBytes(messageSize(arguments, path: key.path, member: "PropertiesChanged")) }
             connection.send(message)
         }
         pendingChangeOrder = []

@@ -165,11 +165,11 @@ extension ObjectTree {
             let size = messageSize(values, path: "", member: "")
             if size.excess(over: maximumMessageSize) != nil {
                 result = .failure(replyTooLarge(message, size, maximumMessageSize))
-            } else if !isWrite, let refusal = admission(of: message, size: size.bytes, credentials: credentials) {
+            } else if !isWrite, let refusal = admission(of: message, size: Self.sentBytes(size), credentials: credentials) {
                 result = .failure(refusal)
             } else {
                 pendingReplyBytes += size.bytes
-                connection.backlog.sent(size.bytes)
+                connection.backlog.sent(Self.sentBytes(size))
             }
         }
         switch result {

@@ -69,7 +69,7 @@ public final class ObjectTree: @unchecked Sendable {
         DBusError(name: DBusError.Name.limitsExceeded, message: "the reply to \(call.member ?? "the call") \(size.excess(over: limit) ?? "is too big")")
     }
 
-    /// Asked before a successful reply of `size` bytes (headers included) is queued for the
+    /// Asked before a successful reply of `size` bytes (its body and a typical header) is queued for the
     /// sender of `call`, with the sender's credentials once ``requiresCredentials`` is on; an
     /// error it returns is sent instead of the reply. Not asked for the reply of a method that
     /// writes (``MethodDescription/writes``): that write took effect, and an error would say
@@ -309,7 +309,7 @@ public final class ObjectTree: @unchecked Sendable {
         let causes = (cause ?? signalCharges.current).map { Set([$0]) } ?? []
         pendingEvents.append { [unowned self] in
             guard let message = signal(path, interface, member, arguments) else { return [] }
-            signalCharges.charge(causes, counting: connection.backlog) { messageSize(arguments, path: path, member: member).bytes }
+            signalCharges.charge(causes, counting: connection.backlog) { Self.sentBytes(messageSize(arguments, path: path, member: member)) }
             return [message]
         }
     }
