@@ -259,6 +259,8 @@ ATTACKS = ["introspect", "refused-set", "contains-stall", "persistent-bindings",
            "executions", "secret-via-binding", "model-file-secret", "slow-reader", "slow-readers",
            "signals-1m", "signals-4k", "execute-replies", "layer-file-nul", "history-values",
            "history-old-secret", "history-pages", "history-scan"]
+# The reply quota's window (--max-reply-bytes-per-uid): attacks start that far apart.
+QUOTA_WINDOW = 10
 # Rows of history written before "history-scan" (Applies of the 1,000-key group).
 HISTORY_ROWS = int(os.environ.get("HOSTILE_HISTORY_ROWS", "180000"))
 
@@ -410,6 +412,11 @@ def driver(address, pid, seconds, only, tmp):
             started = time.monotonic()
             fill_history(bus, HISTORY_ROWS)
             print("hostile: %d rows of history written in %.1f s" % (HISTORY_ROWS, time.monotonic() - started), file=sys.stderr)
+        # Each attack starts with the uid's reply quota whole: the last one's charges (10 s
+        # window) would refuse this one's calls before they test anything.
+        if rows:
+            sampler.phase = "pause"
+            time.sleep(QUOTA_WINDOW + 0.5)
         alive_before = os.path.exists("/proc/%d" % pid)
         store_before = store_size(tmp)
         sampler.phase = name
