@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.2
 import PackageDescription
 
 /// How release builds of the two programs link (see the executable targets):
@@ -26,6 +26,8 @@ let package = Package(
         .library(name: "PropBusClient", targets: ["PropBusClient"]),
         .executable(name: "propbusd", targets: ["propbusd"]),
         .executable(name: "propctl", targets: ["propctl"]),
+        // The GSettings backend GIO loads (GSETTINGS_BACKEND=propbus): libgiopropbus.so.
+        .library(name: "giopropbus", type: .dynamic, targets: ["GIOPropBus"]),
     ],
     targets: [
         .systemLibrary(
@@ -45,6 +47,28 @@ let package = Package(
             name: "CCurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
+        // GIO, for the GSettings backend module only: nothing else links GLib.
+        .systemLibrary(
+            name: "CGio",
+            pkgConfig: "gio-2.0",
+            providers: [.apt(["libglib2.0-dev"])]
+        ),
+        // The GSettings backend (C against GIO): GSettings reads and writes keys of propbusd.
+        // Linked as a plain C shared object in release builds (the package's), since GIO loads
+        // it into every GSettings user: the Swift driver that links it finds
+        // linker/c-module/linux/libswiftCore.so (an empty linker script) instead of the runtime,
+        // adds no Swift start-up object and no toolchain RUNPATH. Debug builds (the tests, and
+        // scripts/sanitize, whose ASan runtime the driver finds in its own resource directory)
+        // keep the driver's defaults. Only GIO's three module entry points are exported.
+        .target(
+            name: "GIOPropBus", dependencies: ["CGio"],
+            cSettings: [.unsafeFlags(["-fvisibility=hidden"])],
+            linkerSettings: [.unsafeFlags(["-resource-dir", Context.packageDirectory + "/linker/c-module",
+                                           "-no-toolchain-stdlib-rpath", "-nostartfiles"], .when(configuration: .release))]
+        ),
+        // dconf's and GSettings' formats for propctl import and export: GVariant types, values and
+        // text, key files, schema XML, and paths as propbus keys. Pure Swift, no GLib.
+        .target(name: "GSettingsFormats", dependencies: ["DBusValues"]),
         // Linux calls Swift cannot import directly (variadic prctl); header only, no library.
         .systemLibrary(name: "CLinux"),
         // Typed wrappers over the C library (files, environment, clock): what Foundation gave,
@@ -62,7 +86,7 @@ let package = Package(
         .target(name: "Etcd", dependencies: ["CCurl", "JSON"]),
         // The library for Swift programs that use the daemon: typed properties, channels to
         // @Observable models and commands. Only the D-Bus library: not the core, the store or curl.
-        .target(name: "PropBusClient", dependencies: ["DBus", "DBusValues"]),
+        .target(name: "PropBusClient", dependencies: ["DBus", "DBusValues", "SystemKit"]),
         // The core model: no libdbus, no SQLite.
         .target(name: "PropBus", dependencies: ["DBusValues", "JSON"]),
         // The core's adapters to the system: the SQLite store, the state directory and the user
@@ -85,7 +109,7 @@ let package = Package(
             linkerSettings: staticRuntimeInRelease
         ),
         .executableTarget(
-            name: "propctl", dependencies: ["CommandLineKit", "DBus", "PropBus", "PropBusExec", "PropBusModelFiles", "SystemKit"],
+            name: "propctl", dependencies: ["CommandLineKit", "DBus", "PropBus", "PropBusExec", "PropBusModelFiles", "SystemKit", "GSettingsFormats"],
             linkerSettings: staticRuntimeInRelease
         ),
         // The ReactiveCocoa MVVM introduction's Flickr search view model written with the client library; built with
@@ -111,6 +135,7 @@ let package = Package(
         .testTarget(name: "PropBusSystemTests", dependencies: ["PropBusSystem", "PropBusModelFiles", "PropBus", "DBusValues"]),
         .testTarget(name: "PropBusExecTests", dependencies: ["PropBusExec", "PropBus", "DBusValues"]),
         .testTarget(name: "CommandLineKitTests", dependencies: ["CommandLineKit"]),
+        .testTarget(name: "GSettingsFormatsTests", dependencies: ["GSettingsFormats", "DBusValues"]),
         .testTarget(name: "PropctlTests", dependencies: ["propctl", "CommandLineKit", "PropBus", "PropBusModelFiles", "DBus"]),
         .testTarget(name: "PropbusdTests", dependencies: ["propbusd", "CommandLineKit", "PropBus"]),
         // Real etcd members on loopback, for EtcdTests and the fleet integration tests.

@@ -1,7 +1,8 @@
 # Shared pieces of the bench scripts; source it after `cd` to the repository root.
 #
 #   bench_start_bus LABEL [EXTRA-CONFIG-XML]   temp dir $tmp, a private dbus-daemon at $ADDR,
-#                                             and an EXIT trap that stops everything in $pids
+#                                             and an EXIT trap that stops everything in $pids;
+#                                             @TMP@ in the XML stands for $tmp
 #   bench_has_owner NAME                      whether NAME is owned on $ADDR
 #   bench_wait_owner NAME                     waits up to 15 s for NAME
 #   bench_wait_gone NAME                      waits up to 15 s for NAME to lose its owner
@@ -54,7 +55,7 @@ bench_start_bus() {
   </policy>
   <limit name="max_replies_per_connection">50000</limit>
   <limit name="max_match_rules_per_connection">50000</limit>
-  ${2:-}
+  ${2//@TMP@/$tmp}
 </busconfig>
 CONF
   local bus_pid

@@ -6,7 +6,10 @@ enum DaemonNames {
     static let busName = "org.propbus.PropBus1"
     static let rootPath = "/org/propbus/PropBus1"
     static let valuesInterface = "org.propbus.PropBus1.Values"
+    static let managerInterface = "org.propbus.PropBus1.Manager"
     static let commandInterface = "org.propbus.PropBus1.Command"
+    static let handlerInterface = "org.propbus.PropBus1.Handler"
+    static let handlerPath = "/org/propbus/PropBus1/Handler"
     static let propertiesInterface = "org.freedesktop.DBus.Properties"
     static let objectManagerInterface = "org.freedesktop.DBus.ObjectManager"
 

@@ -44,8 +44,23 @@ public final class PropBusClient: @unchecked Sendable {
     private(set) var disconnected = false
     /// Every live property, by group object path, then property name.
     private var sinks: [String: [String: [WeakSink]]] = [:]
-    /// The group paths whose `PropertiesChanged` rule the bus has confirmed, or is confirming.
+    /// The match rules the bus has confirmed, or is confirming, by rule text.
     private var matches: [String: Task<Void, Never>] = [:]
+    /// Where command signals go (confined to `queue`).
+    let commandSignals = CommandSignals()
+    /// Run once when the client closes (streams that end then).
+    private var closers: [() -> Void] = []
+    /// Who follows `LocksChanged` (bindings, for their writability), by token.
+    private var lockListeners: [Int: (Set<String>) -> Void] = [:]
+    private var nextListener = 0
+    /// Bound model writes sent and not answered yet (confined to `queue`).
+    let boundWrites = BoundWrites()
+    /// The model sides of the live two-way bindings, to send their writes made this turn.
+    let boundModels = BoundModels()
+    /// The daemon's `Changed` signals, to ``changes`` streams (confined to `queue`).
+    var changeObservers: [Int: (Message) -> Void] = [:]
+    /// The app's handlers of `handler=true` commands, once one is served.
+    var handlers: CommandHandlers?
 
     /// This client's unique name on the bus (`:1.42`), as the daemon and monitors see it.
     public var uniqueName: String { connection.uniqueName }
@@ -71,6 +86,9 @@ public final class PropBusClient: @unchecked Sendable {
                 try await connection.addMatch(MatchRule(sender: DaemonNames.busName, path: DaemonNames.rootPath,
                                                         interface: DaemonNames.objectManagerInterface, member: member))
             }
+            // Locks that come or go change what bindings may write.
+            try await connection.addMatch(MatchRule(sender: DaemonNames.busName, path: DaemonNames.rootPath,
+                                                    interface: DaemonNames.managerInterface, member: "LocksChanged"))
             let owner = try? await connection.callBus("GetNameOwner", [.string(DaemonNames.busName)]).first?.stringValue
             await client.onQueue { client.ownerAnswered(owner) }
         } catch {
@@ -88,10 +106,71 @@ public final class PropBusClient: @unchecked Sendable {
     public func close() {
         queue.async { [self] in
             disconnected = true
+            // An execution this client still waits for has nobody to take its result (the
+            // connection's close flushes these).
+            for (path, id) in commandSignals.awaited {
+                if let message = Self.commandCall(path, "Cancel", .uint64(id)) { connection.send(message) }
+            }
+            commandSignals.failAll(PropBusClientError(name: Name.disconnected, message: "the client closed"))
             forEachSink { $0.finish() }
             sinks = [:]
-            connection.close()
+            let closing = closers
+            closers = []
+            for closer in closing { closer() }
+            // A `Start` still on its way: its answer's id is cancelled, then the connection closes.
+            if commandSignals.startsInFlight == 0 { connection.close() }
         }
+    }
+
+    /// Starts an execution of the command at `path` (`Start`), counted while its answer is on
+    /// its way: a client closing meanwhile cancels the execution when the id comes back.
+    func start(commandAt path: String, input: DBusValue) async throws(PropBusClientError) -> UInt64 {
+        let outcome: Result<UInt64, PropBusClientError> = await withCheckedContinuation { continuation in
+            queue.async { [self] in
+                guard !disconnected, let message = Self.commandCall(path, "Start", .variant(input)) else {
+                    continuation.resume(returning: .failure(PropBusClientError(name: Name.disconnected, message: "the client closed")))
+                    return
+                }
+                commandSignals.startsInFlight += 1
+                connection.call(message, timeoutMilliseconds: -1) { [self] reply in
+                    commandSignals.startsInFlight -= 1
+                    let outcome = Self.executionID(reply, of: path)
+                    if disconnected {
+                        if case .success(let id) = outcome, let cancel = Self.commandCall(path, "Cancel", .uint64(id)) { connection.send(cancel) }
+                        if commandSignals.startsInFlight == 0 { connection.close() }
+                    }
+                    continuation.resume(returning: outcome)
+                }
+            }
+        }
+        return try outcome.get()
+    }
+
+    private static func commandCall(_ path: String, _ member: String, _ argument: DBusValue) -> Message? {
+        guard let message = try? Message.methodCall(destination: DaemonNames.busName, path: path,
+                                                    interface: DaemonNames.commandInterface, member: member),
+              (try? message.append([argument])) != nil else { return nil }
+        return message
+    }
+
+    private static func executionID(_ reply: Result<Message, DBusError>, of path: String) -> Result<UInt64, PropBusClientError> {
+        switch reply {
+        case .failure(let error): return .failure(PropBusClientError(error))
+        case .success(let message):
+            if let error = message.error { return .failure(PropBusClientError(error)) }
+            guard case .uint64(let id)? = try? message.arguments().first else {
+                return .failure(PropBusClientError(name: DBusError.Name.failed, message: "Start of \(path) replied no id"))
+            }
+            return .success(id)
+        }
+    }
+
+    private typealias Name = PropBusClientError.Name
+
+    /// Runs `body` (on the queue) when the client closes, at once if it has.
+    func onClose(_ body: @escaping () -> Void) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        if disconnected { body() } else { closers.append(body) }
     }
 
     /// A typed view of `key`: its cached value, its changes, and writes.
@@ -138,11 +217,27 @@ public final class PropBusClient: @unchecked Sendable {
                                                         member: "InterfacesRemoved")) { [weak self] message in
             self?.interfacesRemoved(message)
         }
+        connection.addSignalHandler(matching: MatchRule(interface: DaemonNames.commandInterface)) { [weak self] message in
+            guard let self, let owner = self.daemonOwner, message.sender == owner else { return }
+            self.commandSignals.received(message)
+        }
+        connection.addSignalHandler(matching: MatchRule(path: DaemonNames.rootPath, interface: DaemonNames.managerInterface,
+                                                        member: "LocksChanged")) { [weak self] message in
+            guard let self, let owner = self.daemonOwner, message.sender == owner,
+                  case .array(_, let items)? = try? message.arguments().first else { return }
+            let keys = Set(items.compactMap(\.stringValue))
+            for listener in self.lockListeners.values { listener(keys) }
+        }
+        connection.addSignalHandler(matching: MatchRule(path: DaemonNames.rootPath, member: "Changed")) { [weak self] message in
+            guard let self, let owner = self.daemonOwner, message.sender == owner else { return }
+            for observer in self.changeObservers.values { observer(message) }
+        }
         connection.whenDisconnected { [weak self] in
             guard let self else { return }
             self.disconnected = true
             self.daemonOwner = nil
             self.forEachSink { $0.daemonVanished() }
+            self.commandSignals.failAll(PropBusClientError(name: Name.disconnected, message: "the connection to the bus is gone"))
         }
     }
 
@@ -163,7 +258,10 @@ public final class PropBusClient: @unchecked Sendable {
             forEachSink { $0.daemonVanished() }
         } else {
             forEachSink { $0.resync() }
+            // A restarted daemon has forgotten its handlers.
+            handlers?.registerAgain()
         }
+        for listener in lockListeners.values { listener([]) }
     }
 
     private func propertiesChanged(_ message: Message) {
@@ -220,15 +318,52 @@ public final class PropBusClient: @unchecked Sendable {
     /// Waits until the bus confirmed the `PropertiesChanged` rule of `path` (added once per group),
     /// so a read made afterwards cannot miss a change.
     func subscribe(to path: String) async {
+        await addMatchOnce(MatchRule(sender: DaemonNames.busName, path: path, interface: DaemonNames.propertiesInterface,
+                                     member: "PropertiesChanged"))
+    }
+
+    /// Waits until the bus confirmed the rule for the signals of the command object at `path`.
+    func subscribeToCommand(_ path: String) async {
+        await addMatchOnce(MatchRule(sender: DaemonNames.busName, path: path, interface: DaemonNames.commandInterface))
+    }
+
+    /// Adds `rule` once per client and waits until the bus confirmed it.
+    func addMatchOnce(_ rule: MatchRule) async {
         let task: Task<Void, Never> = await onQueue { [self] in
-            if let task = matches[path] { return task }
-            let rule = MatchRule(sender: DaemonNames.busName, path: path, interface: DaemonNames.propertiesInterface,
-                                 member: "PropertiesChanged")
+            if let task = matches[rule.text] { return task }
             let task = Task { [connection] in _ = try? await connection.addMatch(rule) }
-            matches[path] = task
+            matches[rule.text] = task
             return task
         }
         await task.value
+    }
+
+    /// Follows `LocksChanged` (on the queue): `listener` gets the keys whose locks changed, and
+    /// an empty set when the daemon came back (everything may have changed). Returns a token.
+    func addLockListener(_ listener: @escaping (Set<String>) -> Void) -> Int {
+        dispatchPrecondition(condition: .onQueue(queue))
+        nextListener += 1
+        lockListeners[nextListener] = listener
+        return nextListener
+    }
+
+    func removeLockListener(_ token: Int) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        lockListeners[token] = nil
+    }
+
+    /// Sends the writes bound models made so far (their observation tasks may not have run) and
+    /// waits until the daemon answered every bound write: it committed them, or refused them
+    /// and the models got its value back.
+    public func commitBoundWrites() async {
+        if boundModels.count.withLock({ $0 }) > 0 {
+            await MainActor.run { boundModels.sendUnsentWrites() }
+        }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            queue.async { [self] in
+                boundWrites.whenNoneLeft(continuation)
+            }
+        }
     }
 
     private func forEachSink(_ body: (PropertySink) -> Void) {

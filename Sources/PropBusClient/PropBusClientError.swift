@@ -34,6 +34,14 @@ public struct PropBusClientError: Error, Hashable, Sendable, CustomStringConvert
         public static let outOfRange = "org.propbus.PropBus1.Error.OutOfRange"
         /// A key that does not exist.
         public static let unknownKey = "org.propbus.PropBus1.Error.UnknownKey"
+        /// A write of a read-only key through the daemon's own methods (`Reset`, `CompareAndSet`).
+        public static let readOnly = "org.propbus.PropBus1.Error.ReadOnly"
+        /// A `set` of a read-only key: `Properties.Set` answers the standard error.
+        public static let propertyReadOnly = "org.freedesktop.DBus.Error.PropertyReadOnly"
+        /// A write of a key a mandatory layer file locks; the message names the file.
+        public static let locked = "org.propbus.PropBus1.Error.Locked"
+        /// A caller who may not do this (writers, secret keys); the message names the key.
+        public static let accessDenied = "org.freedesktop.DBus.Error.AccessDenied"
         /// A command executed while it is not enabled.
         public static let notEnabled = "org.propbus.PropBus1.Error.NotEnabled"
         /// A command whose program or handler failed.

@@ -67,14 +67,25 @@ public final class Property<Value: DBusValueConvertible>: @unchecked Sendable, P
     /// Each access is a new sequence with its own buffer (``bufferLimit``); it keeps the property
     /// alive while it is iterated.
     public var values: AsyncStream<Value> {
-        AsyncStream(bufferingPolicy: .bufferingNewest(Self.bufferLimit)) { continuation in
+        // Holds the property while the stream is iterated (a temporary property, or one whose
+        // last use was `.values`, goes on); the consumer dropping the stream ends it.
+        valueStream(buffer: Self.bufferLimit)
+    }
+
+    /// ``values`` for a consumer that only needs the newest value: a change it has not taken
+    /// yet is replaced by the next (the last value wins; the final value is never dropped), and
+    /// it never gets the value it took last again.
+    public func values(coalescing: Bool) -> CoalescedValues<Value> {
+        CoalescedValues(stream: coalescing ? valueStream(buffer: 1) : values)
+    }
+
+    private func valueStream(buffer: Int) -> AsyncStream<Value> {
+        AsyncStream(bufferingPolicy: .bufferingNewest(buffer)) { continuation in
             client.queue.async { [self] in
                 nextID += 1
                 let id = nextID
                 valueSubscribers[id] = continuation
                 if let last, let value = Value(dbusValue: last) { continuation.yield(value) }
-                // Holds the property while the stream is iterated (a temporary property, or one
-                // whose last use was `.values`, goes on); the consumer dropping the stream ends it.
                 continuation.onTermination = { _ in
                     self.client.queue.async { self.valueSubscribers[id] = nil }
                 }
@@ -121,6 +132,7 @@ public final class Property<Value: DBusValueConvertible>: @unchecked Sendable, P
     /// daemon sends its signal before its reply).
     public func set(_ value: Value) async throws(PropBusClientError) {
         let (path, name) = try located()
+        try await checkKeyType()
         await readSent()
         _ = try await client.callDaemon(path: path, interface: DaemonNames.propertiesInterface, member: "Set",
                                         [.string(DaemonNames.valuesInterface), .string(name), .variant(value.dbusValue)])
@@ -140,6 +152,7 @@ public final class Property<Value: DBusValueConvertible>: @unchecked Sendable, P
     @discardableResult
     public func compareAndSet(revision: UInt64, to value: Value) async throws(PropBusClientError) -> UInt64 {
         let (path, name) = try located()
+        try await checkKeyType()
         await readSent()
         let reply = try await client.callDaemon(path: path, interface: DaemonNames.valuesInterface, member: "CompareAndSet",
                                                 [.string(name), .uint64(revision), .variant(value.dbusValue)])
@@ -154,6 +167,31 @@ public final class Property<Value: DBusValueConvertible>: @unchecked Sendable, P
         let (path, name) = try located()
         await readSent()
         _ = try await client.callDaemon(path: path, interface: DaemonNames.valuesInterface, member: "Reset", [.string(name)])
+    }
+
+    /// What the client knows of the key's D-Bus type against `Value`'s.
+    private enum KeyType: Sendable {
+        case matches, unknown
+        case differs(String)
+    }
+
+    /// Throws `TypeMismatch` for a key whose type is not `Value`'s, as a read does, before
+    /// anything is sent (the daemon would answer the standard `InvalidArgs`).
+    func checkKeyType() async throws(PropBusClientError) {
+        let known: KeyType = await client.onQueue { [self] in
+            if case .typeMismatch(_, let actual) = confinedState { return .differs(actual) }
+            return last == nil ? .unknown : .matches
+        }
+        switch known {
+        case .matches:
+            return
+        case .differs(let actual):
+            throw PropBusClientError(name: PropBusClientError.Name.typeMismatch,
+                                     message: "property \(key) has type '\(actual)'; this Property writes '\(Value.dbusType.signature)'")
+        case .unknown:
+            // Not read yet: a read says (a key that cannot be read is left to the write's answer).
+            do { _ = try await valueWithRevision() } catch where error.name == PropBusClientError.Name.typeMismatch { throw error } catch {}
+        }
     }
 
     /// Returns once no read of the value waits to be sent.
@@ -289,5 +327,30 @@ public final class Property<Value: DBusValueConvertible>: @unchecked Sendable, P
         confinedState = new
         snapshot.withLock { $0.state = new }
         for continuation in stateSubscribers.values { continuation.yield(new) }
+    }
+}
+
+/// A property's values for a consumer that only needs the newest (``Property/values(coalescing:)``).
+public struct CoalescedValues<Value: DBusValueConvertible>: AsyncSequence, Sendable {
+    let stream: AsyncStream<Value>
+
+    public func makeAsyncIterator() -> Iterator {
+        Iterator(inner: stream.makeAsyncIterator())
+    }
+
+    /// Skips a value equal (as wire bytes) to the one it returned last.
+    public struct Iterator: AsyncIteratorProtocol {
+        var inner: AsyncStream<Value>.Iterator
+        var last: DBusValue?
+
+        public mutating func next() async -> Value? {
+            while let value = await inner.next() {
+                let wire = value.dbusValue
+                if wire == last { continue }
+                last = wire
+                return value
+            }
+            return nil
+        }
     }
 }

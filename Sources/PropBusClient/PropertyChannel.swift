@@ -17,7 +17,8 @@ import Observation
 ///   showed, so a change made elsewhere never reached the switch).
 ///
 /// Writes made in one main-actor turn are one change (Observation reports the first, the
-/// channel then sends the value the model holds).
+/// channel then sends the value the model holds). ``ChannelBinding/state`` says whether writes
+/// go through; ``ChannelBinding/committed()`` waits until they have.
 public final class PropertyChannel<Value: DBusValueConvertible>: Sendable {
     /// The key's terminal.
     public let property: Property<Value>
@@ -45,18 +46,40 @@ public final class PropertyChannel<Value: DBusValueConvertible>: Sendable {
         let endpoint = ChannelEndpoint(property: property)
         let binding = ModelTerminal(endpoint: endpoint, model: model, keyPath: keyPath, toBus: toBus, fromBus: fromBus)
         binding.start()
-        return ChannelBinding(cancel: { binding.cancel() })
+        return ChannelBinding(client: property.client, endpoint: endpoint, cancel: { binding.cancel() })
     }
 }
 
-/// A live ``PropertyChannel`` binding; cancelled when released.
+/// A live binding (two-way, ``PropertyChannel``, or one-way, `model.bind(_:to:)`); cancelled
+/// when released.
 @MainActor
 public final class ChannelBinding {
     private let cancelBody: @MainActor () -> Void
+    private let client: PropBusClient?
+    private let endpoint: (any BindingStateSource)?
     private var cancelled = false
 
-    init(cancel: @escaping @MainActor () -> Void) {
+    init(client: PropBusClient?, endpoint: (any BindingStateSource)?, cancel: @escaping @MainActor () -> Void) {
+        self.client = client
+        self.endpoint = endpoint
         cancelBody = cancel
+    }
+
+    /// Whether the binding's writes go through: live, stale, refused (why), overridden (by
+    /// whom), read-only or locked. A one-way binding writes nothing and is always live.
+    public var state: BindingState { endpoint?.state ?? .live }
+
+    /// The current ``state`` first, then every change of it (e.g. a control's `isEnabled`
+    /// follows `state.isWritable`).
+    public var states: AsyncStream<BindingState> {
+        endpoint?.states ?? AsyncStream { $0.yield(.live); $0.finish() }
+    }
+
+    /// Waits until the model writes made so far have been answered by the daemon (committed,
+    /// or refused and the daemon's value given back): a command run afterwards sees them.
+    /// ``Command/execute(_:)`` does this by itself.
+    public func committed() async {
+        await client?.commitBoundWrites()
     }
 
     /// Stops the binding: neither side follows the other any more.
@@ -71,12 +94,19 @@ public final class ChannelBinding {
     }
 }
 
+/// Who tells a ``ChannelBinding`` its state.
+protocol BindingStateSource: Sendable {
+    var state: BindingState { get }
+    var states: AsyncStream<BindingState> { get }
+}
+
 /// The key's side of a binding, on the client's queue: what the bus holds, which of the
 /// model's writes are still on their way, and which value the model was last given or wrote.
-final class ChannelEndpoint<Value: DBusValueConvertible>: @unchecked Sendable {
-    // Safety: every mutable field is confined to the client's queue; the channel's task holds it
-    // only to hand values over to that queue.
+final class ChannelEndpoint<Value: DBusValueConvertible>: @unchecked Sendable, BindingStateSource {
+    // Safety: every mutable field is confined to the client's queue (the state's snapshot is
+    // behind its lock); the channel's task holds it only to hand values over to that queue.
     let property: Property<Value>
+    private var client: PropBusClient { property.client }
     private var queue: DispatchQueue { property.client.queue }
     /// The daemon's latest value (from the property's signals).
     private var busValue: DBusValue?
@@ -87,7 +117,13 @@ final class ChannelEndpoint<Value: DBusValueConvertible>: @unchecked Sendable {
     /// The number of the model's last write the endpoint has seen.
     private var lastWrite = 0
     private var observer: Int?
+    private var lockListener: Int?
     private var toModel: AsyncStream<Delivery>.Continuation?
+    private let snapshot = Locked<BindingState>(.stale)
+    private var stateSubscribers: [Int: AsyncStream<BindingState>.Continuation] = [:]
+    private var nextSubscriber = 0
+    /// Bumped by every metadata read, so an older read's answer is ignored.
+    private var metadataGeneration = 0
 
     /// A value the model must take, decided when the endpoint had seen the model's write
     /// `afterWrite`: the model ignores it if it wrote again since (that write settles anew).
@@ -100,6 +136,20 @@ final class ChannelEndpoint<Value: DBusValueConvertible>: @unchecked Sendable {
         self.property = property
     }
 
+    var state: BindingState { snapshot.withLock { $0 } }
+
+    var states: AsyncStream<BindingState> {
+        AsyncStream(bufferingPolicy: .bufferingNewest(Property<Value>.bufferLimit)) { continuation in
+            queue.async { [self] in
+                nextSubscriber += 1
+                let id = nextSubscriber
+                stateSubscribers[id] = continuation
+                continuation.yield(state)
+                continuation.onTermination = { _ in self.queue.async { self.stateSubscribers[id] = nil } }
+            }
+        }
+    }
+
     /// Starts following the key; the values the model must take arrive on the returned stream,
     /// in order.
     func start() -> AsyncStream<Delivery> {
@@ -109,8 +159,15 @@ final class ChannelEndpoint<Value: DBusValueConvertible>: @unchecked Sendable {
             observer = property.addObserver { [weak self] value in
                 guard let self else { return }
                 self.busValue = value
+                // An override's end, a daemon back: what the metadata says may have changed.
+                if case .overridden = state { readMetadata() } else if case .stale = state { readMetadata() }
                 self.settle()
             }
+            let key = property.key
+            lockListener = client.addLockListener { [weak self] keys in
+                if keys.isEmpty || keys.contains(key) { self?.readMetadata() }
+            }
+            readMetadata()
         }
         return stream
     }
@@ -124,11 +181,25 @@ final class ChannelEndpoint<Value: DBusValueConvertible>: @unchecked Sendable {
             modelValue = value
             // Sent from the queue in order (a task per write could reorder them); an error (out
             // of range, read-only, daemon away) is settled like any answer: the model then gets
-            // the daemon's value back.
+            // the daemon's value back, and the state says why.
             guard let message = property.setMessage(value) else { pendingSets -= 1; settle(); return }
-            property.client.connection.call(message) { [self] _ in
+            client.boundWrites.sent()
+            client.connection.call(message) { [self] result in
                 pendingSets -= 1
+                switch result {
+                case .failure(let error):
+                    setState(BindingState(refusal: PropBusClientError(error)))
+                case .success(let reply):
+                    if let error = reply.error {
+                        setState(BindingState(refusal: PropBusClientError(error)))
+                    } else if state != .live || busValue != value {
+                        // Accepted but not shown (an override above the user's value), or the
+                        // first write after a refusal: the metadata says which.
+                        readMetadata()
+                    }
+                }
                 settle()
+                client.boundWrites.answered()
             }
         }
     }
@@ -141,12 +212,54 @@ final class ChannelEndpoint<Value: DBusValueConvertible>: @unchecked Sendable {
         toModel?.yield(Delivery(value: busValue, afterWrite: lastWrite))
     }
 
+    /// Reads the key's metadata for this caller (`ListProperties`): writable, locked, layer.
+    private func readMetadata() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard toModel != nil else { return }
+        metadataGeneration += 1
+        let generation = metadataGeneration, key = property.key
+        Task { [self] in
+            let reply = try? await client.callDaemon(path: DaemonNames.rootPath, interface: DaemonNames.managerInterface,
+                                                     member: "ListProperties", [.string(key)])
+            let metadata = Self.metadata(of: key, in: reply)
+            queue.async { [self] in
+                guard generation == metadataGeneration else { return }
+                setState(metadata.map { BindingState(metadata: $0) } ?? .stale)
+            }
+        }
+    }
+
+    /// The metadata of `key` in a `ListProperties` reply (`a(ssva{sv})`), which lists every
+    /// key starting with the prefix.
+    private static func metadata(of key: String, in reply: [DBusValue]?) -> [String: DBusValue]? {
+        guard case .array(_, let rows)? = reply?.first else { return nil }
+        for row in rows {
+            guard let fields = row.structureFields(count: 4), fields[0].stringValue == key else { continue }
+            return fields[3].stringKeyedEntries
+        }
+        return nil
+    }
+
+    private func setState(_ new: BindingState) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard snapshot.withLock({ state in
+            guard state != new else { return false }
+            state = new
+            return true
+        }) else { return }
+        for subscriber in stateSubscribers.values { subscriber.yield(new) }
+    }
+
     func cancel() {
         queue.async { [self] in
             if let observer { property.removeObserver(observer) }
+            if let lockListener { client.removeLockListener(lockListener) }
             observer = nil
+            lockListener = nil
             toModel?.finish()
             toModel = nil
+            for subscriber in stateSubscribers.values { subscriber.finish() }
+            stateSubscribers = [:]
         }
     }
 }
@@ -188,6 +301,7 @@ final class ModelTerminal<Model: AnyObject & Observable & SendableMetatype, Mode
                 self.apply(value)
             }
         }
+        endpoint.property.client.boundModels.add(self) { [weak self] in self?.modelChanged() }
         track()
     }
 
@@ -195,6 +309,7 @@ final class ModelTerminal<Model: AnyObject & Observable & SendableMetatype, Mode
         active = false
         following?.cancel()
         endpoint.cancel()
+        endpoint.property.client.boundModels.remove(self)
     }
 
     private func apply(_ delivery: ChannelEndpoint<Value>.Delivery) {
@@ -224,6 +339,7 @@ final class ModelTerminal<Model: AnyObject & Observable & SendableMetatype, Mode
         }
     }
 
+    /// Sends the model's value if it is a write not sent yet.
     private func modelChanged() {
         guard active, let model else { return }
         let value = model[keyPath: keyPath]

@@ -19,6 +19,7 @@ extension Service {
         return .stream(ReplyBody(signature: "a(suvtba{sv})a(sa{sv})") { writer in
             // Shapes are known once every row was seen, so they come last: one pass.
             var shapes = ListingShapes()
+            var writers = WriterDecisions()
             writer.array(of: "(suvtba{sv})", alignment: 8) { items in
                 model.forEachEntry(withPrefix: prefix) { entry in
                     let definition = entry.definition
@@ -32,8 +33,9 @@ extension Service {
                         // The gate's own table, not the model: nothing here may touch the model.
                         let gateRevision = gate?.listedRevision(of: definition)
                         // Layers are the entry's own: their fields, and `writable` when a lock
-                        // refuses this caller what the shape allows (docs/layers.md).
+                        // (docs/layers.md) or the writers refuse this caller what the shape allows.
                         let locked = entry.layers?.mandatoryInForce.map { lockAuthority.locks($0, userID: callerID) } ?? false
+                            || !writers.mayWrite(definition.writers) { access.mayWrite(writers: $0, caller: call.credentials) }
                         let own = EntryMetadata(entry, gateRevision: gateRevision, lifetime: model.leases.keyLeases[definition.key] ?? gate?.listedLifetime(of: definition),
                                                 lockedForCaller: locked)
                         item.dictionary("{sv}") { extra in
@@ -115,5 +117,19 @@ struct ListingShapes {
             guard let a, let b else { return a == nil && b == nil }
             return a.utf8.elementsEqual(b.utf8)
         }
+    }
+}
+
+/// Whether a listing's caller may write, decided once per distinct `writers` list: a name in it
+/// is a lookup in the accounts, and a listing's keys mostly share a few lists.
+struct WriterDecisions {
+    private var answers: [[String]?: Bool] = [:]
+
+    /// `decide(writers)`, remembered for the rest of the listing.
+    mutating func mayWrite(_ writers: [String]?, _ decide: ([String]?) -> Bool) -> Bool {
+        if let known = answers[writers] { return known }
+        let answer = decide(writers)
+        answers[writers] = answer
+        return answer
     }
 }

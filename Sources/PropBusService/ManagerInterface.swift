@@ -49,11 +49,14 @@ extension Service {
                 let model = model, access = options.access, gate = gate
                 // Marshalled into a buffer: libdbus's append per field was most of the listing's time.
                 return .stream(ReplyBody(signature: "a(ssva{sv})") { writer in
+                    var writers = WriterDecisions()
                     writer.array(of: "(ssva{sv})", alignment: 8) { items in
                         model.forEachEntry(withPrefix: prefix) { entry in
                             guard access.mayRead(writers: entry.definition.writers, secret: entry.definition.secret, caller: call.credentials) else { return }
                             items.structure { item in
+                                // A lock, or the writers, refuse this caller the write the definition allows.
                                 let locked = entry.layers?.mandatoryInForce.map { lockAuthority.locks($0, userID: callerID) } ?? false
+                                    || !writers.mayWrite(entry.definition.writers) { access.mayWrite(writers: $0, caller: call.credentials) }
                                 item.string(entry.definition.key.text)
                                 item.string(entry.definition.type.signature)
                                 item.variant(entry.value)
@@ -104,7 +107,8 @@ extension Service {
     /// dictionary built from ``PropertyDefinition/metadata``, so a key added there must be added here.
     ///
     /// With layer values (docs/layers.md), also `layer`, `layer_source` (the file), `locked` and,
-    /// when a layer above hides it, `user_value`; `writable` is false for a caller the lock refuses.
+    /// when a layer above hides it, `user_value`; `writable` is false for a caller a lock or the
+    /// key's writers refuse.
     static func writeMetadata(of entry: borrowing PropertyModel.Entry, gateRevision: Int64? = nil, lifetime: Lease? = nil,
                               lockedForCaller: Bool = false, to writer: inout MessageBodyWriter) {
         writeMetadata(of: entry.definition, perEntry: EntryMetadata(entry, gateRevision: gateRevision, lifetime: lifetime,

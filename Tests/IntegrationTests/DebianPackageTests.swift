@@ -55,7 +55,9 @@ final class DebianPackageTests: XCTestCase {
         }
         XCTAssertTrue(depends.contains("dbus-system-bus | dbus"), depends)
         XCTAssertFalse(depends.contains("curl"), "libcurl is loaded only by --fleet: \(depends)")
-        XCTAssertEqual(fields["Recommends"], "libcurl4")
+        let recommends = fields["Recommends"] ?? ""
+        XCTAssertTrue(recommends.hasPrefix("libcurl4, libglib2.0-0 (>= "), "libcurl for --fleet, GLib for the GSettings module: \(recommends)")
+        XCTAssertFalse(depends.contains("libglib"), "only GSettings users load the module: \(depends)")
         XCTAssertNotNil(Int(fields["Installed-Size"] ?? ""), "\(fields)")
 
         // Contents: the tree PREFIX=/usr scripts/install stages, owned by root.
@@ -88,6 +90,7 @@ final class DebianPackageTests: XCTestCase {
             ("/usr/share/doc/propbus/changelog.gz", "-rw-r--r--"),
             ("/usr/share/propbus/examples/flickr-search.json", "-rw-r--r--"),
             ("/usr/share/propbus/examples/flickr-search.sh", "-rwxr-xr-x"),
+            ("/usr/lib/x86_64-linux-gnu/gio/modules/libgiopropbus.so", "-rw-r--r--"),
         ]
         for (path, mode) in expected {
             XCTAssertEqual(entries[path]?.mode, mode, "\(path)\n\(listing.stdout)")
@@ -105,8 +108,8 @@ final class DebianPackageTests: XCTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: unpacked + "/usr/share/doc/propbus/docs/install.md"),
                       "the units' Documentation= names a file the package holds")
         XCTAssertTrue(unit.contains("file:///usr/share/doc/propbus/docs/install.md"), unit)
-        for binary in ["propbusd", "propctl"] {
-            let dynamic = try await runCommand("/usr/bin/readelf", ["-d", "-S", unpacked + "/usr/bin/" + binary], environment: [:])
+        for binary in ["bin/propbusd", "bin/propctl", "lib/x86_64-linux-gnu/gio/modules/libgiopropbus.so"] {
+            let dynamic = try await runCommand("/usr/bin/readelf", ["-d", "-S", unpacked + "/usr/" + binary], environment: [:])
             XCTAssertEqual(dynamic.status, 0, "\(dynamic)")
             XCTAssertFalse(dynamic.stdout.contains("RUNPATH") || dynamic.stdout.contains("(RPATH)"),
                            "\(binary) names the build machine's toolchain")

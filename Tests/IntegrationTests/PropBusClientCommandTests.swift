@@ -62,4 +62,46 @@ final class PropBusClientCommandTests: ClientLibraryTestCase, @unchecked Sendabl
             XCTAssertEqual(error.name, DBusError.Name.invalidArgs, "\(error)")
         }
     }
+
+    func testCancellingTheTaskAwaitingExecuteCancelsTheExecution() async throws {
+        try await client.createCommand("vm.slow", ["exec": shell("sleep 20"), "persistent": .boolean(false)])
+        let slow = library.command("vm.slow")
+        let executing = StreamRecorder(slow.isExecuting)
+        await executing.wait { $0 == [false] }
+        let run = Task { try await slow.execute("") }
+        await executing.wait { $0.last == true }
+        let clock = ContinuousClock()
+        let cancelledAt = clock.now
+        run.cancel()
+        let outcome = await run.result
+        XCTAssertLessThan(clock.now - cancelledAt, .seconds(10), "the await ended with the cancellation, not the execution")
+        switch outcome {
+        case .success(let result): XCTFail("a cancelled execute returned \(result)")
+        case .failure(let error): XCTAssertEqual((error as? PropBusClientError)?.name, PropBusClientError.Name.cancelled, "\(error)")
+        }
+        let seen = await executing.wait { $0.count == 3 }
+        XCTAssertEqual(seen, [false, true, false], "the execution was cancelled on the daemon")
+    }
+
+    func testClosingTheClientCancelsTheExecutionsItWaitsFor() async throws {
+        try await client.createCommand("vm.slow", ["exec": shell("sleep 30"), "persistent": .boolean(false)])
+        let watched = library.command("vm.slow")
+        let recorded = StreamRecorder(await watched.subscribedExecutions().map { event -> String in
+            switch event {
+            case .started: "started"
+            case .finished: "finished"
+            case .failed(_, let error): "failed \(error.name)"
+            }
+        })
+        let executing = StreamRecorder(watched.isExecuting)
+        await executing.wait { $0 == [false] }
+        let other = try await PropBusClient.connect(.address(bus.address))
+        let run = Task { try await other.command("vm.slow").execute("") }
+        // Seen by this client: the closing one may not have the Start's answer yet.
+        await executing.wait { $0.last == true }
+        other.close()
+        _ = await run.result
+        let seen = await recorded.wait { $0.count == 2 }
+        XCTAssertEqual(seen, ["started", "failed \(PropBusClientError.Name.cancelled)"])
+    }
 }

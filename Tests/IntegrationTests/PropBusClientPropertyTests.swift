@@ -144,9 +144,28 @@ final class PropBusClientPropertyTests: ClientLibraryTestCase, @unchecked Sendab
             try await volume.set(3)
             XCTFail("the daemon took an i for an s key")
         } catch {
-            // Properties.Set of another type is the standard interface's InvalidArgs.
-            XCTAssertEqual(error.name, DBusError.Name.invalidArgs, "\(error)")
+            // The library refuses it as it refuses the read, before anything is sent.
+            XCTAssertEqual(error.name, PropBusClientError.Name.typeMismatch, "\(error)")
         }
+        do {
+            try await volume.compareAndSet(revision: 1, to: 3)
+            XCTFail("the daemon took an i for an s key")
+        } catch {
+            XCTAssertEqual(error.name, PropBusClientError.Name.typeMismatch, "\(error)")
+        }
+    }
+
+    func testAWriteBeforeTheFirstReadOfAKeyOfAnotherTypeIsTypeMismatchToo() async throws {
+        try await client.create("settings.level", "s", default: .string("loud"))
+        let level = library.property("settings.level", as: Int32.self)
+        do {
+            try await level.set(3)
+            XCTFail("the daemon took an i for an s key")
+        } catch {
+            XCTAssertEqual(error.name, PropBusClientError.Name.typeMismatch, "\(error)")
+        }
+        let value = try await client.get("settings.level")
+        XCTAssertEqual(value, .string("loud"))
     }
 
     func testStaleWithinASecondOfKillAndLiveAfterRestartOnTheSameSequence() async throws {

@@ -59,6 +59,9 @@ final class HelpGeneratorTests: XCTestCase {
                                   Cancelled.
               dump                Write keys, types and values as one JSON document.
               load                Apply a document written by 'propctl dump', atomically.
+              import              Bring dconf's settings, GSettings schemas or dconf's
+                                  system databases into propbus.
+              export              Write keys in dconf's format, for 'dconf load'.
               status              Show whether propbusd is running, its version and its
                                   commands.
               reload              Make propbusd read its model files again (like systemctl

@@ -7,11 +7,12 @@ final class PropctlSpecTests: XCTestCase {
     private let root = PropctlSpec.root
 
     /// The contract's subcommands, the administration verbs, `reload` and `prune` (docs/model-files.md), `override`, `lock` and
-    /// `unlock` (docs/layers.md), and `codegen` (typed Swift accessors for the client library).
+    /// `unlock` (docs/layers.md), `import` and `export` (dconf's and GSettings' files, docs/dconf.md), and `codegen` (typed
+    /// Swift accessors for the client library).
     func testSubcommandsAreThoseOfTheContract() {
         XCTAssertEqual(root.subcommands.map(\.name),
                        ["get", "set", "reset", "list", "watch", "describe", "create", "delete", "override", "bind", "bindings", "unbind",
-                        "history", "blame", "revert", "exec", "serve", "cancel", "create-command", "delete-command", "dump", "load", "status", "reload", "lock", "unlock", "prune", "codegen", "completion"])
+                        "history", "blame", "revert", "exec", "serve", "cancel", "create-command", "delete-command", "dump", "load", "import", "export", "status", "reload", "lock", "unlock", "prune", "codegen", "completion"])
         XCTAssertEqual(root.options.map(\.long), ["system", "user", "address", "json", "help", "version"])
     }
 

@@ -36,4 +36,11 @@ for await value in property.values {
     if seen.count == count { break }
 }
 for (value, time) in seen { print("\(value) \(time)") }
+let reads = 1_000_000
+var total: Int64 = 0
+let start = now()
+for _ in 0..<reads { total &+= Int64(property.current ?? 0) }
+let elapsed = now() - start
+// `total` is printed so the reads cannot be optimized away.
+print("cached-read \(Double(elapsed) / Double(reads)) \(total)")
 client.close()

@@ -5,11 +5,13 @@ import PropBusClient
 /// state lives in propbusd (`examples/flickr-search.json`), this object is its view model in one
 /// process, and any other process (`propctl`, another view) sees and changes the same state.
 ///
+/// Every property is a binding, none a hand-written loop:
 /// - `searchText` is bound two-way to `viewmodel.searchText`
 ///   (`RAC(self.viewModel, searchText) = self.searchTextField.rac_textSignal`);
 /// - `loadingIndicatorHidden` follows the search command's `executing`, negated
 ///   (`RAC(self.loadingIndicator, hidden) = [self.executeSearch.executing not]`);
-/// - `isSearchEnabled` follows the command's `enabled` (`validSearchSignal`).
+/// - `isSearchEnabled` follows the command's `enabled` (`validSearchSignal`);
+/// - `title` follows `viewmodel.title`.
 @MainActor @Observable
 final class FlickrSearchViewModel {
     var title = ""
@@ -19,8 +21,7 @@ final class FlickrSearchViewModel {
 
     @ObservationIgnored private let keys: FlickrSearchKeys
     @ObservationIgnored private let executeSearch: Command<String, String>
-    @ObservationIgnored private var searchTextBinding: ChannelBinding?
-    @ObservationIgnored private var followers: [Task<Void, Never>] = []
+    @ObservationIgnored private var bindings: [ChannelBinding] = []
 
     init(keys: FlickrSearchKeys) {
         self.keys = keys
@@ -29,35 +30,23 @@ final class FlickrSearchViewModel {
 
     /// Connects the view model's properties to the daemon's keys.
     func start() {
-        let client = keys.client
-        searchTextBinding = client.channel(keys.viewmodel.searchText).bind(\.searchText, of: self)
-        let title = keys.viewmodel.title
-        followers.append(Task { [weak self] in
-            // The controller reads the title once.
-            for await value in title.values { self?.title = value; break }
-        })
-        let executing = executeSearch.isExecuting
-        followers.append(Task { [weak self] in
-            for await running in executing {
-                guard let self, self.loadingIndicatorHidden == running else { continue }
-                self.loadingIndicatorHidden = !running
-                print("loading indicator hidden: \(!running)")
-            }
-        })
-        let enabled = executeSearch.isEnabled
-        followers.append(Task { [weak self] in
-            for await value in enabled { self?.isSearchEnabled = value }
-        })
+        bindings = [
+            keys.client.channel(keys.viewmodel.searchText).bind(\.searchText, of: self),
+            bind(\.title, to: keys.viewmodel.title),
+            bind(\.loadingIndicatorHidden, to: executeSearch.executing.map { !$0 }),
+            bind(\.isSearchEnabled, to: executeSearch.enabled),
+        ]
     }
 
-    /// Runs the search with the current text (`[self.executeSearch execute:nil]`).
+    /// Runs the search with the current text (`[self.executeSearch execute:nil]`). The text
+    /// typed just before reaches the daemon first: `execute` waits for bound writes.
     func search() async throws(PropBusClientError) -> String {
         try await executeSearch.execute(searchText)
     }
 
     /// Stops following the daemon.
     func stop() {
-        searchTextBinding?.cancel()
-        for follower in followers { follower.cancel() }
+        for binding in bindings { binding.cancel() }
+        bindings = []
     }
 }

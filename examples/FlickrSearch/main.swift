@@ -3,10 +3,11 @@
 //
 //   FlickrSearch [--address ADDR | --system] [SEARCH TEXT...]
 //
-// Types the text into the view model (the binding sends it to the daemon), waits for the
-// search command to become enabled, runs it while the loading indicator shows, and prints the
-// result. Exit status: 0 done, 1 the daemon refused, 64 usage, 69 no daemon.
+// Types the text into the view model (the binding sends it to the daemon) and runs the search
+// in the same turn, while the loading indicator shows, and prints the result. Exit status: 0
+// done, 1 the daemon refused, 64 usage, 69 no daemon.
 import Glibc
+import Observation
 import PropBusClient
 
 func fail(_ message: String, status: Int32) -> Never {
@@ -42,24 +43,32 @@ func waitUntil(seconds: Int = 10, _ condition: () -> Bool) async -> Bool {
     return condition()
 }
 
+/// The view: prints the loading indicator each time the view model changes it.
+@MainActor
+func showLoadingIndicator(of viewModel: FlickrSearchViewModel) {
+    withObservationTracking {
+        _ = viewModel.loadingIndicatorHidden
+    } onChange: {
+        Task { @MainActor in
+            print("loading indicator hidden: \(viewModel.loadingIndicatorHidden)")
+            showLoadingIndicator(of: viewModel)
+        }
+    }
+}
+
 let client: PropBusClient
 do { client = try await PropBusClient.connect(bus) } catch { fail("cannot reach the bus: \(error)", status: 69) }
-let keys = FlickrSearchKeys(client)
-let viewModel = FlickrSearchViewModel(keys: keys)
-/// The key the view model's text is bound to, to see the binding's write land.
-let searchTextKey = keys.viewmodel.searchText
+let viewModel = FlickrSearchViewModel(keys: FlickrSearchKeys(client))
 viewModel.start()
 guard await waitUntil({ !viewModel.title.isEmpty }) else {
     fail("propbusd with examples/flickr-search.json is not running (no viewmodel.title)", status: 69)
 }
 print("title: \(viewModel.title)")
+showLoadingIndicator(of: viewModel)
 
-let text = words.isEmpty ? "kittens" : words.joined(separator: " ")
-viewModel.searchText = text
+// Typed and searched in the same turn: the search runs on this text.
+viewModel.searchText = words.isEmpty ? "kittens" : words.joined(separator: " ")
 print("search text: \(viewModel.searchText)")
-// The daemon evaluates enabled_when in the round that takes the text, so once the key shows
-// it, Execute is accepted or refused with NotEnabled.
-guard await waitUntil({ searchTextKey.current == text }) else { fail("the search text never reached the daemon", status: 1) }
 let result: String
 do {
     result = try await viewModel.search()

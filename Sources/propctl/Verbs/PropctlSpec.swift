@@ -26,7 +26,7 @@ enum PropctlSpec {
                       KeySpecs.delete, KeySpecs.override, BindingSpecs.bind, BindingSpecs.bindings, BindingSpecs.unbind,
                       HistorySpecs.history, HistorySpecs.blame, HistorySpecs.revert, ExecServeSpecs.exec, ExecServeSpecs.serve,
                       CommandVerbSpecs.cancel, CommandVerbSpecs.createCommand, CommandVerbSpecs.deleteCommand, DumpLoadSpecs.dump,
-                      DumpLoadSpecs.load, AdministrationSpecs.status, AdministrationSpecs.reload, AdministrationSpecs.lock,
+                      DumpLoadSpecs.load, SettingsSpecs.importSettings, SettingsSpecs.exportSettings, AdministrationSpecs.status, AdministrationSpecs.reload, AdministrationSpecs.lock,
                       AdministrationSpecs.unlock, AdministrationSpecs.prune, AdministrationSpecs.codegen, CommandVerbSpecs.completion],
         exclusiveOptions: [["system", "user", "address"]],
         examples: [

@@ -37,5 +37,7 @@ enum Subcommands {
         "describe": DescribeVerb.self,
         "codegen": CodegenVerb.self,
         "completion": CompletionVerb.self,
+        "import": ImportVerb.self,
+        "export": ExportVerb.self,
     ]
 }
