@@ -18,7 +18,7 @@
 # Each run starts the daemon under valgrind on a copy of the same prepared store, so the runs
 # of a mode start alike. Each run also reports its commits (calls of the store's commit, one
 # per round that wrote; from the callgrind output), fsyncs, and history's own instructions per
-# write (HistoryTable.record and .prune, inclusive: the rows and the index step; a count that
+# write (HistoryRecorder.record and HistoryPruner.prune, inclusive: the rows and the index step; a count that
 # does not depend on the commit sizes, but leaves out the larger WAL write of each commit).
 #
 # Equal work. With one writer every write is a commit of its own, in both modes, and the
@@ -89,12 +89,13 @@ run() {
     /^(c?fn|cfn)=\(/ { id = substr($0, index($0, "(")); name = substr(id, index(id, ")") + 2); id = substr(id, 1, index(id, ")"))
                         if (name != "") names[id] = name }
     # The line after a calls= line is the call'"'"'s position and inclusive cost: history'"'"'s own
-    # instructions are those of HistoryTable.record (the rows) and .prune (the index step).
+    # instructions are those of HistoryRecorder.record (the rows) and HistoryPruner.prune (the
+    # index step); HistoryTable.record and .prune in a build from before they were split.
     own_next { own += $2; own_next = 0 }
     /^cfn=/ { callee = names[id] }
     /^calls=/ { split($1, c, "="); if (callee ~ /SQLiteStoreC6commit_10durability/) commits += c[2]
                 else if (callee ~ /^(fsync|fdatasync)$/) fsyncs += c[2]
-                else if (callee ~ /HistoryTableC(6record_7options|5prune7options)/) own_next = 1 }
+                else if (callee ~ /(HistoryTable|HistoryRecorder|HistoryPruner)C(6record_7options|5prune7options)/) own_next = 1 }
     /^summary:|^totals:/ { total = $2 }
     END { printf "%s %d %d %d\n", total, commits, fsyncs, own }' "$tmp/cg.out"
 }

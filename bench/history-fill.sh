@@ -14,8 +14,8 @@
 # bench's writes: the store's revision is raised to N, so the daemon's next writes come after
 # them, as in a real history (their rows at the end of the indexes by revision and change).
 # Their values are int32 blobs in ValueCodec's format (format byte 1, signature "i", 4 bytes
-# little-endian). Schema 10 and 11: they go into `history` with their entries in
-# the index tables, ids after every row already there (schema 11: an entry per row, as the
+# little-endian). Schema 10 to 12: they go into `history` with their entries in
+# the index tables (schema 12: by uid too, and their bytes added to `meta`), ids after every row already there (schema 11: an entry per row, as the
 # daemon's steps would make them, each batch of 512 rows holding one row of a key at most when
 # KEYS > 512; schema 10: an entry per row as well). Before: into the indexed `history`
 # table, with ids after every row already in either table (rows keep their ids when moved from
@@ -47,6 +47,19 @@ if [ -n "$(sqlite3 "$db" "SELECT name FROM sqlite_master WHERE type = 'table' AN
   else
     entry_columns="key_id, revision, id" entry_values="key_id, revision, id"
   fi
+  # Schema 12 indexes rows by uid and keeps the bytes of the indexed rows in meta.
+  by_uid=
+  if [ -n "$(sqlite3 "$db" "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'history_by_uid'")" ]; then
+    bytes="coalesce(length(h.old_value), 0) + coalesce(length(h.new_value), 0) + 64"
+    by_uid="INSERT INTO history_by_uid (uid, revision, id, count)
+  SELECT c.uid, h.revision, h.id, 1 FROM history h JOIN history_caller c ON c.id = h.caller
+  WHERE h.id > (SELECT indexed FROM last) AND c.uid IS NOT NULL ORDER BY 1, 2, 3;
+INSERT INTO meta (name, value)
+  SELECT 'history_bytes_uid_' || c.uid, sum($bytes) FROM history h JOIN history_caller c ON c.id = h.caller
+  WHERE h.id > (SELECT indexed FROM last) AND c.uid IS NOT NULL GROUP BY c.uid
+  UNION ALL SELECT 'history_bytes', coalesce(sum($bytes), 0) FROM history h WHERE h.id > (SELECT indexed FROM last)
+  ON CONFLICT (name) DO UPDATE SET value = value + excluded.value;"
+  fi
   # Schema 10: keys as ids in history_key, rows written once into history and indexed in the
   # index tables (with any rows the daemon left unindexed); the caller kept for every row.
   sqlite3 "$db" <<SQL
@@ -69,6 +82,7 @@ UPDATE history_caller SET last_row = (SELECT max(id) FROM history) WHERE bus_nam
 INSERT INTO history_index ($entry_columns)
   SELECT $entry_values FROM history WHERE id > (SELECT indexed FROM last) ORDER BY key_id, revision, id;
 INSERT INTO history_by_change (change, id) SELECT change, id FROM history WHERE id > (SELECT indexed FROM last) ORDER BY change, id;
+$by_uid
 INSERT OR REPLACE INTO meta (name, value) VALUES ('history_indexed', (SELECT max(id) FROM history));
 INSERT OR REPLACE INTO meta (name, value) VALUES ('revision', max(coalesce((SELECT value FROM meta WHERE name = 'revision'), 0), (SELECT max(revision) FROM history)));
 COMMIT;

@@ -11,10 +11,12 @@
 # Runs as root: the daemon (release build, a store in a temporary directory, --system-access)
 # runs as root on a private dbus-daemon whose limits are those of Debian's system bus; the
 # attacker runs as `nobody` through setpriv. For each attack it prints the daemon's RSS at the
-# start and its peak during the attack, the victim's p50 and worst Get latency during it, and
-# what the attacker obtained (a secret it may not read, bindings or executions past its quota,
-# root refused, the daemon gone). Goals: peak RSS at most 2× the start plus the attacker's quota,
-# the victim's worst Get at most 250 ms, nothing obtained. See bench/README.md.
+# start and its peak during the attack, the victim's p50 and worst Get latency during it, how
+# much the store grew, and what the attacker obtained (a secret it may not read, bindings or
+# executions past its quota, root refused, the daemon gone). Before "history-scan", root writes
+# HOSTILE_HISTORY_ROWS rows of history (default 180000; 0: none). Goals: peak RSS at most 2×
+# the start plus the attacker's quota, the victim's worst Get at most 250 ms, the store grown by
+# at most the documented bounds, nothing obtained. See bench/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -50,8 +52,11 @@ JSON
 cp bench/hostile.py "$tmp/hostile.py"
 chmod 644 "$tmp/hostile.py" "$tmp/models/vault.json"
 
+mkdir -p "$tmp/etc"
+chmod 755 "$tmp/etc"
+export HOSTILE_CONFIG_DIR="$tmp/etc"
 "$bin/propbusd" --address "$ADDR" --system-access --state-dir "$tmp/state" --model "$tmp/models/vault.json" \
-  2> "$tmp/propbusd.log" & pid=$!
+  --config-dir "$tmp/etc" --vendor-dir "$tmp/vendor" 2> "$tmp/propbusd.log" & pid=$!
 pids+=("$pid")
 bench_wait_owner org.propbus.PropBus1
 

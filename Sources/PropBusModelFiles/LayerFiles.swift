@@ -54,6 +54,13 @@ public enum LayerFiles {
             let (line, column) = ModelFile.lineAndColumn(ofByte: error.offset, in: text)
             return ([], [LayerProblem(file: path, problem: "line \(line), column \(column): \(error.reason); the file is skipped")])
         }
+        // Before any entry is read: a NUL in a key, a "for" name or a value cannot go on the bus
+        // (a problem quoting it broke SkippedModelFiles and Reload's reply for everyone) and cut
+        // a name short where C reads it, as in model files.
+        if let place = ModelFile.pathOfStringWithNUL(in: json) {
+            let (line, column) = ModelFile.lineAndColumnOfNULEscape(in: text)
+            return ([], [LayerProblem(file: path, problem: "line \(line), column \(column): \(place.isEmpty ? "a string" : place) holds a NUL character (\\u0000), which D-Bus strings cannot carry; the file is skipped")])
+        }
         guard let members = json.objectMembers else {
             return ([], [LayerProblem(file: path, problem: "expected an object of keys to values, such as {\"settings.volume\": 30}; the file is skipped")])
         }

@@ -147,7 +147,9 @@ extension Service {
         let path = Key.objectPath(ofGroup: key.text)
         switch result {
         case .success(let value):
-            tree.emitAtFlush(path: path, interface: Self.commandInterface, member: "Finished", [.uint64(id), .variant(value)])
+            // Charged to who ran it: a result as large as --max-value-size goes to every subscriber.
+            tree.emitAtFlush(path: path, interface: Self.commandInterface, member: "Finished", [.uint64(id), .variant(value)],
+                             chargedTo: SignalCause(sender: work.caller, userID: work.execution.principal))
             work.waiter?.reply([.variant(value)])
         case .failure(let error):
             tree.emitAtFlush(path: path, interface: Self.commandInterface, member: "Failed", [.uint64(id), .string(error.name), .string(error.message)])

@@ -12,51 +12,18 @@ extension Service {
             MethodDescription("ListHistory", in: [("prefix", .string), ("after", .uint64), ("limit", .uint32), ("filter", .dictionary(key: .string, value: .variant))],
                               out: [("changes", .array(Self.historyRow)), ("next", .uint64)]) { [unowned self] call throws(DBusError) in
                 let prefix = try call.string("prefix"), after = try call.uint64("after"), limit = try call.uint32("limit")
-                let filter = try call.dictionary("filter").mapValues(\.unwrappingVariant)
+                let filter = try HistoryFilter(try call.dictionary("filter").mapValues(\.unwrappingVariant))
                 let store = try keptHistory()
-                let until = filter["until"].flatMap { if case .uint64(let v) = $0 { v } else { nil } }
-                let user: UInt32? = filter["uid"].flatMap { if case .uint32(let v) = $0 { v } else { nil } }
-                let userName = filter["user"]?.stringValue
-                let sinceTime = filter["since_time"].flatMap { if case .int64(let v) = $0 { v } else { nil } }
-                let untilTime = filter["until_time"].flatMap { if case .int64(let v) = $0 { v } else { nil } }
-                if filter["denied"]?.boolValue == true {
-                    return try listDenied(call, prefix: prefix, after: after, limit: limit, filter: filter, store: store)
-                }
+                if filter.denied { return try listDenied(call, prefix: prefix, after: after, limit: limit, filter: filter, store: store) }
                 // One key's latest change (propctl watch --origin): one indexed lookup, no scan.
-                if filter["latest"]?.boolValue == true {
+                if filter.latest {
                     guard let key = try? Key(prefix) else {
                         throw PropBusError(.invalidKey, "ListHistory with latest expects a key, got '\(prefix)'").dbusError
                     }
                     let latest = try bridged { () throws(PropBusError) in try store.latestChange(of: key) }
                     return .reply([.array(of: Self.historyRow, latest.map { [historyRow($0, for: call)] } ?? []), .uint64(0)])
                 }
-                // Read in chunks until a page is full: filters may drop rows.
-                let pageLimit = limit == 0 ? 1000 : min(Int(limit), 1000)
-                var chosen: [HistoryRecord] = []
-                var cursor = after
-                // A start given as a time: found by the store's time lookup, not by reading
-                // history from its start.
-                if let sinceTime {
-                    cursor = max(cursor, try bridged { () throws(PropBusError) in try store.historyRevision(before: sinceTime) })
-                }
-                var exhausted = false
-                while chosen.count < pageLimit, !exhausted {
-                    let chunk = try bridged { () throws(PropBusError) in try store.history(prefix: prefix, after: cursor, limit: pageLimit) }
-                    exhausted = chunk.count < pageLimit
-                    for record in chunk {
-                        // Commit times follow revisions (one clock, read at each commit).
-                        if let until, record.revision > until { exhausted = true; break }
-                        if let untilTime, record.time > untilTime { exhausted = true; break }
-                        cursor = record.revision
-                        if let sinceTime, record.time < sinceTime { continue }
-                        if let user, record.caller?.userID != user { continue }
-                        if let userName, record.caller?.userName != userName { continue }
-                        chosen.append(record)
-                    }
-                }
-                let page = Page(chosen, limit: UInt32(pageLimit), maximumMessageSize: model.limits.maximumMessageSize) { [unowned self] in historyRow($0, for: call) }
-                let next = page.last?.revision ?? (exhausted ? 0 : cursor)
-                return page.reply(rowType: Self.historyRow, cursor: .uint64(next))
+                return try listHistory(filter.query(prefix: prefix, after: after), limit: limit == 0 ? 1000 : min(Int(limit), 1000), in: store, for: call)
             },
             // Undo through history: one Apply of the old values, recorded via Revert.
             MethodDescription("Revert", in: [("keys", .array(.string)), ("revision", .uint64), ("change", .uint64), ("force", .boolean)],
@@ -67,14 +34,10 @@ extension Service {
                 let keys = try call.strings("keys"), revision = try call.uint64("revision")
                 let change = try call.uint64("change"), force = try call.argument("force").boolValue ?? false
                 let store = try keptHistory(": there is nothing to revert to")
-                let assignments = try bridged { () throws(PropBusError) in
+                let plan = try bridged { () throws(PropBusError) in
                     change != 0 ? try revertChange(change, force: force, in: store, by: call) : try revertKeys(keys, to: revision, in: store, by: call)
                 }
-                for (key, _) in assignments { try authorizeWrite(existing: key, by: call) }
-                let reverted = assignments.map(\.0)
-                return try write(call, via: "Revert", reply: { [.array(of: .string, reverted.map(DBusValue.string))] }) { [unowned self] () throws(PropBusError) in
-                    try model.apply(set: assignments, reset: [])
-                }
+                return try write(reverting: plan, by: call)
             },
             // A span of history undone at once: one Apply, recorded via Revert.
             MethodDescription("RevertRange", in: [("keys", .array(.string)), ("range", .dictionary(key: .string, value: .variant)), ("force", .boolean)],
@@ -84,12 +47,8 @@ extension Service {
                 let keys = try call.strings("keys"), force = try call.argument("force").boolValue ?? false
                 let range = try HistoryRange(try call.dictionary("range").mapValues(\.unwrappingVariant))
                 let store = try keptHistory(": there is nothing to revert to")
-                let assignments = try bridged { () throws(PropBusError) in try revertRange(keys, range, force: force, in: store, by: call) }
-                for (key, _) in assignments { try authorizeWrite(existing: key, by: call) }
-                let reverted = assignments.map(\.0)
-                return try write(call, via: "Revert", reply: { [.array(of: .string, reverted.map(DBusValue.string))] }) { [unowned self] () throws(PropBusError) in
-                    try model.apply(set: assignments, reset: [])
-                }
+                let plan = try bridged { () throws(PropBusError) in try revertRange(keys, range, force: force, in: store, by: call) }
+                return try write(reverting: plan, by: call)
             },
         ]
     }
@@ -103,176 +62,19 @@ extension Service {
         return history
     }
 
-    /// Writer rights on `key`, checked by every revert before it compares any value of it:
-    /// whether a key holds what it did, or changed since, says something of its value.
-    private func authorizeRevert(of key: Key, by call: MethodCall) throws(PropBusError) {
-        guard options.access.isEnabled, let entry = model.entry(for: key) else { return }
-        try options.access.checkWrite(key.text, writers: entry.definition.writers, caller: call.credentials)
-    }
-
-    /// The values `keys` (keys, or groups for every key under them) held at `revision`, for
-    /// those that hold something else now.
-    private func revertKeys(_ keys: [String], to revision: UInt64, in store: any HistoryStore, by call: MethodCall) throws(PropBusError) -> [(String, DBusValue)] {
-        guard !keys.isEmpty else { throw PropBusError(.invalidArgs, "Revert expects keys (or groups) with a revision, or a change") }
-        var chosen: [Key] = []
-        for text in keys {
-            if let key = try? Key(text), model.entry(for: key) != nil { chosen.append(key); continue }
-            var found: [Key] = []
-            model.forEachEntry(withPrefix: text + ".") { found.append($0.definition.key) }
-            guard !found.isEmpty else { throw PropBusError(.unknownKey, "no property or group named \(text)") }
-            chosen += found
-        }
-        for key in chosen { try authorizeRevert(of: key, by: call) }
-        var assignments: [(String, DBusValue)] = []
-        for key in chosen {
-            guard let then = try store.history(of: key, atOrBefore: revision).then, let value = then.newValue else {
-                throw PropBusError(.unknownKey, "history holds no value of \(key.text) at or before revision \(revision)")
-            }
-            if model.entry(for: key)?.value != value { assignments.append((key.text, value)) }
-        }
-        return assignments
-    }
-
-    /// The values change `change` replaced, if its keys still hold what it wrote (else
-    /// `Conflict` naming who changed them since, unless `force`).
-    private func revertChange(_ change: UInt64, force: Bool, in store: any HistoryStore, by call: MethodCall) throws(PropBusError) -> [(String, DBusValue)] {
-        let records = try store.history(ofChange: change)
-        guard !records.isEmpty else { throw PropBusError(.unknownKey, "history holds no change \(change) (pruned, or never made)") }
-        for record in records { try authorizeRevert(of: record.key, by: call) }
-        var assignments: [(String, DBusValue)] = []
-        for record in records {
-            guard let old = record.oldValue, record.newValue != nil, model.entry(for: record.key) != nil else {
-                throw PropBusError(.conflict, "change \(change) \(record.kind) \(record.key.text); Revert puts back values, not properties")
-            }
-            if !force, model.entry(for: record.key)?.value != record.newValue {
-                let latest = try store.latestChange(of: record.key)
-                let who = latest?.caller.map { caller in caller.userName ?? caller.userID.map { "uid \($0)" } ?? caller.busName } ?? "the daemon"
-                throw PropBusError(.conflict, "\(record.key.text) no longer holds what change \(change) wrote: \(who) changed it since (revision \(latest?.revision ?? 0), via \(latest?.via ?? "?")); use --force to revert anyway")
-            }
-            assignments.append((record.key.text, old))
-        }
-        return assignments
-    }
-
-    /// The most rows of history one `RevertRange` reads (its keys' spans together): the read
-    /// holds the service's queue, so a longer span is refused, not read.
-    static let maximumRevertRangeRows = 10_000
-
-    /// Which changes `RevertRange` undoes: revisions and commit times, each bound inclusive.
-    struct HistoryRange {
-        var since: UInt64?, until: UInt64?, sinceTime: Int64?, untilTime: Int64?
-
-        init(_ fields: [String: DBusValue]) throws(DBusError) {
-            for name in fields.keys where !["since", "until", "since_time", "until_time"].contains(name) {
-                throw PropBusError(.invalidArgs, "RevertRange: unknown range field '\(name)' (expected since, until (t, revisions), since_time, until_time (x, ns since 1970))").dbusError
-            }
-            func revision(_ name: String) throws(DBusError) -> UInt64? {
-                guard let value = fields[name] else { return nil }
-                guard case .uint64(let revision) = value else { throw PropBusError(.invalidArgs, "RevertRange: range field '\(name)' expects a revision (t), got \(value.signature)").dbusError }
-                return revision
-            }
-            func time(_ name: String) throws(DBusError) -> Int64? {
-                guard let value = fields[name] else { return nil }
-                guard case .int64(let time) = value else { throw PropBusError(.invalidArgs, "RevertRange: range field '\(name)' expects nanoseconds since 1970 (x), got \(value.signature)").dbusError }
-                return time
-            }
-            since = try revision("since"); until = try revision("until")
-            sinceTime = try time("since_time"); untilTime = try time("until_time")
-            guard since != nil || sinceTime != nil else {
-                throw PropBusError(.invalidArgs, "RevertRange expects where the range starts: since (a revision) or since_time").dbusError
-            }
-        }
-
-        func contains(_ record: HistoryRecord) -> Bool {
-            if let since, record.revision < since { return false }
-            if let sinceTime, record.time < sinceTime { return false }
-            return true
-        }
-
-        /// Whether `record` and every later one lie past the range (commit times follow revisions).
-        func isPast(_ record: HistoryRecord) -> Bool {
-            if let until, record.revision > until { return true }
-            if let untilTime, record.time > untilTime { return true }
-            return false
-        }
-
-        var text: String {
-            var parts: [String] = []
-            if let since { parts.append("from revision \(since)") }
-            if let until { parts.append("through revision \(until)") }
-            if sinceTime != nil || untilTime != nil { parts.append("in the times given") }
-            return parts.joined(separator: " ")
-        }
-    }
-
-    /// The values the keys changed in `range` (among `keys`, keys or groups; every key when
-    /// empty) held before the range's first change of each, if each still holds what the
-    /// range's last change of it wrote (else `Conflict` naming who changed it since, unless
-    /// `force`). A key created or deleted in the range is a `Conflict`: Revert puts back
-    /// values, not properties.
-    private func revertRange(_ keys: [String], _ range: HistoryRange, force: Bool, in store: any HistoryStore,
-                             by call: MethodCall) throws(PropBusError) -> [(String, DBusValue)] {
-        // Asked as prefixes, then kept to the key and what lies under it (as ListHistory's callers do).
-        let named = keys.map { $0.hasSuffix(".") ? String($0.dropLast()) : $0 }
-        // A named key is refused before its history is read.
-        for text in named { if let key = try? Key(text) { try authorizeRevert(of: key, by: call) } }
-        func isNamed(_ key: Key) -> Bool { named.isEmpty || named.contains { key.text == $0 || key.text.hasPrefix($0 + ".") } }
-        var first: [Key: HistoryRecord] = [:], last: [Key: HistoryRecord] = [:], order: [Key] = []
-        var remaining = Self.maximumRevertRangeRows
-        // Where the span starts: a revision, or the last change before its start time (the
-        // store's time lookup), whichever is later.
-        var after = range.since.map { $0 == 0 ? 0 : $0 - 1 } ?? 0
-        if let sinceTime = range.sinceTime { after = max(after, try store.historyRevision(before: sinceTime)) }
-        for prefix in named.isEmpty ? [""] : named {
-            // One read of the rows left and one more, not chunks: each read orders all of the
-            // prefix's rows by revision, so chunks would repeat that for every chunk.
-            let rows = try store.history(prefix: prefix, after: after, limit: remaining + 1)
-            var ended = rows.count <= remaining
-            for record in rows {
-                if range.isPast(record) { ended = true; break }
-                guard remaining > 0 else { break }
-                remaining -= 1
-                guard range.contains(record), isNamed(record.key) else { continue }
-                if first[record.key] == nil { first[record.key] = record; order.append(record.key) }
-                last[record.key] = record
-            }
-            guard ended else {
-                throw PropBusError(.limitsExceeded, "RevertRange reads at most \(Self.maximumRevertRangeRows) changes of history in one call, and the span \(range.text)\(named.isEmpty ? "" : " of \(named.joined(separator: ", "))") holds more: bound it with until, or name fewer keys or groups")
-            }
-        }
-        guard !order.isEmpty else {
-            throw PropBusError(.unknownKey, "history holds no change \(named.isEmpty ? "" : "of \(named.joined(separator: ", ")) ")\(range.text)")
-        }
-        for key in order { try authorizeRevert(of: key, by: call) }
-        var assignments: [(String, DBusValue)] = []
-        for key in order {
-            guard let firstRecord = first[key], let lastRecord = last[key] else { continue }
-            guard let old = firstRecord.oldValue, let wrote = lastRecord.newValue else {
-                let record = firstRecord.oldValue == nil ? firstRecord : lastRecord
-                throw PropBusError(.conflict, "\(key.text) was \(record.kind) in the range (revision \(record.revision)); Revert puts back values, not properties: name the other keys or groups")
-            }
-            guard let current = model.entry(for: key)?.value else {
-                throw PropBusError(.unknownKey, "\(key.text), changed in the range, no longer exists: name the other keys or groups")
-            }
-            if !force, current != wrote {
-                let latest = try store.latestChange(of: key)
-                let who = latest?.caller.map { caller in caller.userName ?? caller.userID.map { "uid \($0)" } ?? caller.busName } ?? "the daemon"
-                throw PropBusError(.conflict, "\(key.text) no longer holds what the range's last change of it wrote (revision \(lastRecord.revision)): \(who) changed it since (revision \(latest?.revision ?? 0), via \(latest?.via ?? "?")); use --force to revert anyway")
-            }
-            if current != old { assignments.append((key.text, old)) }
-        }
-        return assignments
-    }
-
     /// One change of one key in `ListHistory`: an `a{sv}` (names in docs/history.md).
     static let historyRow = DBusType.dictionary(key: .string, value: .variant)
 
-    /// `record` as `call`'s caller may see it: a secret key's values only for its writers,
-    /// a deleted key's only for privileged callers (its rules are gone with it).
+    /// `record` as `call`'s caller may see it: a secret key's values only for its writers
+    /// (a key secret when the change was made stays so for its record, whatever it is now); a
+    /// deleted key's, or a deleted definition's (the name came back with another one), only
+    /// for privileged callers: its rules are gone with it. A value history keeps as its digest
+    /// is shown as its size and digest (`old_size`, `old_sha256`).
     func historyRow(_ record: HistoryRecord, for call: MethodCall) -> DBusValue {
         let mayReadValues: Bool
-        if let definition = model.entry(for: record.key)?.definition {
-            mayReadValues = mayRead(definition, by: call)
+        if !record.ofDeletedDefinition, let definition = model.entry(for: record.key)?.definition {
+            let secret = definition.secret || record.flags.contains(.secret)
+            mayReadValues = options.access.mayRead(writers: definition.writers, secret: secret, caller: call.credentials)
         } else {
             mayReadValues = options.access.isPrivileged(call.credentials)
         }
@@ -281,11 +83,84 @@ extension Service {
             "key": .string(record.key.text), "kind": .string(record.kind), "via": .string(record.via),
             "transient": .boolean(record.transient),
         ]
-        if let old = record.oldValue { row["old"] = mayReadValues ? old : .string("<redacted>") }
-        if let new = record.newValue { row["new"] = mayReadValues ? new : .string("<redacted>") }
+        for (name, value, digest) in [("old", record.oldValue, record.oldDigest), ("new", record.newValue, record.newDigest)] {
+            if let value { row[name] = mayReadValues ? value : .string("<redacted>") }
+            if let digest {
+                row[name + "_size"] = .uint64(digest.size)
+                row[name + "_sha256"] = .string(mayReadValues ? SHA256.hex(digest.sha256) : "<redacted>")
+            }
+        }
+        if record.flags.contains(.oldUnset) { row["old_unset"] = .boolean(true) }
+        if record.flags.contains(.newUnset) { row["new_unset"] = .boolean(true) }
+        if record.ofDeletedDefinition { row["deleted_definition"] = .boolean(true) }
         if !mayReadValues { row["redacted"] = .boolean(true) }
         if let caller = record.caller { Self.addCaller(caller, to: &row) }
         return .vardict(row)
+    }
+
+    /// The rows examined by one `ListHistory` or `RevertRange` at most, skipped ones included:
+    /// a call holds the service's queue, so its work is bounded, not history's size.
+    static let historyScanBudget = 10_000
+
+    /// One page of `query`'s changes for `call`: at most `limit` rows, and no more bytes than one
+    /// message holds, the caller may still be sent (``ReplyBytesQuota``) and a round's replies
+    /// take (``ObjectTree/replyBytesPerRound``), counted as each row is built, so a page of
+    /// large values is cut before it is decoded whole; at most ``historyScanBudget`` rows
+    /// examined. The cursor says where the next page starts (0: none).
+    func listHistory(_ query: HistoryQuery, limit: Int, in store: any HistoryStore, for call: MethodCall) throws(DBusError) -> MethodResult {
+        let messageBudget = model.limits.maximumMessageSize - Page<HistoryRecord>.headroom
+        let quotaLeft = charges.replyBytesLeft(for: call)
+        let budget = min(messageBudget, quotaLeft ?? .max)
+        // Past a round's reply budget a page ends (one row larger than that still goes
+        // alone): the rows are read and built on the one queue, so a page of large values
+        // holds everyone else's calls as long as it is large.
+        let pageBudget = min(budget, ObjectTree.replyBytesPerRound)
+        var rows: [DBusValue] = [], revisions: [UInt64] = [], size = 0
+        var declined: (record: HistoryRecord, size: Int)?
+        let end = try bridged { () throws(PropBusError) in
+            try store.scanHistory(query, examining: Self.historyScanBudget) { record in
+                guard rows.count < limit else {
+                    declined = (record, 0)
+                    return false
+                }
+                let row = historyRow(record, for: call)
+                // A struct starts on 8 bytes: count the padding a row may need.
+                let rowSize = row.wireSize() + 7
+                guard size + rowSize <= (rows.isEmpty ? budget : pageBudget) else {
+                    declined = (record, rowSize)
+                    return false
+                }
+                rows.append(row)
+                revisions.append(record.revision)
+                size += rowSize
+                return true
+            }
+        }
+        // The cursor is a revision: a page cut between rows of one revision (a round's
+        // deletions) would lose the rest of them, so it ends before that revision instead.
+        if let declined, let last = revisions.last, declined.record.revision == last, let first = revisions.firstIndex(of: last), first > 0 {
+            rows.removeSubrange(first...)
+            revisions.removeSubrange(first...)
+        }
+        if rows.isEmpty, let declined, declined.size > 0 {
+            if let quotaLeft, declined.size <= messageBudget, let refusal = charges.refusal(size: declined.size, left: quotaLeft, for: call) {
+                throw refusal
+            }
+            throw PropBusError(.limitsExceeded, "the change of \(declined.record.key.text) at revision \(declined.record.revision) is too large for one reply (\(declined.size) bytes, --max-message-size)").dbusError
+        }
+        let next = declined != nil ? revisions.last ?? query.after : end.next ?? 0
+        var page = Page<HistoryRecord>([], limit: 0, maximumMessageSize: 0) { _ in .boolean(false) }
+        page.rows = rows
+        return page.reply(rowType: Self.historyRow, cursor: .uint64(next))
+    }
+
+    /// Runs `plan` as one Apply recorded via Revert, each key checked like a Set of it first.
+    func write(reverting plan: RevertPlan, by call: MethodCall) throws(DBusError) -> MethodResult {
+        for key in plan.keys { try authorizeWrite(existing: key, by: call) }
+        let reverted = plan.keys
+        return try write(call, via: "Revert", reply: { [.array(of: .string, reverted.map(DBusValue.string))] }) { [unowned self] () throws(PropBusError) in
+            try model.apply(set: plan.set, reset: plan.reset)
+        }
     }
 
     /// A caller's fields in a history row (names in docs/history.md).
@@ -295,7 +170,7 @@ extension Service {
 
     /// `ListHistory` with `denied`: the refused attempts, paged by attempt id, for privileged
     /// callers only (they name who tried what, which is nobody else's business).
-    func listDenied(_ call: MethodCall, prefix: String, after: UInt64, limit: UInt32, filter: [String: DBusValue],
+    func listDenied(_ call: MethodCall, prefix: String, after: UInt64, limit: UInt32, filter: HistoryFilter,
                     store: any HistoryStore) throws(DBusError) -> MethodResult {
         guard options.access.isPrivileged(call.credentials) else {
             throw PropBusError(.accessDenied, "\(AccessPolicy.describe(call.credentials)) may not read the refused attempts; root and propbusd's user may").dbusError
@@ -304,12 +179,11 @@ extension Service {
             throw PropBusError(.unavailable, "propbusd records no refused attempts (start it with --history-denied)").dbusError
         }
         flushRefusals()
-        let user: UInt32? = filter["uid"].flatMap { if case .uint32(let v) = $0 { v } else { nil } }
-        let userName = filter["user"]?.stringValue
-        let sinceTime = filter["since_time"].flatMap { if case .int64(let v) = $0 { v } else { nil } }
-        let untilTime = filter["until_time"].flatMap { if case .int64(let v) = $0 { v } else { nil } }
+        let (user, userName, sinceTime, untilTime) = (filter.userID, filter.userName, filter.sinceTime, filter.untilTime)
         let pageLimit = limit == 0 ? 1000 : min(Int(limit), 1000)
         var chosen: [(id: Int64, attempt: DeniedAttempt)] = []
+        // A cursor past every attempt id reads nothing (a bit pattern would wrap to the start).
+        guard after < UInt64(Int64.max) else { return .reply([.array(of: Self.historyRow, []), .uint64(0)]) }
         var cursor = Int64(bitPattern: after)
         var exhausted = false
         while chosen.count < pageLimit, !exhausted {

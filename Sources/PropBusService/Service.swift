@@ -43,6 +43,12 @@ public final class Service {
         public var configDirectory: String?
         /// Programs the daemon runs besides executions, at most at once, in the same I/O loop.
         public var otherProcesses = 0
+        /// The largest value a change signal carries (`--max-signalled-value-size`); a larger
+        /// one is announced by invalidation (``SignalCharges/maximumValueSize``).
+        public var maximumSignalledValueSize = 4096
+        /// The most bytes of the daemon's messages the bus may hold unread before large replies
+        /// are refused (`--max-bus-held-bytes`, ``BusBacklog``); `nil`: no bound.
+        public var maximumBusHeldBytes: Int? = 64 << 20
 
         public init(maximumBindingsPerClient: Int = 64, killGrace: Double = 2.0, access: AccessPolicy = .open,
                     maximumReplyBytesPerUID: Int = 32 << 20) {
@@ -98,8 +104,8 @@ public final class Service {
     private var groupsExportedThisRound: Set<String> = []
     /// Binding objects currently exported, so a rolled-back round can be undone.
     private var exportedBindings: Set<UInt64> = []
-    /// Reply bytes charged to each caller's uid.
-    private var replyQuota: ReplyBytesQuota
+    /// What is sent to or because of each caller, charged to it (``SentBytesCharges``).
+    var charges: SentBytesCharges
     /// When the memory of a burst of work goes back to the kernel (``FreeMemoryRelease``).
     private var freeMemory = FreeMemoryRelease()
     /// Gives freed memory back to the kernel; a test counts the calls instead.
@@ -136,7 +142,7 @@ public final class Service {
         round = Round(model: model, commands: self.commands, store: store)
         executionIO = CommandIOLoop(capacity: self.commands.maximumRunning + options.otherProcesses)
         self.options = options
-        replyQuota = ReplyBytesQuota(limit: options.maximumReplyBytesPerUID)
+        charges = SentBytesCharges(quota: ReplyBytesQuota(limit: options.maximumReplyBytesPerUID), access: options.access)
         tree = ObjectTree(connection: connection)
         // Checks need the caller's credentials; the lookup it costs is skipped when all is allowed.
         // (They are forgotten on NameOwnerChanged, which matchRules already subscribes to.)
@@ -150,7 +156,11 @@ public final class Service {
         tree.replyTooLarge = { call, size, limit in Self.replyTooLarge(call, size: size, limit: limit) }
         tree.onOversizedSignal = { Self.log($0) }
         tree.accessCheck = { [unowned self] access, call throws(DBusError) in try check(access, call) }
-        tree.replyAdmission = { [unowned self] call, credentials, size in admitReply(to: call, of: size, caller: credentials) }
+        tree.replyAdmission = { [unowned self] call, credentials, size in charges.admitReply(to: call, of: size, caller: credentials) }
+        tree.callAdmission = { [unowned self] call, isWrite in charges.admitCall(call, isWrite: isWrite) }
+        tree.signalCharges.charge = { [unowned self] causes, size in charges.chargeSignal(causedBy: causes, size: size) }
+        tree.signalCharges.maximumValueSize = options.maximumSignalledValueSize
+        connection.backlog.limit = options.maximumBusHeldBytes
         // Model files have declared their keys by now: stored overrides find them.
         model.adoptLoadedLeases()
         if let history, history.recordsDenied {
@@ -186,19 +196,6 @@ public final class Service {
                     .handlerVanished, "the handler of command \(execution.command) left the bus during execution \(execution.id)").dbusError))
             }
         }
-    }
-
-    /// Methods that act without being writes the tree knows of (``MethodDescription/writes``):
-    /// their replies are small and never refused, or the caller would be told that what it
-    /// started did not happen.
-    static let actingMethods: Set<String> = ["Start", "Execute", "Cancel", "Reload", "RegisterHandler", "UnregisterHandler"]
-
-    /// Charges a reply to its caller's uid (``ReplyBytesQuota``); the refusal to send instead
-    /// when the uid's quota is spent.
-    private func admitReply(to call: Message, of size: Int, caller: Credentials?) -> DBusError? {
-        guard let caller, !options.access.isPrivileged(caller), !Self.actingMethods.contains(call.member ?? "") else { return nil }
-        guard let used = replyQuota.charge(size, to: caller.userID, now: DispatchTime.now().uptimeNanoseconds) else { return nil }
-        return replyQuota.refusal(size: size, uid: caller.userID, used: used)
     }
 
     /// `LimitsExceeded` for a reply too big for one message, saying how to ask for less.

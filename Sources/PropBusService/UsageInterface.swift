@@ -6,9 +6,13 @@ extension Service {
     static let usageType = DBusType.dictionary(key: .string, value: .structure([.uint64, .uint64]))
 
     /// What every uid holds, from the tables that hold it: bindings, properties and their
-    /// values, overrides (the model), commands and running executions (the command table).
+    /// values, overrides (the model), commands and running executions (the command table), and
+    /// the history of its changes (the history port).
     var usageLedger: UsageLedger {
-        model.usage.merging(model.bindings.usage).merging(model.leases.usage).merging(commands.usage)
+        var ledger = model.usage.merging(model.bindings.usage).merging(model.leases.usage).merging(commands.usage)
+        // What history keeps of each uid's changes, as the history port counts it.
+        for (uid, bytes) in history?.historyUsage() ?? [:] { ledger.charge(.historyBytes, to: uid, bytes) }
+        return ledger
     }
 
     /// `uid`'s usage of every quota against its limit, as `GetUsage` answers it.

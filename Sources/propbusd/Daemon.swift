@@ -124,6 +124,17 @@ final class Daemon {
         }
     }
 
+    /// What history keeps: the options, and where callers are known (access control) each
+    /// uid's `history-bytes` quota, root and the daemon's own user exempt.
+    private var historyOptions: HistoryOptions {
+        var history = options.history
+        if options.enforcesAccess {
+            history.maximumBytesPerUID = Int(clamping: options.quotas[.historyBytes] ?? Quota.historyBytes.defaultLimit)
+            history.exemptUIDs = [0, geteuid()]
+        }
+        return history
+    }
+
     /// Opens and checks the store: only reads.
     private func openStore() throws(LifecycleError) {
         do {
@@ -131,7 +142,7 @@ final class Daemon {
             if let directory = stateDirectory {
                 let path = directory + "/" + SQLiteStore.fileName
                 Log.info("version \(Service.version) starting: store \(path), bus \(Self.describe(options.bus))")
-                store = try DaemonStore(path: path, history: options.history, recover: options.recover) { Log.info($0) }
+                store = try DaemonStore(path: path, history: historyOptions, recover: options.recover) { Log.info($0) }
             } else {
                 Log.info("version \(Service.version) starting: store in memory, bus \(Self.describe(options.bus))")
                 store = DaemonStore()

@@ -96,12 +96,25 @@ struct DaemonOptions {
                help: "Refuse replies past BYTES sent to one uid within 10 s, so a caller that never reads cannot stall the bus for everyone; root and the daemon's user are exempt (default 33554432).") { o, v throws(UsageError) in
             o.service.maximumReplyBytesPerUID = try positive(v, "--max-reply-bytes-per-uid")
         },
+        .value("max-signalled-value-size", "BYTES", help: "Announce a changed value larger than BYTES (marshalled) by invalidation, its name in PropertiesChanged's invalidated_properties, so readers Get it, charged as a reply, instead of sending it to every subscriber (default 4096).") { o, v throws(UsageError) in
+            o.service.maximumSignalledValueSize = try positive(v, "--max-signalled-value-size")
+        },
+        .value("max-bus-held-bytes", "BYTES", help: "Refuse large replies while the bus holds more than BYTES of propbusd's messages that their readers have not read (asked of dbus-daemon's Debug.Stats interface, where it answers); keep it well below the bus's max_incoming_bytes; 0: no bound (default 67108864).") { o, v throws(UsageError) in
+            guard let bytes = Int(v), bytes >= 0 else { throw usage("--max-bus-held-bytes expects a number of bytes (0: no bound), got '\(v)'") }
+            o.service.maximumBusHeldBytes = bytes == 0 ? nil : bytes
+        },
         .flag("no-history", help: "Keep no change history (see docs/history.md); by default every committed change is recorded with its caller.") {
             $0.history.isEnabled = false
             $0.service.recordsCallers = false
         },
         .value("history-max-rows", "N", help: "Keep at most N rows of change history, pruning the oldest in small steps between rounds, never in a call's commit (default 1000000).") { o, v throws(UsageError) in
             o.history.maximumRows = try positive(v, "--history-max-rows")
+        },
+        .value("history-max-bytes", "BYTES", help: "Keep at most BYTES of change history on disk (each row counts its kept values and 64 bytes), pruning the oldest between rounds (default: a twentieth of the store's file system, 16 MiB to 1 GiB).") { o, v throws(UsageError) in
+            o.history.maximumBytes = try positive(v, "--history-max-bytes")
+        },
+        .value("history-max-value-size", "BYTES", help: "Keep in history only the size and SHA-256 digest of a value larger than BYTES (stored): it cannot be reverted to, and its row stays small (default 65536).") { o, v throws(UsageError) in
+            o.history.maximumValueSize = try positive(v, "--history-max-value-size")
         },
         .value("history-max-age", "SECONDS", help: "Prune change history older than SECONDS (default: kept until --history-max-rows).") { o, v throws(UsageError) in
             o.history.maximumAge = try positive(v, "--history-max-age")

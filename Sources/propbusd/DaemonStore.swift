@@ -29,10 +29,10 @@ final class DaemonStore {
     /// each move logged through `log`) and the daemon starts empty.
     init(path: String, history options: HistoryOptions, recover: Bool, log: (String) -> Void) throws(PropBusError) {
         let database = try Self.open(path, recover: recover, log: log)
-        database.historyOptions = options
+        database.history.options = options
         self.database = database
         store = database
-        history = database
+        history = database.history
     }
 
     private static func open(_ path: String, recover: Bool, log: (String) -> Void) throws(PropBusError) -> SQLiteStore {

@@ -198,6 +198,10 @@ final class SignalLog: @unchecked Sendable { // every access holds `lock`
         XCTAssertEqual(small, [.variant(.int32(1))])
         let asked = await onQueue(service) { admissions.asked.map { "\($0.member) \($0.uid.map(String.init) ?? "nil") \($0.size > 10_000)" } }
         XCTAssertEqual(asked, ["Get \(getuid()) true", "GetAll \(getuid()) true", "Get \(getuid()) false"])
+        // A small reply is charged about its size, not the allowance kept for any header: a
+        // client's thousands of small Gets must not add up to a quota as 2 KiB each.
+        let smallSize = await onQueue(service) { admissions.asked.last?.size ?? 0 }
+        XCTAssertLessThan(smallSize, 200, "a Get of an int32 charged \(smallSize) bytes")
         withExtendedLifetime(tree) {}
         service.close()
         client.close()

@@ -218,6 +218,23 @@ final class LayerFilesTests: DaemonTestCase, @unchecked Sendable {
         XCTAssertEqual(daemon.stderr.components(separatedBy: badValue).count - 1, 1, daemon.stderr)
     }
 
+    /// A NUL (`\u0000`) in a key, a `for` name or a value of a layer file: D-Bus strings cannot
+    /// carry it, so a problem quoting it made `SkippedModelFiles` and `Reload`'s reply fail for
+    /// everyone. The file is skipped, named, and the NUL never quoted.
+    func testALayerFileWithANULIsSkippedAndNamedWithoutBreakingTheReplies() async throws {
+        try await client.create("app.other", "i", default: .int32(1))
+        let bad = try writeLayerFile(configDirectory, "mandatory.d", "10-nul.json", #"{"app.x\u0000y": 5, "app.other": {"value": 7, "for": ["nobody\u0000zzz"]}}"#)
+        try writeLayerFile(configDirectory, "defaults.d", "20-good.json", #"{"app.other": 5}"#)
+        let reload = try await client.call(PropBusAPI.manager, "Reload")
+        XCTAssertTrue("\(reload)".contains(bad), "\(reload)")
+        let skipped = try await client.call(at: PropBusAPI.rootPath, PropBusAPI.properties, "Get", [.string(PropBusAPI.manager), .string("SkippedModelFiles")])
+        XCTAssertTrue("\(skipped)".contains(bad) && "\(skipped)".contains("NUL"), "\(skipped)")
+        let status = try await propctlLayers(["status"])
+        XCTAssertTrue(status.succeeded && status.stdout.contains(bad), "\(status)")
+        let other = try await client.get("app.other")
+        XCTAssertEqual(other, .int32(5), "the other file applies, the skipped one does not")
+    }
+
     func testPropctlLockAndUnlockWriteTheMandatoryFileAndReload() async throws {
         try await client.create("app.volume", "i", default: .int32(50))
         let lock = try await propctlLayers(["lock", "app.volume", "20"])

@@ -20,10 +20,18 @@ final class RecordingHistory: HistoryStore, @unchecked Sendable {
     var pruningStepsLeft = 0
     private(set) var pruningSteps = 0
 
-    func history(prefix: String, after: UInt64, limit: Int) -> [HistoryRecord] {
-        asked.append("prefix \(prefix)")
-        return records.filter { $0.key.text.hasPrefix(prefix) && $0.revision > after }.prefix(limit).map { $0 }
+    func scanHistory(_ query: HistoryQuery, examining budget: Int, _ body: (HistoryRecord) -> Bool) -> HistoryScanEnd {
+        asked.append("prefix \(query.prefix)")
+        var examined = 0
+        for record in records where record.revision > query.after {
+            if query.isPast(record) { break }
+            examined += 1
+            if query.selects(record), !body(record) { return HistoryScanEnd(next: record.revision - 1, examined: examined) }
+        }
+        return HistoryScanEnd(next: nil, examined: examined)
     }
+
+    func historyUsage() -> [UInt32: UInt64] { [:] }
 
     func history(of key: Key, atOrBefore revision: UInt64) -> (then: HistoryRecord?, latest: HistoryRecord?) {
         asked.append("key \(key.text)")
@@ -34,11 +42,6 @@ final class RecordingHistory: HistoryStore, @unchecked Sendable {
     func history(ofChange change: UInt64) -> [HistoryRecord] {
         asked.append("change \(change)")
         return records.filter { $0.change == change }
-    }
-
-    func historyRevision(before time: Int64) -> UInt64 {
-        asked.append("time \(time)")
-        return records.last { $0.time < time }?.revision ?? 0
     }
 
     func recordDenied(_ attempt: DeniedAttempt) { held.append(attempt) }
@@ -166,19 +169,20 @@ final class HistoryPortTests: XCTestCase, @unchecked Sendable {
     }
 
     func testListHistoryAndRevertReadThroughThePort() async throws {
-        let earlier = try record("app.volume", revision: 5, old: 1, new: 7)
-        let later = try record("app.volume", revision: 9, old: 7, new: 1)
+        // Revisions the model has reached (three keys created, one layer applied).
+        let earlier = try record("app.volume", revision: 2, old: 1, new: 7)
+        let later = try record("app.volume", revision: 3, old: 7, new: 1)
         await onQueue(serviceConnection) { [history] in history.records = [earlier, later] }
         let listed = try await listHistory("app.")
         guard case .array(_, let rows)? = listed.first else { return XCTFail("\(listed)") }
         XCTAssertEqual(rows.count, 2, "\(rows)")
         XCTAssertTrue("\(rows)".contains("app.volume"), "\(rows)")
-        let reverted = try await manager("Revert", [.array(of: .string, [.string("app.volume")]), .uint64(5), .uint64(0), .boolean(false)])
+        let reverted = try await manager("Revert", [.array(of: .string, [.string("app.volume")]), .uint64(2), .uint64(0), .boolean(false)])
         XCTAssertEqual(reverted, [.array(of: .string, [.string("app.volume")])])
         let (volume, asked) = try await onQueue(serviceConnection) { [self] () throws in
             (service!.model.entry(for: try Key("app.volume"))?.value, history.asked)
         }
-        XCTAssertEqual(volume, .int32(7), "Revert wrote what the port said the key held at revision 5")
+        XCTAssertEqual(volume, .int32(7), "Revert wrote what the port said the key held at revision 2")
         XCTAssertEqual(asked, ["prefix app.", "key app.volume"])
     }
 

@@ -155,10 +155,10 @@ final class CommandStoreTests: XCTestCase {
     func testNewStoreHasSchemaVersion6WithCommandsFleetHistoryAndLeasesTables() throws {
         _ = try SQLiteStore(path: path)
         let database = try SQLiteDatabase(path: path)
-        XCTAssertEqual(SQLiteStore.schemaVersion, 11)
-        XCTAssertEqual(try database.textRows("PRAGMA user_version"), ["11"])
+        XCTAssertEqual(SQLiteStore.schemaVersion, 12)
+        XCTAssertEqual(try database.textRows("PRAGMA user_version"), ["12"])
         XCTAssertEqual(try database.textRows("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"),
-                       ["bindings", "commands", "definitions", "fleet_keys", "history", "history_by_change", "history_caller", "history_denied",
+                       ["bindings", "commands", "definitions", "fleet_keys", "history", "history_by_change", "history_by_uid", "history_caller", "history_denied",
                         "history_index", "history_key", "leases", "meta", "stored_values"])
     }
 
@@ -182,6 +182,7 @@ final class CommandStoreTests: XCTestCase {
             try database.execute("DROP TABLE history_key")
             try database.execute("DROP TABLE history_index")
             try database.execute("DROP TABLE history_by_change")
+            try database.execute("DROP TABLE history_by_uid")
             try database.execute("PRAGMA user_version = 2")
         }
         do {
@@ -191,7 +192,7 @@ final class CommandStoreTests: XCTestCase {
             _ = try table.create(key: "app.run", options: ["exec": Self.argv])
             try commit(store, model, table)
         }
-        XCTAssertEqual(try SQLiteDatabase(path: path).textRows("PRAGMA user_version"), ["11"])
+        XCTAssertEqual(try SQLiteDatabase(path: path).textRows("PRAGMA user_version"), ["\(SQLiteStore.schemaVersion)"])
         let (store, model, _) = try open()
         XCTAssertEqual(try storedKeys(store), ["app.run"])
         XCTAssertEqual(try model.value(of: "app.volume"), .double(0.25))

@@ -43,7 +43,7 @@ final class HistoryIndexTests: XCTestCase {
     }
 
     private func values(of key: String, in store: SQLiteStore) throws -> [DBusValue?] {
-        try store.history(prefix: key, after: 0, limit: 10_000).filter { $0.key.text == key }.map(\.newValue)
+        try store.history.records(prefix: key, after: 0, limit: 10_000).filter { $0.key.text == key }.map(\.newValue)
     }
 
     private func ints(_ values: [Int]) -> [DBusValue?] { values.map { .int32(Int32($0)) } }
@@ -57,11 +57,11 @@ final class HistoryIndexTests: XCTestCase {
 
     func testABatchHoldsOneIndexEntryPerKeyWithItsRowsPacked() throws {
         let store = try SQLiteStore(path: path)
-        store.historyOptions.indexBatch = 16
+        store.history.options.indexBatch = 16
         let model = try PropertyModel(store: store)
         try write(["b.x", "b.y"], rounds: 1...9, to: model, store)
         // 2 created rows and 18 changes: one batch, one entry per key.
-        while try store.pruneHistory() {}
+        while try store.history.pruneHistory() {}
         let database = try SQLiteDatabase(path: path)
         XCTAssertEqual(try database.textRows("SELECT count(*) FROM history WHERE id > (SELECT value FROM meta WHERE name = 'history_indexed')"), ["0"])
         let indexed = try entries(database)
@@ -69,13 +69,13 @@ final class HistoryIndexTests: XCTestCase {
         XCTAssertEqual(indexed.rows, 20)
         XCTAssertEqual(try values(of: "b.x", in: store), ints([0] + (1...9).map { $0 * 100 }))
         XCTAssertEqual(try values(of: "b.y", in: store), ints([0] + (1...9).map { $0 * 100 + 1 }))
-        let all = try store.history(prefix: "b.", after: 0, limit: 100)
+        let all = try store.history.records(prefix: "b.", after: 0, limit: 100)
         XCTAssertEqual(all.map(\.revision), all.map(\.revision).sorted())
         let fifth = all[9]
-        XCTAssertEqual(try store.history(of: fifth.key, atOrBefore: fifth.revision).then?.newValue, fifth.newValue)
-        XCTAssertEqual(try store.history(of: fifth.key, atOrBefore: fifth.revision - 1).then?.revision, all.filter { $0.key == fifth.key && $0.revision < fifth.revision }.last?.revision)
-        XCTAssertEqual(try store.history(of: try Key("b.y"), atOrBefore: .max).latest?.newValue, .int32(901))
-        XCTAssertEqual(try store.history(ofChange: fifth.change).map(\.newValue).count, 2, "one Apply, two keys")
+        XCTAssertEqual(try store.history.history(of: fifth.key, atOrBefore: fifth.revision).then?.newValue, fifth.newValue)
+        XCTAssertEqual(try store.history.history(of: fifth.key, atOrBefore: fifth.revision - 1).then?.revision, all.filter { $0.key == fifth.key && $0.revision < fifth.revision }.last?.revision)
+        XCTAssertEqual(try store.history.history(of: try Key("b.y"), atOrBefore: .max).latest?.newValue, .int32(901))
+        XCTAssertEqual(try store.history.history(ofChange: fifth.change).map(\.newValue).count, 2, "one Apply, two keys")
     }
 
     /// Queries read the index and scan the tail (rows above `history_indexed`): every row comes
@@ -83,79 +83,79 @@ final class HistoryIndexTests: XCTestCase {
     /// also page by page (``SQLiteStore/history(prefix:after:limit:)``).
     func testQueriesSeeTheTailAndTheIndexedRowsOnceEach() throws {
         let store = try SQLiteStore(path: path)
-        store.historyOptions.indexBatch = 6
+        store.history.options.indexBatch = 6
         let model = try PropertyModel(store: store)
         try write(["q.x", "q.y"], rounds: 1...4, to: model, store)
-        while try store.pruneHistory() {}
+        while try store.history.pruneHistory() {}
         try write(["q.x", "q.y"], rounds: 5...6, to: model, store, create: false)
         let database = try SQLiteDatabase(path: path)
         XCTAssertEqual(try database.textRows("SELECT count(*) FROM history WHERE id > (SELECT value FROM meta WHERE name = 'history_indexed')"), ["4"])
         let expected = ints([0] + (1...6).map { $0 * 100 })
         XCTAssertEqual(try values(of: "q.x", in: store), expected)
-        let all = try store.history(prefix: "q.", after: 0, limit: 100)
+        let all = try store.history.records(prefix: "q.", after: 0, limit: 100)
         XCTAssertEqual(all.count, 14)
         XCTAssertEqual(Set(all.map(\.revision)).count, 14, "no row twice")
         var paged: [HistoryRecord] = []
         var after: UInt64 = 0
-        while case let page = try store.history(prefix: "q.", after: after, limit: 3), let last = page.last {
+        while case let page = try store.history.records(prefix: "q.", after: after, limit: 3), let last = page.last {
             XCTAssertLessThanOrEqual(page.count, 3)
             paged += page
             after = last.revision
         }
         XCTAssertEqual(paged.map(\.revision), all.map(\.revision))
-        XCTAssertEqual(try store.history(prefix: "q.", after: 0, limit: 5).map(\.revision), Array(all.prefix(5).map(\.revision)))
+        XCTAssertEqual(try store.history.records(prefix: "q.", after: 0, limit: 5).map(\.revision), Array(all.prefix(5).map(\.revision)))
         // What each key held at each of its revisions, indexed or not.
         for record in all {
-            XCTAssertEqual(try store.history(of: record.key, atOrBefore: record.revision).then?.revision, record.revision)
+            XCTAssertEqual(try store.history.history(of: record.key, atOrBefore: record.revision).then?.revision, record.revision)
         }
-        XCTAssertEqual(try store.history(of: try Key("q.x"), atOrBefore: .max).latest?.newValue, .int32(600))
+        XCTAssertEqual(try store.history.history(of: try Key("q.x"), atOrBefore: .max).latest?.newValue, .int32(600))
     }
 
     /// `maximumPerKey` deletes a key's oldest rows, some of them inside a packed entry: the key
     /// then reads back exactly the rows kept, in order, and its count is theirs.
     func testAKeyPrunedInPartReturnsExactlyTheRowsKeptInOrder() throws {
         let store = try SQLiteStore(path: path)
-        store.historyOptions.indexBatch = 8
-        store.historyOptions.maximumPerKey = 5
+        store.history.options.indexBatch = 8
+        store.history.options.maximumPerKey = 5
         let model = try PropertyModel(store: store)
         // No step between the rounds: a batch of the first 8 rows, then the rest; p.x's entry of
         // the first batch holds 4 of its rows and the second its last 9, of which 5 are kept.
         try write(["p.x", "p.y"], rounds: 1...12, to: model, store)
-        while try store.pruneHistory() {}
+        while try store.history.pruneHistory() {}
         XCTAssertEqual(try values(of: "p.x", in: store), ints((8...12).map { $0 * 100 }))
         XCTAssertEqual(try values(of: "p.y", in: store), ints((8...12).map { $0 * 100 + 1 }))
         let database = try SQLiteDatabase(path: path)
         XCTAssertEqual(try database.textRows("SELECT count(*) FROM history"), ["10"])
         XCTAssertEqual(try entries(database).rows, 10, "the entries count the rows kept")
-        let kept = try store.history(prefix: "p.x", after: 0, limit: 100)
-        XCTAssertNil(try store.history(of: try Key("p.x"), atOrBefore: kept[0].revision - 1).then, "nothing kept before the oldest row kept")
-        XCTAssertEqual(try store.history(of: try Key("p.x"), atOrBefore: kept[2].revision).then?.newValue, .int32(1000))
-        XCTAssertEqual(try store.history(prefix: "p.", after: kept[1].revision, limit: 3).map(\.newValue), ints([901, 1000, 1001]))
+        let kept = try store.history.records(prefix: "p.x", after: 0, limit: 100)
+        XCTAssertNil(try store.history.history(of: try Key("p.x"), atOrBefore: kept[0].revision - 1).then, "nothing kept before the oldest row kept")
+        XCTAssertEqual(try store.history.history(of: try Key("p.x"), atOrBefore: kept[2].revision).then?.newValue, .int32(1000))
+        XCTAssertEqual(try store.history.records(prefix: "p.", after: kept[1].revision, limit: 3).map(\.newValue), ints([901, 1000, 1001]))
         // Written on, still five, the oldest going first.
         try write(["p.x", "p.y"], rounds: 13...14, to: model, store, create: false)
-        while try store.pruneHistory() {}
+        while try store.history.pruneHistory() {}
         XCTAssertEqual(try values(of: "p.x", in: store), ints((10...14).map { $0 * 100 }))
-        XCTAssertEqual(try store.historyTable.count(of: try Key("p.x"), id: try store.historyTable.entry(of: try Key("p.x")).id, adding: 0), 5)
+        XCTAssertEqual(try store.history.rows(of: try Key("p.x")), 5)
     }
 
     /// Rows pruned by the row bound go oldest first: an entry all of whose rows went goes with
     /// its last one; one that keeps some stays, counting those; a key with no row left is swept.
     func testAPackedEntryWhoseRowsAllWentIsRemoved() throws {
         let store = try SQLiteStore(path: path)
-        store.historyOptions.indexBatch = 6
+        store.history.options.indexBatch = 6
         let model = try PropertyModel(store: store)
         try write(["e.gone"], rounds: 1...2, to: model, store)
-        while try store.pruneHistory() {}
+        while try store.history.pruneHistory() {}
         try write(["e.x", "e.y"], rounds: 1...3, to: model, store)
-        while try store.pruneHistory() {}
+        while try store.history.pruneHistory() {}
         try write(["e.x", "e.y"], rounds: 4...6, to: model, store, create: false)
-        while try store.pruneHistory() {}
+        while try store.history.pruneHistory() {}
         let database = try SQLiteDatabase(path: path)
         // e.gone's 3 rows, then (among others) 4 of e.x's and e.y's rows, then 3 of each.
         XCTAssertEqual(try entries(database).rows, 17)
         XCTAssertEqual(try entries(database, where: "key_id = (SELECT id FROM history_key WHERE key = 'e.gone')").entries, 1)
-        store.historyOptions.maximumRows = 7
-        while try store.pruneHistory() {}
+        store.history.options.maximumRows = 7
+        while try store.history.pruneHistory() {}
         XCTAssertEqual(try database.textRows("SELECT count(*) FROM history"), ["7"])
         XCTAssertEqual(try entries(database).rows, 7)
         XCTAssertEqual(try entries(database, where: "count <= 0").entries, 0, "no entry of no row")
@@ -164,10 +164,10 @@ final class HistoryIndexTests: XCTestCase {
         // The last 7 rows: rounds 4 to 6, and round 3's e.y (written after its e.x).
         XCTAssertEqual(try values(of: "e.x", in: store), ints([400, 500, 600]))
         XCTAssertEqual(try values(of: "e.y", in: store), ints([301, 401, 501, 601]))
-        store.historyOptions.maximumRows = 0
-        while try store.pruneHistory() {}
+        store.history.options.maximumRows = 0
+        while try store.history.pruneHistory() {}
         XCTAssertEqual(try entries(database).entries, 0)
-        XCTAssertEqual(try store.history(prefix: "e.", after: 0, limit: 100).count, 0)
+        XCTAssertEqual(try store.history.records(prefix: "e.", after: 0, limit: 100).count, 0)
     }
 
     /// The step indexes the tail from the rows the commits kept in memory; a commit that failed
@@ -175,7 +175,7 @@ final class HistoryIndexTests: XCTestCase {
     /// tail back instead, so no entry counts a row that is not there.
     func testACommitThatFailsAfterItsFirstRowsLeavesNoEntryOfThem() throws {
         let store = try SQLiteStore(path: path)
-        store.historyOptions.indexBatch = 6
+        store.history.options.indexBatch = 6
         let model = try PropertyModel(store: store)
         try write(["f.x", "f.y"], rounds: 1...1, to: model, store)
         // f.y's row comes after f.x's in the commit: refusing it fails the commit there.
@@ -188,7 +188,7 @@ final class HistoryIndexTests: XCTestCase {
         XCTAssertNotNil(Round(model: model, commands: nil, store: store).end(), "the commit fails")
         try store.database.execute("DROP TRIGGER refuse")
         try write(["f.x", "f.y"], rounds: 2...3, to: model, store, create: false)
-        while try store.pruneHistory() {}
+        while try store.history.pruneHistory() {}
         let database = try SQLiteDatabase(path: path)
         XCTAssertEqual(try database.textRows("SELECT count(*) FROM history WHERE id > (SELECT value FROM meta WHERE name = 'history_indexed')"), ["0"])
         XCTAssertEqual(try database.textRows("SELECT count(*) FROM history"), ["8"])
@@ -202,31 +202,31 @@ final class HistoryIndexTests: XCTestCase {
     func testReopeningKeepsTheCountsRight() throws {
         do {
             let store = try SQLiteStore(path: path)
-            store.historyOptions.indexBatch = 8
-            store.historyOptions.maximumPerKey = 5
+            store.history.options.indexBatch = 8
+            store.history.options.maximumPerKey = 5
             let model = try PropertyModel(store: store)
             try write(["c.x", "c.y"], rounds: 1...12, to: model, store)
-            while try store.pruneHistory() {}
+            while try store.history.pruneHistory() {}
             try write(["c.x"], rounds: 13...14, to: model, store, create: false)
         }
         let database = try SQLiteDatabase(path: path)
         let rows = Int(try database.textRows("SELECT count(*) FROM history").first ?? "")
         XCTAssertEqual(rows, 12, "5 of c.y's, 5 of c.x's and 2 in the tail")
         let store = try SQLiteStore(path: path)
-        store.historyOptions.indexBatch = 8
-        store.historyOptions.maximumPerKey = 5
+        store.history.options.indexBatch = 8
+        store.history.options.maximumPerKey = 5
         let model = try PropertyModel(store: store)
-        XCTAssertEqual(store.historyTable.rowCount, rows)
+        XCTAssertEqual(store.history.rowCount, rows)
         let x = try Key("c.x")
-        XCTAssertEqual(try store.historyTable.count(of: x, id: try store.historyTable.entry(of: x).id, adding: 0), 7)
+        XCTAssertEqual(try store.history.rows(of: x), 7)
         // Written once more: c.x is past its bound and pruned to 5; then the row bound.
         try write(["c.x"], rounds: 15...15, to: model, store, create: false)
-        while try store.pruneHistory() {}
+        while try store.history.pruneHistory() {}
         XCTAssertEqual(try values(of: "c.x", in: store), ints((11...15).map { $0 * 100 }))
-        store.historyOptions.maximumRows = 6
-        while try store.pruneHistory() {}
+        store.history.options.maximumRows = 6
+        while try store.history.pruneHistory() {}
         XCTAssertEqual(try database.textRows("SELECT count(*) FROM history"), ["6"])
-        XCTAssertEqual(store.historyTable.rowCount, 6)
+        XCTAssertEqual(store.history.rowCount, 6)
         // The last 6 rows: c.x's of rounds 13 to 15 and rounds 11 and 12 but round 11's c.x.
         XCTAssertEqual(try values(of: "c.x", in: store), ints((12...15).map { $0 * 100 }))
         XCTAssertEqual(try values(of: "c.y", in: store), ints([1101, 1201]))
@@ -240,15 +240,15 @@ final class HistoryIndexTests: XCTestCase {
         var revisionsBefore: [UInt64] = []
         do {
             let store = try SQLiteStore(path: path)
-            store.historyOptions.indexBatch = 6
+            store.history.options.indexBatch = 6
             let model = try PropertyModel(store: store)
             try write(["m.x", "m.y"], rounds: 1...4, to: model, store)
             _ = try model.delete(key: "m.y")
             end(model, store)
-            while try store.pruneHistory() {}
+            while try store.history.pruneHistory() {}
             try write(["m.x"], rounds: 5...6, to: model, store, create: false)
-            before = try store.history(prefix: "m.", after: 0, limit: 100)
-            revisionsBefore = try before.map { try store.historyRevision(before: $0.time) }
+            before = try store.history.records(prefix: "m.", after: 0, limit: 100)
+            revisionsBefore = try before.map { try store.history.historyRevision(before: $0.time) }
         }
         XCTAssertEqual(before.count, 13)
         try Self.downgradeToVersion10(path: path)
@@ -258,28 +258,28 @@ final class HistoryIndexTests: XCTestCase {
             XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_index"), ["11"], "one entry per indexed row")
         }
         let store = try SQLiteStore(path: path)
-        store.historyOptions.indexBatch = 6
+        store.history.options.indexBatch = 6
         let database = try SQLiteDatabase(path: path)
         XCTAssertEqual(try database.textRows("PRAGMA user_version"), ["\(SQLiteStore.schemaVersion)"])
         XCTAssertEqual(try entries(database).rows, 11, "the created rows, 4 rounds' and the deletion's; 2 in the tail")
-        XCTAssertEqual(store.historyTable.rowCount, 13)
+        XCTAssertEqual(store.history.rowCount, 13)
         func check(_ store: SQLiteStore) throws {
-            let after = Array(try store.history(prefix: "m.", after: 0, limit: 100).prefix(before.count))
+            let after = Array(try store.history.records(prefix: "m.", after: 0, limit: 100).prefix(before.count))
             XCTAssertEqual(after.map(\.revision), before.map(\.revision))
             XCTAssertEqual(after.map(\.newValue), before.map(\.newValue))
             XCTAssertEqual(after.map(\.caller), before.map(\.caller))
             for record in before {
-                XCTAssertEqual(try store.history(of: record.key, atOrBefore: record.revision).then?.revision, record.revision, "\(record)")
-                XCTAssertTrue(try store.history(ofChange: record.change).contains { $0.revision == record.revision && $0.key == record.key }, "\(record)")
+                XCTAssertEqual(try store.history.history(of: record.key, atOrBefore: record.revision).then?.revision, record.revision, "\(record)")
+                XCTAssertTrue(try store.history.history(ofChange: record.change).contains { $0.revision == record.revision && $0.key == record.key }, "\(record)")
             }
-            XCTAssertEqual(try before.map { try store.historyRevision(before: $0.time) }, revisionsBefore)
-            XCTAssertEqual(try store.history(prefix: "m.y", after: 0, limit: 100).last?.kind, "deleted")
+            XCTAssertEqual(try before.map { try store.history.historyRevision(before: $0.time) }, revisionsBefore)
+            XCTAssertEqual(try store.history.records(prefix: "m.y", after: 0, limit: 100).last?.kind, "deleted")
         }
         try check(store)
         // Written on: the new rows and the migrated ones indexed together, read once each.
         let model = try PropertyModel(store: store)
         try write(["m.x"], rounds: 7...10, to: model, store, create: false)
-        while try store.pruneHistory() {}
+        while try store.history.pruneHistory() {}
         XCTAssertEqual(try database.textRows("SELECT count(*) FROM history WHERE id > (SELECT value FROM meta WHERE name = 'history_indexed')"), ["0"])
         XCTAssertEqual(try entries(database).rows, 17)
         XCTAssertEqual(try values(of: "m.x", in: store), ints([0] + (1...10).map { $0 * 100 }))
@@ -289,6 +289,7 @@ final class HistoryIndexTests: XCTestCase {
     /// Rewrites the store at `path` as schema 10 held it: one `history_index` entry per indexed
     /// row, and the trigger deleting a row's entry. (A store of another version is left alone.)
     static func downgradeToVersion10(path: String) throws {
+        try HistoryChargeStoreTests.downgradeToVersion11(path: path)
         let database = try SQLiteDatabase(path: path)
         guard try database.textRows("PRAGMA user_version") == ["11"] else { return }
         try database.execute("""
@@ -303,7 +304,7 @@ final class HistoryIndexTests: XCTestCase {
             INSERT INTO history_index (key_id, revision, id)
                 SELECT key_id, revision, id FROM history WHERE id <= (SELECT value FROM meta WHERE name = 'history_indexed')
                 ORDER BY key_id, revision, id;
-            \(SQLiteStore.historyUnindexTrigger10)
+            \(StoreSchema.historyUnindexTrigger10)
             PRAGMA user_version = 10;
             """)
     }

@@ -36,7 +36,7 @@ final class HistoryStoreTests: XCTestCase {
         model.origin = .daemon
         end(model, store)
 
-        let records = try store.history(prefix: "settings.", after: 0, limit: 100).filter { $0.via == "Apply" }
+        let records = try store.history.records(prefix: "settings.", after: 0, limit: 100).filter { $0.via == "Apply" }
         XCTAssertEqual(records.map(\.key.text).sorted(), ["settings.muted", "settings.volume"])
         XCTAssertEqual(Set(records.map(\.change)).count, 1, "one Apply is one change")
         let volume = try XCTUnwrap(records.first { $0.key.text == "settings.volume" })
@@ -45,7 +45,7 @@ final class HistoryStoreTests: XCTestCase {
         XCTAssertEqual(volume.kind, "changed")
         XCTAssertEqual(volume.caller, alice)
         XCTAssertEqual(volume.revision, model.entry(for: try Key("settings.volume"))?.revision)
-        let created = try store.history(prefix: "settings.volume", after: 0, limit: 100).first
+        let created = try store.history.records(prefix: "settings.volume", after: 0, limit: 100).first
         XCTAssertEqual(created?.kind, "created")
         XCTAssertEqual(created?.via, "startup", "what comes before the first commit is the start-up's")
     }
@@ -66,14 +66,14 @@ final class HistoryStoreTests: XCTestCase {
         let store = try SQLiteStore(path: path)
         let model = try PropertyModel(store: store)
         XCTAssertEqual(model.entry(for: try Key("a.x"))?.value, .int32(1))
-        let records = try store.history(prefix: "a.x", after: 0, limit: 100)
+        let records = try store.history.records(prefix: "a.x", after: 0, limit: 100)
         XCTAssertEqual(records.map(\.newValue), [.int32(0), .int32(1)])
         XCTAssertEqual(records.last?.caller?.userName, "alice")
     }
 
     func testTransientKeysHistoryStaysInMemoryBounded() throws {
         let store = try SQLiteStore(path: path)
-        store.historyOptions.maximumTransientRows = 3
+        store.history.options.maximumTransientRows = 3
         let model = try PropertyModel(store: store)
         _ = try model.create(key: "t.x", type: "i", defaultValue: .int32(0), options: ["persistent": .boolean(false)])
         end(model, store)
@@ -81,16 +81,16 @@ final class HistoryStoreTests: XCTestCase {
             _ = try model.set("t.x", to: .int32(Int32(value)))
             end(model, store)
         }
-        let records = try store.history(prefix: "t.", after: 0, limit: 100)
+        let records = try store.history.records(prefix: "t.", after: 0, limit: 100)
         XCTAssertEqual(records.map(\.newValue), [.int32(3), .int32(4), .int32(5)])
         XCTAssertTrue(records.allSatisfy(\.transient))
-        XCTAssertEqual(try SQLiteStore(path: path).history(prefix: "t.", after: 0, limit: 100).count, 0, "never on disk")
+        XCTAssertEqual(try SQLiteStore(path: path).history.records(prefix: "t.", after: 0, limit: 100).count, 0, "never on disk")
     }
 
     func testRowsArePrunedInSmallStepsOfTheirOwnAndNoHistoryRecordsNothing() throws {
         let store = try SQLiteStore(path: path)
-        store.historyOptions.maximumRows = 4
-        store.historyOptions.pruneBatch = 2
+        store.history.options.maximumRows = 4
+        store.history.options.pruneBatch = 2
         let model = try PropertyModel(store: store)
         _ = try model.create(key: "p.x", type: "i", defaultValue: .int32(0), options: [:])
         end(model, store)
@@ -99,17 +99,17 @@ final class HistoryStoreTests: XCTestCase {
             end(model, store)
         }
         // A commit deletes nothing; pruning steps of their own do, a batch each.
-        XCTAssertEqual(try store.history(prefix: "p.", after: 0, limit: 100).count, 11)
-        XCTAssertTrue(store.historyNeedsPruning)
+        XCTAssertEqual(try store.history.records(prefix: "p.", after: 0, limit: 100).count, 11)
+        XCTAssertTrue(store.history.historyNeedsPruning)
         var steps = 0
-        while try store.pruneHistory() { steps += 1 }
+        while try store.history.pruneHistory() { steps += 1 }
         XCTAssertEqual(steps, 3, "7 rows past the bound, 2 a step: 4 steps, the last with nothing after it")
-        XCTAssertFalse(store.historyNeedsPruning)
-        XCTAssertEqual(try store.history(prefix: "p.", after: 0, limit: 100).map(\.newValue), [.int32(7), .int32(8), .int32(9), .int32(10)])
-        store.historyOptions.isEnabled = false
+        XCTAssertFalse(store.history.historyNeedsPruning)
+        XCTAssertEqual(try store.history.records(prefix: "p.", after: 0, limit: 100).map(\.newValue), [.int32(7), .int32(8), .int32(9), .int32(10)])
+        store.history.options.isEnabled = false
         _ = try model.set("p.x", to: .int32(11))
         end(model, store)
-        XCTAssertEqual(try store.history(prefix: "p.", after: 0, limit: 100).count, 4)
+        XCTAssertEqual(try store.history.records(prefix: "p.", after: 0, limit: 100).count, 4)
     }
 
     // MARK: Write cost
@@ -117,7 +117,7 @@ final class HistoryStoreTests: XCTestCase {
     /// WAL frames one commit added: the WAL is emptied first (another connection's TRUNCATE
     /// checkpoint), so its size after the commit is its header and that commit's frames.
     private func framesOfOneCommit(_ model: PropertyModel, _ store: PropertyStore, path: String, round: Int) throws -> Int {
-        while (store as? SQLiteStore)?.historyNeedsPruning == true, try (store as? SQLiteStore)?.pruneHistory() == true {}
+        while (store as? SQLiteStore)?.history.historyNeedsPruning == true, try (store as? SQLiteStore)?.history.pruneHistory() == true {}
         try SQLiteDatabase(path: path).execute("PRAGMA wal_checkpoint(TRUNCATE)")
         for writer in 0..<16 { _ = try model.set("bench.w\(writer)", to: .int32(Int32(round * 16 + writer))) }
         end(model, store)
@@ -137,7 +137,7 @@ final class HistoryStoreTests: XCTestCase {
         for enabled in [true, false] {
             let path = directory.appendingPathComponent("history-\(enabled).db").path
             let store = try SQLiteStore(path: path)
-            store.historyOptions.isEnabled = enabled
+            store.history.options.isEnabled = enabled
             let model = try PropertyModel(store: store)
             for writer in 0..<16 { _ = try model.create(key: "bench.w\(writer)", type: "i", defaultValue: .int32(0), options: [:]) }
             end(model, store)
@@ -149,11 +149,11 @@ final class HistoryStoreTests: XCTestCase {
                 for writer in 0..<16 { _ = try model.set("bench.w\(writer)", to: .int32(Int32(round * 16 + writer))) }
                 end(model, store)
                 // As the daemon does between rounds.
-                while store.historyNeedsPruning, try store.pruneHistory() {}
+                while store.history.historyNeedsPruning, try store.history.pruneHistory() {}
             }
             frames[enabled] = try (0..<4).map { try framesOfOneCommit(model, store, path: path, round: 1000 + $0) }.max()
             if enabled {
-                XCTAssertEqual(try store.history(prefix: "bench.w3", after: 0, limit: 10_000).count, 1 + 400 + 4, "every change recorded")
+                XCTAssertEqual(try store.history.records(prefix: "bench.w3", after: 0, limit: 10_000).count, 1 + 400 + 4, "every change recorded")
             }
         }
         let on = try XCTUnwrap(frames[true]), off = try XCTUnwrap(frames[false])
@@ -171,7 +171,7 @@ final class HistoryStoreTests: XCTestCase {
             model.origin = .call(alice)
             _ = try model.set("m.x", to: .int32(1))
             end(model, store)
-            while try store.pruneHistory() {}
+            while try store.history.pruneHistory() {}
         }
         try downgradeToVersion8()
         do {
@@ -187,11 +187,11 @@ final class HistoryStoreTests: XCTestCase {
         model.origin = .call(alice)
         _ = try model.set("m.x", to: .int32(2))
         end(model, store)
-        let records = try store.history(prefix: "m.x", after: 0, limit: 100)
+        let records = try store.history.records(prefix: "m.x", after: 0, limit: 100)
         XCTAssertEqual(records.map(\.newValue), [.int32(0), .int32(1), .int32(2)])
         XCTAssertEqual(records.map(\.caller?.userName), [nil, "alice", "alice"])
-        XCTAssertEqual(try store.history(ofChange: records[1].change).map(\.newValue), [.int32(1)])
-        XCTAssertEqual(try store.history(of: try Key("m.x"), atOrBefore: records[1].revision).then?.newValue, .int32(1))
+        XCTAssertEqual(try store.history.history(ofChange: records[1].change).map(\.newValue), [.int32(1)])
+        XCTAssertEqual(try store.history.history(of: try Key("m.x"), atOrBefore: records[1].revision).then?.newValue, .int32(1))
     }
 
     /// Rows are written once, into `history`; a step between rounds adds a batch's entries to
@@ -199,7 +199,7 @@ final class HistoryStoreTests: XCTestCase {
     /// no answer.
     func testRowsAreIndexedInBatchesBetweenRoundsAndQueriesReadTheTailToo() throws {
         let store = try SQLiteStore(path: path)
-        store.historyOptions.indexBatch = 4
+        store.history.options.indexBatch = 4
         let model = try PropertyModel(store: store)
         _ = try model.create(key: "r.x", type: "i", defaultValue: .int32(0), options: [:])
         _ = try model.create(key: "r.y", type: "i", defaultValue: .int32(0), options: [:])
@@ -209,14 +209,14 @@ final class HistoryStoreTests: XCTestCase {
             model.origin = .call(alice)
             _ = try model.apply(set: [("r.x", .int32(Int32(value))), ("r.y", .int32(Int32(-value)))], reset: [])
             end(model, store)
-            changes.append(try XCTUnwrap(store.history(of: try Key("r.x"), atOrBefore: .max).latest?.change))
+            changes.append(try XCTUnwrap(store.history.history(of: try Key("r.x"), atOrBefore: .max).latest?.change))
             if value == 5 {
                 // 12 rows, past the batch of 4: one step indexes them all.
-                XCTAssertTrue(store.historyNeedsPruning)
+                XCTAssertTrue(store.history.historyNeedsPruning)
                 var steps = 1
-                while try store.pruneHistory() { steps += 1 }
+                while try store.history.pruneHistory() { steps += 1 }
                 XCTAssertEqual(steps, 1)
-                XCTAssertFalse(store.historyNeedsPruning)
+                XCTAssertFalse(store.history.historyNeedsPruning)
             }
         }
         let database = try SQLiteDatabase(path: path)
@@ -224,25 +224,25 @@ final class HistoryStoreTests: XCTestCase {
         XCTAssertEqual(try database.textRows("SELECT sum(count) FROM history_index"), ["12"])
         XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_index"), ["2"], "one entry per key per batch")
         XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_by_change"), ["0"], "no deletion")
-        let all = try store.history(prefix: "r.", after: 0, limit: 100)
+        let all = try store.history.records(prefix: "r.", after: 0, limit: 100)
         XCTAssertEqual(all.filter { $0.key.text == "r.x" }.map(\.newValue), (0...9).map { .int32(Int32($0)) })
         XCTAssertEqual(all.map(\.revision), all.map(\.revision).sorted(), "oldest first, indexed rows and tail")
-        XCTAssertEqual(try store.history(prefix: "r.", after: 0, limit: 3).count, 3)
+        XCTAssertEqual(try store.history.records(prefix: "r.", after: 0, limit: 3).count, 3)
         for (index, change) in changes.enumerated() {
-            XCTAssertEqual(try store.history(ofChange: change).sorted { $0.key < $1.key }.map(\.newValue),
+            XCTAssertEqual(try store.history.history(ofChange: change).sorted { $0.key < $1.key }.map(\.newValue),
                            [.int32(Int32(index + 1)), .int32(Int32(-index - 1))])
         }
-        XCTAssertEqual(try store.history(of: try Key("r.y"), atOrBefore: .max).latest?.newValue, .int32(-9))
-        XCTAssertEqual(try store.history(of: try Key("r.y"), atOrBefore: all[3].revision).then?.newValue, .int32(-1))
+        XCTAssertEqual(try store.history.history(of: try Key("r.y"), atOrBefore: .max).latest?.newValue, .int32(-9))
+        XCTAssertEqual(try store.history.history(of: try Key("r.y"), atOrBefore: all[3].revision).then?.newValue, .int32(-1))
         let before = all.map(\.revision)
-        while store.historyNeedsPruning, try store.pruneHistory() {}
-        XCTAssertEqual(try store.history(prefix: "r.", after: 0, limit: 100).map(\.revision), before)
+        while store.history.historyNeedsPruning, try store.history.pruneHistory() {}
+        XCTAssertEqual(try store.history.records(prefix: "r.", after: 0, limit: 100).map(\.revision), before)
         XCTAssertEqual(try database.textRows("SELECT sum(count) FROM history_index"), ["20"])
         // Pruned rows take their index entries with them.
-        store.historyOptions.maximumRows = 6
-        while try store.pruneHistory() {}
+        store.history.options.maximumRows = 6
+        while try store.history.pruneHistory() {}
         XCTAssertEqual(try database.textRows("SELECT sum(count) FROM history_index"), ["6"])
-        XCTAssertEqual(try store.history(prefix: "r.", after: 0, limit: 100).map(\.revision), Array(before.suffix(6)))
+        XCTAssertEqual(try store.history.records(prefix: "r.", after: 0, limit: 100).map(\.revision), Array(before.suffix(6)))
     }
 
     /// A change's rows are found by a binary search over the rows (the commit holding it) and,
@@ -250,7 +250,7 @@ final class HistoryStoreTests: XCTestCase {
     /// tail, one key's change or several keys', alone in its commit or not.
     func testAChangeIsFoundByABinarySearchAndDeletionsByTheirIndex() throws {
         let store = try SQLiteStore(path: path)
-        store.historyOptions.indexBatch = 1_000
+        store.history.options.indexBatch = 1_000
         let model = try PropertyModel(store: store)
         var expected: [(change: UInt64, keys: [String])] = []
         func round(_ body: () throws -> Void) throws {
@@ -274,21 +274,21 @@ final class HistoryStoreTests: XCTestCase {
             model.origin = .call(alice)
             _ = try model.set("d.a", to: .int32(9))
         }
-        let rows = try store.history(prefix: "d.", after: 0, limit: 100)
+        let rows = try store.history.records(prefix: "d.", after: 0, limit: 100)
         for change in Set(rows.map(\.change)) {
             expected.append((change, rows.filter { $0.change == change }.map(\.key.text).sorted()))
         }
         XCTAssertTrue(rows.contains { $0.kind == "deleted" && $0.change < $0.revision }, "a deletion's change is below its row's revision")
         for indexed in [false, true] {
             if indexed {
-                store.historyOptions.indexBatch = 1
-                while try store.pruneHistory() {}
+                store.history.options.indexBatch = 1
+                while try store.history.pruneHistory() {}
                 XCTAssertEqual(try SQLiteDatabase(path: path).textRows("SELECT count(*) FROM history WHERE id > (SELECT value FROM meta WHERE name = 'history_indexed')"), ["0"])
             }
             for (change, keys) in expected {
-                XCTAssertEqual(try store.history(ofChange: change).map(\.key.text).sorted(), keys, "change \(change), indexed: \(indexed)")
+                XCTAssertEqual(try store.history.history(ofChange: change).map(\.key.text).sorted(), keys, "change \(change), indexed: \(indexed)")
             }
-            XCTAssertEqual(try store.history(ofChange: 999_999).count, 0)
+            XCTAssertEqual(try store.history.history(ofChange: 999_999).count, 0)
         }
     }
 
@@ -298,12 +298,12 @@ final class HistoryStoreTests: XCTestCase {
     /// and the batches of plain writes around them index no row in `history_by_change`.
     func testADeletionIsIndexedByChangeInALaterBatchAndAfterReopening() throws {
         var store = try SQLiteStore(path: path)
-        store.historyOptions.indexBatch = 2
+        store.history.options.indexBatch = 2
         var model = try PropertyModel(store: store)
         func round(_ body: () throws -> Void) throws {
             try body()
             end(model, store)
-            while try store.pruneHistory() {}
+            while try store.history.pruneHistory() {}
         }
         func byChange() throws -> [String] { try SQLiteDatabase(path: path).textRows("SELECT count(*) FROM history_by_change") }
         try round { for name in ["a", "b", "c"] { _ = try model.create(key: "x.\(name)", type: "i", defaultValue: .int32(0), options: [:]) } }
@@ -315,27 +315,27 @@ final class HistoryStoreTests: XCTestCase {
         XCTAssertEqual(try byChange(), ["1"])
         // A deletion's change is the key's old revision: the change's rows are all that name it.
         func expectFound(_ deletion: HistoryRecord, among rows: [HistoryRecord]) throws {
-            let found = try store.history(ofChange: deletion.change)
+            let found = try store.history.history(ofChange: deletion.change)
             XCTAssertEqual(found.map(\.key.text).sorted(), rows.filter { $0.change == deletion.change }.map(\.key.text).sorted())
             XCTAssertTrue(found.contains { $0.kind == "deleted" && $0.key == deletion.key }, "\(deletion.key.text)'s deletion")
         }
-        var rows = try store.history(prefix: "x.", after: 0, limit: 100)
+        var rows = try store.history.records(prefix: "x.", after: 0, limit: 100)
         var deletions = rows.filter { $0.kind == "deleted" }
         XCTAssertEqual(deletions.count, 1)
         try expectFound(deletions[0], among: rows)
         for value in 6...9 { try round { _ = try model.set("x.a", to: .int32(Int32(value))) } }
         XCTAssertEqual(try byChange(), ["1"])
         // A deletion left in the tail by a store closed before its step: indexed after reopening.
-        store.historyOptions.indexBatch = 1_000
+        store.history.options.indexBatch = 1_000
         try round { _ = try model.delete(key: "x.c") }
         store.close()
         store = try SQLiteStore(path: path)
-        store.historyOptions.indexBatch = 1
+        store.history.options.indexBatch = 1
         model = try PropertyModel(store: store)
-        while try store.pruneHistory() {}
+        while try store.history.pruneHistory() {}
         XCTAssertEqual(try SQLiteDatabase(path: path).textRows("SELECT count(*) FROM history WHERE id > (SELECT value FROM meta WHERE name = 'history_indexed')"), ["0"])
         XCTAssertEqual(try byChange(), ["2"])
-        rows = try store.history(prefix: "x.", after: 0, limit: 100)
+        rows = try store.history.records(prefix: "x.", after: 0, limit: 100)
         deletions = rows.filter { $0.kind == "deleted" }
         XCTAssertEqual(deletions.map(\.key.text), ["x.b", "x.c"])
         for deletion in deletions { try expectFound(deletion, among: rows) }
@@ -346,7 +346,7 @@ final class HistoryStoreTests: XCTestCase {
     /// tail, and a time before every row or after the last has none or the last.
     func testATimeIsFoundByABinarySearchOverTheRows() throws {
         let store = try SQLiteStore(path: path)
-        store.historyOptions.indexBatch = 5
+        store.history.options.indexBatch = 5
         let model = try PropertyModel(store: store)
         _ = try model.create(key: "t.x", type: "i", defaultValue: .int32(0), options: [:])
         end(model, store)
@@ -354,23 +354,23 @@ final class HistoryStoreTests: XCTestCase {
             model.origin = .call(alice)
             _ = try model.set("t.x", to: .int32(Int32(value)))
             end(model, store)
-            while store.historyNeedsPruning, try store.pruneHistory() {}
+            while store.history.historyNeedsPruning, try store.history.pruneHistory() {}
         }
-        let rows = try store.history(prefix: "t.x", after: 0, limit: 100)
+        let rows = try store.history.records(prefix: "t.x", after: 0, limit: 100)
         XCTAssertEqual(rows.count, 13)
         XCTAssertEqual(rows.map(\.time), rows.map(\.time).sorted(), "times never decrease")
-        XCTAssertEqual(try store.historyRevision(before: rows[0].time), 0)
+        XCTAssertEqual(try store.history.historyRevision(before: rows[0].time), 0)
         for index in 1..<rows.count where rows[index].time > rows[index - 1].time {
-            XCTAssertEqual(try store.historyRevision(before: rows[index].time), rows[index - 1].revision, "row \(index)")
+            XCTAssertEqual(try store.history.historyRevision(before: rows[index].time), rows[index - 1].revision, "row \(index)")
         }
-        XCTAssertEqual(try store.historyRevision(before: .max), rows.last?.revision)
+        XCTAssertEqual(try store.history.historyRevision(before: .max), rows.last?.revision)
         // Gaps in the ids (pruned rows) change nothing.
-        store.historyOptions.maximumRows = 7
-        while try store.pruneHistory() {}
-        let kept = try store.history(prefix: "t.x", after: 0, limit: 100)
+        store.history.options.maximumRows = 7
+        while try store.history.pruneHistory() {}
+        let kept = try store.history.records(prefix: "t.x", after: 0, limit: 100)
         XCTAssertEqual(kept.count, 7)
-        XCTAssertEqual(try store.historyRevision(before: kept[3].time), kept[2].revision)
-        XCTAssertEqual(try store.historyRevision(before: kept[0].time), 0)
+        XCTAssertEqual(try store.history.historyRevision(before: kept[3].time), kept[2].revision)
+        XCTAssertEqual(try store.history.historyRevision(before: kept[0].time), 0)
     }
 
     // MARK: Callers in a table of their own
@@ -386,7 +386,7 @@ final class HistoryStoreTests: XCTestCase {
             let store = try SQLiteStore(path: path)
             // Each row raises its caller's `last_row` to itself: a sweep keeps no caller longer
             // than its last row.
-            store.historyTable.callerLease = 1
+            store.history.identities.callerLease = 1
             let model = try PropertyModel(store: store)
             _ = try model.create(key: "c.x", type: "i", defaultValue: .int32(0), options: [:])
             _ = try model.create(key: "c.gone", type: "i", defaultValue: .int32(0), options: [:])
@@ -401,7 +401,7 @@ final class HistoryStoreTests: XCTestCase {
             end(model, store)
         }
         let store = try SQLiteStore(path: path)
-        store.historyTable.callerLease = 1
+        store.history.identities.callerLease = 1
         let model = try PropertyModel(store: store)
         model.origin = .call(alice)
         _ = try model.set("c.x", to: .int32(5))
@@ -409,37 +409,37 @@ final class HistoryStoreTests: XCTestCase {
         let database = try SQLiteDatabase(path: path)
         XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_caller"), ["2"], "alice once (also after reopening), bob once")
         XCTAssertEqual(try database.textRows("SELECT count(DISTINCT caller) FROM history"), ["2"])
-        let records = try store.history(prefix: "c.x", after: 0, limit: 100)
+        let records = try store.history.records(prefix: "c.x", after: 0, limit: 100)
         XCTAssertEqual(records.map(\.caller?.userName), [nil, "alice", "alice", "alice", "bob", "alice"])
         var expectedBob = bob
         expectedBob.via = "Set"
         XCTAssertEqual(records[4].caller, expectedBob, "every field of the caller comes back")
         // Bob's only row goes: so does his caller row; and c.gone's only row, and its key row
         // (swept once the rows are indexed).
-        store.historyOptions.maximumRows = 1
-        store.historyOptions.indexBatch = 1
-        while try store.pruneHistory() {}
-        XCTAssertEqual(try store.history(prefix: "c.x", after: 0, limit: 100).map(\.caller?.userName), ["alice"])
+        store.history.options.maximumRows = 1
+        store.history.options.indexBatch = 1
+        while try store.history.pruneHistory() {}
+        XCTAssertEqual(try store.history.records(prefix: "c.x", after: 0, limit: 100).map(\.caller?.userName), ["alice"])
         XCTAssertEqual(try database.textRows("SELECT user FROM history_caller"), ["alice"])
         XCTAssertEqual(try database.textRows("SELECT key FROM history_key"), ["c.x"], "keys are swept as callers are")
         XCTAssertEqual(try database.textRows("SELECT sum(count) FROM history_index"), ["1"])
     }
 
-    /// The caches in front of the key and caller tables (``HistoryTable/keySlots``,
-    /// ``HistoryTable/callerSlots``): keys and callers that land in the same slot (callers of
+    /// The caches in front of the key and caller tables (``HistoryIdentities/keySlots``,
+    /// ``HistoryIdentities/callerSlots``): keys and callers that land in the same slot (callers of
     /// one bus name, keys found to collide) are compared in full, never taken for another's.
     func testKeysAndCallersSharingACacheSlotNeverShareAnID() throws {
         let store = try SQLiteStore(path: path)
         // Three keys in one slot of the key cache.
-        let slots = store.historyTable.keySlots.count
+        let slots = store.history.identities.keySlots.count
         var bySlot: [Int: [String]] = [:]
         var colliding: [String] = []
         for index in 0..<100_000 where colliding.isEmpty {
             let key = "s.k\(index)"
-            bySlot[HistoryTable.slot(of: key, among: slots), default: []].append(key)
-            if let keys = bySlot[HistoryTable.slot(of: key, among: slots)], keys.count == 3 { colliding = keys }
+            bySlot[HistoryIdentities.slot(of: key, among: slots), default: []].append(key)
+            if let keys = bySlot[HistoryIdentities.slot(of: key, among: slots)], keys.count == 3 { colliding = keys }
         }
-        XCTAssertEqual(Set(colliding.map { HistoryTable.slot(of: $0, among: slots) }).count, 1)
+        XCTAssertEqual(Set(colliding.map { HistoryIdentities.slot(of: $0, among: slots) }).count, 1)
         let (sa, sb, ta) = (colliding[0], colliding[1], colliding[2])
         let model = try PropertyModel(store: store)
         for key in colliding { _ = try model.create(key: key, type: "i", defaultValue: .int32(0), options: [:]) }
@@ -475,7 +475,7 @@ final class HistoryStoreTests: XCTestCase {
             }
             if key == sb { expected += [(nil, nil), (nil, .string("")), ("mallory", .string("x"))] }
             if key == ta { expected.append(("alice", .int32(99))) }
-            let records = try store.history(prefix: key, after: 0, limit: 100).filter { $0.key.text == key }.dropFirst()
+            let records = try store.history.records(prefix: key, after: 0, limit: 100).filter { $0.key.text == key }.dropFirst()
             XCTAssertEqual(records.map(\.caller?.userName), expected.map(\.user), key)
             XCTAssertEqual(records.map(\.newValue), expected.map(\.value), key)
             for record in records where record.caller != nil {
@@ -509,8 +509,8 @@ final class HistoryStoreTests: XCTestCase {
         let records = try writeAsBobAndReadMX(store, database)
         XCTAssertEqual(records[2].caller?.executable, "/usr/bin/propctl")
         XCTAssertEqual(records[2].caller?.unit, "user@1001.service")
-        XCTAssertEqual(try store.history(ofChange: records[2].change).map(\.caller?.busName), [":1.43"])
-        XCTAssertEqual(try store.history(of: try Key("m.x"), atOrBefore: records[1].revision).then?.caller?.processID, 4242)
+        XCTAssertEqual(try store.history.history(ofChange: records[2].change).map(\.caller?.busName), [":1.43"])
+        XCTAssertEqual(try store.history.history(of: try Key("m.x"), atOrBefore: records[1].revision).then?.caller?.processID, 4242)
     }
 
     /// Schema 9 → 10: a store whose rows name their key as text, split between `history` and
@@ -538,9 +538,9 @@ final class HistoryStoreTests: XCTestCase {
         XCTAssertEqual(try database.textRows("SELECT sum(count) FROM history_index"), ["8"], "every migrated row indexed")
         XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_caller"), ["2"])
         let records = try writeAsBobAndReadMX(store, database)
-        XCTAssertEqual(try store.history(ofChange: records[2].change).sorted { $0.key < $1.key }.map(\.newValue), [.int32(2), .int32(-2)])
-        XCTAssertEqual(try store.history(of: try Key("m.y"), atOrBefore: records[1].change).then?.newValue, .int32(-1))
-        XCTAssertEqual(try store.history(prefix: "m.", after: 0, limit: 100).count, 9)
+        XCTAssertEqual(try store.history.history(ofChange: records[2].change).sorted { $0.key < $1.key }.map(\.newValue), [.int32(2), .int32(-2)])
+        XCTAssertEqual(try store.history.history(of: try Key("m.y"), atOrBefore: records[1].change).then?.newValue, .int32(-1))
+        XCTAssertEqual(try store.history.records(prefix: "m.", after: 0, limit: 100).count, 9)
     }
 
     /// After a migration of m.x's rows (0, then 1, 2, 3 by alice, bob, alice): bob's write of 4
@@ -551,7 +551,7 @@ final class HistoryStoreTests: XCTestCase {
         _ = try model.set("m.x", to: .int32(4))
         end(model, store)
         XCTAssertEqual(try database.textRows("SELECT count(*) FROM history_caller"), ["2"], "bob's identity found among the migrated ones")
-        let records = try store.history(prefix: "m.x", after: 0, limit: 100)
+        let records = try store.history.records(prefix: "m.x", after: 0, limit: 100)
         XCTAssertEqual(records.map(\.newValue), [.int32(0), .int32(1), .int32(2), .int32(3), .int32(4)])
         XCTAssertEqual(records.map(\.caller?.userName), [nil, "alice", "bob", "alice", "bob"])
         return records
@@ -602,9 +602,9 @@ final class HistoryStoreTests: XCTestCase {
             DROP TABLE history_recent;
             DROP TABLE history_caller;
             """)
-        try database.execute(SQLiteStore.historySchema)
+        try database.execute(StoreSchema.historySchema)
         try database.execute("ALTER TABLE history ADD COLUMN host TEXT")
-        try database.execute(SQLiteStore.historyRecentSchema)
+        try database.execute(StoreSchema.historyRecentSchema)
         try database.execute("""
             INSERT INTO history SELECT * FROM saved WHERE id < (SELECT max(id) FROM saved);
             INSERT INTO history_recent SELECT * FROM saved WHERE id = (SELECT max(id) FROM saved);

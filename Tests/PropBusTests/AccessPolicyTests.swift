@@ -54,6 +54,16 @@ final class AccessPolicyTests: XCTestCase {
         XCTAssertEqual(noGroup.describeWriters(nil), "root only (there is no group propbus)")
     }
 
+    /// `writers ["root"]` (or uid 0, or the daemon's user) names someone who writes anyway: said once.
+    func testWritersThatNameRootOrTheDaemonAreNotNamedTwice() {
+        XCTAssertEqual(policy.describeWriters(["root"]), "root and the daemon's user (uid 998)")
+        XCTAssertEqual(policy.describeWriters(["0", "alice", "alice"]), "root, the daemon's user (uid 998) and alice")
+        let asRoot = AccessPolicy.enforcing(daemonUserID: 0, accounts: accounts)
+        XCTAssertEqual(asRoot.describeWriters(["root"]), "root only")
+        XCTAssertEqual(deniedMessage { () throws(PropBusError) in try asRoot.checkWrite("a.b", writers: ["root"], caller: nobody) },
+                       "uid 65534 may not write a.b; writers are root only")
+    }
+
     func testACallerWhoseCredentialsAreUnknownIsNotPrivileged() {
         XCTAssertFalse(policy.mayWrite(writers: nil, caller: nil))
         XCTAssertFalse(policy.mayWrite(writers: ["nobody"], caller: nil))

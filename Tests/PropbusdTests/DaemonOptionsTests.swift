@@ -119,7 +119,7 @@ final class DaemonOptionsTests: XCTestCase {
         guard case .run(let options) = try DaemonOptions.parse(["--quota", "bindings=5", "--quota=stored-bytes=0", "--quota", "bindings=7"]) else { return XCTFail() }
         XCTAssertEqual(options.quotas, [.bindings: 7, .storedBytes: 0], "the last of a quota wins")
         XCTAssertEqual(usageError(["--quota", "bindings"]),
-                       "--quota expects NAME=N with NAME one of bindings, executions, input-bytes, properties, commands, stored-bytes, overrides, got 'bindings'")
+                       "--quota expects NAME=N with NAME one of bindings, executions, input-bytes, properties, commands, stored-bytes, overrides, history-bytes, got 'bindings'")
         XCTAssertEqual(usageError(["--quota", "executions=-1"]), "--quota executions=N expects a number N ≥ 0, got 'executions=-1'")
         XCTAssertTrue(DaemonOptions.help.contains("bindings (bindings; default 64)"), DaemonOptions.help)
     }

@@ -56,5 +56,19 @@ final class SystemBusPolicyFileTests: XCTestCase {
         XCTAssertEqual(owners.map { $0["own"] }, [PropBusAPI.busName])
         XCTAssertTrue(text.contains("<policy user=\"propbus\">"), text)
     }
-}
 
+    /// The daemon bounds what the bus holds of its messages by asking the bus
+    /// (`Debug.Stats.GetConnectionStats` of its own name), which the stock system.conf allows
+    /// root only: its user, and only that method, are allowed it here.
+    func testThePropbusUserMayAskTheBusWhatItHoldsOfItsMessages() throws {
+        let text = try policyText
+        let stats = try elements("allow").filter { $0["send_interface"] == "org.freedesktop.DBus.Debug.Stats" }
+        XCTAssertEqual(stats.count, 1, text)
+        XCTAssertEqual(stats.first?["send_destination"], "org.freedesktop.DBus")
+        XCTAssertEqual(stats.first?["send_member"], "GetConnectionStats")
+        let userPolicy = try XCTUnwrap(text.range(of: "<policy user=\"propbus\">"))
+        let statsRule = try XCTUnwrap(text.range(of: "org.freedesktop.DBus.Debug.Stats\" send_member"))
+        let end = try XCTUnwrap(text[userPolicy.upperBound...].range(of: "</policy>"))
+        XCTAssertTrue(statsRule.lowerBound > userPolicy.upperBound && statsRule.upperBound < end.lowerBound, "the rule is the propbus user's: \(text)")
+    }
+}

@@ -37,37 +37,17 @@ public final class Connection: @unchecked Sendable {
     /// should end, so its replies go out before more work is done. Set by an ``ObjectTree``.
     var roundIsFull: (() -> Bool)?
 
-    // MARK: Fairness
-    //
-    // Method calls are not handled as libdbus delivers them, in arrival order, all in one round:
-    // a client pipelining thousands of calls would then hold every other client's reply until
-    // all of its own were done (and the replies of the whole round in memory). Instead calls wait
-    // in one queue per sender, and each round serves the senders in turn, one call each, until
-    // the round's budget is spent. A sender's own calls stay in order.
+    /// Calls (and the signals behind them) waiting to be handled, served fairly (``HeldCalls``).
+    private var held = HeldCalls()
 
-    /// Calls waiting to be handled, per sender, in arrival order.
-    private var heldCalls: [String: [(sequence: UInt64, message: Message)]] = [:]
-    /// Senders with waiting calls, in the order they are served.
-    private var senderRing: [String] = []
-    private var heldCount = 0
-    /// The one waiting call while no other waits, outside the per-sender queues: a synchronous
-    /// client's every call is one, and the queues (its sender's name made, hashed in and out)
-    /// only matter once calls of several senders wait together. Moved into them when a second
-    /// call arrives, so fairness and order are those of the queues.
-    private var soleCall: (sequence: UInt64, message: Message)?
-    /// Signals that arrived after calls still waiting: delivered once those calls were handled,
-    /// so a signal (a client leaving the bus) never overtakes what was sent before it.
-    private var heldSignals: [(sequence: UInt64, message: Message)] = []
-    private var nextSequence: UInt64 = 0
+    /// What the bus holds of this connection's messages, and the bound on it (``BusBacklog``).
+    public private(set) lazy var backlog = BusBacklog(connection: self)
 
     /// The most calls handled in one round.
     static let callsPerRound = 64
     /// The time after which a round stops taking calls (it always takes one): a call that
     /// arrives while a backlog is served waits for about this long, plus its own turn.
     static let roundTimeBudgetNanoseconds: UInt64 = 5_000_000
-    /// The most calls held in memory: beyond it, messages stay in libdbus (which stops reading
-    /// the socket, so the bus holds the rest).
-    static let maximumHeldCalls = 20_000
     /// Held calls from which a round reads ahead in the socket (below it, no extra syscall).
     static let readAheadThreshold = 4
     /// Rounds that served no calls because too much output was waiting (a test's count).
@@ -172,11 +152,11 @@ public final class Connection: @unchecked Sendable {
         // change after it (nothing in a round reads the socket) reaches the dispatch-status
         // function, which schedules the next round itself.
         var status = takeIn(from: knownStatus ?? dbus_connection_get_dispatch_status(raw))
-        if heldCount >= Self.readAheadThreshold {
+        if held.count >= Self.readAheadThreshold {
             // A backlog. libdbus reads 2 kB per I/O event, so another client's call sits in the
             // socket behind the whole backlog: read what the socket holds now (without
             // blocking), so every sender's waiting calls get their turn in the next rounds.
-            while heldCount < Self.maximumHeldCalls, dbus_connection_read_write(raw, 0) != 0 {
+            while held.count < HeldCalls.maximum, dbus_connection_read_write(raw, 0) != 0 {
                 status = dbus_connection_get_dispatch_status(raw)
                 guard status == DBUS_DISPATCH_DATA_REMAINS else { break }
                 status = takeIn(from: status)
@@ -184,23 +164,23 @@ public final class Connection: @unchecked Sendable {
         }
         // Serve the senders in turn, within the round's budget, unless the replies already
         // waiting to be sent are enough (see maximumQueuedOutput).
-        let outputBacklog = heldCount > 0 && Int(dbus_connection_get_outgoing_size(raw)) >= maximumQueuedOutput
+        let outputBacklog = held.count > 0 && Int(dbus_connection_get_outgoing_size(raw)) >= maximumQueuedOutput
         if !outputBacklog {
             var served = 0
             let deadline = DispatchTime.now().uptimeNanoseconds + Self.roundTimeBudgetNanoseconds
-            while served < Self.callsPerRound, let message = nextHeldCall() {
+            while served < Self.callsPerRound, let message = held.nextCall() {
                 methodCallHandler?(message)
                 served += 1
                 if roundIsFull?() == true || DispatchTime.now().uptimeNanoseconds >= deadline { break }
             }
         }
-        deliverHeldSignals()
+        for signal in held.deliverableSignals() { deliverSignal(signal) }
         for handler in roundEndHandlers { handler() }
         if outputBacklog {
             // Not another round now (it would spin): the write that drains the queue runs it.
             roundsHeldForOutput += 1
             loop?.resumeWhenOutput(below: maximumQueuedOutput)
-        } else if heldCount > 0 || !heldSignals.isEmpty || status == DBUS_DISPATCH_DATA_REMAINS {
+        } else if held.count > 0 || held.holdsSignals || status == DBUS_DISPATCH_DATA_REMAINS {
             // More to do: another round, queued behind whatever else waits for the queue (I/O,
             // timers), so the replies of this one go out first.
             loop?.scheduleDispatch()
@@ -214,74 +194,10 @@ public final class Connection: @unchecked Sendable {
         // dbus_connection_dispatch returns the status after it: asking again would take the
         // connection's lock once more per message.
         var status = status
-        while heldCount < Self.maximumHeldCalls, status == DBUS_DISPATCH_DATA_REMAINS {
+        while held.count < HeldCalls.maximum, status == DBUS_DISPATCH_DATA_REMAINS {
             status = dbus_connection_dispatch(raw)
         }
         return status
-    }
-
-    private func holdCall(_ message: Message) {
-        nextSequence += 1
-        heldCount += 1
-        guard heldCount > 1 else {
-            soleCall = (nextSequence, message)
-            return
-        }
-        if let sole = soleCall {
-            soleCall = nil
-            enqueue(sole)
-        }
-        enqueue((nextSequence, message))
-    }
-
-    private func enqueue(_ call: (sequence: UInt64, message: Message)) {
-        let sender = call.message.sender ?? ""
-        // One lookup: the sender's queue is appended to in place.
-        var isNewSender = false
-        heldCalls[sender, default: { isNewSender = true; return takeSpareQueue() }()].append(call)
-        if isNewSender { senderRing.append(sender) }
-    }
-
-    /// The next call, taking the senders in turn.
-    private func nextHeldCall() -> Message? {
-        if let sole = soleCall {
-            soleCall = nil
-            heldCount -= 1
-            return sole.message
-        }
-        guard !senderRing.isEmpty else { return nil }
-        let sender = senderRing.removeFirst()
-        var calls = heldCalls.removeValue(forKey: sender)!
-        let next = calls.removeFirst()
-        heldCount -= 1
-        if !calls.isEmpty {
-            heldCalls[sender] = calls
-            senderRing.append(sender)
-        } else if calls.capacity <= Self.keptQueueCapacity {
-            spareQueue = calls
-        }
-        return next.message
-    }
-
-    /// An emptied sender queue, kept for the next new sender: with one synchronous client every
-    /// call empties its sender's queue, and a fresh one would be an allocation per call.
-    private var spareQueue: [(sequence: UInt64, message: Message)] = []
-    private static let keptQueueCapacity = 16
-
-    private func takeSpareQueue() -> [(sequence: UInt64, message: Message)] {
-        var queue: [(sequence: UInt64, message: Message)] = []
-        swap(&queue, &spareQueue)
-        return queue
-    }
-
-    /// Delivers the held signals that no waiting call precedes.
-    private func deliverHeldSignals() {
-        guard !heldSignals.isEmpty else { return }
-        let oldestCall = soleCall?.sequence ?? heldCalls.values.compactMap { $0.first?.sequence }.min() ?? UInt64.max
-        while let first = heldSignals.first, first.sequence < oldestCall {
-            heldSignals.removeFirst()
-            deliverSignal(first.message)
-        }
     }
 
     private func deliverSignal(_ message: Message) {
@@ -312,7 +228,7 @@ public final class Connection: @unchecked Sendable {
         switch message.kind {
         case .methodCall:
             if methodCallHandler != nil {
-                holdCall(message)
+                held.hold(message)
             } else if !message.noReply, let reply = message.makeError(.unknownObject("no objects are exported on this connection")) {
                 send(reply)
             }
@@ -323,12 +239,7 @@ public final class Connection: @unchecked Sendable {
                 onDisconnect?()
                 return DBUS_HANDLER_RESULT_HANDLED
             }
-            if heldCount > 0 {
-                nextSequence += 1
-                heldSignals.append((nextSequence, message))
-            } else {
-                deliverSignal(message)
-            }
+            if !held.holdSignal(message) { deliverSignal(message) }
             return DBUS_HANDLER_RESULT_NOT_YET_HANDLED
         default:
             return DBUS_HANDLER_RESULT_NOT_YET_HANDLED

@@ -82,7 +82,8 @@ public struct MethodCall {
     // MARK: Replies
 
     /// Replies to a call whose handler returned ``MethodResult/deferred``.
-    public func reply(_ values: [DBusValue]) { tree.enqueueReply(to: message, .success(values)) }
+    /// The reply is charged to the caller as the call's own would be (``ObjectTree/replyAdmission``).
+    public func reply(_ values: [DBusValue]) { tree.enqueueReply(to: message, .success(values), credentials: credentials) }
 
     /// Fails a call whose handler returned ``MethodResult/deferred``.
     public func fail(_ error: DBusError) { tree.enqueueReply(to: message, .failure(error)) }

@@ -36,7 +36,7 @@ extension ObjectTree {
             reply(to: message, .failure(replyTooLarge(message, size, maximumMessageSize)))
             return
         }
-        if writer.failure == nil, !isWrite, let refusal = replyAdmission?(message, credentials, size.bytes) {
+        if writer.failure == nil, !isWrite, let refusal = admission(of: message, size: Self.sentBytes(size), credentials: credentials) {
             reply(to: message, .failure(refusal))
             return
         }
@@ -50,14 +50,34 @@ extension ObjectTree {
             reply = error
         } else {
             pendingReplyBytes += size.bytes
+            connection.backlog.sent(Self.sentBytes(size))
         }
         pendingReplies.append(PendingReply(message: reply, writeCall: isWrite ? message : nil))
     }
 
-    /// Queues a reply produced outside the call's own round (deferred handlers).
-    func enqueueReply(to message: Message, _ result: Result<[DBusValue], DBusError>) {
+    /// What a message of `size` (its body, and the allowance for a header that no reply or
+    /// signal of a tree comes near) is charged and counted as sent: its body and a typical
+    /// header. The allowance bounds a message against a limit; charged, it made every small
+    /// reply cost 2 KiB.
+    static func sentBytes(_ size: MessageSize) -> Int { size.bytes - headerAllowance + chargedHeader }
+
+    /// A reply's or a signal's header as charged: path, interface, member, names, signature.
+    static let chargedHeader = 128
+
+    /// Why a reply of `size` bytes to `message` may not be sent, if it may not: the caller's
+    /// quota (``replyAdmission``), or the bus holding too much of the service's messages
+    /// already (``BusBacklog``).
+    func admission(of message: Message, size: Int, credentials: Credentials?) -> DBusError? {
+        if let refusal = replyAdmission?(message, credentials, size) { return refusal }
+        guard !connection.backlog.admits(size) else { return nil }
+        return DBusError(name: DBusError.Name.limitsExceeded, message: "the reply to \(message.member ?? "the call") (\(size) bytes) is not sent now: the bus holds \(connection.backlog.estimate) bytes of this service's messages that their readers have not read yet, and its bound is \(connection.backlog.limit ?? 0); ask again later, or for less at once")
+    }
+
+    /// Queues a reply produced outside the call's own round (deferred handlers), charged to
+    /// the caller as the call's own reply would be.
+    func enqueueReply(to message: Message, _ result: Result<[DBusValue], DBusError>, credentials: Credentials? = nil) {
         dispatchPrecondition(condition: .onQueue(connection.queue))
-        reply(to: message, result)
+        reply(to: message, result, credentials: credentials)
         connection.scheduleRound()
     }
 
@@ -74,6 +94,7 @@ extension ObjectTree {
             pendingEvents = []
             pendingChangeOrder = []
             pendingChanges = [:]
+            signalCharges.reset()
             for index in pendingReplies.indices {
                 if let call = pendingReplies[index].writeCall, let error = call.makeError(failure) {
                     pendingReplies[index].message = error
@@ -84,7 +105,10 @@ extension ObjectTree {
         pendingEvents = []
         for event in events { for message in event() { connection.send(message) } }
         for key in pendingChangeOrder {
-            if let message = propertiesChanged(key, pendingChanges[key] ?? [:]) { connection.send(message) }
+            let causes = signalCharges.take(key)
+            guard let (message, arguments) = propertiesChanged(key, pendingChanges[key] ?? [:]) else { continue }
+            signalCharges.charge(causes, counting: connection.backlog) { Self.sentBytes(messageSize(arguments, path: key.path, member: "PropertiesChanged")) }
+            connection.send(message)
         }
         pendingChangeOrder = []
         pendingChanges = [:]
@@ -100,7 +124,10 @@ extension ObjectTree {
         }
     }
 
-    func propertiesChanged(_ key: ChangeKey, _ changes: [String: DBusValue?]) -> Message? {
+    /// The `PropertiesChanged` of `key`'s noted `changes`, with its arguments: the values that
+    /// changed, each up to ``SignalCharges/maximumValueSize`` (a larger one, or one only some may
+    /// read, by name in `invalidated_properties`); `nil` when nothing changed.
+    func propertiesChanged(_ key: ChangeKey, _ changes: [String: DBusValue?]) -> (Message, [DBusValue])? {
         guard let object = objects[key.path],
               let interface = object.interfaces().first(where: { $0.name == key.interface }) else { return nil }
         var changed: [DictionaryEntry] = []
@@ -116,7 +143,11 @@ extension ObjectTree {
                     continue
                 }
                 if current == old { continue }
-                if restricted { invalidated.append(.string(name)) } else { changed.append(DictionaryEntry(.string(name), .variant(current))) }
+                if restricted || current.wireSize() > signalCharges.maximumValueSize {
+                    invalidated.append(.string(name))
+                } else {
+                    changed.append(DictionaryEntry(.string(name), .variant(current)))
+                }
                 continue
             }
             guard let property = interface.properties.lookup(name) else {
@@ -129,7 +160,8 @@ extension ObjectTree {
             if current == old { continue }
             switch property.changeSignal {
             // Anyone may receive the signal, so a restricted value is never carried in it.
-            case .emits where property.authorizeRead != nil: invalidated.append(.string(name))
+            case .emits where property.authorizeRead != nil || current.wireSize() > signalCharges.maximumValueSize:
+                invalidated.append(.string(name))
             case .emits: changed.append(DictionaryEntry(.string(name), .variant(current)))
             case .invalidates: invalidated.append(.string(name))
             case .const, .none: continue
@@ -144,7 +176,7 @@ extension ObjectTree {
                          .array(of: .string, changed.map(\.key) + invalidated)]
             onOversizedSignal?("PropertiesChanged for \(key.path) \(excess): sent with the names as invalidated_properties")
         }
-        return signal(key.path, "org.freedesktop.DBus.Properties", "PropertiesChanged", arguments)
+        return signal(key.path, "org.freedesktop.DBus.Properties", "PropertiesChanged", arguments).map { ($0, arguments) }
     }
 
     /// Builds a signal, or `nil` when it cannot be sent: a signal too big for the bus is left out

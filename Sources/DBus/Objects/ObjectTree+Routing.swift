@@ -84,8 +84,10 @@ extension ObjectTree {
                 try accessCheck(method.access, call)
             }
             let isWrite = method.writes
+            if let refusal = callAdmission?(call, isWrite) { throw refusal }
             if isWrite { roundHasWrites = true }
-            switch try method.handler(call) {
+            let cause = message.sender.map { SignalCause(sender: $0, userID: credentials?.userID) }
+            switch try signalCharges.handling(cause, { () throws(DBusError) in try method.handler(call) }) {
             case .reply(let values): reply(to: message, .success(values), isWrite: isWrite, credentials: credentials)
             case .stream(let body): reply(to: message, streaming: body, isWrite: isWrite, credentials: credentials)
             case .deferred: break
@@ -163,10 +165,11 @@ extension ObjectTree {
             let size = messageSize(values, path: "", member: "")
             if size.excess(over: maximumMessageSize) != nil {
                 result = .failure(replyTooLarge(message, size, maximumMessageSize))
-            } else if !isWrite, let refusal = replyAdmission?(message, credentials, size.bytes) {
+            } else if !isWrite, let refusal = admission(of: message, size: Self.sentBytes(size), credentials: credentials) {
                 result = .failure(refusal)
             } else {
                 pendingReplyBytes += size.bytes
+                connection.backlog.sent(Self.sentBytes(size))
             }
         }
         switch result {

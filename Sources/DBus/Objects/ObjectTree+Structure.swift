@@ -66,6 +66,9 @@ extension ObjectTree {
                 guard let call, (try? authorize(call)) != nil else { return nil }
             }
             guard let value = try? property.get() else { return nil }
+            // A broadcast (InterfacesAdded) leaves a large value out: the object's own
+            // PropertiesChanged invalidates it, and readers Get it.
+            if call == nil, value.wireSize() > signalCharges.maximumValueSize { return nil }
             return DictionaryEntry(.string(property.name), .variant(value))
         })
     }

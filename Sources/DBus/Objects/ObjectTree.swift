@@ -69,7 +69,7 @@ public final class ObjectTree: @unchecked Sendable {
         DBusError(name: DBusError.Name.limitsExceeded, message: "the reply to \(call.member ?? "the call") \(size.excess(over: limit) ?? "is too big")")
     }
 
-    /// Asked before a successful reply of `size` bytes (headers included) is queued for the
+    /// Asked before a successful reply of `size` bytes (its body and a typical header) is queued for the
     /// sender of `call`, with the sender's credentials once ``requiresCredentials`` is on; an
     /// error it returns is sent instead of the reply. Not asked for the reply of a method that
     /// writes (``MethodDescription/writes``): that write took effect, and an error would say
@@ -81,6 +81,13 @@ public final class ObjectTree: @unchecked Sendable {
 
     /// Reports what the tree had to leave out of a signal that was too big; the daemon logs it.
     public var onOversizedSignal: ((String) -> Void)?
+
+    /// Asked before a call that writes (``MethodDescription/writes``, `isWrite`) or any other
+    /// runs, after its access check: an error it returns is the reply and the handler never
+    /// runs (a caller past its quota of bytes sent is refused before it causes more).
+    public var callAdmission: ((_ call: MethodCall, _ isWrite: Bool) -> DBusError?)?
+    /// How large a value change signals carry, and which calls caused the round's signals.
+    public let signalCharges = SignalCharges()
     /// Decides whether a call may run a method whose description declares a privilege
     /// (``MethodDescription/access``), throwing the error to reply with (`AccessDenied`). Runs
     /// on the connection's queue, before the handler.
@@ -292,11 +299,18 @@ public final class ObjectTree: @unchecked Sendable {
         if pendingChanges[key]![property] == nil {
             pendingChanges[key]![property] = .some(oldValue)
         }
+        signalCharges.noted(key)
     }
 
-    /// Queues a signal to go out with the round's other signals.
-    public func emitAtFlush(path: String, interface: String, member: String, _ arguments: [DBusValue]) {
+    /// Queues a signal to go out with the round's other signals, charged to `cause` (the call
+    /// being handled when `nil`, if any).
+    public func emitAtFlush(path: String, interface: String, member: String, _ arguments: [DBusValue], chargedTo cause: SignalCause? = nil) {
         dispatchPrecondition(condition: .onQueue(connection.queue))
-        pendingEvents.append { [unowned self] in signal(path, interface, member, arguments).map { [$0] } ?? [] }
+        let causes = (cause ?? signalCharges.current).map { Set([$0]) } ?? []
+        pendingEvents.append { [unowned self] in
+            guard let message = signal(path, interface, member, arguments) else { return [] }
+            signalCharges.charge(causes, counting: connection.backlog) { Self.sentBytes(messageSize(arguments, path: path, member: member)) }
+            return [message]
+        }
     }
 }

@@ -113,7 +113,13 @@ public struct AccessPolicy: Sendable {
         var names = ["root"]
         if daemonUserID != 0 { names.append("the daemon's user (uid \(daemonUserID))") }
         if let writers {
-            names += writers
+            // An entry naming root or the daemon's user says nothing more; each one once.
+            var seen: Set<String> = []
+            for entry in writers where seen.insert(entry).inserted {
+                let uid = entry.hasPrefix("@") ? nil : Self.number(entry) ?? accounts.userID(entry)
+                if uid == 0 || uid == daemonUserID { continue }
+                names.append(entry)
+            }
         } else if let writerGroup {
             names.append("group \(writerGroup.name)")
         }

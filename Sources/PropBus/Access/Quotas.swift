@@ -14,6 +14,9 @@ public enum Quota: String, CaseIterable, Sendable, Comparable {
     case storedBytes = "stored-bytes"
     /// Overrides held (`Override`), connection-lifetime and TTL ones alike.
     case overrides
+    /// Bytes of change history the uid's changes hold (rows on disk and transient keys'
+    /// records in memory); past it its own oldest changes go first.
+    case historyBytes = "history-bytes"
 
     /// The quota of each uid unless `--quota NAME=N` says otherwise.
     public var defaultLimit: UInt64 {
@@ -25,6 +28,7 @@ public enum Quota: String, CaseIterable, Sendable, Comparable {
         case .commands: 64
         case .storedBytes: 16 << 20
         case .overrides: 64
+        case .historyBytes: 16 << 20
         }
     }
 
@@ -38,11 +42,12 @@ public enum Quota: String, CaseIterable, Sendable, Comparable {
         case .commands: "commands"
         case .storedBytes: "bytes of stored values"
         case .overrides: "overrides"
+        case .historyBytes: "bytes of change history"
         }
     }
 
     /// Whether it counts bytes (messages then say "would hold", since one act adds many).
-    public var countsBytes: Bool { self == .inputBytes || self == .storedBytes }
+    public var countsBytes: Bool { self == .inputBytes || self == .storedBytes || self == .historyBytes }
 
     public static func < (lhs: Quota, rhs: Quota) -> Bool { lhs.rawValue < rhs.rawValue }
 }

@@ -68,10 +68,11 @@ public struct LayerProblem: Sendable, Hashable, CustomStringConvertible {
     public var key: String?
     public var problem: String
 
+    /// A NUL in any part is shown as U+FFFD: problems are sent on the bus, which carries no NUL.
     public init(file: String, key: String? = nil, problem: String) {
-        self.file = file
-        self.key = key
-        self.problem = problem
+        self.file = TextBytes.replacingNUL(in: file)
+        self.key = key.map(TextBytes.replacingNUL(in:))
+        self.problem = TextBytes.replacingNUL(in: problem)
     }
 
     public var description: String { key.map { "\(file): \($0): \(problem)" } ?? "\(file): \(problem)" }

@@ -7,22 +7,6 @@ import PropBus
 extension SQLiteStore {
     // MARK: Leases
 
-    /// Schema step 5 → 6: TTL overrides and ephemeral keys (``Lease``); `value` is the override's
-    /// (NULL: an ephemeral key), `expires` NULL a connection's lifetime.
-    static let leasesSchema = """
-        CREATE TABLE leases (
-            handle INTEGER PRIMARY KEY NOT NULL,
-            key TEXT NOT NULL,
-            value BLOB,
-            holder TEXT NOT NULL,
-            uid INTEGER,
-            pid INTEGER,
-            comm TEXT,
-            since INTEGER NOT NULL,
-            expires INTEGER
-        );
-        """
-
     func loadLeases(into state: inout StoredState) throws {
         let next = try database.prepare("SELECT value FROM meta WHERE name = 'next_lease'")
         while try next.step() { state.nextLeaseHandle = UInt64(bitPattern: next.integer(0)) }

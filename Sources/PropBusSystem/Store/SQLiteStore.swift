@@ -15,14 +15,14 @@ import PropBus
 /// Single owner, like the model: the service confines it to its connection's queue.
 public final class SQLiteStore: PropertyStore {
     /// The schema version this release writes (`PRAGMA user_version`).
-    public static let schemaVersion: Int64 = 11
+    public static let schemaVersion: Int64 = 12
     /// The database file name inside the state directory.
     public static let fileName = "propbus.db"
     /// `PRAGMA application_id` of a propbus store ('PBUS'), so that another application's
     /// SQLite file at the same path is recognised and refused rather than altered.
     public static let applicationID: Int32 = 0x5042_5553
     /// The tables a propbus store holds; a database with other tables belongs to someone else.
-    static let tableNames: Set<String> = ["definitions", "stored_values", "meta", "bindings", "commands", "fleet_keys", "history", "history_recent", "history_caller", "history_key", "history_index", "history_by_change", "history_denied", "leases"]
+    static let tableNames: Set<String> = ["definitions", "stored_values", "meta", "bindings", "commands", "fleet_keys", "history", "history_recent", "history_caller", "history_key", "history_index", "history_by_change", "history_by_uid", "history_denied", "leases"]
 
     /// The database file.
     public let path: String
@@ -35,12 +35,9 @@ public final class SQLiteStore: PropertyStore {
     private var pendingApplicationID = false
     /// The revision ceiling this connection last committed.
     private var committedCeiling: UInt64?
-    /// Change history: what is kept and for how long (`--no-history`, `--history-max-rows`, …).
-    public var historyOptions = HistoryOptions()
-    /// History's statements and its in-memory part (transient keys); `nil` until opened.
-    let historyTable = HistoryTable()
-    /// Refused attempts (`--history-denied`).
-    let deniedTable = DeniedTable()
+    /// Change history, written with each commit and read by the service (``HistoryStore``);
+    /// what it keeps is ``SQLiteHistory/options``.
+    public let history: SQLiteHistory
 
     struct Statements {
         var saveDefinition: SQLiteStatement
@@ -71,6 +68,7 @@ public final class SQLiteStore: PropertyStore {
     /// name, not even a new file.
     public init(path: String, createLazily: Bool = false) throws(PropBusError) {
         self.path = path
+        history = SQLiteHistory(path: path)
         if createLazily, access(path, F_OK) != 0 { return }
         try open()
     }
@@ -106,7 +104,7 @@ public final class SQLiteStore: PropertyStore {
             try database.execute("PRAGMA synchronous=FULL")
             // Only another process (e.g. someone's sqlite3 shell) can hold the write lock.
             try database.execute("PRAGMA busy_timeout=1000")
-            try Self.migrate(database, path: path)
+            try StoreSchema.migrate(database, path: path)
             self.database = database
             statements = Statements(
                 saveDefinition: try database.prepare("INSERT OR REPLACE INTO definitions (key, type, default_value, options) VALUES (?1, ?2, ?3, ?4)"),
@@ -132,8 +130,7 @@ public final class SQLiteStore: PropertyStore {
                 // each time was a visible part of that.
                 begin: try database.prepare("BEGIN IMMEDIATE"),
                 commit: try database.prepare("COMMIT"))
-            try historyTable.attach(database)
-            try deniedTable.attach(database)
+            try history.attach(database)
         } catch let error as PropBusError {
             throw error
         } catch let error as SQLiteError {
@@ -286,14 +283,14 @@ public final class SQLiteStore: PropertyStore {
     /// writes that row alone.
     public func commit(_ writeSet: WriteSet, durability: StoreChanges.Durability) throws(PropBusError) {
         let changes = writeSet.store
-        let history = historyOptions.isEnabled && !writeSet.isEmpty ? writeSet : nil
+        let recorded = history.options.isEnabled && !writeSet.isEmpty ? writeSet : nil
         guard changes.hasWrites || pendingApplicationID else {
             // A round of transient keys only: the reservation alone (one small write per block
             // of revisions). On a full or read-only disk the round fails: its revisions would
             // come again after a crash, and a CompareAndSet holding one would succeed on another
             // value.
             if let reservation = changes.reservation { try reserve(through: reservation) }
-            if let history { historyTable.recordTransient(history, options: historyOptions) }
+            if let recorded { history.committed(recorded) }
             return
         }
         if database == nil { try open() }
@@ -318,7 +315,7 @@ public final class SQLiteStore: PropertyStore {
                 switch write {
                 case .save(let stored):
                     // Encoded once for the value and its history row.
-                    let bytes = history == nil ? ValueCodec.encode(stored.value) : try historyTable.encodeStored(stored.value, of: key)
+                    let bytes = recorded == nil ? ValueCodec.encode(stored.value) : try history.encodeStored(stored.value, of: key)
                     try statements.saveValue.run([.text(key.text), .blob(bytes), .integer(Int64(bitPattern: stored.revision))])
                 case .delete:
                     try statements.removeValue.run([.text(key.text)])
@@ -357,7 +354,7 @@ public final class SQLiteStore: PropertyStore {
             if let cursor = changes.externalCursor { try statements.saveExternalCursor.run([.integer(cursor)]) }
             try writeLeases(changes)
             // In the same transaction as the values: history and values never disagree.
-            if let history { try historyTable.record(history, options: historyOptions) }
+            if let recorded { try history.record(recorded) }
             if let source = changes.externalSource {
                 // Rare (a first contact, or a move): not worth a prepared statement.
                 try database.prepare("INSERT OR REPLACE INTO meta (name, value) VALUES ('fleet_source', ?1)").run([.text(source)])
@@ -365,11 +362,11 @@ public final class SQLiteStore: PropertyStore {
             try statements.commit.run([])
         } catch {
             if database.inTransaction { try? database.execute("ROLLBACK") }
-            if history != nil { historyTable.commitFailed() }
+            if recorded != nil { history.commitFailed() }
             throw PropBusError(.storeFailed, "cannot commit to the store \(path): \(error)")
         }
         if let ceiling { committedCeiling = ceiling }
-        if let history { historyTable.recordTransient(history, options: historyOptions) }
+        if let recorded { history.committed(recorded) }
         pendingApplicationID = false
     }
 

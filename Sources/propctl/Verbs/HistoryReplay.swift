@@ -19,6 +19,10 @@ enum HistoryReplay {
                 lines.append("# \(key) at revision \(revision): its value is redacted for you, not replayed")
                 continue
             }
+            if row["new"] == nil, row["new_sha256"] != nil {
+                lines.append("# \(key) at revision \(revision): history keeps only its value's digest, not replayed")
+                continue
+            }
             switch row["kind"]?.stringValue {
             case "created":
                 guard let new = row["new"] else { continue }

@@ -80,12 +80,20 @@ enum HistoryVerb: Subcommand {
                 return
             }
             Output.line(Output.table(header: ["REV", "TIME", "KEY", "CHANGE", "VIA", "WHO"], rows: rows.map { row in
-                let old = row["old"].map(ValueText.format) ?? "∅"
-                let new = row["new"].map(ValueText.format) ?? "∅"
+                let old = shown(row, "old"), new = shown(row, "new")
                 return [row["revision"].map(ValueText.format) ?? "", time(row), row["key"]?.stringValue ?? "", "\(old) → \(new)",
                         row["via"]?.stringValue ?? "", who(row)]
             }))
         }
+    }
+
+    /// A row's `old` or `new` value, as the table shows it: the value, or for one history keeps
+    /// only as its digest its size and the digest's start; `∅` for none.
+    static func shown(_ row: [String: DBusValue], _ side: String) -> String {
+        if let value = row[side] { return ValueText.format(value) }
+        guard case .uint64(let size)? = row[side + "_size"] else { return "∅" }
+        let digest = row[side + "_sha256"]?.stringValue ?? ""
+        return "<\(size) bytes, sha256 \(digest.prefix(12))…>"
     }
 
     /// A row's time in ISO 8601 (UTC).

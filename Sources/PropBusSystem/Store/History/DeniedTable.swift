@@ -1,9 +1,9 @@
 import PropBus
 
-/// The `history_denied` table (schema version 7): refused attempts, bounded by
+/// The `history_denied` table: refused attempts, bounded by
 /// ``HistoryOptions/maximumDeniedRows``.
 ///
-/// Owned by its ``SQLiteStore``, confined like it to the service's queue. Attempts are held
+/// Owned by ``SQLiteHistory``, confined like it to the service's queue. Attempts are held
 /// in memory (at most ``maximumPending``) and written together in one small transaction after
 /// the round, so a refused call never waits for the disk, and a flood of them costs one write
 /// per round, not one per call.
@@ -84,47 +84,5 @@ final class DeniedTable {
             found.append((query.integer(0), DeniedAttempt(time: query.integer(1), key: query.text(2) ?? "", caller: caller, error: query.text(4) ?? "")))
         }
         return found
-    }
-}
-
-extension SQLiteStore {
-    /// The `history_denied` table (schema version 7): one row per refused attempt; and the
-    /// host a fleet key's change was made on, in `history`.
-    static let deniedSchema = """
-        ALTER TABLE history ADD COLUMN host TEXT;
-        CREATE TABLE history_denied (
-            id INTEGER PRIMARY KEY,
-            time INTEGER NOT NULL,
-            key TEXT NOT NULL,
-            via TEXT NOT NULL,
-            error TEXT NOT NULL,
-            uid INTEGER,
-            user TEXT,
-            pid INTEGER,
-            comm TEXT,
-            exe TEXT,
-            unit TEXT,
-            bus_name TEXT
-        );
-        """
-
-    /// Holds a refused attempt until ``flushDenied()`` writes it (``HistoryOptions/recordsDenied``).
-    public func recordDenied(_ attempt: DeniedAttempt) {
-        guard historyOptions.isEnabled, historyOptions.recordsDenied else { return }
-        deniedTable.hold(attempt)
-    }
-
-    /// Writes the refused attempts held since the last call, in their own small transaction.
-    public func flushDenied() throws(PropBusError) {
-        do { try deniedTable.flush(maximumRows: historyOptions.maximumDeniedRows) } catch {
-            throw PropBusError(.storeFailed, "cannot record refused attempts in the store \(path): \(error)")
-        }
-    }
-
-    /// Up to `limit` refused attempts on keys starting with `prefix` after attempt `after`, oldest first.
-    public func deniedAttempts(prefix: String, after: Int64, limit: Int) throws(PropBusError) -> [(id: Int64, attempt: DeniedAttempt)] {
-        do { return try deniedTable.attempts(prefix: prefix, after: after, limit: limit) } catch {
-            throw PropBusError(.storeFailed, "cannot read the refused attempts in the store \(path): \(error)")
-        }
     }
 }
